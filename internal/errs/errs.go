@@ -223,4 +223,3 @@ func FromStatus(err error) error {
 	}
 	return e
 }
-

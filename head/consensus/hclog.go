@@ -1,0 +1,151 @@
+package consensus
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// levelTrace is where hclog's Trace lands in slog: below Debug.
+const levelTrace = slog.LevelDebug - 4
+
+// hclogAdapter is an hclog.Logger that writes to a *slog.Logger, so that
+// Raft, its transport and its snapshot store log through the head's logger.
+// hclog's key/value arguments become slog attributes; its logger name
+// becomes the attribute "logger".
+type hclogAdapter struct {
+	base    *slog.Logger // without name or implied args
+	l       *slog.Logger // base with implied args and name
+	name    string
+	implied []any
+	min     *atomic.Int32 // hclog.Level; shared by derived loggers, like hclog's
+}
+
+var _ hclog.Logger = (*hclogAdapter)(nil)
+
+func newHclog(l *slog.Logger) *hclogAdapter {
+	min := new(atomic.Int32)
+	min.Store(int32(hclog.Trace))
+	return &hclogAdapter{base: l, l: l, min: min}
+}
+
+func toSlogLevel(level hclog.Level) slog.Level {
+	switch level {
+	case hclog.Trace:
+		return levelTrace
+	case hclog.Debug:
+		return slog.LevelDebug
+	case hclog.Warn:
+		return slog.LevelWarn
+	case hclog.Error:
+		return slog.LevelError
+	default: // Info, NoLevel
+		return slog.LevelInfo
+	}
+}
+
+func (a *hclogAdapter) enabled(level hclog.Level) bool {
+	if level == hclog.Off || level < hclog.Level(a.min.Load()) {
+		return false
+	}
+	return a.l.Enabled(context.Background(), toSlogLevel(level))
+}
+
+func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if a.enabled(level) {
+		a.l.Log(context.Background(), toSlogLevel(level), msg, args...)
+	}
+}
+
+func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
+func (a *hclogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
+func (a *hclogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
+func (a *hclogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
+func (a *hclogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
+
+func (a *hclogAdapter) IsTrace() bool { return a.enabled(hclog.Trace) }
+func (a *hclogAdapter) IsDebug() bool { return a.enabled(hclog.Debug) }
+func (a *hclogAdapter) IsInfo() bool  { return a.enabled(hclog.Info) }
+func (a *hclogAdapter) IsWarn() bool  { return a.enabled(hclog.Warn) }
+func (a *hclogAdapter) IsError() bool { return a.enabled(hclog.Error) }
+
+func (a *hclogAdapter) ImpliedArgs() []any { return a.implied }
+
+func (a *hclogAdapter) derive(name string, implied []any) *hclogAdapter {
+	l := a.base.With(implied...)
+	if name != "" {
+		l = l.With("logger", name)
+	}
+	return &hclogAdapter{base: a.base, l: l, name: name, implied: implied, min: a.min}
+}
+
+func (a *hclogAdapter) With(args ...any) hclog.Logger {
+	return a.derive(a.name, append(append([]any(nil), a.implied...), args...))
+}
+
+func (a *hclogAdapter) Name() string { return a.name }
+
+func (a *hclogAdapter) Named(name string) hclog.Logger {
+	if a.name != "" {
+		name = a.name + "." + name
+	}
+	return a.derive(name, a.implied)
+}
+
+func (a *hclogAdapter) ResetNamed(name string) hclog.Logger { return a.derive(name, a.implied) }
+
+func (a *hclogAdapter) SetLevel(level hclog.Level) { a.min.Store(int32(level)) }
+
+func (a *hclogAdapter) GetLevel() hclog.Level { return hclog.Level(a.min.Load()) }
+
+func (a *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(a.StandardWriter(opts), "", 0)
+}
+
+func (a *hclogAdapter) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
+	if opts == nil {
+		opts = &hclog.StandardLoggerOptions{}
+	}
+	return &stdWriter{a: a, infer: opts.InferLevels, force: opts.ForceLevel}
+}
+
+// stdWriter turns log.Logger lines into adapter calls, reading "[LEVEL]"
+// prefixes when asked to.
+type stdWriter struct {
+	a     *hclogAdapter
+	infer bool
+	force hclog.Level
+}
+
+func (w *stdWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimRight(p, "\n"))
+	level := hclog.Info
+	if w.force != hclog.NoLevel || w.infer {
+		if strings.HasPrefix(line, "[") {
+			if i := strings.IndexByte(line, ']'); i > 0 {
+				switch line[1:i] {
+				case "TRACE":
+					level = hclog.Trace
+				case "DEBUG":
+					level = hclog.Debug
+				case "WARN":
+					level = hclog.Warn
+				case "ERR", "ERROR":
+					level = hclog.Error
+				}
+				line = strings.TrimSpace(line[i+1:])
+			}
+		}
+		if w.force != hclog.NoLevel {
+			level = w.force
+		}
+	}
+	w.a.Log(level, line)
+	return len(p), nil
+}
