@@ -6,7 +6,7 @@ LDFLAGS   := -s -w
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release test test-short proto bench demo vet fmt clean
+.PHONY: all build release run test test-short proto bench vet fmt clean
 
 all: build
 
@@ -23,6 +23,10 @@ release: build
 		[ -d cmd/$$c ] || continue; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux-arm64/$$c ./cmd/$$c || exit 1; \
 	done
+
+# The main job: a 3-head cluster on loopback, a rollout graph, a leader kill.
+run: build
+	./scripts/run-local.sh
 
 # The whole suite with the race detector. Integration tests start real Raft
 # clusters on loopback and need no network beyond it.

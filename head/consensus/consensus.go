@@ -294,3 +294,10 @@ func (n *Node) closeResources() error {
 	}
 	return nil
 }
+
+// FirstIndex returns the index of the oldest entry still in the Raft log:
+// entries before it were compacted into a snapshot, so a follower behind it
+// can only catch up by InstallSnapshot. Tests and status pages call it.
+func (n *Node) FirstIndex() (uint64, error) {
+	return n.logs.FirstIndex()
+}

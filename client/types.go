@@ -1,0 +1,61 @@
+package client
+
+import "github.com/megaflow/megaflow/internal/wire"
+
+// The wire API's records, under the names users write. They are the protobuf
+// messages of package megaflow.v1 (proto/megaflow/v1), so any field documented
+// there is available here.
+type (
+	// GraphSpec is a rollout graph as submitted: an id (optional), a tenant and tasks.
+	GraphSpec = wire.GraphSpec
+	// TaskSpec is one task of a graph: image, command, resources, dependencies.
+	TaskSpec = wire.TaskSpec
+	// Resources is CPU in millicores, memory in bytes and whole GPUs.
+	Resources = wire.Resources
+	// ServiceSpec describes a long-running service task.
+	ServiceSpec = wire.ServiceSpec
+	// Graph is a graph's row in the task table with its aggregate counts.
+	Graph = wire.Graph
+	// Task is a task's row in the task table, with its attempts.
+	Task = wire.Task
+	// Attempt is one execution of a task.
+	Attempt = wire.Attempt
+	// Event is one committed change of a task or graph state.
+	Event = wire.Event
+	// ReadMeta says how fresh a read is: the index applied and whether the
+	// answer came from the leader.
+	ReadMeta = wire.ReadMeta
+	// ClusterStatus describes the heads, the leader, the term and the indexes.
+	ClusterStatus = wire.ClusterStatusResponse
+	// HeadInfo describes one head.
+	HeadInfo = wire.HeadInfo
+	// TaskState is a task's place in its life cycle.
+	TaskState = wire.TaskState
+	// GraphState is a graph's state.
+	GraphState = wire.GraphState
+)
+
+// Task states.
+const (
+	TaskPending   = wire.TaskState_TASK_STATE_PENDING
+	TaskQueued    = wire.TaskState_TASK_STATE_QUEUED
+	TaskAssigned  = wire.TaskState_TASK_STATE_ASSIGNED
+	TaskRunning   = wire.TaskState_TASK_STATE_RUNNING
+	TaskSucceeded = wire.TaskState_TASK_STATE_SUCCEEDED
+	TaskFailed    = wire.TaskState_TASK_STATE_FAILED
+	TaskCancelled = wire.TaskState_TASK_STATE_CANCELLED
+	TaskTimedOut  = wire.TaskState_TASK_STATE_TIMED_OUT
+)
+
+// Graph states.
+const (
+	GraphRunning   = wire.GraphState_GRAPH_STATE_RUNNING
+	GraphSucceeded = wire.GraphState_GRAPH_STATE_SUCCEEDED
+	GraphFailed    = wire.GraphState_GRAPH_STATE_FAILED
+	GraphCancelled = wire.GraphState_GRAPH_STATE_CANCELLED
+)
+
+// GraphTerminal reports whether a graph in state s will change no more.
+func GraphTerminal(s GraphState) bool {
+	return s == GraphSucceeded || s == GraphFailed || s == GraphCancelled
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func clusterCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Show the heads, the leader, the term and the Raft indexes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			st, err := c.ClusterStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(st)
+			}
+			fmt.Fprintf(g.stdout, "leader %s (%s)  term %d  commit %d  applied %d  last log %d  snapshot %d  (answered by %s, %s)\n\n",
+				orDash(st.LeaderId), orDash(st.LeaderGrpcAddr), st.Term, st.CommitIndex, st.AppliedIndex,
+				st.LastLogIndex, st.LastSnapshotIndex, st.HeadId, st.RaftState)
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "HEAD\tROLE\tSUFFRAGE\tGOSSIP\tRAFT ADDR\tGRPC ADDR")
+			for _, h := range st.Heads {
+				role := "follower"
+				if h.Leader {
+					role = "leader"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Id, role, h.Suffrage, h.Status, h.RaftAddr, orDash(h.GrpcAddr))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "remove-head ID",
+		Short: "Remove a head that is gone for good from the Raft configuration",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.RemoveHead(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "removed head %s\n", args[0])
+			return nil
+		},
+	})
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/megaflow/megaflow/client"
+)
+
+func graphsCmd(g *globals) *cobra.Command {
+	var f client.GraphFilter
+	cmd := &cobra.Command{
+		Use:   "graphs",
+		Short: "List graphs, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			graphs, next, err := c.ListGraphs(ctx, f)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(map[string]any{"graphs": protoList(graphs), "next_page_token": next})
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "GRAPH\tTENANT\tSTATE\tTASKS\tDONE\tFAILED\tAGE")
+			for _, gr := range graphs {
+				cn := gr.Counts
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,
+					cn.GetSucceeded(), cn.GetFailed()+cn.GetTimedOut(), age(gr.CreateUnixNanos))
+			}
+			if next != "" {
+				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's graphs")
+	cmd.Flags().Int32Var(&f.PageSize, "limit", 100, "at most this many")
+	cmd.Flags().StringVar(&f.PageToken, "page-token", "", "continue a previous listing")
+	return cmd
+}
+
+func tasksCmd(g *globals) *cobra.Command {
+	var f client.TaskFilter
+	var state string
+	cmd := &cobra.Command{
+		Use:   "tasks [GRAPH]",
+		Short: "List tasks, of one graph or all",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				f.GraphID = args[0]
+			}
+			if state != "" {
+				s, ok := parseTaskState(state)
+				if !ok {
+					return fmt.Errorf("--state %q: want one of pending, queued, assigned, running, succeeded, failed, cancelled, timed_out", state)
+				}
+				f.State = s
+			}
+			f.OmitSpec = g.output != "json"
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			tasks, next, err := c.ListTasks(ctx, f)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(map[string]any{"tasks": protoList(tasks), "next_page_token": next})
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TASK\tSTATE\tATTEMPT\tWORKER\tREASON")
+			for _, t := range tasks {
+				var worker string
+				if n := len(t.Attempts); n > 0 {
+					worker = t.Attempts[n-1].WorkerId
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Id, taskState(t.State), len(t.Attempts), orDash(worker), t.Reason)
+			}
+			if next != "" {
+				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only tasks in this state")
+	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's tasks")
+	cmd.Flags().StringVar(&f.WorkerID, "worker", "", "only tasks on this worker")
+	cmd.Flags().Int32Var(&f.PageSize, "limit", 100, "at most this many")
+	cmd.Flags().StringVar(&f.PageToken, "page-token", "", "continue a previous listing")
+	return cmd
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status GRAPH",
+		Short: "Show a graph's state and counts by task state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			gr, meta, err := c.GetGraph(ctx, args[0], client.ReadOptions{})
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(gr)
+			}
+			cn := gr.Counts
+			fmt.Fprintf(g.stdout, "graph %s  tenant %s  %s  %d tasks  (index %d from %s)\n", gr.Id, gr.Tenant,
+				graphState(gr.State), gr.TaskCount, meta.GetIndex(), meta.GetHeadId())
+			fmt.Fprintf(g.stdout, "pending %d  queued %d  assigned %d  running %d  succeeded %d  failed %d  cancelled %d  timed_out %d\n",
+				cn.GetPending(), cn.GetQueued(), cn.GetAssigned(), cn.GetRunning(), cn.GetSucceeded(), cn.GetFailed(),
+				cn.GetCancelled(), cn.GetTimedOut())
+			if gr.Reason != "" {
+				fmt.Fprintf(g.stdout, "reason: %s\n", gr.Reason)
+			}
+			return nil
+		},
+	}
+}
+
+func cancelCmd(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel GRAPH|GRAPH/TASK",
+		Short: "Cancel a graph, or one task of it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			var n uint32
+			if strings.Contains(args[0], "/") {
+				n, err = c.CancelTask(ctx, args[0], reason)
+			} else {
+				n, err = c.CancelGraph(ctx, args[0], reason)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "cancelled %d task(s) of %s\n", n, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "cancelled by user", "why, recorded on each task")
+	return cmd
+}
+
+func taskState(s client.TaskState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "TASK_STATE_"))
+}
+
+func graphState(s client.GraphState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "GRAPH_STATE_"))
+}
+
+func parseTaskState(s string) (client.TaskState, bool) {
+	for v := client.TaskPending; v <= client.TaskTimedOut; v++ {
+		if taskState(v) == strings.ToLower(s) {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+func age(unixNanos int64) string {
+	if unixNanos == 0 {
+		return "-"
+	}
+	return time.Since(time.Unix(0, unixNanos)).Round(time.Second).String()
+}
+
+// protoList turns a slice of messages into JSON-ready maps with proto names.
+func protoList[T interface{ ProtoReflect() protoreflect.Message }](items []T) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for i, it := range items {
+		b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(it)
+		out[i] = b
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/errs"
+)
+
+// Exit codes: 0 success, 1 an error, 2 bad usage or input.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	heads   string
+	output  string
+	timeout time.Duration
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// run executes the CLI with args and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "megaflow",
+		Short:         "MegaFlow command-line client",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	defHeads := os.Getenv(client.EnvHeads)
+	if defHeads == "" {
+		defHeads = "127.0.0.1:7070"
+	}
+	root.PersistentFlags().StringVar(&g.heads, "heads", defHeads, "comma-separated gRPC addresses of heads (env "+client.EnvHeads+")")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	root.AddCommand(submitCmd(g), clusterCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g))
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "megaflow:", err)
+	if errors.Is(err, errs.ErrInvalidArgument) || strings.Contains(err.Error(), "unknown command") ||
+		strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
+		return exitUsage
+	}
+	var ee *codeError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitError
+}
+
+// codeError carries a specific exit code out of a command.
+type codeError struct {
+	code int
+	msg  string
+}
+
+func (e *codeError) Error() string { return e.msg }
+
+// dial connects to the heads named by --heads with the --timeout context.
+func (g *globals) dial(cmd *cobra.Command) (context.Context, *client.Client, func(), error) {
+	if g.output != "table" && g.output != "json" {
+		return nil, nil, nil, errs.New(errs.InvalidArgument, "--output %q: want table or json", g.output)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	var heads []string
+	for _, h := range strings.Split(g.heads, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			heads = append(heads, h)
+		}
+	}
+	c, err := client.Dial(ctx, heads)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, c, func() { c.Close(); cancel() }, nil
+}
+
+// printJSON writes v as one JSON document: protobuf messages through
+// protojson (field names as in the .proto), anything else through
+// encoding/json.
+func (g *globals) printJSON(v any) error {
+	if m, ok := v.(proto.Message); ok {
+		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(g.stdout, string(b))
+		return err
+	}
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,90 @@
+package head
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/errs"
+)
+
+// apply proposes one command to Raft and waits until this head has applied
+// it. It returns the FSM's answer and the entry's index. Errors: NotLeader
+// when this head does not lead; Unavailable when leadership was lost while
+// the entry was in flight (it may or may not be committed: idempotent
+// retries resolve that); the FSM's own *errs.Error.
+func (h *Head) apply(ctx context.Context, op fsm.Op, msg proto.Message) (any, uint64, error) {
+	b, err := fsm.Encode(op, msg)
+	if err != nil {
+		return nil, 0, errs.New(errs.Internal, "encode %v: %v", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	fut := h.node.Raft().Apply(b, h.cfg.ApplyTimeout)
+	if err := fut.Error(); err != nil {
+		return nil, 0, h.raftError(err)
+	}
+	if e, ok := fut.Response().(error); ok && e != nil {
+		return nil, fut.Index(), e
+	}
+	return fut.Response(), fut.Index(), nil
+}
+
+// raftError turns hashicorp/raft's errors into the error catalog.
+func (h *Head) raftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return h.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return &errs.Error{Class: errs.Unavailable, Message: "head " + h.cfg.NodeID +
+			": leadership lost while committing; the write may or may not be committed: retry it (submissions are idempotent by graph id)"}
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return &errs.Error{Class: errs.Unavailable, Message: "head " + h.cfg.NodeID + ": raft is overloaded (enqueue timed out); retry"}
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return &errs.Error{Class: errs.Unavailable, Message: "head " + h.cfg.NodeID + " is shutting down; use another head"}
+	}
+	return errs.New(errs.Unavailable, "head %s: raft: %v", h.cfg.NodeID, err)
+}
+
+// notLeader is the NotLeader error naming the leader this head knows of.
+func (h *Head) notLeader() error {
+	id, addr := h.leaderGRPC()
+	msg := "head " + h.cfg.NodeID + " is not the leader"
+	if id == "" {
+		msg += " and knows no leader (election in progress?); retry shortly"
+	} else {
+		msg += "; the leader is " + id + " at " + addr
+	}
+	return &errs.Error{Class: errs.NotLeader, Message: msg, LeaderID: id, LeaderAddr: addr}
+}
+
+// graphLocks serializes submissions of the same graph id on the leader so
+// the chunks of two retries never interleave. Striped: bounded memory.
+type graphLocks [64]chanMutex
+
+type chanMutex chan struct{}
+
+func (l *graphLocks) lock(ctx context.Context, id string) (func(), error) {
+	f := fnv.New32a()
+	f.Write([]byte(id))
+	m := l[f.Sum32()%uint32(len(l))]
+	select {
+	case m <- struct{}{}:
+		return func() { <-m }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func newGraphLocks() *graphLocks {
+	var l graphLocks
+	for i := range l {
+		l[i] = make(chanMutex, 1)
+	}
+	return &l
+}

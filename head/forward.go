@@ -1,0 +1,104 @@
+package head
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// forwardedKey marks a call a follower forwarded, so that a head that is
+// not the leader either answers NotLeader instead of forwarding again: no
+// forwarding loops while heads disagree about the leader.
+const forwardedKey = "megaflow-forwarded"
+
+// forwarder keeps one gRPC connection per leader address for followers to
+// forward writes on. Owned by Head; closed by Shutdown and Kill.
+type forwarder struct {
+	h     *Head
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newForwarder(h *Head) *forwarder {
+	return &forwarder{h: h, conns: make(map[string]*grpc.ClientConn)}
+}
+
+// leaderGRPC returns the leader's id and gRPC address as this head knows
+// them (gossip carries each head's gRPC address); empty when unknown.
+func (h *Head) leaderGRPC() (id, addr string) {
+	_, lid := h.node.Leader()
+	if lid == "" {
+		return "", ""
+	}
+	if lid == h.cfg.NodeID {
+		return lid, h.GRPCAddr()
+	}
+	for _, m := range h.gossip.Members() {
+		if m.Meta.Role == gossip.RoleHead && m.Meta.NodeID == lid {
+			return lid, m.Meta.GRPCAddr
+		}
+	}
+	return lid, ""
+}
+
+// leader returns a client for the leader, or the error to answer with:
+// NotLeader when this call was already forwarded once, Unavailable when no
+// leader is known.
+func (f *forwarder) leader(ctx context.Context) (wire.MegaflowServiceClient, context.Context, error) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
+		return nil, nil, f.h.notLeader()
+	}
+	id, addr := f.h.leaderGRPC()
+	if id == "" || addr == "" || id == f.h.cfg.NodeID {
+		return nil, nil, errs.New(errs.Unavailable, "head %s knows no leader (election in progress?); retry shortly", f.h.cfg.NodeID)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conns == nil {
+		return nil, nil, errs.New(errs.Unavailable, "head %s is shutting down; use another head", f.h.cfg.NodeID)
+	}
+	conn, ok := f.conns[addr]
+	if !ok {
+		var err error
+		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, nil, errs.New(errs.Unavailable, "head %s: dial leader %s at %s: %v", f.h.cfg.NodeID, id, addr, err)
+		}
+		f.conns[addr] = conn
+	}
+	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, f.h.cfg.NodeID)
+	return wire.NewMegaflowServiceClient(conn), out, nil
+}
+
+// close closes every cached connection; later forwards answer Unavailable.
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		_ = c.Close()
+	}
+	f.conns = nil
+}
+
+// forward runs call against the leader and passes its answer through. A
+// leader that cannot be reached is Unavailable, so clients retry.
+func forward[Req, Resp any](ctx context.Context, f *forwarder, req Req,
+	call func(wire.MegaflowServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	var zero Resp
+	c, fctx, err := f.leader(ctx)
+	if err != nil {
+		return zero, err
+	}
+	resp, err := call(c, fctx, req)
+	if err != nil {
+		return zero, errs.FromStatus(err)
+	}
+	return resp, nil
+}

@@ -1,0 +1,158 @@
+package fsm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// fmtEvents renders events compactly: "index/seq task-or-graph state".
+func fmtEvents(evs []*wire.Event) string {
+	var out []string
+	for _, ev := range evs {
+		if ev.TaskId != "" {
+			out = append(out, fmt.Sprintf("%d/%d %s %s", ev.Index, ev.Seq, ev.TaskId,
+				strings.TrimPrefix(ev.TaskState.String(), "TASK_STATE_")))
+		} else {
+			out = append(out, fmt.Sprintf("%d/%d %s %s", ev.Index, ev.Seq, ev.GraphId,
+				strings.TrimPrefix(ev.GraphState.String(), "GRAPH_STATE_")))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// threeEntries applies: 1 submit g1 (a, b<-a), 2 submit g2 (c), 3 cancel g1.
+func threeEntries(t *testing.T, ring int) *testFSM {
+	f := newTestFSM(t, ring)
+	f.submit(graphSpec("g1", spec("a"), spec("b", "a")))
+	f.submit(graphSpec("g2", spec("c")))
+	f.ok(OpCancel, cancelGraph("g1", "stop"))
+	return f
+}
+
+func TestEventsAfter(t *testing.T) {
+	f := threeEntries(t, 0)
+	const all = "1/0 g1 RUNNING, 1/1 g1/a QUEUED, 1/2 g1/b PENDING, 2/0 g2 RUNNING, 2/1 g2/c QUEUED, " +
+		"3/0 g1/a CANCELLED, 3/1 g1/b CANCELLED, 3/2 g1 CANCELLED"
+	tests := []struct {
+		name  string
+		after Cursor
+		graph string
+		limit int
+		want  string
+		next  Cursor
+	}{
+		{"all", Cursor{}, "", 100, all, Cursor{3, 2}},
+		{"page", Cursor{1, 1}, "", 2, "1/2 g1/b PENDING, 2/0 g2 RUNNING", Cursor{2, 0}},
+		{"end of entry", Cursor{1, 2}, "", 1, "2/0 g2 RUNNING", Cursor{2, 0}},
+		{"graph filter moves past others", Cursor{}, "g2", 100, "2/0 g2 RUNNING, 2/1 g2/c QUEUED", Cursor{3, 2}},
+		{"graph filter page", Cursor{}, "g1", 3, "1/0 g1 RUNNING, 1/1 g1/a QUEUED, 1/2 g1/b PENDING", Cursor{1, 2}},
+		{"caught up", Cursor{3, 2}, "", 100, "", Cursor{3, 2}},
+		{"ahead", Cursor{9, 0}, "", 100, "", Cursor{9, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, next, err := f.EventsAfter(tt.after, tt.graph, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmtEvents(evs); got != tt.want || next != tt.next {
+				t.Fatalf("got %q next %v\nwant %q next %v", got, next, tt.want, tt.next)
+			}
+		})
+	}
+	evs, _, _ := f.EventsAfter(Cursor{2, 1}, "", 1)
+	if ev := evs[0]; ev.UnixNanos != 500 || ev.Reason != "stop" || ev.GraphId != "g1" {
+		t.Fatalf("cancel event %+v", ev)
+	}
+	if _, _, err := f.EventsAfter(Cursor{}, "", 0); errs.ClassOf(err) != errs.InvalidArgument {
+		t.Fatalf("limit 0: %v", err)
+	}
+}
+
+func TestEventsRingWraps(t *testing.T) {
+	f := threeEntries(t, 4) // keeps 2/1 .. 3/2; 2/0 was the last dropped
+	tests := []struct {
+		after Cursor
+		want  string
+		err   errs.Class
+	}{
+		{Cursor{1, 2}, "", errs.OutOfRange},
+		{Cursor{1, 0}, "", errs.OutOfRange},
+		{Cursor{2, 0}, "2/1 g2/c QUEUED, 3/0 g1/a CANCELLED, 3/1 g1/b CANCELLED, 3/2 g1 CANCELLED", errs.Unknown},
+		{Cursor{}, "2/1 g2/c QUEUED, 3/0 g1/a CANCELLED, 3/1 g1/b CANCELLED, 3/2 g1 CANCELLED", errs.Unknown},
+		{Cursor{3, 0}, "3/1 g1/b CANCELLED, 3/2 g1 CANCELLED", errs.Unknown},
+	}
+	for _, tt := range tests {
+		evs, _, err := f.EventsAfter(tt.after, "", 100)
+		if errs.ClassOf(err) != tt.err || fmtEvents(evs) != tt.want {
+			t.Errorf("after %v: got %q, %v; want %q, %v", tt.after, fmtEvents(evs), err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestEventsAfterRestore(t *testing.T) {
+	src := threeEntries(t, 0)
+	f := newTestFSM(t, 0)
+	f.submit(graphSpec("old", spec("x")))
+	ch := f.Changed()
+	if err := f.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, src.View()))}); err != nil {
+		t.Fatal(err)
+	}
+	<-ch // closed by the restore
+	if _, _, err := f.EventsAfter(Cursor{1, 0}, "", 10); errs.ClassOf(err) != errs.OutOfRange {
+		t.Fatalf("old cursor after restore: %v", err)
+	}
+	if _, _, err := f.EventsAfter(Cursor{3, 1}, "", 10); errs.ClassOf(err) != errs.OutOfRange {
+		t.Fatalf("cursor inside the restored entry: %v", err)
+	}
+	evs, next, err := f.EventsAfter(Cursor{}, "", 10)
+	if err != nil || len(evs) != 0 || next != (Cursor{3, math.MaxUint32}) {
+		t.Fatalf("from the start: %v %v %v", evs, next, err)
+	}
+	if f.AppliedIndex() != 3 || f.LastCursor() != next {
+		t.Fatalf("applied %d last %v", f.AppliedIndex(), f.LastCursor())
+	}
+	f.index = 3
+	f.ok(OpCancel, cancelGraph("g2", "later"))
+	evs, _, err = f.EventsAfter(next, "", 10)
+	if err != nil || fmtEvents(evs) != "4/0 g2/c CANCELLED, 4/1 g2 CANCELLED" {
+		t.Fatalf("after restore: %q %v", fmtEvents(evs), err)
+	}
+}
+
+func TestChangedAndWaitForIndex(t *testing.T) {
+	f := newTestFSM(t, 0)
+	ch := f.Changed()
+	select {
+	case <-ch:
+		t.Fatal("closed before any apply")
+	default:
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.WaitForIndex(context.Background(), 2) }()
+	f.submit(graphSpec("g1", spec("a")))
+	<-ch
+	if ch2 := f.Changed(); ch2 == ch {
+		t.Fatal("channel not replaced")
+	}
+	f.submit(graphSpec("g2", spec("a")))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitForIndex(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.WaitForIndex(ctx, 3); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+}

@@ -1,0 +1,343 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/wire"
+	"google.golang.org/protobuf/proto"
+)
+
+// The snapshot format: the magic string, then records. A record is a kind
+// byte, the payload's length as a uvarint, and the payload:
+//
+//	recMeta    uvarint last applied index, uvarint next queue_seq
+//	recGraph   wire.Graph
+//	recTask    wire.Task
+//	recStaged  wire.SubmitGraphCommand (one staged chunk)
+//	recEnd     uvarint number of records before it
+//
+// in that order: meta, graphs and tasks by id, staged chunks, end. The end
+// record makes a truncated snapshot an error rather than a smaller table.
+// Records are marshalled deterministically, so equal tables give equal
+// snapshots byte for byte.
+const snapshotMagic = "megaflow-snapshot-v1\n"
+
+const (
+	recMeta   byte = 1
+	recGraph  byte = 2
+	recTask   byte = 3
+	recStaged byte = 4
+	recEnd    byte = 0xff
+)
+
+const (
+	// maxRecord bounds one record (a staged chunk is the largest: at most
+	// a Raft entry).
+	maxRecord = 256 << 20
+	// batchRows is how many rows one job of the snapshot pipelines holds.
+	batchRows = 1024
+)
+
+var marshalOpts = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
+
+// bufPool recycles the buffers of the snapshot pipelines (about a megabyte
+// each), so that writing or reading a large table makes little garbage.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 1<<20)
+	return &b
+}}
+
+// WriteSnapshot writes every row of v to w. Rows are marshalled by one
+// goroutine per CPU and written in order. The snapshot goroutine calls it
+// through Persist; tests call it to compare tables.
+func WriteSnapshot(w io.Writer, v *state.View) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	bw.WriteString(snapshotMagic)
+	meta := binary.AppendUvarint(nil, v.Index())
+	meta = binary.AppendUvarint(meta, v.NextQueueSeq())
+	bw.Write(appendRecord(nil, recMeta, meta))
+	count := uint64(1)
+
+	produce := func(send func([]any) bool) error {
+		batch := make([]any, 0, batchRows)
+		add := func(row any) bool {
+			batch = append(batch, row)
+			if len(batch) < batchRows {
+				return true
+			}
+			ok := send(batch)
+			batch = make([]any, 0, batchRows)
+			return ok
+		}
+		for g := range v.Graphs() {
+			if !add(g) {
+				return nil
+			}
+		}
+		for t := range v.Tasks() {
+			if !add(t) {
+				return nil
+			}
+		}
+		for c := range v.StagedChunks() {
+			if !add(c) {
+				return nil
+			}
+		}
+		if len(batch) > 0 {
+			send(batch)
+		}
+		return nil
+	}
+	type encoded struct {
+		buf  *[]byte // from bufPool
+		rows int
+	}
+	work := func(rows []any) (encoded, error) {
+		bp := bufPool.Get().(*[]byte)
+		buf := (*bp)[:0]
+		var (
+			wt  wire.Task
+			err error
+		)
+		for _, row := range rows {
+			switch r := row.(type) {
+			case *state.Graph:
+				buf, err = appendMessage(buf, recGraph, r.ToWire())
+			case *state.Task:
+				wt.Reset()
+				r.FillWire(&wt)
+				buf, err = appendMessage(buf, recTask, &wt)
+			case *state.StagedChunk:
+				buf, err = appendMessage(buf, recStaged, r.Command)
+			}
+			if err != nil {
+				return encoded{}, err
+			}
+		}
+		*bp = buf
+		return encoded{bp, len(rows)}, nil
+	}
+	consume := func(e encoded) error {
+		count += uint64(e.rows)
+		_, err := bw.Write(*e.buf)
+		bufPool.Put(e.buf)
+		return err
+	}
+	if err := runOrdered(runtime.GOMAXPROCS(0), produce, work, consume); err != nil {
+		return err
+	}
+	bw.Write(appendRecord(nil, recEnd, binary.AppendUvarint(nil, count)))
+	return bw.Flush() // reports any earlier write error too
+}
+
+func appendRecord(buf []byte, kind byte, payload []byte) []byte {
+	buf = append(buf, kind)
+	buf = binary.AppendUvarint(buf, uint64(len(payload)))
+	return append(buf, payload...)
+}
+
+func appendMessage(buf []byte, kind byte, m proto.Message) ([]byte, error) {
+	buf = append(buf, kind)
+	buf = binary.AppendUvarint(buf, uint64(marshalOpts.Size(m)))
+	return marshalOpts.MarshalAppend(buf, m)
+}
+
+// rawBatch is a run of undecoded records; the payload of record i is
+// data[ends[i-1]:ends[i]].
+type rawBatch struct {
+	first uint64 // number of the first record in the snapshot
+	kinds []byte
+	ends  []int
+	data  *[]byte // from bufPool, returned once decoded
+}
+
+// Rows decoded from a rawBatch besides graphs, tasks and staged chunks.
+type (
+	metaRow struct{ index, nextQueueSeq uint64 }
+	endRow  struct{ count uint64 }
+)
+
+// ReadSnapshot reads a snapshot written by WriteSnapshot into r and returns
+// the index it was taken at. It does not commit r. Records are decoded by
+// one goroutine per CPU and inserted in order on the calling goroutine. The
+// FSM goroutine calls it through Restore.
+func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
+	br := bufio.NewReaderSize(rd, 1<<20)
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
+		return 0, fmt.Errorf("not a megaflow snapshot (or an unknown version): header %q", magic)
+	}
+	newBatch := func(first uint64) *rawBatch {
+		bp := bufPool.Get().(*[]byte)
+		*bp = (*bp)[:0]
+		return &rawBatch{first: first, data: bp}
+	}
+	produce := func(send func(*rawBatch) bool) error {
+		b := newBatch(0)
+		for n := uint64(0); ; n++ {
+			kind, err := br.ReadByte()
+			if err != nil {
+				return fmt.Errorf("record %d: %w", n, unexpectedEOF(err))
+			}
+			size, err := binary.ReadUvarint(br)
+			if err != nil {
+				return fmt.Errorf("record %d: %w", n, unexpectedEOF(err))
+			}
+			if size > maxRecord {
+				return fmt.Errorf("record %d: %d bytes, more than %d", n, size, maxRecord)
+			}
+			data := *b.data
+			start := len(data)
+			data = append(data, make([]byte, size)...)
+			*b.data = data
+			if _, err := io.ReadFull(br, data[start:]); err != nil {
+				return fmt.Errorf("record %d: %w", n, unexpectedEOF(err))
+			}
+			b.kinds = append(b.kinds, kind)
+			b.ends = append(b.ends, len(data))
+			if kind == recEnd {
+				send(b)
+				return nil
+			}
+			if len(b.kinds) == batchRows || len(data) >= 1<<20 {
+				if !send(b) {
+					return nil
+				}
+				b = newBatch(n + 1)
+			}
+		}
+	}
+	var (
+		index   uint64
+		count   uint64
+		sawMeta bool
+		sawEnd  bool
+		tenants = map[string]string{}
+	)
+	consume := func(rows []any) error {
+		for _, row := range rows {
+			var err error
+			switch x := row.(type) {
+			case metaRow:
+				index, sawMeta = x.index, true
+				err = r.Meta(x.index, x.nextQueueSeq)
+			case *state.Graph:
+				x.Tenant = internTenant(tenants, x.Tenant)
+				err = r.Graph(x)
+			case *state.Task:
+				x.Tenant = internTenant(tenants, x.Tenant)
+				err = r.Task(x)
+			case *state.StagedChunk:
+				err = r.Staged(x)
+			case endRow:
+				if x.count != count {
+					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
+				}
+				sawEnd = true
+			}
+			if err != nil {
+				return fmt.Errorf("record %d: %w", count, err)
+			}
+			count++
+		}
+		return nil
+	}
+	if err := runOrdered(runtime.GOMAXPROCS(0), produce, decodeBatch, consume); err != nil {
+		return 0, err
+	}
+	if !sawMeta || !sawEnd {
+		return 0, errors.New("snapshot has no meta or no end record")
+	}
+	return index, nil
+}
+
+// decodeBatch decodes a run of records into rows. Strings are shared within
+// the batch as a submission shares them within a graph.
+func decodeBatch(b *rawBatch) ([]any, error) {
+	// Decoding copies what it keeps; the raw bytes can serve another batch.
+	defer bufPool.Put(b.data)
+	data := *b.data
+	rows := make([]any, 0, len(b.kinds))
+	in := newInterner()
+	var wt wire.Task
+	start := 0
+	for i, kind := range b.kinds {
+		buf := data[start:b.ends[i]]
+		start = b.ends[i]
+		n := b.first + uint64(i)
+		switch kind {
+		case recMeta:
+			index, k := binary.Uvarint(buf)
+			if k <= 0 {
+				return nil, fmt.Errorf("record %d: bad meta", n)
+			}
+			seq, k2 := binary.Uvarint(buf[k:])
+			if k2 <= 0 {
+				return nil, fmt.Errorf("record %d: bad meta", n)
+			}
+			rows = append(rows, metaRow{index, seq})
+		case recGraph:
+			w := &wire.Graph{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: graph: %w", n, err)
+			}
+			rows = append(rows, state.GraphFromWire(w))
+		case recTask:
+			// wt is reused: Unmarshal resets it, and the row keeps only
+			// what the decoding allocated afresh (spec, slices, strings).
+			if err := proto.Unmarshal(buf, &wt); err != nil {
+				return nil, fmt.Errorf("record %d: task: %w", n, err)
+			}
+			t, err := state.TaskFromWire(&wt)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			in.spec(t.Spec)
+			if t.Spec.Name == t.Name() {
+				t.Spec.Name = t.Name() // share the id's bytes
+			}
+			for i, d := range t.Dependents {
+				t.Dependents[i] = in.str(d)
+			}
+			rows = append(rows, t)
+		case recStaged:
+			c := &wire.SubmitGraphCommand{}
+			if err := proto.Unmarshal(buf, c); err != nil {
+				return nil, fmt.Errorf("record %d: staged chunk: %w", n, err)
+			}
+			rows = append(rows, &state.StagedChunk{GraphID: c.GetHeader().GetId(), Chunk: c.GetChunk(), Command: c})
+		case recEnd:
+			want, k := binary.Uvarint(buf)
+			if k <= 0 {
+				return nil, fmt.Errorf("record %d: bad end record", n)
+			}
+			rows = append(rows, endRow{want})
+		default:
+			return nil, fmt.Errorf("record %d: unknown kind %d", n, kind)
+		}
+	}
+	return rows, nil
+}
+
+func internTenant(m map[string]string, s string) string {
+	if c, ok := m[s]; ok {
+		return c
+	}
+	m[s] = s
+	return s
+}
+
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

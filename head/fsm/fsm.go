@@ -1,0 +1,157 @@
+package fsm
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// Config configures an FSM.
+type Config struct {
+	// EventRingSize is how many of the most recent events the FSM keeps for
+	// Watch streams, 1 to 10,000,000. Each costs about 200 bytes.
+	EventRingSize int
+}
+
+// DefaultConfig returns the defaults: a ring of 100,000 events.
+func DefaultConfig() Config { return Config{EventRingSize: 100_000} }
+
+// Validate reports the first field out of bounds, naming it and the bound.
+func (c Config) Validate() error {
+	if c.EventRingSize < 1 || c.EventRingSize > 10_000_000 {
+		return errs.New(errs.InvalidArgument, "fsm: EventRingSize %d: must be 1 to 10,000,000", c.EventRingSize)
+	}
+	return nil
+}
+
+// FSM is the head's Raft state machine. Raft calls Apply, ApplyBatch,
+// Snapshot and Restore on its FSM goroutine, one at a time; View,
+// EventsAfter, Changed, WaitForIndex and AppliedIndex may be called from any
+// goroutine at any time.
+type FSM struct {
+	store *state.Store
+
+	// mu guards the event ring, the applied index and the change channel.
+	mu      sync.Mutex
+	ring    ring
+	applied uint64
+	// changed is closed after each apply or restore and replaced.
+	changed chan struct{}
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// New returns an FSM with an empty table. The head creates one and hands it
+// to raft.NewRaft.
+func New(cfg Config) (*FSM, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &FSM{
+		store:   state.NewStore(),
+		ring:    newRing(cfg.EventRingSize),
+		changed: make(chan struct{}),
+	}, nil
+}
+
+// View returns an immutable view of the table as of the last applied entry,
+// for reads from any goroutine.
+func (f *FSM) View() *state.View { return f.store.Snapshot() }
+
+// Apply applies one committed log entry. Raft calls it on the FSM goroutine
+// for LogCommand entries. It returns a result (SubmitResult, CancelResult,
+// DropStagedResult), an *errs.Error for a command refused at apply time, or
+// nil for an ignorable op this version does not know. It panics on an entry
+// that cannot be decoded or an unknown op without OpIgnorable: the log is
+// corrupt or from a newer version, and going on would diverge.
+func (f *FSM) Apply(l *raft.Log) any {
+	txn := f.store.WriteTxn(l.Index)
+	res := f.apply(txn, l.Index, l.Data)
+	events := txn.TakeEvents()
+	txn.Commit()
+	f.publish(l.Index, events)
+	return res
+}
+
+// ApplyBatch applies several committed entries in one table transaction,
+// each stamped with its own index, and returns one result per entry (nil for
+// entries that are not LogCommand). Raft calls it on the FSM goroutine in
+// place of Apply. Readers see the whole batch at once.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	results := make([]any, len(logs))
+	var txn *state.Txn
+	var last uint64
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		if txn == nil {
+			txn = f.store.WriteTxn(l.Index)
+		} else {
+			txn.SetIndex(l.Index)
+		}
+		results[i] = f.apply(txn, l.Index, l.Data)
+		last = l.Index
+	}
+	if txn != nil {
+		events := txn.TakeEvents()
+		txn.Commit()
+		f.publish(last, events)
+	}
+	return results
+}
+
+// apply dispatches one entry. Every time and id comes from the command.
+func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
+	if len(data) == 0 {
+		panic(fmt.Sprintf("fsm: index %d: empty log entry", index))
+	}
+	op, payload := Op(data[0]), data[1:]
+	var (
+		res any
+		err error
+	)
+	switch op {
+	case OpSubmitGraph:
+		cmd := &wire.SubmitGraphCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applySubmit(txn, cmd)
+	case OpCancel:
+		cmd := &wire.CancelCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyCancel(txn, cmd)
+	case OpDropStaged:
+		cmd := &wire.DropStagedCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyDropStaged(txn, cmd)
+	default:
+		if op&OpIgnorable != 0 {
+			return nil
+		}
+		panic(fmt.Sprintf("fsm: index %d: unknown op %d; is this head older than the leader?", index, uint8(op)))
+	}
+	if err != nil {
+		return err
+	}
+	return res
+}
+
+// publish makes an apply's events and index visible to watchers and wakes
+// everyone waiting on Changed or WaitForIndex.
+func (f *FSM) publish(index uint64, events []*wire.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ev := range events {
+		f.ring.push(ev)
+	}
+	f.applied = index
+	close(f.changed)
+	f.changed = make(chan struct{})
+}

@@ -1,0 +1,65 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/megaflow/megaflow/internal/errs"
+	"google.golang.org/protobuf/proto"
+)
+
+// Op is the first byte of a log entry: which command follows. Ops are
+// append-only: never renumber or reuse one.
+type Op uint8
+
+// The ops. An op with OpIgnorable set that this version does not know is
+// skipped, so that a leader on a newer version may propose optional ops
+// during a rolling upgrade; an unknown op without it stops the head.
+const (
+	// OpSubmitGraph carries a wire.SubmitGraphCommand.
+	OpSubmitGraph Op = 1
+	// OpCancel carries a wire.CancelCommand.
+	OpCancel Op = 2
+	// OpDropStaged carries a wire.DropStagedCommand.
+	OpDropStaged Op = 3
+
+	// OpIgnorable is the bit that marks an op safe to skip when unknown.
+	OpIgnorable Op = 0x80
+)
+
+var opNames = map[Op]string{
+	OpSubmitGraph: "SubmitGraph",
+	OpCancel:      "Cancel",
+	OpDropStaged:  "DropStaged",
+}
+
+// String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
+func (o Op) String() string {
+	if n, ok := opNames[o]; ok {
+		return n
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Encode builds a log entry: op followed by msg's protobuf encoding. The
+// leader calls it before raft.Apply, from any goroutine. It returns an
+// InvalidArgument error for op 0 or a message that cannot be encoded.
+func Encode(op Op, msg proto.Message) ([]byte, error) {
+	if op == 0 {
+		return nil, errs.New(errs.InvalidArgument, "fsm: encode: op 0 is not an op")
+	}
+	b := make([]byte, 1, 1+proto.Size(msg))
+	b[0] = byte(op)
+	b, err := proto.MarshalOptions{}.MarshalAppend(b, msg)
+	if err != nil {
+		return nil, errs.New(errs.InvalidArgument, "fsm: encode %s: %v", op, err)
+	}
+	return b, nil
+}
+
+// decode unmarshals an entry's payload. A payload that does not decode is a
+// corrupt log: the head must stop rather than diverge.
+func decode(op Op, index uint64, payload []byte, msg proto.Message) {
+	if err := proto.Unmarshal(payload, msg); err != nil {
+		panic(fmt.Sprintf("fsm: index %d: decode %s: %v", index, op, err))
+	}
+}

@@ -1,0 +1,80 @@
+package fsm
+
+import (
+	"bytes"
+
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// applySubmit applies one chunk of a graph submission.
+//
+// A graph of n chunks: chunks 0..n-2 are staged, invisible to reads; chunk
+// n-1 commits the graph with the tasks of every chunk, in chunk order, and
+// drops the staging. Chunks of a graph already committed with the same
+// digest change nothing (Existed); with another digest they are refused
+// (AlreadyExists). A chunk whose digest differs from the staged ones starts a
+// new submission attempt and replaces them. A last chunk that finds a chunk
+// missing is refused (FailedPrecondition) and drops the staging, so that the
+// leader resends every chunk; so does a graph refused as invalid.
+func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, error) {
+	h := cmd.GetHeader()
+	id := h.GetId()
+	switch {
+	case !validName(id):
+		return nil, errs.New(errs.InvalidArgument, "submit: invalid graph id %q", id)
+	case cmd.GetChunks() == 0 || cmd.GetChunk() >= cmd.GetChunks():
+		return nil, errs.New(errs.InvalidArgument, "submit graph %q: chunk %d of %d", id, cmd.GetChunk(), cmd.GetChunks())
+	}
+	if g := txn.Graph(id); g != nil {
+		if !bytes.Equal(g.SpecDigest, cmd.GetSpecDigest()) {
+			return nil, errs.New(errs.AlreadyExists,
+				"graph %q already exists with a different spec; choose another id", id)
+		}
+		return &SubmitResult{GraphID: id, Committed: true, Existed: true, Index: g.CreateIndex}, nil
+	}
+	// The chunk's specs are still private to this apply: the last moment
+	// to make them share strings. Staged specs are visible to snapshots.
+	in := newInterner()
+	for _, s := range cmd.GetTasks() {
+		in.spec(s)
+	}
+	staged := txn.StagedChunks(id)
+	if len(staged) > 0 && !sameSubmission(staged[0].Command, cmd) {
+		txn.DropStaged(id)
+		staged = nil
+	}
+	last := cmd.GetChunks() - 1
+	if cmd.GetChunk() < last {
+		txn.StageChunk(&state.StagedChunk{GraphID: id, Chunk: cmd.GetChunk(), Command: cmd})
+		return &SubmitResult{GraphID: id}, nil
+	}
+	chunks := make([]*wire.SubmitGraphCommand, cmd.GetChunks())
+	chunks[last] = cmd
+	for _, c := range staged {
+		chunks[c.Chunk] = c.Command
+	}
+	txn.DropStaged(id)
+	for i, c := range chunks {
+		if c == nil {
+			return nil, errs.New(errs.FailedPrecondition,
+				"submit graph %q: chunk %d of %d never arrived; submit every chunk again", id, i, len(chunks))
+		}
+	}
+	g, tasks, err := buildGraph(chunks)
+	if err != nil {
+		return nil, err
+	}
+	if err := txn.InsertGraph(g, tasks, cmd.GetUnixNanos()); err != nil {
+		return nil, err
+	}
+	return &SubmitResult{GraphID: id, Committed: true, Index: txn.Index()}, nil
+}
+
+// sameSubmission reports whether two chunks belong to the same submission
+// attempt of a graph.
+func sameSubmission(a, b *wire.SubmitGraphCommand) bool {
+	return bytes.Equal(a.GetSpecDigest(), b.GetSpecDigest()) && a.GetChunks() == b.GetChunks() &&
+		a.GetTaskCount() == b.GetTaskCount()
+}

@@ -1,0 +1,276 @@
+// Package head is the replicated head of a MegaFlow cluster: it wires the
+// Raft node (head/consensus), the task table FSM (head/fsm), gossip
+// membership (internal/gossip) and the gRPC API into one Head, and runs the
+// leader-only loops. Only cmd/ and test clusters import it.
+//
+// Life of a Head: New opens the data directory and listeners; Run joins the
+// gossip pool, bootstraps or waits to be added to the Raft cluster, serves
+// gRPC and runs the leader loop while this head leads; Shutdown (or Kill, in
+// tests) stops everything it started.
+package head
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/megaflow/megaflow/head/consensus"
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// Head is one member of the head cluster. Create it with New, start it with
+// Run, stop it with Shutdown.
+type Head struct {
+	cfg    Config
+	logger *slog.Logger
+
+	fsm    *fsm.FSM
+	node   *consensus.Node
+	gossip *gossip.Gossip
+
+	grpcLis net.Listener
+	grpc    *grpc.Server
+	health  *health.Server
+	fwd     *forwarder
+
+	submitLocks *graphLocks
+	leaderReady atomic.Bool   // set by the leader loop after its barrier
+	leaderKick  chan struct{} // gossip changed: the leader loop reconciles heads
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by Shutdown/Kill: Run returns
+	wg       sync.WaitGroup
+}
+
+// New opens the Raft stores under cfg.DataDir, binds the Raft, gossip and
+// gRPC listeners and returns a Head that is not yet running. Errors name the
+// field or the address that failed.
+func New(cfg Config) (*Head, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("head config: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("head", cfg.NodeID)
+	h := &Head{cfg: cfg, logger: logger, stopped: make(chan struct{})}
+
+	table, err := fsm.New(fsm.Config{EventRingSize: cfg.EventRetention})
+	if err != nil {
+		return nil, fmt.Errorf("head %s: %w", cfg.NodeID, err)
+	}
+	h.fsm = table
+
+	ccfg := consensus.DefaultConfig()
+	ccfg.NodeID = cfg.NodeID
+	ccfg.DataDir = cfg.DataDir
+	ccfg.BindAddr = cfg.RaftAddr
+	ccfg.FSM = h.fsm
+	ccfg.Logger = logger
+	ccfg.SnapshotThreshold = cfg.SnapshotThreshold
+	ccfg.SnapshotInterval = cfg.SnapshotInterval
+	ccfg.TrailingLogs = cfg.TrailingLogs
+	ccfg.Fast = cfg.Fast
+	node, err := consensus.New(ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("head %s: raft: %w", cfg.NodeID, err)
+	}
+	h.node = node
+
+	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		_ = node.Shutdown()
+		return nil, fmt.Errorf("head %s: grpc listen on %s: %w", cfg.NodeID, cfg.GRPCAddr, err)
+	}
+	h.grpcLis = lis
+
+	gcfg := gossip.DefaultConfig()
+	gcfg.NodeName = cfg.NodeID
+	gcfg.BindAddr = cfg.GossipAddr
+	gcfg.Join = cfg.Join
+	gcfg.Logger = logger
+	if cfg.Fast {
+		gcfg.Timing = gossip.FastTiming()
+	}
+	gcfg.Meta = gossip.Meta{Role: gossip.RoleHead, NodeID: cfg.NodeID, RaftAddr: node.Addr(), GRPCAddr: lis.Addr().String()}
+	g, err := gossip.New(gcfg)
+	if err != nil {
+		_ = lis.Close()
+		_ = node.Shutdown()
+		return nil, fmt.Errorf("head %s: gossip: %w", cfg.NodeID, err)
+	}
+	h.gossip = g
+
+	h.fwd = newForwarder(h)
+	h.submitLocks = newGraphLocks()
+	h.leaderKick = make(chan struct{}, 1)
+	h.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
+	wire.RegisterMegaflowServiceServer(h.grpc, &service{h: h})
+	h.health = health.NewServer()
+	healthpb.RegisterHealthServer(h.grpc, h.health)
+	reflection.Register(h.grpc)
+	return h, nil
+}
+
+// ID returns the head's node id.
+func (h *Head) ID() string { return h.cfg.NodeID }
+
+// GRPCAddr returns the address the gRPC API listens on (the real port when
+// the configured one was 0).
+func (h *Head) GRPCAddr() string { return h.grpcLis.Addr().String() }
+
+// GossipAddr returns the address of this head's gossip member.
+func (h *Head) GossipAddr() string { return h.gossip.LocalAddr() }
+
+// RaftAddr returns the address of this head's Raft transport.
+func (h *Head) RaftAddr() string { return h.node.Addr() }
+
+// IsLeader reports whether this head is the Raft leader now.
+func (h *Head) IsLeader() bool { return h.node.IsLeader() }
+
+// AppliedIndex returns the last Raft index applied to this head's table.
+func (h *Head) AppliedIndex() uint64 { return h.fsm.AppliedIndex() }
+
+// FSM returns the head's task table, for tests that compare replicas.
+func (h *Head) FSM() *fsm.FSM { return h.fsm }
+
+// Node returns the head's Raft node, for tests.
+func (h *Head) Node() *consensus.Node { return h.node }
+
+// Run serves gRPC, joins the gossip pool, bootstraps or waits to be added to
+// the Raft cluster, and runs the leader loop whenever this head leads. It
+// returns when ctx ends or the head is shut down or killed; call Shutdown
+// after it for a clean stop.
+func (h *Head) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	serveErr := make(chan error, 1)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		serveErr <- h.grpc.Serve(h.grpcLis)
+	}()
+	h.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+
+	if len(h.cfg.Join) > 0 {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			if err := h.gossip.Join(ctx); err != nil && ctx.Err() == nil {
+				h.logger.Warn("gossip join failed", "join", h.cfg.Join, "err", err)
+			}
+		}()
+	}
+	h.logger.Info("head started", "raft", h.node.Addr(), "grpc", h.GRPCAddr(), "gossip", h.GossipAddr(),
+		"bootstrap_expect", h.cfg.BootstrapExpect, "existing_state", h.node.HasExistingState())
+
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.runMembership(ctx)
+	}()
+
+	h.runLeadership(ctx)
+	select {
+	case err := <-serveErr:
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("head %s: grpc: %w", h.cfg.NodeID, err)
+		}
+	default:
+	}
+	return nil
+}
+
+// runLeadership starts the leader loop on each leadership gain and stops it
+// on loss; it returns when ctx ends.
+func (h *Head) runLeadership(ctx context.Context) {
+	type leaderRun struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	var run *leaderRun
+	stop := func() {
+		if run != nil {
+			run.cancel()
+			<-run.done
+			run = nil
+		}
+	}
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case isLeader := <-h.node.LeaderChanges():
+			if isLeader && run == nil {
+				lctx, cancel := context.WithCancel(ctx)
+				run = &leaderRun{cancel: cancel, done: make(chan struct{})}
+				go func(done chan struct{}) {
+					defer close(done)
+					h.leaderLoop(lctx)
+				}(run.done)
+			} else if !isLeader {
+				stop()
+			}
+		}
+	}
+}
+
+// Shutdown stops the head cleanly: it leaves the gossip pool, stops serving
+// gRPC (waiting for calls in flight until ctx ends), and shuts Raft down.
+// Safe to call more than once.
+func (h *Head) Shutdown(ctx context.Context) error {
+	var err error
+	h.stopOnce.Do(func() {
+		close(h.stopped)
+		h.health.Shutdown()
+		err = errors.Join(err, h.gossip.Leave(2*time.Second))
+		done := make(chan struct{})
+		go func() { h.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			h.grpc.Stop()
+			<-done
+		}
+		h.fwd.close()
+		err = errors.Join(err, h.node.Shutdown(), h.gossip.Shutdown())
+		h.wg.Wait()
+	})
+	return err
+}
+
+// Kill stops the head the way a crash would, for tests: listeners close
+// without goodbyes, Raft stops without a leadership transfer, gossip stops
+// without leaving. The data directory is left as a crash would leave it.
+func (h *Head) Kill() {
+	h.stopOnce.Do(func() {
+		close(h.stopped)
+		h.grpc.Stop()
+		h.fwd.close()
+		h.node.Kill()
+		_ = h.gossip.Shutdown()
+		h.wg.Wait()
+	})
+}

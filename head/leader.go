@@ -1,0 +1,86 @@
+package head
+
+import (
+	"context"
+	"time"
+
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// leaderLoop runs while this head leads: after a Raft barrier (so the table
+// holds every committed entry) it keeps the Raft configuration in step with
+// the heads gossip sees and drops graph submissions that never finished. It
+// returns when ctx ends, which runLeadership does on step-down.
+func (h *Head) leaderLoop(ctx context.Context) {
+	for {
+		err := h.node.Raft().Barrier(h.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		h.logger.Warn("leader barrier failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	h.leaderReady.Store(true)
+	defer h.leaderReady.Store(false)
+	h.logger.Info("leadership established", "term", h.node.Raft().CurrentTerm(), "applied", h.fsm.AppliedIndex())
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		h.reconcileHeads(ctx)
+		h.sweepStaged(ctx)
+		select {
+		case <-ctx.Done():
+			h.logger.Info("leadership lost")
+			return
+		case <-h.leaderKick:
+		case <-tick.C:
+		}
+	}
+}
+
+// reconcileHeads adds every head that gossip sees alive and Raft does not
+// know (or knows at another address) as a voter. It never removes a head:
+// that takes an operator's RemoveHead.
+func (h *Head) reconcileHeads(ctx context.Context) {
+	servers, err := h.node.Servers()
+	if err != nil {
+		return
+	}
+	known := make(map[string]string, len(servers))
+	for _, s := range servers {
+		known[string(s.ID)] = string(s.Address)
+	}
+	for _, p := range h.aliveHeads() {
+		if addr, ok := known[p.ID]; ok && addr == p.Addr {
+			continue
+		}
+		if err := h.node.AddVoter(ctx, p.ID, p.Addr); err != nil {
+			h.logger.Warn("adding head as voter failed", "peer", p.ID, "addr", p.Addr, "err", err)
+			continue
+		}
+		h.logger.Info("added head as voter", "peer", p.ID, "addr", p.Addr)
+	}
+}
+
+// sweepStaged drops the chunks of graph submissions older than StagedTTL
+// that never received their last chunk (a client or leader died mid-way).
+func (h *Head) sweepStaged(ctx context.Context) {
+	now := time.Now()
+	var stale []string
+	for _, s := range h.fsm.View().StagedGraphs() {
+		if now.Sub(time.Unix(0, s.FirstUnixNanos)) > h.cfg.StagedTTL {
+			stale = append(stale, s.GraphID)
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	if _, _, err := h.apply(ctx, fsm.OpDropStaged, &wire.DropStagedCommand{GraphIds: stale, UnixNanos: now.UnixNano()}); err != nil {
+		h.logger.Warn("dropping stale staged graphs failed", "graphs", len(stale), "err", err)
+	}
+}

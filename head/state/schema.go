@@ -1,0 +1,112 @@
+package state
+
+import (
+	memdb "github.com/hashicorp/go-memdb"
+)
+
+// Table and index names.
+const (
+	tableGraphs = "graphs"
+	tableTasks  = "tasks"
+	tableStaged = "staged"
+	tableMeta   = "meta"
+
+	indexID     = "id"
+	indexTenant = "tenant"
+	indexState  = "state"
+	indexWorker = "worker"
+)
+
+// metaRow is a named counter in the meta table.
+type metaRow struct {
+	Key   string
+	Value uint64
+}
+
+// Keys of the meta table.
+const (
+	metaIndex    = "index"     // last applied Raft index
+	metaQueueSeq = "queue_seq" // next queue_seq to hand out
+)
+
+// schema returns the table schema. Every index entry costs about 400 bytes
+// of heap (go-immutable-radix nodes, leaves and their channels), so tasks
+// have few: none by graph (a graph's tasks are the "<graph id>/" prefix of
+// the id index) and none by tenant (a tenant's tasks are those of its
+// graphs); the worker index holds only the tasks ASSIGNED or RUNNING.
+func schema() *memdb.DBSchema {
+	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		tableGraphs: {
+			Name: tableGraphs,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*Graph).ID, 0), true },
+					args:   stringArgs, prefix: stringPrefixArgs,
+				}},
+				indexTenant: {Name: indexTenant, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						g := o.(*Graph)
+						return stringKey(g.Tenant, len(g.ID)+1), true
+					},
+					args: stringArgs,
+				}},
+				indexState: {Name: indexState, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						g := o.(*Graph)
+						b := make([]byte, 1, 1+len(g.ID)+1)
+						b[0] = byte(g.State)
+						return b, true
+					},
+					args: graphStateArgs,
+				}},
+			},
+		},
+		tableTasks: {
+			Name: tableTasks,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*Task).ID, 0), true },
+					args:   stringArgs, prefix: stringPrefixArgs,
+				}},
+				indexState: {Name: indexState, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						t := o.(*Task)
+						return taskStateKey(t, len(t.ID)+1), true
+					},
+					args: taskStateArgs,
+				}},
+				indexWorker: {Name: indexWorker, AllowMissing: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						t := o.(*Task)
+						if !IsActive(t.State) || t.WorkerID() == "" {
+							return nil, false
+						}
+						return stringKey(t.WorkerID(), len(t.ID)+1), true
+					},
+					args: stringArgs,
+				}},
+			},
+		},
+		tableStaged: {
+			Name: tableStaged,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						c := o.(*StagedChunk)
+						return stagedKey(c.GraphID, c.Chunk), true
+					},
+					args: stagedArgs,
+				}},
+			},
+		},
+		tableMeta: {
+			Name: tableMeta,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*metaRow).Key, 0), true },
+					args:   stringArgs,
+				}},
+			},
+		},
+	}}
+}

@@ -1,0 +1,221 @@
+package state
+
+import (
+	"strings"
+
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// Task is a task's row in the table. Rows are immutable once inserted: the
+// FSM changes a task by inserting a modified copy (see Txn), so a *Task
+// returned by a read may be kept and read from any goroutine, and must never
+// be modified.
+//
+// The row is kept small: Spec is shared with the command that submitted the
+// graph, GraphID is a substring of ID, Tenant is shared with the graph row
+// and Dependents shares the names in the specs of the graph.
+type Task struct {
+	// ID is "<graph id>/<task name>".
+	ID string
+	// GraphID is ID up to the first '/'.
+	GraphID string
+	// Tenant owns the graph; never empty.
+	Tenant string
+	// Spec is the task as submitted; shared and immutable.
+	Spec *wire.TaskSpec
+	// State is the task's place in the life cycle (lifecycle.go).
+	State wire.TaskState
+	// Priority is the effective priority: the spec's, else the graph's.
+	Priority int32
+	// DepsRemaining counts dependencies that have not succeeded yet (nor
+	// been dropped for run_on_upstream_failure).
+	DepsRemaining uint32
+	// RetriesUsed counts failed attempts charged to max_retries.
+	RetriesUsed uint32
+	// LostCount counts attempts lost with their worker.
+	LostCount uint32
+	// QueueSeq orders QUEUED tasks of equal priority (FIFO); it is assigned
+	// from a table-wide counter each time the task enters QUEUED.
+	QueueSeq uint64
+	// Reason says why the task is in its state, e.g. "upstream_failed".
+	Reason string
+	// Attempts are the executions so far, the current one last.
+	Attempts []Attempt
+	// Dependents are the names of the tasks of the same graph that depend on
+	// this one, in the graph's task order.
+	Dependents []string
+	// Result is the JSON result recorded with success (at most 64 KiB).
+	Result []byte
+	// CreateUnixNanos and UpdateUnixNanos are leader-chosen times in
+	// nanoseconds since the Unix epoch.
+	CreateUnixNanos int64
+	UpdateUnixNanos int64
+	// CreateIndex and ModifyIndex are the Raft indexes that created and last
+	// modified the row.
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// Attempt is one execution of a task, stored by value inside its Task.
+type Attempt struct {
+	// Number is 1-based.
+	Number   uint32
+	WorkerID string
+	State    wire.TaskState
+	Reason   string
+	// Times in nanoseconds since the Unix epoch, chosen by the leader.
+	AssignUnixNanos int64
+	StartUnixNanos  int64
+	FinishUnixNanos int64
+	ExitCode        int32
+	// LeaderTerm is the Raft term of the leader that made the assignment.
+	LeaderTerm uint64
+	GPUUUIDs   []string
+}
+
+// Name returns the task's name within its graph.
+func (t *Task) Name() string { return t.ID[len(t.GraphID)+1:] }
+
+// Queue returns the name of the queue the task waits in when QUEUED: its
+// spec's type ("" is the default queue).
+func (t *Task) Queue() string { return t.Spec.GetType() }
+
+// CurrentAttempt returns the task's current (last) attempt, or nil if it has
+// none. The result points into the immutable row: do not modify it.
+func (t *Task) CurrentAttempt() *Attempt {
+	if len(t.Attempts) == 0 {
+		return nil
+	}
+	return &t.Attempts[len(t.Attempts)-1]
+}
+
+// WorkerID returns the worker of the current attempt, or "" if none.
+func (t *Task) WorkerID() string {
+	if a := t.CurrentAttempt(); a != nil {
+		return a.WorkerID
+	}
+	return ""
+}
+
+// clone returns a shallow copy of t for modification inside a Txn. Slices
+// are shared: a writer that changes one copies it first.
+func (t *Task) clone() *Task {
+	c := *t
+	return &c
+}
+
+// WireOption tunes ToWire.
+type WireOption uint8
+
+// OmitSpec leaves Task.spec out of ToWire's result (smaller list pages).
+const OmitSpec WireOption = 1
+
+// ToWire converts the row into its wire form. The result shares the spec,
+// dependents and result bytes with the row: callers (gRPC handlers, on any
+// goroutine) may marshal it but must not modify it.
+func (t *Task) ToWire(opts ...WireOption) *wire.Task {
+	w := &wire.Task{}
+	t.FillWire(w)
+	for _, o := range opts {
+		if o == OmitSpec {
+			w.Spec = nil
+		}
+	}
+	return w
+}
+
+// FillWire sets every field of w from t, like ToWire, into a message that
+// was just created or Reset. The snapshot writer calls it to reuse one
+// message for many rows; w shares the row's spec and slices, so reset it
+// before modifying anything.
+func (t *Task) FillWire(w *wire.Task) {
+	w.Id = t.ID
+	w.GraphId = t.GraphID
+	w.Tenant = t.Tenant
+	w.Spec = t.Spec
+	w.State = t.State
+	w.Reason = t.Reason
+	if len(t.Attempts) > 0 {
+		w.Attempts = make([]*wire.Attempt, len(t.Attempts))
+		for i := range t.Attempts {
+			w.Attempts[i] = t.Attempts[i].toWire()
+		}
+	}
+	w.CreateUnixNanos = t.CreateUnixNanos
+	w.UpdateUnixNanos = t.UpdateUnixNanos
+	w.CreateIndex = t.CreateIndex
+	w.ModifyIndex = t.ModifyIndex
+	w.Result = t.Result
+	w.DepsRemaining = t.DepsRemaining
+	w.RetriesUsed = t.RetriesUsed
+	w.LostCount = t.LostCount
+	w.QueueSeq = t.QueueSeq
+	w.Priority = t.Priority
+	w.Dependents = t.Dependents
+}
+
+func (a *Attempt) toWire() *wire.Attempt {
+	return &wire.Attempt{
+		Number:          a.Number,
+		WorkerId:        a.WorkerID,
+		State:           a.State,
+		Reason:          a.Reason,
+		AssignUnixNanos: a.AssignUnixNanos,
+		StartUnixNanos:  a.StartUnixNanos,
+		FinishUnixNanos: a.FinishUnixNanos,
+		ExitCode:        a.ExitCode,
+		LeaderTerm:      a.LeaderTerm,
+		GpuUuids:        a.GPUUUIDs,
+	}
+}
+
+// TaskFromWire converts a task's wire form (as written by a snapshot) back
+// into a row. It takes ownership of w's spec and slices. It returns an
+// InvalidArgument error if the id does not start with "<graph id>/".
+func TaskFromWire(w *wire.Task) (*Task, error) {
+	id, gid := w.GetId(), w.GetGraphId()
+	if gid == "" || !strings.HasPrefix(id, gid) || len(id) < len(gid)+2 || id[len(gid)] != '/' {
+		return nil, errs.New(errs.InvalidArgument, "task %q: id does not start with graph id %q and '/'", id, gid)
+	}
+	t := &Task{
+		ID:              id,
+		GraphID:         id[:len(gid)],
+		Tenant:          w.GetTenant(),
+		Spec:            w.GetSpec(),
+		State:           w.GetState(),
+		Priority:        w.GetPriority(),
+		DepsRemaining:   w.GetDepsRemaining(),
+		RetriesUsed:     w.GetRetriesUsed(),
+		LostCount:       w.GetLostCount(),
+		QueueSeq:        w.GetQueueSeq(),
+		Reason:          w.GetReason(),
+		Dependents:      w.GetDependents(),
+		Result:          w.GetResult(),
+		CreateUnixNanos: w.GetCreateUnixNanos(),
+		UpdateUnixNanos: w.GetUpdateUnixNanos(),
+		CreateIndex:     w.GetCreateIndex(),
+		ModifyIndex:     w.GetModifyIndex(),
+	}
+	if t.Spec == nil {
+		t.Spec = &wire.TaskSpec{Name: t.Name()}
+	}
+	if n := len(w.GetAttempts()); n > 0 {
+		t.Attempts = make([]Attempt, n)
+		for i, a := range w.GetAttempts() {
+			t.Attempts[i] = Attempt{
+				Number:          a.GetNumber(),
+				WorkerID:        a.GetWorkerId(),
+				State:           a.GetState(),
+				Reason:          a.GetReason(),
+				AssignUnixNanos: a.GetAssignUnixNanos(),
+				StartUnixNanos:  a.GetStartUnixNanos(),
+				FinishUnixNanos: a.GetFinishUnixNanos(),
+				ExitCode:        a.GetExitCode(),
+				LeaderTerm:      a.GetLeaderTerm(),
+				GPUUUIDs:        a.GetGpuUuids(),
+			}
+		}
+	}
+	return t, nil
+}

@@ -1,0 +1,87 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// SetTaskState moves a task to state to, checked by CanTransition, with a
+// reason and the leader's time in nanoseconds. Entering QUEUED assigns a new
+// queue_seq. An open attempt (the task ASSIGNED or RUNNING) follows the
+// task: it starts with RUNNING and ends with the task's terminal state, or
+// FAILED when the task goes back to QUEUED. The graph's counts and state
+// follow too. It returns the new row, NotFound for an unknown task, and
+// FailedPrecondition for a move the life cycle forbids (changing nothing).
+// Dependents are not touched: see ResolveDependents.
+func (t *Txn) SetTaskState(id string, to wire.TaskState, reason string, unixNanos int64) (*Task, error) {
+	cur := t.Task(id)
+	if cur == nil {
+		return nil, errs.New(errs.NotFound, "task %q not found", id)
+	}
+	if !CanTransition(cur.State, to) {
+		return nil, errs.New(errs.FailedPrecondition, "task %q: cannot move from %s to %s", id, cur.State, to)
+	}
+	return t.move(cur, to, reason, unixNanos, nil), nil
+}
+
+// move changes cur to state to, which the caller has checked; edit, if not
+// nil, changes other fields of the new row first.
+func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edit func(*Task)) *Task {
+	if !CanTransition(cur.State, to) {
+		panic(fmt.Sprintf("state: index %d: task %q: illegal move from %s to %s", t.index, cur.ID, cur.State, to))
+	}
+	n := cur.clone()
+	if edit != nil {
+		edit(n)
+	}
+	n.State, n.Reason = to, reason
+	n.UpdateUnixNanos, n.ModifyIndex = nanos, t.index
+	if to == queued {
+		n.QueueSeq = t.takeQueueSeq()
+	}
+	if IsActive(cur.State) && len(n.Attempts) > 0 {
+		// The current attempt follows the task while it is open.
+		n.Attempts = slices.Clone(n.Attempts)
+		a := &n.Attempts[len(n.Attempts)-1]
+		switch {
+		case IsTerminal(a.State):
+		case to == running:
+			a.State = running
+			if a.StartUnixNanos == 0 {
+				a.StartUnixNanos = nanos
+			}
+		case to == queued: // the attempt failed or was lost; the task retries
+			a.State, a.Reason, a.FinishUnixNanos = failed, reason, nanos
+		default:
+			a.State, a.Reason, a.FinishUnixNanos = to, reason, nanos
+		}
+	}
+	t.putTask(n)
+	t.emitTask(n, nanos)
+	t.countMove(n.GraphID, cur.State, to, nanos)
+	return n
+}
+
+// countMove updates a graph's counts for one task moving from one state to
+// another and derives the graph's state, emitting its event if it changed.
+func (t *Txn) countMove(graphID string, from, to wire.TaskState, nanos int64) {
+	g := t.writableGraph(graphID)
+	if g.Counts[from] == 0 {
+		panic(fmt.Sprintf("state: index %d: graph %q counts no task in %s", t.index, graphID, from))
+	}
+	g.Counts[from]--
+	g.Counts[to]++
+	g.ModifyIndex = t.index
+	s := DeriveGraphState(g.Counts, g.TaskCount, t.cancelling == graphID)
+	if s == g.State {
+		return
+	}
+	g.State = s
+	if IsGraphTerminal(s) {
+		g.FinishUnixNanos = nanos
+	}
+	t.emitGraph(g, nanos)
+}

@@ -1,0 +1,150 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+
+	memdb "github.com/hashicorp/go-memdb"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// Txn is a write transaction on the table, used only by the FSM on its
+// goroutine: WriteTxn, then the writes of one or more log entries (SetIndex
+// between entries), then Commit. Until Commit, readers see nothing of it.
+//
+// Every change is stamped with the current entry's index and produces the
+// events the FSM publishes (TakeEvents). Methods that refuse a change return
+// an *errs.Error and change nothing; a broken invariant of the table (a
+// dependent that does not exist, a count below zero) panics, since it means
+// the log or the code that applies it is corrupt.
+type Txn struct {
+	mem   *memdb.Txn
+	index uint64
+	// seq numbers the events of the current entry.
+	seq    uint32
+	events []*wire.Event
+	// graphs holds the graphs written by this transaction: private copies,
+	// modified in place and inserted at Commit.
+	graphs map[string]*Graph
+	// nextQueueSeq is the counter of the meta table, loaded on first use.
+	nextQueueSeq uint64
+	// cancelling is the graph being cancelled by CancelGraph, which makes
+	// DeriveGraphState say CANCELLED.
+	cancelling string
+}
+
+// WriteTxn starts a write transaction for the log entry at index. The FSM
+// calls it on its goroutine; only one may be open at a time.
+func (s *Store) WriteTxn(index uint64) *Txn {
+	return &Txn{mem: s.db.Load().Txn(true), index: index, graphs: map[string]*Graph{}}
+}
+
+// SetIndex moves the transaction on to the next log entry of a batch: later
+// changes carry index, and event numbering restarts at 0.
+func (t *Txn) SetIndex(index uint64) {
+	t.index, t.seq = index, 0
+}
+
+// Index returns the index of the entry being applied.
+func (t *Txn) Index() uint64 { return t.index }
+
+// TakeEvents returns the events produced since the last call, in commit
+// order, and forgets them. The FSM calls it before Commit.
+func (t *Txn) TakeEvents() []*wire.Event {
+	ev := t.events
+	t.events = nil
+	return ev
+}
+
+// Commit writes the modified graphs and the counters, records the entry's
+// index as the last applied, and makes everything visible to new views at
+// once.
+func (t *Txn) Commit() {
+	ids := make([]string, 0, len(t.graphs))
+	for id := range t.graphs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		must(t.mem.Insert(tableGraphs, t.graphs[id]))
+	}
+	must(t.mem.Insert(tableMeta, &metaRow{Key: metaIndex, Value: t.index}))
+	if t.nextQueueSeq != 0 {
+		must(t.mem.Insert(tableMeta, &metaRow{Key: metaQueueSeq, Value: t.nextQueueSeq}))
+	}
+	t.mem.Commit()
+}
+
+// Abort drops every change of the transaction.
+func (t *Txn) Abort() { t.mem.Abort() }
+
+// Graph returns the graph with id as this transaction sees it, or nil. The
+// result must not be modified.
+func (t *Txn) Graph(id string) *Graph {
+	if g, ok := t.graphs[id]; ok {
+		return g
+	}
+	if raw := first(t.mem, tableGraphs, indexID, id); raw != nil {
+		return raw.(*Graph)
+	}
+	return nil
+}
+
+// Task returns the task with id as this transaction sees it, or nil. The
+// result must not be modified.
+func (t *Txn) Task(id string) *Task {
+	if raw := first(t.mem, tableTasks, indexID, id); raw != nil {
+		return raw.(*Task)
+	}
+	return nil
+}
+
+// TasksOfGraph returns the tasks of the graph with id in id order.
+func (t *Txn) TasksOfGraph(id string) []*Task { return tasksOfGraph(t.mem, id) }
+
+// writableGraph returns the transaction's private copy of a graph, which
+// must exist.
+func (t *Txn) writableGraph(id string) *Graph {
+	if g, ok := t.graphs[id]; ok {
+		return g
+	}
+	raw := first(t.mem, tableGraphs, indexID, id)
+	if raw == nil {
+		panic(fmt.Sprintf("state: index %d: task of missing graph %q", t.index, id))
+	}
+	g := raw.(*Graph).clone()
+	t.graphs[id] = g
+	return g
+}
+
+func (t *Txn) putTask(task *Task) { must(t.mem.Insert(tableTasks, task)) }
+
+// takeQueueSeq hands out the next queue_seq.
+func (t *Txn) takeQueueSeq() uint64 {
+	if t.nextQueueSeq == 0 {
+		t.nextQueueSeq = max(readMeta(t.mem, metaQueueSeq), 1)
+	}
+	s := t.nextQueueSeq
+	t.nextQueueSeq++
+	return s
+}
+
+// emit records an event of the current entry.
+func (t *Txn) emit(ev *wire.Event) {
+	ev.Index, ev.Seq = t.index, t.seq
+	t.seq++
+	t.events = append(t.events, ev)
+}
+
+func (t *Txn) emitTask(task *Task, nanos int64) {
+	ev := &wire.Event{UnixNanos: nanos, GraphId: task.GraphID, TaskId: task.ID,
+		TaskState: task.State, Reason: task.Reason}
+	if a := task.CurrentAttempt(); a != nil {
+		ev.Attempt, ev.WorkerId = a.Number, a.WorkerID
+	}
+	t.emit(ev)
+}
+
+func (t *Txn) emitGraph(g *Graph, nanos int64) {
+	t.emit(&wire.Event{UnixNanos: nanos, GraphId: g.ID, GraphState: g.State, Reason: g.Reason})
+}

@@ -1,0 +1,115 @@
+package state
+
+import (
+	"iter"
+
+	memdb "github.com/hashicorp/go-memdb"
+)
+
+// View is an immutable view of the table at one Raft index. gRPC handlers,
+// the scheduler and the snapshot writer read it from any goroutine, at the
+// same time, for as long as they like. Nothing it returns is ever modified.
+type View struct {
+	db           *memdb.MemDB
+	index        uint64
+	nextQueueSeq uint64
+}
+
+func (v *View) txn() *memdb.Txn { return v.db.Txn(false) }
+
+// Index returns the last Raft index applied to the table in this view.
+func (v *View) Index() uint64 { return v.index }
+
+// NextQueueSeq returns the queue_seq the next task to enter QUEUED will get
+// (at least 1). The snapshot writer records it.
+func (v *View) NextQueueSeq() uint64 { return max(v.nextQueueSeq, 1) }
+
+// Graph returns the graph with id, or nil.
+func (v *View) Graph(id string) *Graph {
+	if raw := first(v.txn(), tableGraphs, indexID, id); raw != nil {
+		return raw.(*Graph)
+	}
+	return nil
+}
+
+// Task returns the task with id ("<graph id>/<task name>"), or nil.
+func (v *View) Task(id string) *Task {
+	if raw := first(v.txn(), tableTasks, indexID, id); raw != nil {
+		return raw.(*Task)
+	}
+	return nil
+}
+
+// TasksOfGraph returns the tasks of the graph with id in id order; none if
+// the graph does not exist.
+func (v *View) TasksOfGraph(id string) []*Task {
+	return tasksOfGraph(v.txn(), id)
+}
+
+func tasksOfGraph(txn *memdb.Txn, id string) []*Task {
+	var out []*Task
+	it := get(txn, tableTasks, indexID+"_prefix", id+"/")
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Task))
+	}
+	return out
+}
+
+// QueuedTasks iterates the QUEUED tasks of one queue (a task spec's type;
+// "" is the default queue) in scheduling order: priority highest first,
+// then queue_seq oldest first. The scheduler calls it on the leader.
+func (v *View) QueuedTasks(queue string) iter.Seq[*Task] {
+	return rows[*Task](func(txn *memdb.Txn) memdb.ResultIterator {
+		return get(txn, tableTasks, indexState, queued, queue)
+	}, v)
+}
+
+// Graphs iterates all graphs in id order.
+func (v *View) Graphs() iter.Seq[*Graph] {
+	return rows[*Graph](func(txn *memdb.Txn) memdb.ResultIterator {
+		return get(txn, tableGraphs, indexID)
+	}, v)
+}
+
+// Tasks iterates all tasks in id order.
+func (v *View) Tasks() iter.Seq[*Task] {
+	return rows[*Task](func(txn *memdb.Txn) memdb.ResultIterator {
+		return get(txn, tableTasks, indexID)
+	}, v)
+}
+
+// StagedChunks iterates all staged chunks by graph id and chunk number.
+func (v *View) StagedChunks() iter.Seq[*StagedChunk] {
+	return rows[*StagedChunk](func(txn *memdb.Txn) memdb.ResultIterator {
+		return get(txn, tableStaged, indexID)
+	}, v)
+}
+
+// StagedGraphs summarizes the graphs with staged chunks, by graph id. The
+// leader's sweeper calls it to drop submissions that never finished.
+func (v *View) StagedGraphs() []StagedGraph {
+	var out []StagedGraph
+	for c := range v.StagedChunks() {
+		if n := len(out); n == 0 || out[n-1].GraphID != c.GraphID {
+			out = append(out, StagedGraph{GraphID: c.GraphID, FirstUnixNanos: c.Command.GetUnixNanos(),
+				Chunks: c.Command.GetChunks()})
+		}
+		s := &out[len(out)-1]
+		s.Staged++
+		s.FirstUnixNanos = min(s.FirstUnixNanos, c.Command.GetUnixNanos())
+	}
+	return out
+}
+
+// rows adapts a memdb iterator to a typed sequence that opens a fresh
+// iterator each time it is ranged over.
+func rows[T any](open func(*memdb.Txn) memdb.ResultIterator, v *View) iter.Seq[T] {
+	return func(yield func(T) bool) {
+		it := open(v.txn())
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			if !yield(raw.(T)) {
+				return
+			}
+		}
+	}
+}

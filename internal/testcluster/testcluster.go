@@ -1,0 +1,272 @@
+// Package testcluster starts real MegaFlow heads in one process for tests:
+// real Raft TCP transports, real BoltDB files in temporary directories, real
+// gossip and gRPC on loopback. Heads can be killed (as a crash would) and
+// restarted on their data directories. Only tests import it.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+)
+
+// Options tunes a test cluster.
+type Options struct {
+	// Heads is how many heads to start (default 3).
+	Heads int
+	// Configure, when set, edits each head's config before it starts.
+	Configure func(*head.Config)
+	// Verbose sends the heads' logs to stderr (also with MEGAFLOW_TEST_LOG=1).
+	Verbose bool
+}
+
+// Member is one head slot of the cluster: its fixed addresses and data
+// directory survive kills and restarts.
+type Member struct {
+	ID         string
+	DataDir    string
+	RaftAddr   string
+	GRPCAddr   string
+	GossipAddr string
+
+	mu     sync.Mutex
+	head   *head.Head
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Head returns the running head, or nil while it is killed.
+func (m *Member) Head() *head.Head {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.head
+}
+
+// Cluster is a set of heads started together.
+type Cluster struct {
+	t       testing.TB
+	opts    Options
+	Members []*Member
+}
+
+// New starts a cluster whose heads bootstrap together, and waits for a
+// leader. It registers cleanup with t.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Heads == 0 {
+		opts.Heads = 3
+	}
+	c := &Cluster{t: t, opts: opts}
+	root := t.TempDir()
+	for i := range opts.Heads {
+		c.Members = append(c.Members, &Member{
+			ID:         fmt.Sprintf("h%d", i+1),
+			DataDir:    filepath.Join(root, fmt.Sprintf("h%d", i+1)),
+			RaftAddr:   freeAddr(t),
+			GRPCAddr:   freeAddr(t),
+			GossipAddr: freeAddr(t),
+		})
+	}
+	for _, m := range c.Members {
+		c.start(m, opts.Heads)
+	}
+	t.Cleanup(c.Stop)
+	c.WaitLeader(30 * time.Second)
+	return c
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (c *Cluster) config(m *Member, expect int) head.Config {
+	cfg := head.DefaultConfig()
+	cfg.NodeID = m.ID
+	cfg.DataDir = m.DataDir
+	cfg.RaftAddr = m.RaftAddr
+	cfg.GRPCAddr = m.GRPCAddr
+	cfg.GossipAddr = m.GossipAddr
+	cfg.BootstrapExpect = expect
+	cfg.Fast = true
+	for _, o := range c.Members {
+		if o != m {
+			cfg.Join = append(cfg.Join, o.GossipAddr)
+		}
+	}
+	var w io.Writer = io.Discard
+	if c.opts.Verbose || os.Getenv("MEGAFLOW_TEST_LOG") == "1" {
+		w = os.Stderr
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if c.opts.Configure != nil {
+		c.opts.Configure(&cfg)
+	}
+	return cfg
+}
+
+func (c *Cluster) start(m *Member, expect int) {
+	c.t.Helper()
+	h, err := head.New(c.config(m, expect))
+	if err != nil {
+		c.t.Fatalf("start head %s: %v", m.ID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := h.Run(ctx); err != nil {
+			c.t.Logf("head %s: run: %v", m.ID, err)
+		}
+	}()
+	m.mu.Lock()
+	m.head, m.cancel, m.done = h, cancel, done
+	m.mu.Unlock()
+}
+
+// Kill stops member i as a crash would (no leadership transfer, no gossip
+// leave), keeping its data directory.
+func (c *Cluster) Kill(i int) {
+	m := c.Members[i]
+	m.mu.Lock()
+	h, cancel, done := m.head, m.cancel, m.done
+	m.head = nil
+	m.mu.Unlock()
+	if h == nil {
+		return
+	}
+	h.Kill()
+	cancel()
+	<-done
+}
+
+// Restart starts a killed member again on its data directory and addresses.
+func (c *Cluster) Restart(i int) {
+	c.start(c.Members[i], len(c.Members))
+}
+
+// Stop shuts every running head down cleanly.
+func (c *Cluster) Stop() {
+	for _, m := range c.Members {
+		m.mu.Lock()
+		h, cancel, done := m.head, m.cancel, m.done
+		m.head = nil
+		m.mu.Unlock()
+		if h == nil {
+			continue
+		}
+		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = h.Shutdown(ctx)
+		stop()
+		cancel()
+		<-done
+	}
+}
+
+// Running returns the heads that are running.
+func (c *Cluster) Running() []*head.Head {
+	var out []*head.Head
+	for _, m := range c.Members {
+		if h := m.Head(); h != nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// WaitLeader waits until exactly one running head leads and returns its
+// member index.
+func (c *Cluster) WaitLeader(timeout time.Duration) int {
+	c.t.Helper()
+	idx := -1
+	WaitFor(c.t, timeout, "a single leader", func() bool {
+		idx = -1
+		n := 0
+		for i, m := range c.Members {
+			if h := m.Head(); h != nil && h.IsLeader() {
+				idx, n = i, n+1
+			}
+		}
+		return n == 1
+	})
+	return idx
+}
+
+// GRPCAddrs returns every member's gRPC address, running or not.
+func (c *Cluster) GRPCAddrs() []string {
+	out := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		out[i] = m.GRPCAddr
+	}
+	return out
+}
+
+// Client returns a client library connection to every head, closed at the
+// end of the test.
+func (c *Cluster) Client() *client.Client {
+	c.t.Helper()
+	cl, err := client.Dial(context.Background(), c.GRPCAddrs(), client.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
+	if err != nil {
+		c.t.Fatalf("dial: %v", err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// WaitApplied waits until every running head has applied at least index.
+func (c *Cluster) WaitApplied(index uint64, timeout time.Duration) {
+	c.t.Helper()
+	WaitFor(c.t, timeout, fmt.Sprintf("every head applied index %d", index), func() bool {
+		for _, h := range c.Running() {
+			if h.AppliedIndex() < index {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitFor polls cond until it holds or timeout passes, then fails the test
+// naming what it waited for. It never sleeps longer than 10 ms at a time.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// AddHead starts one more head that joins the cluster's gossip pool without
+// bootstrap-expect, so the leader must add it, and returns its member.
+func (c *Cluster) AddHead() *Member {
+	c.t.Helper()
+	m := &Member{
+		ID:         fmt.Sprintf("h%d", len(c.Members)+1),
+		DataDir:    filepath.Join(c.t.TempDir(), "head"),
+		RaftAddr:   freeAddr(c.t),
+		GRPCAddr:   freeAddr(c.t),
+		GossipAddr: freeAddr(c.t),
+	}
+	c.Members = append(c.Members, m)
+	c.start(m, 0)
+	return m
+}
