@@ -3,12 +3,13 @@ package main
 import (
 	"encoding/json"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/spf13/cobra"
 
