@@ -35,22 +35,28 @@ func (c *Client) Submit(ctx context.Context, g *GraphSpec) (*SubmitResult, error
 		res, err = s.SubmitGraph(ctx, &wire.SubmitGraphRequest{Graph: g})
 		return err
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	c.observe(res.Index)
+	return res, nil
 }
 
-// ReadOptions tunes a read. The zero value reads whatever the answering head
-// has applied.
+// ReadOptions tunes a read. The zero value reads from whichever head
+// answers, once that head has applied everything this client has written or
+// read before (session consistency: a client always reads its own writes
+// and never goes back in time, even across heads).
 type ReadOptions struct {
-	// MinIndex makes the head wait until it has applied this Raft index (a
-	// write's index: read your writes from any head).
+	// MinIndex makes the head wait until it has applied this Raft index, on
+	// top of the client's own session index.
 	MinIndex uint64
 	// RequireLeader serves the read from the leader after it confirmed its
 	// leadership (linearizable).
 	RequireLeader bool
 }
 
-func (o ReadOptions) wire() *wire.ReadOptions {
-	return &wire.ReadOptions{MinIndex: o.MinIndex, RequireLeader: o.RequireLeader}
+func (c *Client) readOptions(o ReadOptions) *wire.ReadOptions {
+	return &wire.ReadOptions{MinIndex: max(o.MinIndex, c.sessionIndex()), RequireLeader: o.RequireLeader}
 }
 
 // GetGraph returns graph id with its aggregate counts. Errors:
@@ -58,12 +64,13 @@ func (o ReadOptions) wire() *wire.ReadOptions {
 func (c *Client) GetGraph(ctx context.Context, id string, ro ReadOptions) (*Graph, *ReadMeta, error) {
 	var res *wire.GetGraphResponse
 	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
-		res, err = s.GetGraph(ctx, &wire.GetGraphRequest{GraphId: id, Read: ro.wire()})
+		res, err = s.GetGraph(ctx, &wire.GetGraphRequest{GraphId: id, Read: c.readOptions(ro)})
 		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	c.observe(res.Meta.GetIndex())
 	return res.Graph, res.Meta, nil
 }
 
@@ -83,12 +90,13 @@ func (c *Client) ListGraphs(ctx context.Context, f GraphFilter) ([]*Graph, strin
 	var res *wire.ListGraphsResponse
 	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
 		res, err = s.ListGraphs(ctx, &wire.ListGraphsRequest{Tenant: f.Tenant, State: f.State,
-			PageSize: f.PageSize, PageToken: f.PageToken, Read: f.Read.wire()})
+			PageSize: f.PageSize, PageToken: f.PageToken, Read: c.readOptions(f.Read)})
 		return err
 	})
 	if err != nil {
 		return nil, "", err
 	}
+	c.observe(res.Meta.GetIndex())
 	return res.Graphs, res.NextPageToken, nil
 }
 
@@ -97,12 +105,13 @@ func (c *Client) ListGraphs(ctx context.Context, f GraphFilter) ([]*Graph, strin
 func (c *Client) GetTask(ctx context.Context, id string, ro ReadOptions) (*Task, *ReadMeta, error) {
 	var res *wire.GetTaskResponse
 	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
-		res, err = s.GetTask(ctx, &wire.GetTaskRequest{TaskId: id, Read: ro.wire()})
+		res, err = s.GetTask(ctx, &wire.GetTaskRequest{TaskId: id, Read: c.readOptions(ro)})
 		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	c.observe(res.Meta.GetIndex())
 	return res.Task, res.Meta, nil
 }
 
@@ -125,12 +134,13 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) ([]*Task, string, 
 	var res *wire.ListTasksResponse
 	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
 		res, err = s.ListTasks(ctx, &wire.ListTasksRequest{GraphId: f.GraphID, State: f.State, Tenant: f.Tenant,
-			WorkerId: f.WorkerID, PageSize: f.PageSize, PageToken: f.PageToken, OmitSpec: f.OmitSpec, Read: f.Read.wire()})
+			WorkerId: f.WorkerID, PageSize: f.PageSize, PageToken: f.PageToken, OmitSpec: f.OmitSpec, Read: c.readOptions(f.Read)})
 		return err
 	})
 	if err != nil {
 		return nil, "", err
 	}
+	c.observe(res.Meta.GetIndex())
 	return res.Tasks, res.NextPageToken, nil
 }
 
@@ -146,6 +156,7 @@ func (c *Client) CancelGraph(ctx context.Context, id, reason string) (uint32, er
 	if err != nil {
 		return 0, err
 	}
+	c.observe(res.Index)
 	return res.Cancelled, nil
 }
 
@@ -160,6 +171,7 @@ func (c *Client) CancelTask(ctx context.Context, id, reason string) (uint32, err
 	if err != nil {
 		return 0, err
 	}
+	c.observe(res.Index)
 	return res.Cancelled, nil
 }
 

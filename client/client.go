@@ -69,6 +69,24 @@ type Client struct {
 	conns   map[string]*grpc.ClientConn
 	current string // the head calls go to: the leader when known
 	closed  bool
+
+	// seen is the highest Raft index this client has written or read;
+	// reads wait for it (read your writes on any head). Guarded by mu.
+	seen uint64
+}
+
+// observe raises the client's session index to index.
+func (c *Client) observe(index uint64) {
+	c.mu.Lock()
+	c.seen = max(c.seen, index)
+	c.mu.Unlock()
+}
+
+// sessionIndex returns the highest index the client has seen.
+func (c *Client) sessionIndex() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen
 }
 
 // Dial returns a Client for the heads at the given gRPC addresses

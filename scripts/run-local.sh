@@ -33,12 +33,13 @@ step "submitting examples/rollout-step.yaml"
 bin/megaflow submit examples/rollout-step.yaml
 bin/megaflow tasks rollout-step-1
 
-leader=$(bin/megaflow cluster -o json | sed -n 's/.*"leader_id": "\(h[0-9]\)".*/\1/p')
+leader=$(bin/megaflow cluster -o json | sed -n 's/.*"leader_id": *"\(h[0-9]\)".*/\1/p')
 step "kill -9 of the leader $leader"
-kill -9 "${pids[${leader#h}]}"
+kill -9 "${pids[${leader#h}]}"; wait "${pids[${leader#h}]}" 2>/dev/null || true
 for i in $(seq 1 50); do
   bin/megaflow submit --id "after-kill-$i" examples/rollout-step.yaml --timeout 20s >/dev/null && break
 done
+for _ in $(seq 1 50); do bin/megaflow cluster | grep -q "^$leader .* dead" && break; sleep 0.2; done
 bin/megaflow cluster
 step "every graph is still there, on the new leader"
 bin/megaflow graphs
@@ -46,9 +47,9 @@ bin/megaflow graphs
 step "restarting $leader on its data dir: it rejoins and catches up"
 start_head "${leader#h}"
 for _ in $(seq 1 100); do
-  bin/megaflow status rollout-step-1 --heads "127.0.0.1:1707${leader#h}" --timeout 2s >/dev/null 2>&1 && break
+  bin/megaflow status rollout-step-1 --stale --heads "127.0.0.1:1707${leader#h}" --timeout 2s >/dev/null 2>&1 && break
   sleep 0.2
 done
-bin/megaflow status rollout-step-1 --heads "127.0.0.1:1707${leader#h}"
+bin/megaflow status rollout-step-1 --stale --heads "127.0.0.1:1707${leader#h}"
 bin/megaflow cluster
 step "done; stopping the cluster"

@@ -28,6 +28,7 @@ func graphsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
+			f.Read = g.read()
 			graphs, next, err := c.ListGraphs(ctx, f)
 			if err != nil {
 				return err
@@ -78,6 +79,7 @@ func tasksCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
+			f.Read = g.read()
 			tasks, next, err := c.ListTasks(ctx, f)
 			if err != nil {
 				return err
@@ -119,7 +121,7 @@ func statusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			gr, meta, err := c.GetGraph(ctx, args[0], client.ReadOptions{})
+			gr, meta, err := c.GetGraph(ctx, args[0], g.read())
 			if err != nil {
 				return err
 			}

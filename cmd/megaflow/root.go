@@ -30,6 +30,7 @@ type globals struct {
 	heads   string
 	output  string
 	timeout time.Duration
+	stale   bool
 	stdout  io.Writer
 	stderr  io.Writer
 }
@@ -50,6 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.PersistentFlags().StringVar(&g.heads, "heads", defHeads, "comma-separated gRPC addresses of heads (env "+client.EnvHeads+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
+	root.PersistentFlags().BoolVar(&g.stale, "stale", false, "read from whichever head answers, even without a leader (default: read through the leader)")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
@@ -113,4 +115,11 @@ func (g *globals) printJSON(v any) error {
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// read returns the read options of the --stale flag: linearizable reads
+// through the leader by default, so what the CLI prints is never older than
+// a write another command made.
+func (g *globals) read() client.ReadOptions {
+	return client.ReadOptions{RequireLeader: !g.stale}
 }
