@@ -59,3 +59,15 @@ const (
 func GraphTerminal(s GraphState) bool {
 	return s == GraphSucceeded || s == GraphFailed || s == GraphCancelled
 }
+
+// Execution modes.
+const (
+	ModeEphemeral  = wire.ExecutionMode_EXECUTION_MODE_EPHEMERAL
+	ModePersistent = wire.ExecutionMode_EXECUTION_MODE_PERSISTENT
+)
+
+// Task kinds.
+const (
+	KindBatch   = wire.TaskKind_TASK_KIND_BATCH
+	KindService = wire.TaskKind_TASK_KIND_SERVICE
+)

@@ -1,0 +1,60 @@
+// Package deptest checks that imports flow one way (DESIGN.md): a user's
+// program that imports the client library links no server code, and the
+// pure packages (state, fsm, spec) link no consensus, gossip, storage,
+// Docker or NVML code. (Every package that speaks the wire API links gRPC:
+// the generated stubs share the wire package.)
+package deptest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/megaflow/megaflow/"
+
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", module+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	set := map[string]bool{}
+	for _, line := range strings.Fields(string(out)) {
+		set[line] = true
+	}
+	return set
+}
+
+func TestImportsFlowOneWay(t *testing.T) {
+	cases := []struct {
+		pkg       string
+		forbidden []string
+		why       string
+	}{
+		{"client", []string{"github.com/hashicorp/raft", "github.com/hashicorp/memberlist", "github.com/hashicorp/go-memdb",
+			"go.etcd.io/bbolt", "github.com/moby/moby", "github.com/NVIDIA/go-nvml", module + "head", module + "worker",
+			module + "runtime", module + "gpu"},
+			"a user's binary links the wire API only: no Raft, gossip, Docker or NVML"},
+		{"head/state", []string{"github.com/hashicorp/raft", "github.com/hashicorp/memberlist", "go.etcd.io/bbolt",
+			module + "head/fsm", module + "head/consensus", module + "internal/gossip"},
+			"the state store is pure: no consensus, gossip or disk"},
+		{"head/fsm", []string{"go.etcd.io/bbolt", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/memberlist",
+			module + "head/consensus", module + "internal/gossip"},
+			"the FSM is pure: applying a log entry does no I/O"},
+		{"internal/spec", []string{"github.com/hashicorp/", module + "head", module + "client"},
+			"validation is pure and shared by the head and the client"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.pkg, func(t *testing.T) {
+			got := deps(t, tc.pkg)
+			for _, f := range tc.forbidden {
+				for d := range got {
+					if d == f || strings.HasPrefix(d, f+"/") {
+						t.Errorf("%s imports %s: %s", tc.pkg, d, tc.why)
+					}
+				}
+			}
+		})
+	}
+}
