@@ -241,11 +241,398 @@ func (x *DropStagedCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// WorkerUpsertCommand records a worker as alive with what it offers.
+type WorkerUpsertCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Info          *WorkerInfo            `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerUpsertCommand) Reset() {
+	*x = WorkerUpsertCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerUpsertCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerUpsertCommand) ProtoMessage() {}
+
+func (x *WorkerUpsertCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerUpsertCommand.ProtoReflect.Descriptor instead.
+func (*WorkerUpsertCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WorkerUpsertCommand) GetInfo() *WorkerInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *WorkerUpsertCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+// WorkerDownCommand declares a worker dead (or left): its attempts are lost
+// and their tasks re-queued within their retry budgets.
+type WorkerDownCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Left          bool                   `protobuf:"varint,3,opt,name=left,proto3" json:"left,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,4,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerDownCommand) Reset() {
+	*x = WorkerDownCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerDownCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerDownCommand) ProtoMessage() {}
+
+func (x *WorkerDownCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerDownCommand.ProtoReflect.Descriptor instead.
+func (*WorkerDownCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WorkerDownCommand) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *WorkerDownCommand) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WorkerDownCommand) GetLeft() bool {
+	if x != nil {
+		return x.Left
+	}
+	return false
+}
+
+func (x *WorkerDownCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+// PlannedAttempt is one placement of a plan.
+type PlannedAttempt struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The new attempt's number: the task's attempts so far + 1.
+	Attempt       uint32   `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	WorkerId      string   `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	GpuUuids      []string `protobuf:"bytes,4,rep,name=gpu_uuids,json=gpuUuids,proto3" json:"gpu_uuids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedAttempt) Reset() {
+	*x = PlannedAttempt{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedAttempt) ProtoMessage() {}
+
+func (x *PlannedAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedAttempt.ProtoReflect.Descriptor instead.
+func (*PlannedAttempt) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PlannedAttempt) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *PlannedAttempt) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *PlannedAttempt) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *PlannedAttempt) GetGpuUuids() []string {
+	if x != nil {
+		return x.GpuUuids
+	}
+	return nil
+}
+
+// PlanCommand commits a scheduling round: QUEUED tasks become ASSIGNED.
+// The FSM re-checks each placement against the table (task still queued,
+// worker alive with room) and skips those that no longer fit.
+type PlanCommand struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Attempts   []*PlannedAttempt      `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	LeaderTerm uint64                 `protobuf:"varint,2,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	UnixNanos  int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// Queueing reasons for tasks that could not be placed (task id -> reason).
+	Unplaced      map[string]string `protobuf:"bytes,4,rep,name=unplaced,proto3" json:"unplaced,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanCommand) Reset() {
+	*x = PlanCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanCommand) ProtoMessage() {}
+
+func (x *PlanCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanCommand.ProtoReflect.Descriptor instead.
+func (*PlanCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PlanCommand) GetAttempts() []*PlannedAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *PlanCommand) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
+}
+
+func (x *PlanCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+func (x *PlanCommand) GetUnplaced() map[string]string {
+	if x != nil {
+		return x.Unplaced
+	}
+	return nil
+}
+
+// TaskEventsCommand commits a batch of attempt events from workers.
+type TaskEventsCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Events        []*AttemptEvent        `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskEventsCommand) Reset() {
+	*x = TaskEventsCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskEventsCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskEventsCommand) ProtoMessage() {}
+
+func (x *TaskEventsCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskEventsCommand.ProtoReflect.Descriptor instead.
+func (*TaskEventsCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TaskEventsCommand) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *TaskEventsCommand) GetEvents() []*AttemptEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *TaskEventsCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+// AttemptsLostCommand marks attempts lost (their worker no longer has them).
+type AttemptsLostCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attempts      []*PlannedAttempt      `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttemptsLostCommand) Reset() {
+	*x = AttemptsLostCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptsLostCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptsLostCommand) ProtoMessage() {}
+
+func (x *AttemptsLostCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptsLostCommand.ProtoReflect.Descriptor instead.
+func (*AttemptsLostCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AttemptsLostCommand) GetAttempts() []*PlannedAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *AttemptsLostCommand) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AttemptsLostCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x19megaflow/v1/command.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xfe\x01\n" +
+	"\x19megaflow/v1/command.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\x1a\x18megaflow/v1/worker.proto\"\xfe\x01\n" +
 	"\x12SubmitGraphCommand\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.megaflow.v1.GraphSpecR\x06header\x12+\n" +
 	"\x05tasks\x18\x02 \x03(\v2\x15.megaflow.v1.TaskSpecR\x05tasks\x12\x14\n" +
@@ -266,7 +653,42 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\x11DropStagedCommand\x12\x1b\n" +
 	"\tgraph_ids\x18\x01 \x03(\tR\bgraphIds\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x02 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"a\n" +
+	"\x13WorkerUpsertCommand\x12+\n" +
+	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"{\n" +
+	"\x11WorkerDownCommand\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04left\x18\x03 \x01(\bR\x04left\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x04 \x01(\x03R\tunixNanos\"}\n" +
+	"\x0ePlannedAttempt\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x1b\n" +
+	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x1b\n" +
+	"\tgpu_uuids\x18\x04 \x03(\tR\bgpuUuids\"\x87\x02\n" +
+	"\vPlanCommand\x127\n" +
+	"\battempts\x18\x01 \x03(\v2\x1b.megaflow.v1.PlannedAttemptR\battempts\x12\x1f\n" +
+	"\vleader_term\x18\x02 \x01(\x04R\n" +
+	"leaderTerm\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12B\n" +
+	"\bunplaced\x18\x04 \x03(\v2&.megaflow.v1.PlanCommand.UnplacedEntryR\bunplaced\x1a;\n" +
+	"\rUnplacedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
+	"\x11TaskEventsCommand\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x121\n" +
+	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x85\x01\n" +
+	"\x13AttemptsLostCommand\x127\n" +
+	"\battempts\x18\x01 \x03(\v2\x1b.megaflow.v1.PlannedAttemptR\battempts\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_command_proto_rawDescOnce sync.Once
@@ -280,22 +702,36 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_megaflow_v1_command_proto_goTypes = []any{
-	(*SubmitGraphCommand)(nil), // 0: megaflow.v1.SubmitGraphCommand
-	(*CancelCommand)(nil),      // 1: megaflow.v1.CancelCommand
-	(*DropStagedCommand)(nil),  // 2: megaflow.v1.DropStagedCommand
-	(*GraphSpec)(nil),          // 3: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),           // 4: megaflow.v1.TaskSpec
+	(*SubmitGraphCommand)(nil),  // 0: megaflow.v1.SubmitGraphCommand
+	(*CancelCommand)(nil),       // 1: megaflow.v1.CancelCommand
+	(*DropStagedCommand)(nil),   // 2: megaflow.v1.DropStagedCommand
+	(*WorkerUpsertCommand)(nil), // 3: megaflow.v1.WorkerUpsertCommand
+	(*WorkerDownCommand)(nil),   // 4: megaflow.v1.WorkerDownCommand
+	(*PlannedAttempt)(nil),      // 5: megaflow.v1.PlannedAttempt
+	(*PlanCommand)(nil),         // 6: megaflow.v1.PlanCommand
+	(*TaskEventsCommand)(nil),   // 7: megaflow.v1.TaskEventsCommand
+	(*AttemptsLostCommand)(nil), // 8: megaflow.v1.AttemptsLostCommand
+	nil,                         // 9: megaflow.v1.PlanCommand.UnplacedEntry
+	(*GraphSpec)(nil),           // 10: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),            // 11: megaflow.v1.TaskSpec
+	(*WorkerInfo)(nil),          // 12: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),        // 13: megaflow.v1.AttemptEvent
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	3, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	4, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	10, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	11, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	12, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	5,  // 3: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
+	9,  // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	13, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	5,  // 6: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }
@@ -304,13 +740,14 @@ func file_megaflow_v1_command_proto_init() {
 		return
 	}
 	file_megaflow_v1_types_proto_init()
+	file_megaflow_v1_worker_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,113 @@
+// Package contract is the one small interface every container runtime of
+// MegaFlow implements (runtime/docker, runtime/process, runtime/fake), and
+// the types that cross it. The worker drives a Runtime; nothing else does.
+// There is no root runtime package, so nothing shadows Go's runtime.
+package contract
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Runtime runs attempts of tasks as isolated processes: one container (or
+// process group) per attempt. Every method takes a context and returns
+// promptly when it ends: a runtime whose backend hangs must not hang the
+// worker. Implementations are safe for concurrent use.
+type Runtime interface {
+	// Name returns "docker", "process" or "fake".
+	Name() string
+	// Start creates and starts a container for spec and returns its id. The
+	// container's combined stdout and stderr are appended to spec.LogPath
+	// until it exits. Errors: ErrImageNotFound, ErrUnavailable (backend down
+	// or not answering), or another error naming what failed; after an
+	// error no container of spec.Name is left running.
+	Start(ctx context.Context, spec Spec) (id string, err error)
+	// Wait blocks until container id exits and returns how. Errors:
+	// ErrNotFound, ErrUnavailable, ctx's error.
+	Wait(ctx context.Context, id string) (Exit, error)
+	// Stop sends SIGTERM, then SIGKILL after grace, to the whole container;
+	// a container already stopped is no error. Errors: ErrNotFound.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Remove deletes a stopped container and its resources; a container
+	// already gone is no error.
+	Remove(ctx context.Context, id string) error
+	// List returns the containers (running or exited, not removed) whose
+	// labels include every label in match.
+	List(ctx context.Context, match map[string]string) ([]Container, error)
+}
+
+// Spec is one attempt's container.
+type Spec struct {
+	// Name is unique per attempt (the runtime refuses a second container of
+	// the same name with ErrConflict).
+	Name string
+	// Image to run; ignored by the process runtime.
+	Image string
+	// Command is argv; Command[0] is the program.
+	Command    []string
+	Env        map[string]string
+	WorkingDir string
+	// CPUMillis limits CPU (1000 = one core); 0: no limit.
+	CPUMillis int64
+	// MemoryBytes limits memory; 0: no limit. Exceeding it OOM-kills.
+	MemoryBytes int64
+	// PidsLimit bounds the processes in the container; 0: the runtime's default.
+	PidsLimit int64
+	// Network mode: "none" (default), "bridge", "host" or a network name.
+	Network string
+	// Capabilities kept; every other Linux capability is dropped.
+	Capabilities []string
+	// Labels identify the container as ours: cluster, worker, task, attempt.
+	Labels map[string]string
+	// GPUUUIDs are the devices the attempt may see (CUDA_VISIBLE_DEVICES).
+	GPUUUIDs []string
+	// LogPath is the file the container's output is appended to.
+	LogPath string
+}
+
+// Exit is how a container ended.
+type Exit struct {
+	// Code is the exit status; 128+N for a signal N; -1 when unknown.
+	Code int
+	// OOMKilled is true when the kernel killed it for exceeding its memory.
+	OOMKilled bool
+	// Reason says what the runtime knows beyond the code ("" if nothing).
+	Reason     string
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Container is a container of ours as the runtime lists it.
+type Container struct {
+	ID     string
+	Name   string
+	Labels map[string]string
+	// Running is true while its process runs; Exit is set once it exited.
+	Running bool
+	Exit    *Exit
+}
+
+// Errors a runtime returns (wrapped, with context); test with errors.Is.
+var (
+	ErrNotFound      = errors.New("container not found")
+	ErrImageNotFound = errors.New("image not found")
+	ErrConflict      = errors.New("container name already in use")
+	ErrUnavailable   = errors.New("container runtime unavailable")
+)
+
+// Execer is an optional extra of a Runtime: running a command inside a
+// running container (persistent mode's warm containers). Test for it with a
+// type assertion.
+type Execer interface {
+	// Exec runs spec.Command in container id with spec's environment and
+	// working directory, appends its output to spec.LogPath, and returns its
+	// exit when it ends or ctx ends (then the exec is killed).
+	Exec(ctx context.Context, id string, spec Spec) (Exit, error)
+}
+
+// Logger is an optional extra: reading a container's output directly.
+type Logger interface {
+	Logs(ctx context.Context, id string, follow bool) (io.ReadCloser, error)
+}
