@@ -42,6 +42,14 @@ type Config struct {
 	// finished are kept before the leader drops them.
 	StagedTTL time.Duration
 
+	// WorkerGrace is how long a worker the table holds alive may go without
+	// a stream to the leader before it is declared down and its attempts
+	// are re-queued.
+	WorkerGrace time.Duration
+	// ScheduleInterval is the shortest time between two scheduling rounds
+	// (rounds run when the table changes, batched over this interval).
+	ScheduleInterval time.Duration
+
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs tune Raft
 	// snapshots (hashicorp/raft Config fields of the same names).
 	SnapshotThreshold uint64
@@ -59,6 +67,8 @@ func DefaultConfig() Config {
 		ApplyTimeout:      10 * time.Second,
 		EventRetention:    100_000,
 		StagedTTL:         5 * time.Minute,
+		WorkerGrace:       15 * time.Second,
+		ScheduleInterval:  5 * time.Millisecond,
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  2 * time.Minute,
 		TrailingLogs:      10240,
@@ -91,6 +101,12 @@ func (c *Config) Validate() error {
 	}
 	if c.EventRetention < 1000 {
 		errsList = append(errsList, fmt.Errorf("EventRetention %d is below 1000", c.EventRetention))
+	}
+	if c.WorkerGrace <= 0 {
+		errsList = append(errsList, fmt.Errorf("WorkerGrace %v must be positive", c.WorkerGrace))
+	}
+	if c.ScheduleInterval <= 0 || c.ScheduleInterval > time.Second {
+		errsList = append(errsList, fmt.Errorf("ScheduleInterval %v must be in (0, 1s]", c.ScheduleInterval))
 	}
 	if c.StagedTTL <= 0 {
 		errsList = append(errsList, fmt.Errorf("StagedTTL %v must be positive", c.StagedTTL))

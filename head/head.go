@@ -48,6 +48,9 @@ type Head struct {
 	submitLocks *graphLocks
 	leaderReady atomic.Bool   // set by the leader loop after its barrier
 	leaderKick  chan struct{} // gossip changed: the leader loop reconciles heads
+	leaderMu    sync.Mutex
+	leaderDone  chan struct{} // closed when the current leadership ends; nil when not leading
+	sessions    *sessions     // live worker streams (leader only)
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown/Kill: Run returns
@@ -117,8 +120,10 @@ func New(cfg Config) (*Head, error) {
 	h.fwd = newForwarder(h)
 	h.submitLocks = newGraphLocks()
 	h.leaderKick = make(chan struct{}, 1)
+	h.sessions = newSessions()
 	h.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
 	wire.RegisterMegaflowServiceServer(h.grpc, &service{h: h})
+	wire.RegisterWorkerServiceServer(h.grpc, &workerService{h: h})
 	h.health = health.NewServer()
 	healthpb.RegisterHealthServer(h.grpc, h.health)
 	reflection.Register(h.grpc)

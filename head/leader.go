@@ -25,14 +25,34 @@ func (h *Head) leaderLoop(ctx context.Context) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	h.leaderMu.Lock()
+	h.leaderDone = make(chan struct{})
+	h.leaderMu.Unlock()
+	defer func() {
+		h.leaderMu.Lock()
+		close(h.leaderDone)
+		h.leaderDone = nil
+		h.leaderMu.Unlock()
+	}()
+	h.sessions.reset()
+	since := time.Now()
 	h.leaderReady.Store(true)
 	defer h.leaderReady.Store(false)
 	h.logger.Info("leadership established", "term", h.node.Raft().CurrentTerm(), "applied", h.fsm.AppliedIndex())
-	tick := time.NewTicker(2 * time.Second)
+
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		h.scheduleLoop(ctx)
+	}()
+	defer func() { <-schedDone }()
+
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		h.reconcileHeads(ctx)
 		h.sweepStaged(ctx)
+		h.checkWorkers(ctx, since)
 		select {
 		case <-ctx.Done():
 			h.logger.Info("leadership lost")

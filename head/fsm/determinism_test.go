@@ -9,17 +9,28 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/wire"
+	"google.golang.org/protobuf/proto"
 )
 
 // logGen generates a random but valid-looking command log: submissions
 // (some chunked, some resent, some with a chunk lost, some conflicting),
-// cancels of graphs and tasks (known or not) and staging drops.
+// cancels of graphs and tasks (known or not), staging drops, workers coming
+// and going, plans, worker events and lost attempts. Every entry is applied
+// to a reference FSM as it is generated, so that placements and events aim
+// at the table's real state (current attempts, free GPUs) most of the time,
+// and miss it on purpose (stale attempts, wrong workers, taken GPUs) the
+// rest of the time.
 type logGen struct {
 	rng    *rand.Rand
 	tb     testing.TB
 	graphs []*wire.GraphSpec
 	nanos  int64
+	term   uint64
+	ref    *testFSM
+	out    [][]byte
 }
+
+const genWorkers = 5 // worker ids w0..w4; w5 is never announced
 
 func (g *logGen) randomGraph(id string) *wire.GraphSpec {
 	n := 1 + g.rng.Intn(12)
@@ -30,6 +41,9 @@ func (g *logGen) randomGraph(id string) *wire.GraphSpec {
 		s.Priority = int32(g.rng.Intn(3))
 		s.RunOnUpstreamFailure = g.rng.Intn(5) == 0
 		s.Env = map[string]string{"K": fmt.Sprint(g.rng.Intn(3)), "B": "x"}
+		s.MaxRetries = int32(g.rng.Intn(3))
+		s.Resources = &wire.Resources{CpuMillis: int64(g.rng.Intn(4)) * 500, MemoryBytes: int64(g.rng.Intn(3)) << 30,
+			Gpus: []int32{0, 0, 0, 1, 2}[g.rng.Intn(5)]}
 		for j := range i {
 			if g.rng.Intn(4) == 0 {
 				s.DependsOn = append(s.DependsOn, fmt.Sprintf("t%d", j))
@@ -40,12 +54,30 @@ func (g *logGen) randomGraph(id string) *wire.GraphSpec {
 	return gs
 }
 
+// add appends an entry to the log and applies it to the reference FSM,
+// checking the table's invariants every few entries.
+func (g *logGen) add(e []byte) {
+	g.out = append(g.out, e)
+	g.ref.index++
+	g.ref.Apply(&raft.Log{Index: g.ref.index, Type: raft.LogCommand, Data: e})
+	if g.ref.index%16 == 0 {
+		checkInvariants(g.tb, g.ref.View())
+	}
+}
+
+func (g *logGen) cmd(op Op, msg proto.Message) { g.add(entry(g.tb, op, msg)) }
+
+func (g *logGen) workerID() string { return fmt.Sprintf("w%d", g.rng.Intn(genWorkers+1)) }
+
 func (g *logGen) entries(n int) [][]byte {
-	var out [][]byte
-	for len(out) < n {
-		g.nanos += int64(g.rng.Intn(1000))
-		switch k := g.rng.Intn(10); {
-		case k < 4 || len(g.graphs) == 0: // a new graph
+	if g.ref == nil {
+		g.ref = newTestFSM(g.tb, 0)
+	}
+	g.out = nil
+	for len(g.out) < n {
+		g.nanos += 1 + int64(g.rng.Intn(1000))
+		switch k := g.rng.Intn(20); {
+		case k < 6 || len(g.graphs) == 0: // a new graph
 			gs := g.randomGraph(fmt.Sprintf("g%d", len(g.graphs)))
 			g.graphs = append(g.graphs, gs)
 			cmds := chunkCmds(gs, 1+g.rng.Intn(5), g.nanos)
@@ -55,33 +87,163 @@ func (g *logGen) entries(n int) [][]byte {
 				if (lose && i == 0) || (abandon && i == len(cmds)-1) {
 					continue
 				}
-				out = append(out, entry(g.tb, OpSubmitGraph, c))
+				g.cmd(OpSubmitGraph, c)
 				if g.rng.Intn(8) == 0 { // a resent chunk
-					out = append(out, entry(g.tb, OpSubmitGraph, c))
+					g.cmd(OpSubmitGraph, c)
 				}
 			}
-		case k == 4: // resubmit or conflict with an existing graph
+		case k == 6: // resubmit or conflict with an existing graph
 			gs := g.graphs[g.rng.Intn(len(g.graphs))]
 			if g.rng.Intn(2) == 0 {
 				gs = g.randomGraph(gs.Id)
 			}
-			out = append(out, entry(g.tb, OpSubmitGraph, submitCmd(gs, g.nanos)))
-		case k < 7: // cancel a task, maybe unknown
+			g.cmd(OpSubmitGraph, submitCmd(gs, g.nanos))
+		case k < 9: // cancel a task, maybe unknown
 			gs := g.graphs[g.rng.Intn(len(g.graphs))]
 			id := fmt.Sprintf("%s/t%d", gs.Id, g.rng.Intn(len(gs.Tasks)+1))
-			out = append(out, entry(g.tb, OpCancel, &wire.CancelCommand{TaskId: id, Reason: "r", UnixNanos: g.nanos}))
-		case k < 9: // cancel a graph, maybe unknown
+			g.cmd(OpCancel, &wire.CancelCommand{TaskId: id, Reason: "r", UnixNanos: g.nanos})
+		case k == 9: // cancel a graph, maybe unknown
 			id := fmt.Sprintf("g%d", g.rng.Intn(len(g.graphs)+1))
-			out = append(out, entry(g.tb, OpCancel, &wire.CancelCommand{GraphId: id, UnixNanos: g.nanos}))
-		default: // the sweeper
-			out = append(out, entry(g.tb, OpDropStaged, &wire.DropStagedCommand{
-				GraphIds: []string{fmt.Sprintf("g%d", g.rng.Intn(len(g.graphs)))}, UnixNanos: g.nanos}))
+			g.cmd(OpCancel, &wire.CancelCommand{GraphId: id, UnixNanos: g.nanos})
+		case k == 10: // the sweeper
+			g.cmd(OpDropStaged, &wire.DropStagedCommand{
+				GraphIds: []string{fmt.Sprintf("g%d", g.rng.Intn(len(g.graphs)))}, UnixNanos: g.nanos})
+		case k == 11: // a worker announces itself
+			g.cmd(OpWorkerUpsert, &wire.WorkerUpsertCommand{UnixNanos: g.nanos, Info: &wire.WorkerInfo{
+				Id:       fmt.Sprintf("w%d", g.rng.Intn(genWorkers)),
+				Capacity: &wire.Resources{CpuMillis: 1000 * int64(1+g.rng.Intn(8)), MemoryBytes: int64(1+g.rng.Intn(8)) << 30, Gpus: int32(g.rng.Intn(5))},
+				Labels:   map[string]string{"zone": fmt.Sprint(g.rng.Intn(2)), "pool": "p", "a": "b"},
+				Runtime:  "fake"}})
+		case k == 12: // a worker dies or leaves, maybe unknown
+			g.cmd(OpWorkerDown, &wire.WorkerDownCommand{WorkerId: g.workerID(), Reason: []string{"heartbeat", "gossip: dead"}[g.rng.Intn(2)],
+				Left: g.rng.Intn(3) == 0, UnixNanos: g.nanos})
+		case k < 16:
+			g.plan()
+		case k < 19:
+			g.events()
+		default:
+			g.lost()
 		}
 		if g.rng.Intn(50) == 0 { // an op from a newer version
-			out = append(out, []byte{byte(OpIgnorable | 0x10), 1, 2, 3})
+			g.add([]byte{byte(OpIgnorable | 0x10), 1, 2, 3})
 		}
 	}
-	return out
+	return g.out
+}
+
+// plan places some QUEUED tasks, mostly on ALIVE workers with room and free
+// GPUs, and gives some others a queueing reason.
+func (g *logGen) plan() {
+	v := g.ref.View()
+	if g.rng.Intn(10) == 0 {
+		g.term++
+	}
+	var queued []*state.Task
+	for _, q := range []string{"", "eval", "train"} {
+		for t := range v.QueuedTasks(q) {
+			queued = append(queued, t)
+		}
+	}
+	g.rng.Shuffle(len(queued), func(i, j int) { queued[i], queued[j] = queued[j], queued[i] })
+	alive := v.AliveWorkers()
+	cmd := &wire.PlanCommand{LeaderTerm: g.term, UnixNanos: g.nanos}
+	for i, t := range queued {
+		if i >= 6 {
+			if g.rng.Intn(2) == 0 {
+				if cmd.Unplaced == nil {
+					cmd.Unplaced = map[string]string{}
+				}
+				cmd.Unplaced[t.ID] = []string{"no room", "quota", "no GPU"}[g.rng.Intn(3)]
+			}
+			continue
+		}
+		p := &wire.PlannedAttempt{TaskId: t.ID, Attempt: uint32(len(t.Attempts)) + 1, WorkerId: g.workerID()}
+		if len(alive) > 0 && g.rng.Intn(5) != 0 {
+			p.WorkerId = alive[g.rng.Intn(len(alive))].ID()
+		}
+		if g.rng.Intn(10) == 0 {
+			p.Attempt += uint32(g.rng.Intn(3)) - 1
+		}
+		need := int(t.Spec.GetResources().GetGpus())
+		if w := v.Worker(p.WorkerId); w != nil && need > 0 && g.rng.Intn(4) != 0 {
+			n := int(w.Info.GetCapacity().GetGpus())
+			for _, d := range g.rng.Perm(n + 1) { // GPU-n does not exist: the table does not know
+				u := fmt.Sprintf("GPU-%d", d)
+				if w.GPUHolder(u) == "" || g.rng.Intn(5) == 0 {
+					p.GpuUuids = append(p.GpuUuids, u)
+				}
+				if len(p.GpuUuids) == need {
+					break
+				}
+			}
+		}
+		cmd.Attempts = append(cmd.Attempts, p)
+		if g.rng.Intn(10) == 0 { // placed twice in one plan
+			cmd.Attempts = append(cmd.Attempts, p)
+		}
+	}
+	g.cmd(OpPlan, cmd)
+}
+
+// events reports events of the attempts on a worker, mostly current ones
+// from the right worker, with duplicates, stale attempts and strangers.
+func (g *logGen) events() {
+	v := g.ref.View()
+	w := g.workerID()
+	cmd := &wire.TaskEventsCommand{WorkerId: w, UnixNanos: g.nanos}
+	if g.rng.Intn(8) == 0 {
+		cmd.WorkerId = g.workerID()
+	}
+	for _, t := range v.AssignedTo(w) {
+		if g.rng.Intn(3) == 0 {
+			continue
+		}
+		a := t.CurrentAttempt()
+		ev := &wire.AttemptEvent{TaskId: t.ID, Attempt: a.Number, UnixNanos: g.nanos - 1}
+		if g.rng.Intn(10) == 0 {
+			ev.Attempt--
+		}
+		switch k := g.rng.Intn(12); {
+		case k < 4:
+			ev.Kind = kStarted
+		case k < 7:
+			ev.Kind, ev.Result = kExited, []byte(fmt.Sprintf(`{"r":%d}`, g.rng.Intn(100)))
+			if g.rng.Intn(100) == 0 {
+				ev.Result = make([]byte, state.MaxResultBytes+1)
+			}
+		case k < 8:
+			ev.Kind, ev.ExitCode = kExited, int32(1+g.rng.Intn(3))
+		case k < 9:
+			ev.Kind, ev.Reason, ev.OomKilled = kFailed, "crashed", g.rng.Intn(2) == 0
+		case k < 10:
+			ev.Kind = kTimedOut
+		default:
+			ev.Kind = kStopped
+		}
+		cmd.Events = append(cmd.Events, ev)
+		if g.rng.Intn(5) == 0 { // delivered twice
+			cmd.Events = append(cmd.Events, ev)
+		}
+	}
+	g.cmd(OpTaskEvents, cmd)
+}
+
+// lost marks some attempts on a worker lost, and some that are not there.
+func (g *logGen) lost() {
+	v := g.ref.View()
+	w := g.workerID()
+	cmd := &wire.AttemptsLostCommand{Reason: "not running after reconnect", UnixNanos: g.nanos}
+	for _, t := range v.AssignedTo(w) {
+		if g.rng.Intn(2) == 0 {
+			continue
+		}
+		p := &wire.PlannedAttempt{TaskId: t.ID, Attempt: t.CurrentAttempt().Number, WorkerId: w}
+		if g.rng.Intn(6) == 0 {
+			p.WorkerId = g.workerID()
+		}
+		cmd.Attempts = append(cmd.Attempts, p)
+	}
+	g.cmd(OpAttemptsLost, cmd)
 }
 
 func applyAll(f *testFSM, entries [][]byte, batched bool, rng *rand.Rand) {
@@ -109,6 +271,21 @@ func applyAll(f *testFSM, entries [][]byte, batched bool, rng *rand.Rand) {
 // third from a snapshot of the first and checks it equal, before and after
 // more entries.
 func TestDeterminism(t *testing.T) {
+	var seen coverage
+	defer func() {
+		if t.Failed() {
+			return
+		}
+		// The random mix must reach every path it is meant to test.
+		for name, n := range map[string]int{"succeeded": seen.succeeded, "retried": seen.retried, "lost": seen.lost,
+			"lost 3 times": seen.lostOut, "timed out": seen.timedOut, "stopping": seen.stopping, "stopped": seen.stopped,
+			"gpus pinned": seen.gpus, "workers down": seen.down, "queue reasons": seen.reasons} {
+			if n == 0 {
+				t.Errorf("no %s in any history", name)
+			}
+		}
+		t.Logf("%+v", seen)
+	}()
 	for seed := int64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			gen := &logGen{rng: rand.New(rand.NewSource(seed)), tb: t}
@@ -149,15 +326,50 @@ func TestDeterminism(t *testing.T) {
 			if d := firstDiff(dump(t, a.View()), dump(t, c.View())); d != "" {
 				t.Fatalf("after more entries: %s", d)
 			}
+			if d := firstDiff(dump(t, a.View()), dump(t, gen.ref.View())); d != "" {
+				t.Fatalf("reference differs: %s", d)
+			}
+			checkInvariants(t, c.View())
+			seen.add(c.View())
 		})
 	}
 }
 
 // checkInvariants checks what every table must satisfy: graph counts match
 // their tasks, a graph is terminal exactly when its tasks are, dependencies
-// agree with states.
-func checkInvariants(t *testing.T, v *state.View) {
+// agree with states; every worker holds exactly what its active attempts
+// hold (state.View.VerifyAccounting: resources released on every path, no
+// GPU held twice); attempts are numbered in order, only the current one may
+// be active, and it is active exactly while its task is ASSIGNED or RUNNING
+// (or CANCELLED and being stopped); a result only with success; retries and
+// losses within their bounds. Tasks reach ASSIGNED only through plans here,
+// so every ASSIGNED or RUNNING task has an attempt.
+func checkInvariants(t testing.TB, v *state.View) {
 	t.Helper()
+	if err := v.VerifyAccounting(); err != nil {
+		t.Errorf("accounting: %v", err)
+	}
+	for task := range v.Tasks() {
+		for i, a := range task.Attempts {
+			if a.Number != uint32(i+1) || (!a.Active() && a.FinishUnixNanos < a.AssignUnixNanos) {
+				t.Errorf("%s: attempt %d: %+v", task.ID, i+1, a)
+			}
+		}
+		switch a := task.ActiveAttempt(); {
+		case state.IsActive(task.State) && a == nil:
+			t.Errorf("%s: %s without an active attempt", task.ID, task.State)
+		case a != nil && !state.IsActive(task.State) && task.State != cancelled:
+			t.Errorf("%s: %s with attempt %d active", task.ID, task.State, a.Number)
+		}
+		if (task.Result != nil && task.State != succeeded) || task.LostCount > state.MaxLostAttempts ||
+			task.RetriesUsed > uint32(max(task.Spec.GetMaxRetries(), 0)) {
+			t.Errorf("%s: %s result %d bytes, lost %d, retries %d of %d", task.ID, task.State, len(task.Result),
+				task.LostCount, task.RetriesUsed, task.Spec.GetMaxRetries())
+		}
+		if task.State == failed && task.LostCount == state.MaxLostAttempts && task.Reason != "lost 3 times" {
+			t.Errorf("%s: FAILED after %d losses with reason %q", task.ID, task.LostCount, task.Reason)
+		}
+	}
 	for g := range v.Graphs() {
 		var counts state.StateCounts
 		tasks := v.TasksOfGraph(g.ID)
@@ -181,6 +393,47 @@ func checkInvariants(t *testing.T, v *state.View) {
 		}
 		if allDone != state.IsGraphTerminal(g.State) {
 			t.Errorf("%s: %s with all tasks terminal = %v", g.ID, g.State, allDone)
+		}
+	}
+}
+
+// coverage counts what random histories reached.
+type coverage struct {
+	succeeded, retried, lost, lostOut, timedOut, stopping, stopped, gpus, down, reasons int
+}
+
+func (c *coverage) add(v *state.View) {
+	for t := range v.Tasks() {
+		a := t.CurrentAttempt()
+		switch {
+		case t.State == succeeded && a != nil:
+			c.succeeded++
+		case t.State == wire.TaskState_TASK_STATE_TIMED_OUT:
+			c.timedOut++
+		case t.Stopping():
+			c.stopping++
+		case t.State == cancelled && a != nil && a.State == cancelled:
+			c.stopped++
+		}
+		if t.RetriesUsed > 0 {
+			c.retried++
+		}
+		if t.LostCount > 0 {
+			c.lost++
+		}
+		if t.LostCount == state.MaxLostAttempts {
+			c.lostOut++
+		}
+		if a != nil && len(a.GPUUUIDs) > 0 {
+			c.gpus++
+		}
+		if t.State == queued && t.Reason != "" {
+			c.reasons++
+		}
+	}
+	for _, w := range v.Workers() {
+		if !w.Alive() {
+			c.down++
 		}
 	}
 }

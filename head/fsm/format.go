@@ -21,9 +21,14 @@ import (
 //	recGraph   wire.Graph
 //	recTask    wire.Task
 //	recStaged  wire.SubmitGraphCommand (one staged chunk)
+//	recWorker  wire.Worker
 //	recEnd     uvarint number of records before it
 //
-// in that order: meta, graphs and tasks by id, staged chunks, end. The end
+// in that order: meta, graphs and tasks by id, staged chunks, workers by
+// id, end. A worker's GPUs in use are not written: the restore derives them
+// from the tasks' active attempts and checks the workers' accounting
+// against those attempts (state.Restore.Finish). Snapshots written before
+// workers existed have no worker records and read the same. The end
 // record makes a truncated snapshot an error rather than a smaller table.
 // Records are marshalled deterministically, so equal tables give equal
 // snapshots byte for byte.
@@ -34,6 +39,7 @@ const (
 	recGraph  byte = 2
 	recTask   byte = 3
 	recStaged byte = 4
+	recWorker byte = 5
 	recEnd    byte = 0xff
 )
 
@@ -91,6 +97,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for _, w := range v.Workers() {
+			if !add(w) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -117,6 +128,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recTask, &wt)
 			case *state.StagedChunk:
 				buf, err = appendMessage(buf, recStaged, r.Command)
+			case *state.Worker:
+				buf, err = appendMessage(buf, recWorker, r.ToWire())
 			}
 			if err != nil {
 				return encoded{}, err
@@ -165,8 +178,9 @@ type (
 	endRow  struct{ count uint64 }
 )
 
-// ReadSnapshot reads a snapshot written by WriteSnapshot into r and returns
-// the index it was taken at. It does not commit r. Records are decoded by
+// ReadSnapshot reads a snapshot written by WriteSnapshot into r, finishes it
+// (state.Restore.Finish: a snapshot whose workers disagree with its tasks is
+// an error) and returns the index it was taken at. It does not commit r. Records are decoded by
 // one goroutine per CPU and inserted in order on the calling goroutine. The
 // FSM goroutine calls it through Restore.
 func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
@@ -237,6 +251,8 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				err = r.Task(x)
 			case *state.StagedChunk:
 				err = r.Staged(x)
+			case *state.Worker:
+				err = r.Worker(x)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -255,6 +271,9 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 	}
 	if !sawMeta || !sawEnd {
 		return 0, errors.New("snapshot has no meta or no end record")
+	}
+	if err := r.Finish(); err != nil {
+		return 0, fmt.Errorf("snapshot at index %d is inconsistent: %w", index, err)
 	}
 	return index, nil
 }
@@ -314,6 +333,16 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 				return nil, fmt.Errorf("record %d: staged chunk: %w", n, err)
 			}
 			rows = append(rows, &state.StagedChunk{GraphID: c.GetHeader().GetId(), Chunk: c.GetChunk(), Command: c})
+		case recWorker:
+			w := &wire.Worker{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: worker: %w", n, err)
+			}
+			row, err := state.WorkerFromWire(w)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			rows = append(rows, row)
 		case recEnd:
 			want, k := binary.Uvarint(buf)
 			if k <= 0 {

@@ -67,7 +67,8 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 
 // Apply applies one committed log entry. Raft calls it on the FSM goroutine
 // for LogCommand entries. It returns a result (SubmitResult, CancelResult,
-// DropStagedResult), an *errs.Error for a command refused at apply time, or
+// DropStagedResult, WorkerUpsertResult, WorkerDownResult, PlanResult,
+// TaskEventsResult, AttemptsLostResult), an *errs.Error for a command refused at apply time, or
 // nil for an ignorable op this version does not know. It panics on an entry
 // that cannot be decoded or an unknown op without OpIgnorable: the log is
 // corrupt or from a newer version, and going on would diverge.
@@ -131,6 +132,26 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		cmd := &wire.DropStagedCommand{}
 		decode(op, index, payload, cmd)
 		res, err = applyDropStaged(txn, cmd)
+	case OpWorkerUpsert:
+		cmd := &wire.WorkerUpsertCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyWorkerUpsert(txn, cmd)
+	case OpWorkerDown:
+		cmd := &wire.WorkerDownCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyWorkerDown(txn, cmd)
+	case OpPlan:
+		cmd := &wire.PlanCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyPlan(txn, cmd)
+	case OpTaskEvents:
+		cmd := &wire.TaskEventsCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyTaskEvents(txn, cmd)
+	case OpAttemptsLost:
+		cmd := &wire.AttemptsLostCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyAttemptsLost(txn, cmd)
 	default:
 		if op&OpIgnorable != 0 {
 			return nil

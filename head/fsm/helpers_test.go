@@ -146,6 +146,9 @@ func dump(tb testing.TB, v *state.View) string {
 	for c := range v.StagedChunks() {
 		fmt.Fprintf(&b, "staged %s %d %s\n", c.GraphID, c.Chunk, opts.Format(c.Command))
 	}
+	for _, w := range v.Workers() {
+		fmt.Fprintf(&b, "worker %s gpus %v\n", opts.Format(w.ToWire()), w.GPUsInUse())
+	}
 	return b.String()
 }
 

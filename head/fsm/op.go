@@ -21,15 +21,30 @@ const (
 	OpCancel Op = 2
 	// OpDropStaged carries a wire.DropStagedCommand.
 	OpDropStaged Op = 3
+	// OpWorkerUpsert carries a wire.WorkerUpsertCommand.
+	OpWorkerUpsert Op = 4
+	// OpWorkerDown carries a wire.WorkerDownCommand.
+	OpWorkerDown Op = 5
+	// OpPlan carries a wire.PlanCommand.
+	OpPlan Op = 6
+	// OpTaskEvents carries a wire.TaskEventsCommand.
+	OpTaskEvents Op = 7
+	// OpAttemptsLost carries a wire.AttemptsLostCommand.
+	OpAttemptsLost Op = 8
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
 )
 
 var opNames = map[Op]string{
-	OpSubmitGraph: "SubmitGraph",
-	OpCancel:      "Cancel",
-	OpDropStaged:  "DropStaged",
+	OpSubmitGraph:  "SubmitGraph",
+	OpCancel:       "Cancel",
+	OpDropStaged:   "DropStaged",
+	OpWorkerUpsert: "WorkerUpsert",
+	OpWorkerDown:   "WorkerDown",
+	OpPlan:         "Plan",
+	OpTaskEvents:   "TaskEvents",
+	OpAttemptsLost: "AttemptsLost",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.

@@ -39,7 +39,7 @@ func TestUnknownOps(t *testing.T) {
 	// A panicking apply leaves its transaction open (the head stops), so
 	// each case gets a fresh FSM.
 	for name, data := range map[string][]byte{
-		"unknown op":      {5, 1, 2},
+		"unknown op":      {0x7f, 1, 2},
 		"empty entry":     nil,
 		"corrupt payload": {byte(OpCancel), 0xff, 0xff},
 	} {

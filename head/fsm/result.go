@@ -1,5 +1,7 @@
 package fsm
 
+import "github.com/megaflow/megaflow/head/state"
+
 // Apply returns one of these to the proposer (through raft's ApplyFuture
 // Response), or an *errs.Error for a command refused at apply time; the
 // refused command changed nothing, except where its error says otherwise.
@@ -30,4 +32,52 @@ type CancelResult struct {
 type DropStagedResult struct {
 	// Dropped counts the staged chunks removed.
 	Dropped uint32
+}
+
+// WorkerUpsertResult is the result of OpWorkerUpsert.
+type WorkerUpsertResult struct {
+	// Created is true for a worker the table did not know.
+	Created bool
+}
+
+// WorkerDownResult is the result of OpWorkerDown.
+type WorkerDownResult struct {
+	// Known is false for a worker the table does not know; nothing
+	// changed.
+	Known bool
+	// Lost says what happened to the tasks of the attempts that held the
+	// worker.
+	Lost state.Losses
+}
+
+// PlanResult is the result of OpPlan: which placements the table took and
+// which it skipped because they no longer held.
+type PlanResult struct {
+	// Applied lists the ids of the tasks placed, in plan order.
+	Applied []string
+	// Skipped maps the id of each task whose placement was skipped to why
+	// ("task \"g/a\" is RUNNING, not QUEUED", "worker \"w1\" has ... free;
+	// task ... needs ...", "worker \"w1\": GPU \"GPU-1\" is held by task ...").
+	Skipped map[string]string
+	// Reasons counts the unplaced tasks whose queueing reason changed.
+	Reasons uint32
+}
+
+// TaskEventsResult is the result of OpTaskEvents.
+type TaskEventsResult struct {
+	// Applied counts the events that changed an attempt.
+	Applied uint32
+	// Ignored counts the events fenced off (not the current, active
+	// attempt on the reporting worker) or that changed nothing
+	// (duplicates).
+	Ignored uint32
+}
+
+// AttemptsLostResult is the result of OpAttemptsLost.
+type AttemptsLostResult struct {
+	// Lost says what happened to the tasks of the attempts lost.
+	Lost state.Losses
+	// Ignored counts the attempts that were not current and active on the
+	// worker named.
+	Ignored uint32
 }

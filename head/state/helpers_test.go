@@ -90,6 +90,11 @@ func (s *testStore) move(id, worker string, path ...wire.TaskState) {
 		s.write(func(txn *Txn) {
 			cur := txn.Task(id)
 			if to == assigned {
+				if txn.Worker(worker) == nil {
+					if _, err := txn.UpsertWorker(&wire.WorkerInfo{Id: worker}, int64(s.index)); err != nil {
+						s.tb.Fatal(err)
+					}
+				}
 				txn.move(cur, assigned, "", int64(s.index), func(n *Task) {
 					n.Attempts = append(slices.Clone(n.Attempts), Attempt{Number: uint32(len(n.Attempts) + 1),
 						WorkerID: worker, State: assigned, AssignUnixNanos: int64(s.index)})

@@ -138,6 +138,14 @@ func graphStateArgs(args []any) ([]byte, bool) {
 	return []byte{byte(s)}, ok
 }
 
+func workerStatusArgs(args []any) ([]byte, bool) {
+	if len(args) != 1 {
+		return nil, false
+	}
+	s, ok := args[0].(wire.WorkerStatus)
+	return []byte{byte(s)}, ok
+}
+
 // stagedKey is the graph id, a 0 byte and the chunk number big-endian.
 func stagedKey(graphID string, chunk uint32) []byte {
 	b := stringKey(graphID, 4)

@@ -48,7 +48,7 @@ func (t *Txn) InsertGraph(g *Graph, tasks []*Task, unixNanos int64) error {
 		if task.State == queued {
 			task.QueueSeq = t.takeQueueSeq()
 		}
-		t.putTask(task)
+		t.putTask(nil, task)
 		t.emitTask(task, unixNanos)
 	}
 	return nil

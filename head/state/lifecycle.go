@@ -25,6 +25,15 @@ import "github.com/megaflow/megaflow/internal/wire"
 // SUCCEEDED, FAILED, CANCELLED and TIMED_OUT are terminal: nothing leaves
 // them. ASSIGNED -> FAILED covers an attempt that failed before it started
 // (an image that cannot be pulled) with no retries left.
+//
+// Attempts (task.go) have a life of their own: one opens ASSIGNED when a
+// plan places the task (Txn.Place), and is active, holding its worker's
+// resources and GPUs, until its worker reports its end or is lost
+// (attempt.go). A failed or timed-out attempt sends the task back to QUEUED
+// while retries_used < max_retries; a lost one while lost_count stays below
+// MaxLostAttempts; the two counts are apart. A task CANCELLED while
+// ASSIGNED or RUNNING keeps its attempt active until the worker reports it
+// stopped (Task.Stopping).
 
 // Short names for the states, used throughout the package.
 const (

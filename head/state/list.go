@@ -20,8 +20,9 @@ type GraphFilter struct {
 type TaskFilter struct {
 	GraphID string
 	Tenant  string
-	// WorkerID selects the tasks ASSIGNED or RUNNING on this worker (their
-	// current attempt's); finished tasks are not indexed by worker.
+	// WorkerID selects the tasks whose current attempt holds this worker
+	// (View.AssignedTo): ASSIGNED or RUNNING there, or CANCELLED while the
+	// worker stops the attempt; other tasks are not indexed by worker.
 	WorkerID string
 	State    wire.TaskState
 }
@@ -64,7 +65,7 @@ func (v *View) ListGraphs(f GraphFilter, pageToken string, limit int) ([]*Graph,
 func (v *View) ListTasks(f TaskFilter, pageToken string, limit int) ([]*Task, string, error) {
 	match := func(t *Task) bool {
 		return (f.GraphID == "" || t.GraphID == f.GraphID) && (f.Tenant == "" || t.Tenant == f.Tenant) &&
-			(f.WorkerID == "" || (IsActive(t.State) && t.WorkerID() == f.WorkerID)) && (f.State == 0 || t.State == f.State)
+			(f.WorkerID == "" || holds(t, f.WorkerID)) && (f.State == 0 || t.State == f.State)
 	}
 	withID := func(k []byte, t *Task) []byte { return append(k, stringKey(t.ID, 0)...) }
 	var s scan[*Task]
@@ -75,7 +76,7 @@ func (v *View) ListTasks(f TaskFilter, pageToken string, limit int) ([]*Task, st
 			key:     func(t *Task) []byte { return stringKey(t.ID, 0) }}
 	case f.WorkerID != "":
 		s = scan[*Task]{index: indexWorker, tag: 'w', start: stringKey(f.WorkerID, 0),
-			inRange: func(t *Task) bool { return IsActive(t.State) && t.WorkerID() == f.WorkerID },
+			inRange: func(t *Task) bool { return holds(t, f.WorkerID) },
 			key:     func(t *Task) []byte { return withID(stringKey(t.WorkerID(), 0), t) }}
 	case f.State != 0:
 		s = scan[*Task]{index: indexState, tag: 's', start: []byte{byte(f.State)},
@@ -90,6 +91,12 @@ func (v *View) ListTasks(f TaskFilter, pageToken string, limit int) ([]*Task, st
 	}
 	s.table, s.match = tableTasks, match
 	return s.page(v.txn(), pageToken, limit)
+}
+
+// holds reports whether t's active attempt is on worker.
+func holds(t *Task, worker string) bool {
+	a := t.ActiveAttempt()
+	return a != nil && a.WorkerID == worker
 }
 
 // scan is a paged walk over one index: the rows whose keys start with start

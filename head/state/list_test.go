@@ -32,7 +32,7 @@ func expectTasks(v *View, f TaskFilter) []string {
 	var all []*Task
 	for t := range v.Tasks() {
 		if (f.GraphID == "" || t.GraphID == f.GraphID) && (f.Tenant == "" || t.Tenant == f.Tenant) &&
-			(f.WorkerID == "" || (IsActive(t.State) && t.WorkerID() == f.WorkerID)) && (f.State == 0 || t.State == f.State) {
+			(f.WorkerID == "" || (t.ActiveAttempt() != nil && t.WorkerID() == f.WorkerID)) && (f.State == 0 || t.State == f.State) {
 			all = append(all, t)
 		}
 	}
@@ -53,6 +53,12 @@ func expectTasks(v *View, f TaskFilter) []string {
 
 func TestListTasksPages(t *testing.T) {
 	s := listFixture(t)
+	s.insert("c", "beta", "s", "t")
+	s.move("c/s", "w1", assigned, running, cancelled) // still being stopped on w1
+	s.move("c/t", "w1", assigned, running, succeeded)
+	if got := ids(s.Snapshot().AssignedTo("w1")); !slices.Equal(got, []string{"a-b/x", "a/x", "c/s"}) {
+		t.Fatal(got)
+	}
 	v := s.Snapshot()
 	filters := []TaskFilter{
 		{},
@@ -70,6 +76,7 @@ func TestListTasksPages(t *testing.T) {
 		{WorkerID: "w2"},
 		{WorkerID: "w1", State: running},
 		{WorkerID: "w1", Tenant: "acme", GraphID: "a-b"},
+		{WorkerID: "w1", State: cancelled},
 	}
 	for _, f := range filters {
 		want := expectTasks(v, f)

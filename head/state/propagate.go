@@ -50,7 +50,7 @@ func (t *Txn) ResolveDependents(done *Task, unixNanos int64) (cancelledCount uin
 					n := d.clone()
 					n.DepsRemaining--
 					n.ModifyIndex = t.index
-					t.putTask(n)
+					t.putTask(d, n)
 					continue
 				}
 				t.move(d, queued, "", unixNanos, func(n *Task) { n.DepsRemaining = 0 })

@@ -6,15 +6,17 @@ import (
 
 // Table and index names.
 const (
-	tableGraphs = "graphs"
-	tableTasks  = "tasks"
-	tableStaged = "staged"
-	tableMeta   = "meta"
+	tableGraphs  = "graphs"
+	tableTasks   = "tasks"
+	tableStaged  = "staged"
+	tableMeta    = "meta"
+	tableWorkers = "workers"
 
 	indexID     = "id"
 	indexTenant = "tenant"
 	indexState  = "state"
 	indexWorker = "worker"
+	indexStatus = "status"
 )
 
 // metaRow is a named counter in the meta table.
@@ -78,10 +80,11 @@ func schema() *memdb.DBSchema {
 				indexWorker: {Name: indexWorker, AllowMissing: true, Indexer: &funcIndexer{
 					object: func(o any) ([]byte, bool) {
 						t := o.(*Task)
-						if !IsActive(t.State) || t.WorkerID() == "" {
+						a := t.ActiveAttempt()
+						if a == nil {
 							return nil, false
 						}
-						return stringKey(t.WorkerID(), len(t.ID)+1), true
+						return stringKey(a.WorkerID, len(t.ID)+1), true
 					},
 					args: stringArgs,
 				}},
@@ -96,6 +99,24 @@ func schema() *memdb.DBSchema {
 						return stagedKey(c.GraphID, c.Chunk), true
 					},
 					args: stagedArgs,
+				}},
+			},
+		},
+		tableWorkers: {
+			Name: tableWorkers,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*Worker).ID(), 0), true },
+					args:   stringArgs,
+				}},
+				indexStatus: {Name: indexStatus, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						w := o.(*Worker)
+						b := make([]byte, 1, 1+len(w.ID())+1)
+						b[0] = byte(w.Status)
+						return b, true
+					},
+					args: workerStatusArgs,
 				}},
 			},
 		},

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/megaflow/megaflow/internal/errs"
@@ -58,12 +59,25 @@ type Task struct {
 }
 
 // Attempt is one execution of a task, stored by value inside its Task.
+//
+// An attempt is active (it holds its worker's resources and GPUs) while its
+// State is ASSIGNED or RUNNING. It opens ASSIGNED when a plan places the
+// task, and ends when the worker reports its end or the worker is lost;
+// its State then says how it ended (SUCCEEDED, FAILED, TIMED_OUT, or
+// CANCELLED when stopped). Only the current (last) attempt may be active.
+// A task cancelled while ASSIGNED or RUNNING keeps its attempt active until
+// the worker reports it stopped, so that the resources are not booked
+// twice while the container is being stopped.
 type Attempt struct {
 	// Number is 1-based.
 	Number   uint32
 	WorkerID string
-	State    wire.TaskState
-	Reason   string
+	// State is ASSIGNED or RUNNING while the attempt is active, then how
+	// it ended.
+	State wire.TaskState
+	// Reason says why the attempt ended other than SUCCEEDED: "exit code
+	// 3", "OOM killed", "worker w1 lost: <reason>", the worker's reason.
+	Reason string
 	// Times in nanoseconds since the Unix epoch, chosen by the leader.
 	AssignUnixNanos int64
 	StartUnixNanos  int64
@@ -73,6 +87,10 @@ type Attempt struct {
 	LeaderTerm uint64
 	GPUUUIDs   []string
 }
+
+// Active reports whether the attempt still holds its worker: ASSIGNED or
+// RUNNING there, even if its task was cancelled meanwhile.
+func (a *Attempt) Active() bool { return IsActive(a.State) && a.WorkerID != "" }
 
 // Name returns the task's name within its graph.
 func (t *Task) Name() string { return t.ID[len(t.GraphID)+1:] }
@@ -90,6 +108,23 @@ func (t *Task) CurrentAttempt() *Attempt {
 	return &t.Attempts[len(t.Attempts)-1]
 }
 
+// ActiveAttempt returns the task's current attempt if it is active (it
+// holds a worker), or nil. For a task ASSIGNED or RUNNING that is its
+// current attempt; for a CANCELLED task it is the attempt its worker has
+// not yet reported stopped. The result points into the immutable row.
+func (t *Task) ActiveAttempt() *Attempt {
+	if a := t.CurrentAttempt(); a != nil && a.Active() {
+		return a
+	}
+	return nil
+}
+
+// Stopping reports whether the task ended (it was cancelled) while its
+// current attempt still runs on a worker: the leader must make the worker
+// stop it, and the attempt's resources stay held until the worker reports
+// its end.
+func (t *Task) Stopping() bool { return IsTerminal(t.State) && t.ActiveAttempt() != nil }
+
 // WorkerID returns the worker of the current attempt, or "" if none.
 func (t *Task) WorkerID() string {
 	if a := t.CurrentAttempt(); a != nil {
@@ -103,6 +138,13 @@ func (t *Task) WorkerID() string {
 func (t *Task) clone() *Task {
 	c := *t
 	return &c
+}
+
+// editAttempt copies the attempts of a row being built in a Txn (a clone)
+// and returns its current attempt for modification; the row must have one.
+func (t *Task) editAttempt() *Attempt {
+	t.Attempts = slices.Clone(t.Attempts)
+	return &t.Attempts[len(t.Attempts)-1]
 }
 
 // WireOption tunes ToWire.

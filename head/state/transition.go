@@ -2,7 +2,6 @@ package state
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -10,12 +9,14 @@ import (
 
 // SetTaskState moves a task to state to, checked by CanTransition, with a
 // reason and the leader's time in nanoseconds. Entering QUEUED assigns a new
-// queue_seq. An open attempt (the task ASSIGNED or RUNNING) follows the
-// task: it starts with RUNNING and ends with the task's terminal state, or
-// FAILED when the task goes back to QUEUED. The graph's counts and state
-// follow too. It returns the new row, NotFound for an unknown task, and
-// FailedPrecondition for a move the life cycle forbids (changing nothing).
-// Dependents are not touched: see ResolveDependents.
+// queue_seq. An active attempt (see Attempt.Active) follows the task: it
+// starts with RUNNING and ends with the task's terminal state, or FAILED
+// when the task goes back to QUEUED; a cancel leaves it active until its
+// worker reports its end (Txn.ApplyAttemptEvent). The graph's counts and
+// state follow too, and so does the accounting of the attempt's worker. It
+// returns the new row, NotFound for an unknown task, and FailedPrecondition
+// for a move the life cycle forbids (changing nothing). Dependents are not
+// touched: see ResolveDependents.
 func (t *Txn) SetTaskState(id string, to wire.TaskState, reason string, unixNanos int64) (*Task, error) {
 	cur := t.Task(id)
 	if cur == nil {
@@ -28,7 +29,9 @@ func (t *Txn) SetTaskState(id string, to wire.TaskState, reason string, unixNano
 }
 
 // move changes cur to state to, which the caller has checked; edit, if not
-// nil, changes other fields of the new row first.
+// nil, changes other fields of the new row first. An edit that ends the
+// current attempt itself (setting its state and reason) keeps move from
+// ending it the default way.
 func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edit func(*Task)) *Task {
 	if !CanTransition(cur.State, to) {
 		panic(fmt.Sprintf("state: index %d: task %q: illegal move from %s to %s", t.index, cur.ID, cur.State, to))
@@ -42,24 +45,23 @@ func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edi
 	if to == queued {
 		n.QueueSeq = t.takeQueueSeq()
 	}
-	if IsActive(cur.State) && len(n.Attempts) > 0 {
-		// The current attempt follows the task while it is open.
-		n.Attempts = slices.Clone(n.Attempts)
-		a := &n.Attempts[len(n.Attempts)-1]
-		switch {
-		case IsTerminal(a.State):
-		case to == running:
+	if a := n.CurrentAttempt(); IsActive(cur.State) && a != nil && IsActive(a.State) && to != cancelled {
+		// The active attempt follows the task; a cancelled task's attempt
+		// stays active until its worker reports it stopped.
+		a = n.editAttempt()
+		switch to {
+		case running:
 			a.State = running
 			if a.StartUnixNanos == 0 {
 				a.StartUnixNanos = nanos
 			}
-		case to == queued: // the attempt failed or was lost; the task retries
+		case queued: // the attempt failed or was lost; the task retries
 			a.State, a.Reason, a.FinishUnixNanos = failed, reason, nanos
 		default:
 			a.State, a.Reason, a.FinishUnixNanos = to, reason, nanos
 		}
 	}
-	t.putTask(n)
+	t.putTask(cur, n)
 	t.emitTask(n, nanos)
 	t.countMove(n.GraphID, cur.State, to, nanos)
 	return n

@@ -26,6 +26,8 @@ type Txn struct {
 	// graphs holds the graphs written by this transaction: private copies,
 	// modified in place and inserted at Commit.
 	graphs map[string]*Graph
+	// workers holds the workers written by this transaction, like graphs.
+	workers map[string]*Worker
 	// nextQueueSeq is the counter of the meta table, loaded on first use.
 	nextQueueSeq uint64
 	// cancelling is the graph being cancelled by CancelGraph, which makes
@@ -36,7 +38,8 @@ type Txn struct {
 // WriteTxn starts a write transaction for the log entry at index. The FSM
 // calls it on its goroutine; only one may be open at a time.
 func (s *Store) WriteTxn(index uint64) *Txn {
-	return &Txn{mem: s.db.Load().Txn(true), index: index, graphs: map[string]*Graph{}}
+	return &Txn{mem: s.db.Load().Txn(true), index: index, graphs: map[string]*Graph{},
+		workers: map[string]*Worker{}}
 }
 
 // SetIndex moves the transaction on to the next log entry of a batch: later
@@ -56,7 +59,7 @@ func (t *Txn) TakeEvents() []*wire.Event {
 	return ev
 }
 
-// Commit writes the modified graphs and the counters, records the entry's
+// Commit writes the modified graphs, workers and counters, records the entry's
 // index as the last applied, and makes everything visible to new views at
 // once.
 func (t *Txn) Commit() {
@@ -67,6 +70,14 @@ func (t *Txn) Commit() {
 	slices.Sort(ids)
 	for _, id := range ids {
 		must(t.mem.Insert(tableGraphs, t.graphs[id]))
+	}
+	ids = ids[:0]
+	for id := range t.workers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		must(t.mem.Insert(tableWorkers, t.workers[id]))
 	}
 	must(t.mem.Insert(tableMeta, &metaRow{Key: metaIndex, Value: t.index}))
 	if t.nextQueueSeq != 0 {
@@ -99,6 +110,33 @@ func (t *Txn) Task(id string) *Task {
 	return nil
 }
 
+// Worker returns the worker with id as this transaction sees it, or nil.
+// The result must not be modified.
+func (t *Txn) Worker(id string) *Worker {
+	if w, ok := t.workers[id]; ok {
+		return w
+	}
+	if raw := first(t.mem, tableWorkers, indexID, id); raw != nil {
+		return raw.(*Worker)
+	}
+	return nil
+}
+
+// writableWorker returns the transaction's private copy of a worker, or nil
+// if there is no such worker.
+func (t *Txn) writableWorker(id string) *Worker {
+	if w, ok := t.workers[id]; ok {
+		return w
+	}
+	raw := first(t.mem, tableWorkers, indexID, id)
+	if raw == nil {
+		return nil
+	}
+	w := raw.(*Worker).clone()
+	t.workers[id] = w
+	return w
+}
+
 // TasksOfGraph returns the tasks of the graph with id in id order.
 func (t *Txn) TasksOfGraph(id string) []*Task { return tasksOfGraph(t.mem, id) }
 
@@ -117,7 +155,12 @@ func (t *Txn) writableGraph(id string) *Graph {
 	return g
 }
 
-func (t *Txn) putTask(task *Task) { must(t.mem.Insert(tableTasks, task)) }
+// putTask writes n, the new version of old (nil for a new task), and
+// moves the accounting of the workers along (account).
+func (t *Txn) putTask(old, n *Task) {
+	t.account(old, n)
+	must(t.mem.Insert(tableTasks, n))
+}
 
 // takeQueueSeq hands out the next queue_seq.
 func (t *Txn) takeQueueSeq() uint64 {

@@ -4,6 +4,7 @@ import (
 	"iter"
 
 	memdb "github.com/hashicorp/go-memdb"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
 // View is an immutable view of the table at one Raft index. gRPC handlers,
@@ -38,6 +39,36 @@ func (v *View) Task(id string) *Task {
 		return raw.(*Task)
 	}
 	return nil
+}
+
+// Worker returns the worker with id, or nil.
+func (v *View) Worker(id string) *Worker {
+	if raw := first(v.txn(), tableWorkers, indexID, id); raw != nil {
+		return raw.(*Worker)
+	}
+	return nil
+}
+
+// Workers returns every worker, whatever its status, in id order. The
+// leader's liveness loop and the scheduler call it.
+func (v *View) Workers() []*Worker {
+	return collect[*Worker](get(v.txn(), tableWorkers, indexID))
+}
+
+// AliveWorkers returns the ALIVE workers in id order: those that may
+// receive placements.
+func (v *View) AliveWorkers() []*Worker {
+	return collect[*Worker](get(v.txn(), tableWorkers, indexStatus, wire.WorkerStatus_WORKER_STATUS_ALIVE))
+}
+
+// AssignedTo returns the tasks whose current attempt holds the worker with
+// id (Task.ActiveAttempt), in task id order: the tasks ASSIGNED or RUNNING
+// there, and the CANCELLED ones whose attempt the worker has not yet
+// reported ended (Task.Stopping), which it must be told to stop. The
+// worker stream on the leader calls it to send assignments and stops and
+// to reconcile what a worker announces.
+func (v *View) AssignedTo(workerID string) []*Task {
+	return collect[*Task](get(v.txn(), tableTasks, indexWorker, workerID))
 }
 
 // TasksOfGraph returns the tasks of the graph with id in id order; none if
@@ -97,6 +128,15 @@ func (v *View) StagedGraphs() []StagedGraph {
 		s := &out[len(out)-1]
 		s.Staged++
 		s.FirstUnixNanos = min(s.FirstUnixNanos, c.Command.GetUnixNanos())
+	}
+	return out
+}
+
+// collect reads every row of it.
+func collect[T any](it memdb.ResultIterator) []T {
+	var out []T
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(T))
 	}
 	return out
 }

@@ -1,0 +1,60 @@
+package head
+
+import (
+	"context"
+	"time"
+
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// leaderLost returns a channel closed when this head's current leadership
+// ends (already closed when it does not lead).
+func (h *Head) leaderLost() <-chan struct{} {
+	h.leaderMu.Lock()
+	defer h.leaderMu.Unlock()
+	if h.leaderDone == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return h.leaderDone
+}
+
+// checkWorkers runs on the leader: a worker the table holds ALIVE is
+// declared down when gossip says it is dead, or when it has had no stream
+// to this leader for WorkerGrace (counted from its last stream, or from
+// when this head became leader). Gossip and missed streams are hints; the
+// verdict is a command in the log, and its attempts are re-queued by it.
+func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
+	now := time.Now()
+	dead := map[string]string{}
+	for _, m := range h.gossip.Members() {
+		if m.Meta.Role == gossip.RoleWorker && (m.Status == gossip.StatusDead || m.Status == gossip.StatusLeft) {
+			dead[m.Meta.NodeID] = "gossip: " + m.Status.String()
+		}
+	}
+	for _, w := range h.fsm.View().Workers() {
+		if w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE || h.sessions.connected(w.Info.Id) {
+			continue
+		}
+		reason, isDead := dead[w.Info.Id]
+		if !isDead {
+			ended, ok := h.sessions.since(w.Info.Id)
+			if !ok {
+				ended = since
+			}
+			if now.Sub(ended) < h.cfg.WorkerGrace {
+				continue
+			}
+			reason = "no stream to the leader for " + h.cfg.WorkerGrace.String()
+		}
+		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason, Left: reason == "gossip: left", UnixNanos: now.UnixNano()}
+		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {
+			h.logger.Warn("declaring worker down failed", "worker", w.Info.Id, "err", err)
+			continue
+		}
+		h.logger.Info("worker declared down; its attempts are re-queued", "worker", w.Info.Id, "reason", reason)
+	}
+}

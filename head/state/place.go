@@ -1,0 +1,90 @@
+package state
+
+import (
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// Place opens the attempt p describes: the task's new attempt p.Attempt on
+// worker p.WorkerId, ASSIGNED at the leader's time with the leader's term
+// and the GPUs by UUID, the task ASSIGNED with its queueing reason cleared,
+// and the attempt's resources booked on the worker. The FSM calls it for
+// each placement of an OpPlan, in order, so each sees the ones before.
+//
+// Place is the verifier of the leader's optimistic plan: it re-checks the
+// placement against the table and refuses, changing nothing, one that no
+// longer holds: NotFound for an unknown task or worker, FailedPrecondition
+// when the task is not QUEUED, the attempt number is not the task's next,
+// the worker is not ALIVE or lacks room for the task's CPU, memory or GPUs,
+// or the GPU UUIDs are not exactly as many as the task asks for, repeat
+// one, or name one an attempt on the worker holds. The error's message says
+// which.
+func (t *Txn) Place(p *wire.PlannedAttempt, leaderTerm uint64, unixNanos int64) (*Task, error) {
+	id, wid := p.GetTaskId(), p.GetWorkerId()
+	cur := t.Task(id)
+	if cur == nil {
+		return nil, errs.New(errs.NotFound, "task %q not found", id)
+	}
+	if cur.State != queued {
+		return nil, errs.New(errs.FailedPrecondition, "task %q is %s, not QUEUED", id, cur.State)
+	}
+	if next := uint32(len(cur.Attempts)) + 1; p.GetAttempt() != next {
+		return nil, errs.New(errs.FailedPrecondition, "task %q: attempt %d is not its next attempt (%d)", id, p.GetAttempt(), next)
+	}
+	w := t.Worker(wid)
+	if w == nil {
+		return nil, errs.New(errs.NotFound, "worker %q not found", wid)
+	}
+	if !w.Alive() {
+		return nil, errs.New(errs.FailedPrecondition, "worker %q is %s", wid, w.Status)
+	}
+	need := ResourcesOf(cur.Spec.GetResources())
+	if free := w.Free(); !need.Fits(free) {
+		return nil, errs.New(errs.FailedPrecondition, "worker %q lacks %s for task %q (it needs %s; %s of the worker's %s are free)",
+			wid, need.Shortfall(free), id, need, free, w.Capacity())
+	}
+	uuids := p.GetGpuUuids()
+	if len(uuids) > 0 {
+		if len(uuids) != int(need.GPUs) {
+			return nil, errs.New(errs.FailedPrecondition, "task %q needs %d GPUs; the plan names %d", id, need.GPUs, len(uuids))
+		}
+		for i, u := range uuids {
+			if u == "" {
+				return nil, errs.New(errs.FailedPrecondition, "task %q: empty GPU UUID", id)
+			}
+			for _, v := range uuids[:i] {
+				if u == v {
+					return nil, errs.New(errs.FailedPrecondition, "task %q: GPU %q named twice", id, u)
+				}
+			}
+			if h := w.GPUHolder(u); h != "" {
+				return nil, errs.New(errs.FailedPrecondition, "worker %q: GPU %q is held by task %q", wid, u, h)
+			}
+		}
+	}
+	return t.move(cur, assigned, "", unixNanos, func(n *Task) {
+		attempts := make([]Attempt, len(n.Attempts), len(n.Attempts)+1)
+		copy(attempts, n.Attempts)
+		n.Attempts = append(attempts, Attempt{Number: p.GetAttempt(), WorkerID: wid, State: assigned,
+			AssignUnixNanos: unixNanos, LeaderTerm: leaderTerm, GPUUUIDs: uuids})
+	}), nil
+}
+
+// SetQueueReason records why a QUEUED task could not be placed (e.g. "no
+// worker has 64 GiB of memory"), for the task's readers. It changes
+// nothing, and emits no event, when the task is not QUEUED or already has
+// that reason, so that a scheduler repeating its verdict every round does
+// not flood watchers. The FSM calls it for the unplaced tasks of an OpPlan,
+// in task id order. It returns whether the reason changed.
+func (t *Txn) SetQueueReason(taskID, reason string, unixNanos int64) bool {
+	cur := t.Task(taskID)
+	if cur == nil || cur.State != queued || cur.Reason == reason {
+		return false
+	}
+	n := cur.clone()
+	n.Reason = reason
+	n.UpdateUnixNanos, n.ModifyIndex = unixNanos, t.index
+	t.putTask(cur, n)
+	t.emitTask(n, unixNanos)
+	return true
+}

@@ -1,0 +1,304 @@
+package head
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// workerService implements wire.WorkerServiceServer: one bidirectional
+// stream per worker, on the leader only. Assignments and stops go down as
+// they are committed (woken by the FSM, no polling); attempt events come up
+// in batches and are committed in one log entry per batch, then acked.
+type workerService struct {
+	wire.UnimplementedWorkerServiceServer
+	h *Head
+}
+
+var _ wire.WorkerServiceServer = (*workerService)(nil)
+
+// session is a worker's live stream on this leader.
+type session struct {
+	workerID string
+	send     chan *wire.HeadMessage
+	done     chan struct{}
+}
+
+// sessions tracks the live worker streams of this leader, and when each
+// worker's last stream ended (for the grace period before it is declared
+// down). Owned by Head.
+type sessions struct {
+	mu    sync.Mutex
+	live  map[string]*session
+	ended map[string]time.Time
+}
+
+func newSessions() *sessions {
+	return &sessions{live: map[string]*session{}, ended: map[string]time.Time{}}
+}
+
+// attach registers s as its worker's stream, ending an older one.
+func (ss *sessions) attach(s *session) (old *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	old = ss.live[s.workerID]
+	ss.live[s.workerID] = s
+	delete(ss.ended, s.workerID)
+	return old
+}
+
+// detach removes s if it is still its worker's stream.
+func (ss *sessions) detach(s *session, now time.Time) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.live[s.workerID] == s {
+		delete(ss.live, s.workerID)
+		ss.ended[s.workerID] = now
+	}
+}
+
+// connected reports whether the worker has a live stream.
+func (ss *sessions) connected(id string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	_, ok := ss.live[id]
+	return ok
+}
+
+// since returns when the worker's stream ended, or ok=false if it has a
+// live stream or none was seen.
+func (ss *sessions) since(id string) (time.Time, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	t, ok := ss.ended[id]
+	return t, ok
+}
+
+// reset forgets when streams ended (on leadership gain: every worker gets
+// a fresh grace period to reconnect to the new leader).
+func (ss *sessions) reset() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.ended = map[string]time.Time{}
+}
+
+// Connect serves one worker's stream until it ends or this head stops
+// leading.
+func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
+	h := s.h
+	if !h.IsLeader() || !h.leaderReady.Load() {
+		return errs.ToStatus(h.notLeader())
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil || hello.GetInfo().GetId() == "" {
+		return errs.ToStatus(errs.New(errs.InvalidArgument, "worker stream: the first message must be a hello with the worker's id"))
+	}
+	ctx := stream.Context()
+	info := hello.Info
+	log := h.logger.With("worker", info.Id)
+	if _, _, err := h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: time.Now().UnixNano()}); err != nil {
+		return errs.ToStatus(err)
+	}
+	sess := &session{workerID: info.Id, send: make(chan *wire.HeadMessage, 256), done: make(chan struct{})}
+	if old := h.sessions.attach(sess); old != nil {
+		close(old.done)
+	}
+	defer h.sessions.detach(sess, time.Now())
+
+	sent, stops, err := h.reconcileWorker(ctx, info.Id, hello.Running)
+	if err != nil {
+		return errs.ToStatus(err)
+	}
+	welcome := &wire.HeadMessage{Msg: &wire.HeadMessage_Welcome{Welcome: &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm()}}}
+	if err := stream.Send(welcome); err != nil {
+		return err
+	}
+	for _, m := range stops {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	log.Debug("worker stream open", "announced", len(hello.Running))
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- s.recvLoop(ctx, sess, stream) }()
+
+	lost := h.leaderLost()
+	for {
+		changed := h.fsm.Changed()
+		if err := h.pushAssignments(stream, info.Id, sent); err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case m := <-sess.send:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-sess.done:
+			return errs.ToStatus(errs.New(errs.Unavailable, "worker %s opened a newer stream", info.Id))
+		case <-lost:
+			return errs.ToStatus(h.notLeader())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// recvLoop commits the worker's event batches and acks them, in order.
+func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire.WorkerService_ConnectServer) error {
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		batch := m.GetEvents()
+		if batch == nil {
+			continue // heartbeat: the stream being alive is what counts
+		}
+		if len(batch.Events) > 0 {
+			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: batch.Events, UnixNanos: time.Now().UnixNano()}
+			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
+				return errs.ToStatus(err)
+			}
+		}
+		ack := &wire.HeadMessage{Msg: &wire.HeadMessage_Ack{Ack: &wire.Ack{Seq: batch.Seq}}}
+		select {
+		case sess.send <- ack:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// attemptKey names one attempt of one task.
+type attemptKey struct {
+	task    string
+	attempt uint32
+}
+
+// reconcileWorker compares what a worker announces with the table: attempts
+// the table does not hold as current and active on this worker are stopped;
+// attempts the table has RUNNING here that the worker lost are marked lost
+// (their tasks are retried); attempts ASSIGNED but never received are sent
+// again. It returns the attempts the worker holds (already delivered) and
+// the stops to send.
+func (h *Head) reconcileWorker(ctx context.Context, workerID string, running []*wire.RunningAttempt) (map[attemptKey]bool, []*wire.HeadMessage, error) {
+	view := h.fsm.View()
+	sent := map[attemptKey]bool{}
+	var stops []*wire.HeadMessage
+	for _, ra := range running {
+		t := view.Task(ra.TaskId)
+		var cur *state.Attempt
+		if t != nil {
+			cur = t.CurrentAttempt()
+		}
+		if cur == nil || cur.Number != ra.Attempt || cur.WorkerID != workerID || !cur.Active() {
+			stops = append(stops, stopMsg(ra.TaskId, ra.Attempt, "attempt is not current"))
+			continue
+		}
+		sent[attemptKey{ra.TaskId, ra.Attempt}] = true
+	}
+	var lost []*wire.PlannedAttempt
+	for _, t := range view.AssignedTo(workerID) {
+		cur := t.CurrentAttempt()
+		k := attemptKey{t.ID, cur.Number}
+		if sent[k] {
+			continue
+		}
+		if cur.State == wire.TaskState_TASK_STATE_RUNNING || t.State == wire.TaskState_TASK_STATE_CANCELLED {
+			lost = append(lost, &wire.PlannedAttempt{TaskId: t.ID, Attempt: cur.Number, WorkerId: workerID})
+		}
+	}
+	if len(lost) > 0 {
+		if _, _, err := h.apply(ctx, fsm.OpAttemptsLost, &wire.AttemptsLostCommand{Attempts: lost,
+			Reason: "worker " + workerID + " no longer runs it (restarted?)", UnixNanos: time.Now().UnixNano()}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return sent, stops, nil
+}
+
+func stopMsg(taskID string, attempt uint32, reason string) *wire.HeadMessage {
+	return &wire.HeadMessage{Msg: &wire.HeadMessage_Stop{Stop: &wire.StopAttempt{TaskId: taskID, Attempt: attempt, Reason: reason}}}
+}
+
+// pushAssignments sends the worker every active attempt the table holds on
+// it that this stream has not delivered, and a stop for every such attempt
+// whose task was cancelled. sent records what was delivered.
+func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool) error {
+	view := h.fsm.View()
+	for _, t := range view.AssignedTo(workerID) {
+		cur := t.CurrentAttempt()
+		k := attemptKey{t.ID, cur.Number}
+		if t.State == wire.TaskState_TASK_STATE_CANCELLED {
+			stopKey := attemptKey{"stop:" + t.ID, cur.Number}
+			if !sent[stopKey] {
+				sent[stopKey] = true
+				if err := stream.Send(stopMsg(t.ID, cur.Number, t.Reason)); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if sent[k] {
+			continue
+		}
+		sent[k] = true
+		a := &wire.Assignment{TaskId: t.ID, Attempt: cur.Number, LeaderTerm: cur.LeaderTerm, GraphId: t.GraphID,
+			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: h.taskEnv(view, t)}
+		if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Assign{Assign: a}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// taskEnv is the environment a task receives beyond its spec: its identity
+// and its parents' JSON results (MEGAFLOW_PARENT_<NAME>_RESULT).
+func (h *Head) taskEnv(view *state.View, t *state.Task) map[string]string {
+	env := map[string]string{
+		"MEGAFLOW_TASK_ID":  t.ID,
+		"MEGAFLOW_GRAPH_ID": t.GraphID,
+		"MEGAFLOW_TENANT":   t.Tenant,
+		"MEGAFLOW_ATTEMPT":  strconv.FormatUint(uint64(t.CurrentAttempt().Number), 10),
+	}
+	for _, dep := range t.Spec.GetDependsOn() {
+		p := view.Task(t.GraphID + "/" + dep)
+		if p != nil && len(p.Result) > 0 {
+			env["MEGAFLOW_PARENT_"+envName(dep)+"_RESULT"] = string(p.Result)
+		}
+	}
+	return env
+}
+
+func envName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		default:
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
