@@ -24,14 +24,17 @@ type Runtime interface {
 	// or not answering), or another error naming what failed; after an
 	// error no container of spec.Name is left running.
 	Start(ctx context.Context, spec Spec) (id string, err error)
-	// Wait blocks until container id exits and returns how. Errors:
-	// ErrNotFound, ErrUnavailable, ctx's error.
+	// Wait blocks until container id (as Start returned it) exits and
+	// returns how; once it returns, the container's output is in
+	// spec.LogPath. Calling it again after the exit returns the same Exit.
+	// Errors: ErrNotFound, ErrUnavailable, ctx's error.
 	Wait(ctx context.Context, id string) (Exit, error)
 	// Stop sends SIGTERM, then SIGKILL after grace, to the whole container;
 	// a container already stopped is no error. Errors: ErrNotFound.
 	Stop(ctx context.Context, id string, grace time.Duration) error
-	// Remove deletes a stopped container and its resources; a container
-	// already gone is no error.
+	// Remove deletes a container and its resources, killing it first if
+	// it still runs, and ends the copy of its output; a container already
+	// gone is no error. Errors: ErrUnavailable, ctx's error.
 	Remove(ctx context.Context, id string) error
 	// List returns the containers (running or exited, not removed) whose
 	// labels include every label in match.
@@ -46,8 +49,10 @@ type Spec struct {
 	// Image to run; ignored by the process runtime.
 	Image string
 	// Command is argv; Command[0] is the program.
-	Command    []string
-	Env        map[string]string
+	Command []string
+	// Env is added to the image's (or the worker's) environment.
+	Env map[string]string
+	// WorkingDir is where Command runs; "": the image's (or the worker's).
 	WorkingDir string
 	// CPUMillis limits CPU (1000 = one core); 0: no limit.
 	CPUMillis int64
@@ -74,17 +79,21 @@ type Exit struct {
 	// OOMKilled is true when the kernel killed it for exceeding its memory.
 	OOMKilled bool
 	// Reason says what the runtime knows beyond the code ("" if nothing).
-	Reason     string
+	Reason string
+	// StartedAt and FinishedAt bound the run (zero when unknown).
 	StartedAt  time.Time
 	FinishedAt time.Time
 }
 
 // Container is a container of ours as the runtime lists it.
 type Container struct {
+	// ID is what Start returned; Name and Labels are the Spec's.
 	ID     string
 	Name   string
 	Labels map[string]string
-	// Running is true while its process runs; Exit is set once it exited.
+	// Running is true while its process runs; Exit is set once it exited
+	// (from List, the Docker runtime fills in the code only: Wait gives
+	// the rest).
 	Running bool
 	Exit    *Exit
 }
@@ -103,11 +112,17 @@ var (
 type Execer interface {
 	// Exec runs spec.Command in container id with spec's environment and
 	// working directory, appends its output to spec.LogPath, and returns its
-	// exit when it ends or ctx ends (then the exec is killed).
+	// exit when it ends. When ctx ends first, the exec is killed and Exec
+	// returns its Exit (Code 137, Reason saying why) together with ctx's
+	// error. Errors: ErrNotFound, ErrUnavailable, ctx's error, or why the
+	// exec could not run (the container is not running).
 	Exec(ctx context.Context, id string, spec Spec) (Exit, error)
 }
 
 // Logger is an optional extra: reading a container's output directly.
 type Logger interface {
+	// Logs returns container id's combined output; with follow, the
+	// reader streams until the container exits or ctx ends. The caller
+	// closes it. Errors: ErrNotFound, ErrUnavailable, ctx's error.
 	Logs(ctx context.Context, id string, follow bool) (io.ReadCloser, error)
 }

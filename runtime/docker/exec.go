@@ -1,0 +1,200 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+// Exec runs spec.Command in the running container id (a persistent pool's
+// warm container) with spec.Env added to the container's environment
+// (GPUUUIDs as in Start), in spec.WorkingDir, appends its stdout and stderr
+// to spec.LogPath, and returns its exit when it ends. spec's image,
+// limits, network, capabilities and labels are the container's and are
+// ignored here. The worker calls it from the attempt's goroutine.
+//
+// When ctx ends first the exec is killed and Exec returns its Exit
+// (usually Code 137, Reason saying why) together with ctx's error. The
+// engine has no call to kill an exec, so Exec kills it from the host: it
+// reads the exec's host PID from the engine, checks in /proc that the
+// process belongs to container id (a PID the system reused is left alone),
+// and sends SIGKILL to its process group (the engine starts each exec as
+// a process-group leader, so the exec's children die with it, unless they
+// made their own session). Where the worker cannot see that process (the
+// engine on another host, or the worker in its own PID namespace) it kills
+// the whole container instead: an exec never outlives its context, and
+// the pool replaces the container.
+//
+// Errors: contract.ErrNotFound (no such container), contract.ErrUnavailable,
+// ctx's error, or the engine's refusal (the container is not running).
+func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (contract.Exit, error) {
+	if len(spec.Command) == 0 {
+		return contract.Exit{Code: -1}, fmt.Errorf("docker exec in %s: Spec.Command is empty", id)
+	}
+	out := io.Discard
+	if spec.LogPath != "" {
+		f, err := os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return contract.Exit{Code: -1}, fmt.Errorf("docker exec in %s: log file: %w", id, err)
+		}
+		defer f.Close()
+		out = f
+	}
+
+	cctx, cancel := r.callCtx(ctx)
+	created, err := r.cli.ExecCreate(cctx, id, client.ExecCreateOptions{
+		Cmd:          spec.Command,
+		Env:          envList(spec.Env, spec.GPUUUIDs),
+		WorkingDir:   spec.WorkingDir,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	cancel()
+	if err != nil {
+		if cerrdefs.IsConflict(err) && ctx.Err() == nil {
+			return contract.Exit{Code: -1}, fmt.Errorf("docker exec in %s: the container is not running: %v", id, err)
+		}
+		return contract.Exit{Code: -1}, r.wrap(ctx, "exec in", id, err, contract.ErrNotFound)
+	}
+
+	// The deadline covers the upgrade of the connection only: once
+	// attached, the stream is the exec's and lives until it ends.
+	cctx, cancel = r.callCtx(ctx)
+	att, err := r.cli.ExecAttach(cctx, created.ID, client.ExecAttachOptions{})
+	cancel()
+	if err != nil {
+		return contract.Exit{Code: -1}, r.wrap(ctx, "exec attach in", id, err, contract.ErrNotFound)
+	}
+	started := time.Now()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(out, out, att.Reader)
+		copied <- err
+	}()
+
+	var cause error
+	copyDone := false
+	select {
+	case err := <-copied:
+		copyDone = true
+		if err != nil {
+			r.log.Warn("exec output copy failed", "container", id, "exec", created.ID, "err", err)
+		}
+	case <-ctx.Done():
+		cause = ctx.Err()
+		r.killExec(ctx, id, created.ID)
+		t := time.NewTimer(r.cfg.CallTimeout)
+		select {
+		case <-copied:
+			copyDone = true
+		case <-t.C:
+			r.log.Warn("exec output still open after its kill", "container", id, "exec", created.ID)
+		}
+		t.Stop()
+	}
+	att.Close()
+	if !copyDone {
+		<-copied // returns promptly: the connection is closed
+	}
+	finished := time.Now()
+
+	code, err := r.execExitCode(ctx, created.ID)
+	exit := contract.Exit{Code: code, StartedAt: started, FinishedAt: finished}
+	if cause != nil {
+		exit.Reason = "killed: " + cause.Error()
+		if code == -1 {
+			exit.Code = 128 + int(syscall.SIGKILL)
+		}
+		return exit, fmt.Errorf("docker exec in %s: %w", id, cause)
+	}
+	if err != nil {
+		return exit, err
+	}
+	return exit, nil
+}
+
+// execExitCode polls the engine until exec execID no longer runs (the
+// stream may end a moment before the engine records the exit) and returns
+// its exit code; -1 when it cannot tell within CallTimeout.
+func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) {
+	cctx, cancel := r.cleanupCtx(ctx)
+	defer cancel()
+	backoff := 2 * time.Millisecond
+	for {
+		ins, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return -1, r.wrap(context.WithoutCancel(ctx), "exec inspect", execID, err, contract.ErrNotFound)
+		}
+		if !ins.Running {
+			return ins.ExitCode, nil
+		}
+		select {
+		case <-time.After(backoff):
+		case <-cctx.Done():
+			return -1, fmt.Errorf("docker exec %s: %w: still running %v after its output ended", execID, contract.ErrUnavailable, r.cfg.CallTimeout)
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// killExec kills exec execID of container id: its process group, from the
+// host, when the worker can see it; otherwise the whole container.
+func (r *Runtime) killExec(ctx context.Context, id, execID string) {
+	cctx, cancel := r.cleanupCtx(ctx)
+	defer cancel()
+	ins, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{})
+	if err != nil {
+		r.log.Warn("cannot inspect exec to kill it; killing its container", "container", id, "exec", execID, "err", err)
+	} else if !ins.Running {
+		return
+	} else if kerr := r.killGroup(ins.PID, ins.ContainerID); kerr == nil {
+		return
+	} else if again, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{}); err == nil && !again.Running {
+		return // it ended on its own meanwhile (its PID may be gone or reused)
+	} else {
+		r.log.Warn("cannot kill exec from the host; killing its container", "container", id, "exec", execID, "pid", ins.PID, "err", kerr)
+	}
+	if _, err := r.cli.ContainerKill(cctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil && !cerrdefs.IsNotFound(err) {
+		r.log.Error("cannot kill container of a cancelled exec", "container", id, "exec", execID, "err", err)
+	}
+}
+
+// errNotOurs means the PID is not (or no longer) a process of the container.
+var errNotOurs = errors.New("process is not in the container's cgroup")
+
+// killHostGroup sends SIGKILL to the process group led by host PID pid,
+// after checking in /proc/<pid>/cgroup that the process belongs to
+// container containerID. A process already gone is no error.
+func killHostGroup(pid int, containerID string) error {
+	if pid <= 0 || containerID == "" {
+		return fmt.Errorf("no host pid (%d) or container id (%q)", pid, containerID)
+	}
+	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return err // not visible from here (ErrNotExist), or gone: let the caller decide
+	}
+	if !bytes.Contains(cg, []byte(containerID)) {
+		return errNotOurs
+	}
+	err = syscall.Kill(-pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		// Not a group leader after all: kill the process alone.
+		err = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}

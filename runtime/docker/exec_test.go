@@ -1,0 +1,120 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+func TestExec(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	warm := e.start(e.spec("warm", "sleep", "600"))
+
+	// Output, exit code, environment, working directory, GPU variables.
+	spec := contract.Spec{
+		Command:    []string{"sh", "-c", "echo out; echo err >&2; echo $X $CUDA_VISIBLE_DEVICES; pwd; exit 3"},
+		Env:        map[string]string{"X": "x-value", "CUDA_VISIBLE_DEVICES": "overridden"},
+		WorkingDir: "/tmp",
+		GPUUUIDs:   []string{"GPU-1"},
+		LogPath:    filepath.Join(e.dir, "exec.log"),
+	}
+	exit, err := e.rt.Exec(ctx, warm, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit.Code != 3 || exit.FinishedAt.Before(exit.StartedAt) {
+		t.Errorf("exit %+v, want code 3", exit)
+	}
+	log := readFile(t, spec.LogPath)
+	for _, want := range []string{"out\n", "err\n", "x-value GPU-1\n", "/tmp\n"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("exec log %q lacks %q", log, want)
+		}
+	}
+
+	// A second exec in the same container appends, and succeeds.
+	spec.Command = []string{"echo", "again"}
+	if exit, err := e.rt.Exec(ctx, warm, spec); err != nil || exit.Code != 0 {
+		t.Fatalf("second exec: %+v, %v", exit, err)
+	}
+	if log := readFile(t, spec.LogPath); !strings.HasSuffix(log, "again\n") || !strings.Contains(log, "x-value") {
+		t.Errorf("second exec log %q", log)
+	}
+
+	// A missing program.
+	spec.Command = []string{"/no/such/program"}
+	exit, err = e.rt.Exec(ctx, warm, spec)
+	t.Logf("missing program: exit %+v, err %v", exit, err)
+	if err == nil && exit.Code == 0 {
+		t.Error("exec of a missing program succeeded")
+	}
+
+	// Cancelling the context kills the exec and its children, and leaves
+	// the container running.
+	spec.Command = []string{"sh", "-c", "sleep 501 & sleep 502; echo not-killed"}
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(500*time.Millisecond, cancel)
+	t0 := time.Now()
+	exit, err = e.rt.Exec(cctx, warm, spec)
+	d := time.Since(t0)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled exec: %v, want context.Canceled", err)
+	}
+	if exit.Code != 137 || exit.Reason == "" {
+		t.Errorf("cancelled exec: exit %+v, want 137 with a reason", exit)
+	}
+	if d > 3*time.Second {
+		t.Errorf("cancelled exec returned after %v", d)
+	}
+	if strings.Contains(readFile(t, spec.LogPath), "not-killed") {
+		t.Error("the exec went on after its kill")
+	}
+	spec.Command = []string{"ps", "-o", "pid,args"}
+	spec.LogPath = filepath.Join(e.dir, "ps.log")
+	if exit, err := e.rt.Exec(ctx, warm, spec); err != nil || exit.Code != 0 {
+		t.Fatalf("ps: %+v, %v", exit, err)
+	}
+	ps := readFile(t, spec.LogPath)
+	if strings.Contains(ps, "sleep 501") || strings.Contains(ps, "sleep 502") {
+		t.Errorf("the cancelled exec's processes survive:\n%s", ps)
+	}
+	if !strings.Contains(ps, "sleep 600") {
+		t.Errorf("the container's own process is gone:\n%s", ps)
+	}
+
+	// No such container; a stopped container.
+	if _, err := e.rt.Exec(ctx, "mf-no-such-container", spec); !errors.Is(err, contract.ErrNotFound) {
+		t.Errorf("exec in a missing container: %v, want ErrNotFound", err)
+	}
+	stopped := e.start(e.spec("stopped", "true"))
+	e.wait(stopped)
+	if _, err := e.rt.Exec(ctx, stopped, spec); err == nil {
+		t.Error("exec in a stopped container succeeded")
+	} else {
+		t.Logf("stopped container: %v", err)
+	}
+}
+
+// TestExecKillFallback: where the worker cannot see the exec's process, a
+// cancelled exec is ended by killing its whole container.
+func TestExecKillFallback(t *testing.T) {
+	e := newEnv(t)
+	e.rt.killGroup = func(int, string) error { return errors.New("not visible from here") }
+	ctx := context.Background()
+	warm := e.start(e.spec("warm", "sleep", "600"))
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	exit, err := e.rt.Exec(cctx, warm, contract.Spec{Command: []string{"sleep", "500"}})
+	if !errors.Is(err, context.DeadlineExceeded) || exit.Code != 137 {
+		t.Fatalf("exec: %+v, %v", exit, err)
+	}
+	if cexit := e.wait(warm); cexit.Code != 137 {
+		t.Errorf("container exit %+v, want 137: it must have been killed", cexit)
+	}
+}

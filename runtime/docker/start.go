@@ -1,0 +1,212 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+// tiniGroupEnv makes the container's init (tini, Docker's --init) forward
+// signals to its child's whole process group, so Stop's SIGTERM reaches
+// every process of a shell script, not only the shell.
+const tiniGroupEnv = "TINI_KILL_PROCESS_GROUP"
+
+// Start creates and starts a container for spec, then copies its output
+// into spec.LogPath (created if missing, appended to) from a goroutine of
+// the Runtime until the container exits or is removed. The worker calls it
+// once per attempt. The container gets spec's limits, no swap, every
+// capability dropped except spec.Capabilities, no-new-privileges, an init
+// process, network "none" unless spec says otherwise, spec's labels, and
+// spec.GPUUUIDs through the nvidia device driver (with
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES set to them).
+//
+// Errors: contract.ErrImageNotFound (nothing is pulled: there is no
+// registry), contract.ErrConflict (spec.Name taken), contract.ErrUnavailable,
+// ctx's error, or the engine's refusal (a command that does not exist,
+// say). A container created but not started is removed before Start
+// returns.
+func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error) {
+	what := spec.Name
+	if what == "" {
+		what = "(unnamed)"
+	}
+	if spec.Image == "" {
+		return "", fmt.Errorf("docker start %s: Spec.Image is empty", what)
+	}
+	var logf *os.File
+	if spec.LogPath != "" {
+		f, err := os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return "", fmt.Errorf("docker start %s: log file: %w", what, err)
+		}
+		logf = f
+		defer func() {
+			if logf != nil {
+				logf.Close()
+			}
+		}()
+	}
+
+	cctx, cancel := r.callCtx(ctx)
+	created, err := r.cli.ContainerCreate(cctx, createOptions(spec, r.cfg.DefaultPidsLimit))
+	cancel()
+	if err != nil {
+		return "", r.createFailed(ctx, spec, what, err)
+	}
+	for _, w := range created.Warnings {
+		r.log.Warn("engine warning on create", "container", what, "warning", w)
+	}
+
+	cctx, cancel = r.callCtx(ctx)
+	_, err = r.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{})
+	cancel()
+	if err != nil {
+		r.removeQuietly(ctx, created.ID)
+		// A 404 here is something the container refers to (a network),
+		// not the container: no class for it.
+		return "", r.wrap(ctx, "start", what, err, nil)
+	}
+	if logf != nil {
+		r.startLogCopy(created.ID, logf)
+		logf = nil // the copy owns it now
+	}
+	return created.ID, nil
+}
+
+// createFailed classifies a failed create. A 404 is a missing image unless
+// the image is there (then it was something else, a network say). After a
+// timeout or cancellation the engine may still have created the container,
+// so it is removed by name; never after a conflict, where the name is
+// another container's.
+func (r *Runtime) createFailed(ctx context.Context, spec contract.Spec, what string, err error) error {
+	if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
+		cctx, cancel := r.callCtx(ctx)
+		_, ierr := r.cli.ImageInspect(cctx, spec.Image)
+		cancel()
+		if cerrdefs.IsNotFound(ierr) {
+			return fmt.Errorf("docker start %s: %w: image %q not found on this worker's Docker engine; build or load it (no registry is reachable)",
+				what, contract.ErrImageNotFound, spec.Image)
+		}
+		return fmt.Errorf("docker create %s: %v", what, err)
+	}
+	if cerrdefs.IsConflict(err) && ctx.Err() == nil {
+		return fmt.Errorf("docker create %s: %w: %v", what, contract.ErrConflict, err)
+	}
+	werr := r.wrap(ctx, "create", what, err, nil)
+	if spec.Name != "" && (ctx.Err() != nil || errors.Is(werr, contract.ErrUnavailable)) {
+		r.removeQuietly(ctx, spec.Name)
+	}
+	return werr
+}
+
+// removeQuietly force-removes a container after a failure, even when ctx
+// was cancelled, and logs what it could not do.
+func (r *Runtime) removeQuietly(ctx context.Context, idOrName string) {
+	cctx, cancel := r.cleanupCtx(ctx)
+	defer cancel()
+	_, err := r.cli.ContainerRemove(cctx, idOrName, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		r.log.Warn("cannot remove container after a failed start", "container", idOrName, "err", err)
+	}
+}
+
+// createOptions maps spec to the engine's create request. It is pure;
+// defaultPids applies when spec.PidsLimit is 0.
+func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreateOptions {
+	env := envList(spec.Env, spec.GPUUUIDs)
+	if _, ok := spec.Env[tiniGroupEnv]; !ok {
+		env = append(env, tiniGroupEnv+"=1")
+	}
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Env:        env,
+		WorkingDir: spec.WorkingDir,
+		Labels:     cloneMap(spec.Labels),
+	}
+	if len(spec.Command) > 0 {
+		// Command[0] is the program, whatever the image's ENTRYPOINT.
+		cfg.Entrypoint = []string{spec.Command[0]}
+		cfg.Cmd = slices.Clone(spec.Command[1:])
+		if cfg.Cmd == nil {
+			cfg.Cmd = []string{}
+		}
+	}
+
+	res := container.Resources{
+		NanoCPUs: spec.CPUMillis * 1_000_000,
+		Memory:   spec.MemoryBytes,
+	}
+	if spec.MemoryBytes > 0 {
+		res.MemorySwap = spec.MemoryBytes // memory+swap = memory: no swap
+	}
+	pids := spec.PidsLimit
+	if pids == 0 {
+		pids = defaultPids
+	}
+	if pids > 0 {
+		res.PidsLimit = &pids
+	}
+	if len(spec.GPUUUIDs) > 0 {
+		res.DeviceRequests = []container.DeviceRequest{{
+			Driver:       "nvidia",
+			DeviceIDs:    slices.Clone(spec.GPUUUIDs),
+			Capabilities: [][]string{{"gpu"}},
+		}}
+	}
+	network := spec.Network
+	if network == "" {
+		network = "none"
+	}
+	init := true
+	host := &container.HostConfig{
+		Resources:   res,
+		NetworkMode: container.NetworkMode(network),
+		SecurityOpt: []string{"no-new-privileges"},
+		CapDrop:     []string{"ALL"},
+		CapAdd:      slices.Clone(spec.Capabilities),
+		Init:        &init,
+	}
+	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host}
+}
+
+// envList returns env as sorted KEY=VALUE pairs, with CUDA_VISIBLE_DEVICES
+// and NVIDIA_VISIBLE_DEVICES set to gpus (comma-separated) when gpus is not
+// empty, whatever env says: the pinned devices win.
+func envList(env map[string]string, gpus []string) []string {
+	m := cloneMap(env)
+	if len(gpus) > 0 {
+		if m == nil {
+			m = map[string]string{}
+		}
+		v := strings.Join(gpus, ",")
+		m["CUDA_VISIBLE_DEVICES"] = v
+		m["NVIDIA_VISIBLE_DEVICES"] = v
+	}
+	out := make([]string, 0, len(m)+1)
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

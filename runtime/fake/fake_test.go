@@ -1,0 +1,151 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestBehaviorsOnManualClock(t *testing.T) {
+	clock := NewManualClock(time.Unix(1000, 0))
+	r := New(clock)
+	r.OnCommand("train", Behavior{Duration: time.Hour, ExitCode: 3, Output: "epoch 1\n"})
+	r.OnCommand("hog", Behavior{Duration: time.Minute, OOM: true})
+	r.OnCommand("server", Behavior{Hang: true})
+	r.OnCommand("stubborn", Behavior{Hang: true, IgnoreTerm: true})
+	r.OnCommand("missing", Behavior{StartErr: contract.ErrImageNotFound})
+	ctx := context.Background()
+	log := filepath.Join(t.TempDir(), "train.log")
+
+	train, err := r.Start(ctx, contract.Spec{Name: "train", Command: []string{"train"}, LogPath: log, Labels: map[string]string{"task": "t1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hog, _ := r.Start(ctx, contract.Spec{Name: "hog", Command: []string{"hog"}, Labels: map[string]string{"task": "t2"}})
+	server, _ := r.Start(ctx, contract.Spec{Name: "server", Command: []string{"server"}})
+	stubborn, _ := r.Start(ctx, contract.Spec{Name: "stubborn", Command: []string{"stubborn"}})
+	if _, err := r.Start(ctx, contract.Spec{Command: []string{"missing"}}); !errors.Is(err, contract.ErrImageNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+	if _, err := r.Start(ctx, contract.Spec{Name: "train", Command: []string{"x"}}); !errors.Is(err, contract.ErrConflict) {
+		t.Fatalf("duplicate name: %v", err)
+	}
+	if b, _ := os.ReadFile(log); string(b) != "epoch 1\n" {
+		t.Errorf("log %q", b)
+	}
+	if r.Running() != 4 {
+		t.Fatalf("running %d", r.Running())
+	}
+
+	clock.Advance(time.Minute)
+	exit, err := r.Wait(ctx, hog)
+	if err != nil || !exit.OOMKilled || exit.Code != 137 || exit.FinishedAt != time.Unix(1060, 0) {
+		t.Fatalf("hog: %+v %v", exit, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	if _, err := r.Wait(short, train); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("train ended early: %v", err)
+	}
+	cancel()
+	clock.Advance(time.Hour)
+	if exit, _ := r.Wait(ctx, train); exit.Code != 3 {
+		t.Fatalf("train: %+v", exit)
+	}
+
+	if err := r.Stop(ctx, server, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if exit, _ := r.Wait(ctx, server); exit.Code != 143 {
+		t.Fatalf("server: %+v", exit)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(ctx, stubborn, 10*time.Second) }()
+	waitFor(t, "Stop waits its grace", func() bool { return clock.Waiters() == 1 })
+	clock.Advance(10 * time.Second)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if exit, _ := r.Wait(ctx, stubborn); exit.Code != 137 {
+		t.Fatalf("stubborn: %+v", exit)
+	}
+
+	list, _ := r.List(ctx, map[string]string{"task": "t1"})
+	if len(list) != 1 || list[0].ID != train || list[0].Running || list[0].Exit.Code != 3 {
+		t.Fatalf("List: %+v", list)
+	}
+	if err := r.Remove(ctx, train); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(ctx, train); !errors.Is(err, contract.ErrNotFound) {
+		t.Fatalf("Wait after Remove: %v", err)
+	}
+	if n := r.CallCount("Start"); n != 6 {
+		t.Errorf("Start calls %d", n)
+	}
+}
+
+func TestInjectedFailuresAndExec(t *testing.T) {
+	r := New(nil) // wall clock, small durations
+	r.Default(Behavior{Hang: true})
+	r.OnCommand("quick", Behavior{Duration: time.Millisecond, ExitCode: 5, Output: "hi\n"})
+	ctx := context.Background()
+
+	r.Fail("Start", contract.ErrUnavailable)
+	if _, err := r.Start(ctx, contract.Spec{Command: []string{"x"}}); !errors.Is(err, contract.ErrUnavailable) {
+		t.Fatalf("injected: %v", err)
+	}
+	warm, err := r.Start(ctx, contract.Spec{Command: []string{"sleep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetDown(true)
+	if _, err := r.List(ctx, nil); !errors.Is(err, contract.ErrUnavailable) {
+		t.Fatalf("down: %v", err)
+	}
+	r.SetDown(false)
+
+	exit, err := r.Exec(ctx, warm, contract.Spec{Command: []string{"quick"}})
+	if err != nil || exit.Code != 5 {
+		t.Fatalf("exec: %+v %v", exit, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	exit, err = r.Exec(cctx, warm, contract.Spec{Command: []string{"forever"}})
+	if !errors.Is(err, context.DeadlineExceeded) || exit.Code != 137 {
+		t.Fatalf("cancelled exec: %+v %v", exit, err)
+	}
+
+	q, _ := r.Start(ctx, contract.Spec{Command: []string{"quick"}})
+	rc, err := r.Logs(ctx, q, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	if string(b) != "hi\n" {
+		t.Errorf("logs %q", b)
+	}
+	if err := r.Remove(ctx, warm); err != nil {
+		t.Fatal(err)
+	}
+	calls := r.Calls()
+	if calls[0].Op != "Start" || !errors.Is(calls[0].Err, contract.ErrUnavailable) || calls[1].ID != warm {
+		t.Errorf("calls: %+v", calls[:2])
+	}
+}

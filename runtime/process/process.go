@@ -1,0 +1,347 @@
+// Package process is MegaFlow's runtime for machines without Docker: each
+// task attempt is a plain child process of the worker (os/exec) in its own
+// process group, with its stdout and stderr appended to the attempt's log
+// file. It implements contract.Runtime.
+//
+// It owns the processes it started, in this process's lifetime only: after
+// a worker restart List no longer shows them (and they are not killed: the
+// worker's reconciliation cannot adopt them). There is no isolation: Image,
+// Network, Capabilities and PidsLimit are ignored, and CPUMillis and
+// MemoryBytes are not enforced. (RLIMIT_AS would bound address space, not
+// memory, and breaks runtimes that reserve large virtual ranges, such as
+// Go, the JVM and CUDA; a cgroup would need privileges a worker without
+// Docker usually lacks.) Exit.OOMKilled is therefore never set by this
+// runtime. GPUs are pinned by environment only (CUDA_VISIBLE_DEVICES,
+// NVIDIA_VISIBLE_DEVICES).
+//
+// Only worker/ (and cmd/megaflow-worker, which builds it) imports it.
+package process
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+var _ contract.Runtime = (*Runtime)(nil)
+
+// Config configures a Runtime.
+type Config struct {
+	// Environ is the environment every process starts from, as KEY=VALUE
+	// pairs; nil: the worker's own (os.Environ()). Spec.Env is added to
+	// it, and Spec.GPUUUIDs override CUDA_VISIBLE_DEVICES and
+	// NVIDIA_VISIBLE_DEVICES in it.
+	Environ []string
+	// Logger receives what the runtime cannot return (a kill that failed).
+	// nil: discard.
+	Logger *slog.Logger
+}
+
+// Runtime runs task attempts as process groups. It is safe for concurrent
+// use; the worker creates one with New.
+type Runtime struct {
+	environ []string
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	procs map[string]*proc  // id -> process, until Remove
+	names map[string]string // name -> id, from Start (before the fork) until Remove
+}
+
+// proc is one started process group.
+type proc struct {
+	id     string
+	name   string
+	labels map[string]string
+	pid    int // also the process group id (Setpgid)
+
+	done chan struct{} // closed once reaped; exit is set before
+	exit contract.Exit
+}
+
+// New returns a Runtime. It never fails today; the error is for
+// symmetry with the other runtimes' constructors.
+func New(cfg Config) (*Runtime, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), procs: map[string]*proc{}, names: map[string]string{}}, nil
+}
+
+// Name returns "process".
+func (r *Runtime) Name() string { return "process" }
+
+// Start starts spec.Command (Command[0] looked up in PATH when it has no
+// slash) in spec.WorkingDir, in a new process group, with the environment
+// described in Config.Environ, stdout and stderr appended to spec.LogPath
+// (created if missing; no LogPath: discarded). It returns the generated id
+// at once; a goroutine reaps the process, and when it exits kills what is
+// left of its group, as a container's end would. The worker calls it once
+// per attempt.
+//
+// Errors: contract.ErrConflict (spec.Name is in use by a process not yet
+// removed), or why the program could not be started (not found, not
+// executable, a bad working directory). ctx is only checked on entry:
+// starting a process does not block.
+func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
+	}
+	if len(spec.Command) == 0 {
+		return "", fmt.Errorf("process start %s: Spec.Command is empty", spec.Name)
+	}
+	out, err := openLog(spec.LogPath)
+	if err != nil {
+		return "", fmt.Errorf("process start %s: log file: %w", spec.Name, err)
+	}
+	defer out.Close() // the child holds its own copy
+
+	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+	cmd.Dir = spec.WorkingDir
+	cmd.Env = r.env(spec.Env, spec.GPUUUIDs)
+	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no copying goroutine
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	p := &proc{id: newID(), name: spec.Name, labels: cloneMap(spec.Labels), done: make(chan struct{})}
+	if spec.Name != "" {
+		r.mu.Lock()
+		if other, ok := r.names[spec.Name]; ok {
+			r.mu.Unlock()
+			return "", fmt.Errorf("process start %s: %w (process %s)", spec.Name, contract.ErrConflict, other)
+		}
+		r.names[spec.Name] = p.id // reserved while forking, outside the lock
+		r.mu.Unlock()
+	}
+	started := time.Now()
+	err = cmd.Start()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		if spec.Name != "" {
+			delete(r.names, spec.Name)
+		}
+		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
+	}
+	p.pid = cmd.Process.Pid
+	r.procs[p.id] = p
+	go r.reap(p, cmd, started)
+	return p.id, nil
+}
+
+// reap waits for p's process, records its exit, and kills the rest of its
+// process group (background children outliving the leader).
+func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time) {
+	err := cmd.Wait()
+	exit := contract.Exit{Code: -1, StartedAt: started, FinishedAt: time.Now()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		exit.Code = 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			exit.Code = 128 + int(ws.Signal())
+			exit.Reason = "killed by " + ws.Signal().String()
+		} else {
+			exit.Code = ee.ExitCode()
+		}
+	default:
+		exit.Reason = err.Error()
+	}
+	// The leader is reaped, but its group id stays reserved while any
+	// member lives, so this cannot hit an unrelated process group.
+	if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		r.log.Warn("cannot kill the rest of a process group", "id", p.id, "pgid", p.pid, "err", err)
+	}
+	p.exit = exit
+	close(p.done)
+}
+
+// Wait blocks until process id exits and returns how: its code, 128+N
+// after signal N. Errors: contract.ErrNotFound (never started here, or
+// removed), ctx's error.
+func (r *Runtime) Wait(ctx context.Context, id string) (contract.Exit, error) {
+	p, err := r.get(id)
+	if err != nil {
+		return contract.Exit{Code: -1}, err
+	}
+	select {
+	case <-p.done:
+		return p.exit, nil
+	case <-ctx.Done():
+		return contract.Exit{Code: -1}, fmt.Errorf("process wait %s: %w", id, ctx.Err())
+	}
+}
+
+// Stop sends SIGTERM to process id's whole group, then SIGKILL to the group
+// after grace if the leader has not exited, and returns once it has. A
+// process already exited is no error. Errors: contract.ErrNotFound, ctx's
+// error (the SIGKILL is sent anyway when ctx ends first).
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	p, err := r.get(id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	r.signal(p, syscall.SIGTERM)
+	t := time.NewTimer(max(grace, 0))
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	r.signal(p, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("process stop %s: %w", id, ctx.Err())
+	}
+}
+
+func (r *Runtime) signal(p *proc, sig syscall.Signal) {
+	if p.pid <= 0 {
+		return // never kill(0) or kill(-1): that would hit the worker's own group, or everything
+	}
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		r.log.Warn("cannot signal process group", "id", p.id, "pgid", p.pid, "signal", sig, "err", err)
+	}
+}
+
+// Remove kills process id's group if it still runs, waits for it, and
+// forgets it. An unknown id is no error. Errors: ctx's error.
+func (r *Runtime) Remove(ctx context.Context, id string) error {
+	r.mu.Lock()
+	p := r.procs[id]
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := r.Stop(ctx, id, 0); err != nil && !errors.Is(err, contract.ErrNotFound) {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.procs, id)
+	if p.name != "" && r.names[p.name] == id {
+		delete(r.names, p.name)
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// List returns the processes started by this Runtime and not removed whose
+// labels include every pair in match, sorted by id.
+func (r *Runtime) List(ctx context.Context, match map[string]string) ([]contract.Container, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("process list: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []contract.Container
+	for _, p := range r.procs {
+		if !hasLabels(p.labels, match) {
+			continue
+		}
+		c := contract.Container{ID: p.id, Name: p.name, Labels: cloneMap(p.labels), Running: true}
+		select {
+		case <-p.done:
+			exit := p.exit
+			c.Running, c.Exit = false, &exit
+		default:
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (r *Runtime) get(id string) (*proc, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.procs[id]
+	if p == nil {
+		return nil, fmt.Errorf("process %s: %w", id, contract.ErrNotFound)
+	}
+	return p, nil
+}
+
+// env builds a process's environment: the base, then extra, then the GPU
+// variables, later values replacing earlier ones.
+func (r *Runtime) env(extra map[string]string, gpus []string) []string {
+	base := r.environ
+	if base == nil {
+		base = os.Environ()
+	}
+	m := make(map[string]string, len(base)+len(extra)+2)
+	for _, kv := range base {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	if len(gpus) > 0 {
+		v := strings.Join(gpus, ",")
+		m["CUDA_VISIBLE_DEVICES"] = v
+		m["NVIDIA_VISIBLE_DEVICES"] = v
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func openLog(path string) (*os.File, error) {
+	if path == "" {
+		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "proc-" + hex.EncodeToString(b[:])
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
