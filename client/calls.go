@@ -194,3 +194,18 @@ func (c *Client) RemoveHead(ctx context.Context, id string) error {
 		return err
 	})
 }
+
+// ListWorkers returns the workers the table knows (alive, down or left),
+// with capacity, allocation and the attempts they run.
+func (c *Client) ListWorkers(ctx context.Context, ro ReadOptions) ([]*Worker, error) {
+	var res *wire.ListWorkersResponse
+	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
+		res, err = s.ListWorkers(ctx, &wire.ListWorkersRequest{Read: c.readOptions(ro)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.observe(res.Meta.GetIndex())
+	return res.Workers, nil
+}

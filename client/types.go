@@ -29,6 +29,8 @@ type (
 	ClusterStatus = wire.ClusterStatusResponse
 	// HeadInfo describes one head.
 	HeadInfo = wire.HeadInfo
+	// Worker is a worker's row: what it offers, what is allocated, its status.
+	Worker = wire.Worker
 	// TaskState is a task's place in its life cycle.
 	TaskState = wire.TaskState
 	// GraphState is a graph's state.

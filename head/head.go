@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/megaflow/megaflow/head/consensus"
@@ -121,7 +122,11 @@ func New(cfg Config) (*Head, error) {
 	h.submitLocks = newGraphLocks()
 	h.leaderKick = make(chan struct{}, 1)
 	h.sessions = newSessions()
-	h.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
+	h.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(256<<20),
+		// Let workers and clients ping idle streams, and ping them: a worker
+		// that vanished without closing its stream is noticed in seconds.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
 	wire.RegisterMegaflowServiceServer(h.grpc, &service{h: h})
 	wire.RegisterWorkerServiceServer(h.grpc, &workerService{h: h})
 	h.health = health.NewServer()

@@ -363,3 +363,20 @@ func (s *service) Watch(req *wire.WatchRequest, stream wire.MegaflowService_Watc
 		}
 	}
 }
+
+// ListWorkers returns every worker the table knows.
+func (s *service) ListWorkers(ctx context.Context, req *wire.ListWorkersRequest) (*wire.ListWorkersResponse, error) {
+	view, meta, err := s.h.read(ctx, req.Read)
+	if err == errForward {
+		resp, err := forward(ctx, s.h.fwd, req, wire.MegaflowServiceClient.ListWorkers)
+		return resp, errs.ToStatus(err)
+	}
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	out := &wire.ListWorkersResponse{Meta: meta}
+	for _, w := range view.Workers() {
+		out.Workers = append(out.Workers, w.ToWire())
+	}
+	return out, nil
+}

@@ -55,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(submitCmd(g), clusterCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g))
+	root.AddCommand(submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g))
 	err := root.Execute()
 	if err == nil {
 		return exitOK

@@ -153,3 +153,12 @@ func rows[T any](open func(*memdb.Txn) memdb.ResultIterator, v *View) iter.Seq[T
 		}
 	}
 }
+
+// Queued iterates every QUEUED task of every queue, ordered by queue name,
+// then priority (higher first), then queue_seq (FIFO). The scheduler's
+// round reads it.
+func (v *View) Queued() iter.Seq[*Task] {
+	return rows[*Task](func(txn *memdb.Txn) memdb.ResultIterator {
+		return get(txn, tableTasks, indexState, queued)
+	}, v)
+}

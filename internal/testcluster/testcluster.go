@@ -1,4 +1,4 @@
-// Package testcluster starts real MegaFlow heads in one process for tests:
+// Package testcluster starts real MegaFlow heads and workers in one process for tests:
 // real Raft TCP transports, real BoltDB files in temporary directories, real
 // gossip and gRPC on loopback. Heads can be killed (as a crash would) and
 // restarted on their data directories. Only tests import it.
@@ -18,6 +18,8 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker"
 )
 
 // Options tunes a test cluster.
@@ -57,6 +59,7 @@ type Cluster struct {
 	t       testing.TB
 	opts    Options
 	Members []*Member
+	Workers []*WorkerMember
 }
 
 // New starts a cluster whose heads bootstrap together, and waits for a
@@ -161,8 +164,9 @@ func (c *Cluster) Restart(i int) {
 	c.start(c.Members[i], len(c.Members))
 }
 
-// Stop shuts every running head down cleanly.
+// Stop shuts every running worker and head down cleanly.
 func (c *Cluster) Stop() {
+	c.stopWorkers()
 	for _, m := range c.Members {
 		m.mu.Lock()
 		h, cancel, done := m.head, m.cancel, m.done
@@ -269,4 +273,130 @@ func (c *Cluster) AddHead() *Member {
 	c.Members = append(c.Members, m)
 	c.start(m, 0)
 	return m
+}
+
+// WorkerOptions tunes a worker started by AddWorker.
+type WorkerOptions struct {
+	// Runtime runs the worker's containers (a fake, process or docker
+	// runtime). Required.
+	Runtime contract.Runtime
+	// Capacity defaults to 8 cores and 16 GiB.
+	Capacity worker.Capacity
+	Labels   map[string]string
+	// Configure, when set, edits the worker's config before it starts.
+	Configure func(*worker.Config)
+}
+
+// WorkerMember is one worker slot: its id, data directory and gossip
+// address survive kills and restarts.
+type WorkerMember struct {
+	ID         string
+	DataDir    string
+	GossipAddr string
+	opts       WorkerOptions
+
+	mu     sync.Mutex
+	worker *worker.Worker
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Worker returns the running worker, or nil while it is killed.
+func (m *WorkerMember) Worker() *worker.Worker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.worker
+}
+
+// AddWorker starts a worker that joins the heads through gossip and
+// returns its slot.
+func (c *Cluster) AddWorker(opts WorkerOptions) *WorkerMember {
+	c.t.Helper()
+	m := &WorkerMember{
+		ID:         fmt.Sprintf("w%d", len(c.Workers)+1),
+		DataDir:    filepath.Join(c.t.TempDir(), "worker"),
+		GossipAddr: freeAddr(c.t),
+		opts:       opts,
+	}
+	c.Workers = append(c.Workers, m)
+	c.startWorker(m)
+	return m
+}
+
+func (c *Cluster) startWorker(m *WorkerMember) {
+	c.t.Helper()
+	cfg := worker.DefaultConfig()
+	cfg.NodeID = m.ID
+	cfg.DataDir = m.DataDir
+	cfg.GossipAddr = m.GossipAddr
+	cfg.Runtime = m.opts.Runtime
+	cfg.Capacity = m.opts.Capacity
+	if cfg.Capacity == (worker.Capacity{}) {
+		cfg.Capacity = worker.Capacity{CPUMillis: 8000, MemoryBytes: 16 << 30}
+	}
+	cfg.Labels = m.opts.Labels
+	cfg.Fast = true
+	cfg.ReconnectMin, cfg.ReconnectMax = 20*time.Millisecond, 500*time.Millisecond
+	for _, h := range c.Members {
+		cfg.Join = append(cfg.Join, h.GossipAddr)
+	}
+	var w io.Writer = io.Discard
+	if c.opts.Verbose || os.Getenv("MEGAFLOW_TEST_LOG") == "1" {
+		w = os.Stderr
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if m.opts.Configure != nil {
+		m.opts.Configure(&cfg)
+	}
+	wk, err := worker.New(cfg)
+	if err != nil {
+		c.t.Fatalf("start worker %s: %v", m.ID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := wk.Run(ctx); err != nil && ctx.Err() == nil {
+			c.t.Logf("worker %s: run: %v", m.ID, err)
+		}
+	}()
+	m.mu.Lock()
+	m.worker, m.cancel, m.done = wk, cancel, done
+	m.mu.Unlock()
+}
+
+// KillWorker stops worker i as a crash would; its containers keep running.
+func (c *Cluster) KillWorker(i int) {
+	m := c.Workers[i]
+	m.mu.Lock()
+	wk, cancel, done := m.worker, m.cancel, m.done
+	m.worker = nil
+	m.mu.Unlock()
+	if wk == nil {
+		return
+	}
+	wk.Kill()
+	cancel()
+	<-done
+}
+
+// RestartWorker starts a killed worker again with the same id and data
+// directory.
+func (c *Cluster) RestartWorker(i int) { c.startWorker(c.Workers[i]) }
+
+func (c *Cluster) stopWorkers() {
+	for _, m := range c.Workers {
+		m.mu.Lock()
+		wk, cancel, done := m.worker, m.cancel, m.done
+		m.worker = nil
+		m.mu.Unlock()
+		if wk == nil {
+			continue
+		}
+		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = wk.Shutdown(ctx)
+		stop()
+		cancel()
+		<-done
+	}
 }

@@ -1353,11 +1353,107 @@ func (x *RemoveHeadResponse) GetIndex() uint64 {
 	return 0
 }
 
+type ListWorkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersRequest) Reset() {
+	*x = ListWorkersRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersRequest) ProtoMessage() {}
+
+func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListWorkersRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type ListWorkersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workers       []*Worker              `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	Meta          *ReadMeta              `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersResponse) Reset() {
+	*x = ListWorkersResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersResponse) ProtoMessage() {}
+
+func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListWorkersResponse) GetWorkers() []*Worker {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+func (x *ListWorkersResponse) GetMeta() *ReadMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x19megaflow/v1/service.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"y\n" +
+	"\x19megaflow/v1/service.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\x1a\x18megaflow/v1/worker.proto\"y\n" +
 	"\vReadOptions\x12\x1b\n" +
 	"\tmin_index\x18\x01 \x01(\x04R\bminIndex\x12&\n" +
 	"\x0fmax_wait_millis\x18\x02 \x01(\x03R\rmaxWaitMillis\x12%\n" +
@@ -1450,7 +1546,12 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x11RemoveHeadRequest\x12\x17\n" +
 	"\ahead_id\x18\x01 \x01(\tR\x06headId\"*\n" +
 	"\x12RemoveHeadResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\x97\x06\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"B\n" +
+	"\x12ListWorkersRequest\x12,\n" +
+	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"o\n" +
+	"\x13ListWorkersResponse\x12-\n" +
+	"\aworkers\x18\x01 \x03(\v2\x13.megaflow.v1.WorkerR\aworkers\x12)\n" +
+	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xe9\x06\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -1464,7 +1565,8 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"CancelTask\x12\x1e.megaflow.v1.CancelTaskRequest\x1a\x1f.megaflow.v1.CancelTaskResponse\x12V\n" +
 	"\rClusterStatus\x12!.megaflow.v1.ClusterStatusRequest\x1a\".megaflow.v1.ClusterStatusResponse\x12M\n" +
 	"\n" +
-	"RemoveHead\x12\x1e.megaflow.v1.RemoveHeadRequest\x1a\x1f.megaflow.v1.RemoveHeadResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"RemoveHead\x12\x1e.megaflow.v1.RemoveHeadRequest\x1a\x1f.megaflow.v1.RemoveHeadResponse\x12P\n" +
+	"\vListWorkers\x12\x1f.megaflow.v1.ListWorkersRequest\x1a .megaflow.v1.ListWorkersResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -1478,7 +1580,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
@@ -1502,57 +1604,65 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ClusterStatusResponse)(nil), // 19: megaflow.v1.ClusterStatusResponse
 	(*RemoveHeadRequest)(nil),     // 20: megaflow.v1.RemoveHeadRequest
 	(*RemoveHeadResponse)(nil),    // 21: megaflow.v1.RemoveHeadResponse
-	(*GraphSpec)(nil),             // 22: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 23: megaflow.v1.Graph
-	(GraphState)(0),               // 24: megaflow.v1.GraphState
-	(*Task)(nil),                  // 25: megaflow.v1.Task
-	(TaskState)(0),                // 26: megaflow.v1.TaskState
-	(*Event)(nil),                 // 27: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 28: megaflow.v1.HeadInfo
+	(*ListWorkersRequest)(nil),    // 22: megaflow.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),   // 23: megaflow.v1.ListWorkersResponse
+	(*GraphSpec)(nil),             // 24: megaflow.v1.GraphSpec
+	(*Graph)(nil),                 // 25: megaflow.v1.Graph
+	(GraphState)(0),               // 26: megaflow.v1.GraphState
+	(*Task)(nil),                  // 27: megaflow.v1.Task
+	(TaskState)(0),                // 28: megaflow.v1.TaskState
+	(*Event)(nil),                 // 29: megaflow.v1.Event
+	(*HeadInfo)(nil),              // 30: megaflow.v1.HeadInfo
+	(*Worker)(nil),                // 31: megaflow.v1.Worker
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	22, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	24, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	23, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	25, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	24, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	26, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	23, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	25, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	25, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	27, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	26, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	28, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	25, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	27, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	27, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	28, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
-	2,  // 17: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 18: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 19: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 20: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 21: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 22: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 23: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 24: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 25: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 26: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	3,  // 27: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 28: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 29: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 30: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 31: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 32: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 33: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 34: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 35: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 36: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	27, // [27:37] is the sub-list for method output_type
-	17, // [17:27] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	29, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	30, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
+	31, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
+	2,  // 20: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 21: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 22: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 23: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 24: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 25: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 26: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 27: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 28: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 29: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 30: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	3,  // 31: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 32: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 33: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 34: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 35: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 36: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 37: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 38: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 39: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 40: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 41: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	31, // [31:42] is the sub-list for method output_type
+	20, // [20:31] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -1561,13 +1671,14 @@ func file_megaflow_v1_service_proto_init() {
 		return
 	}
 	file_megaflow_v1_types_proto_init()
+	file_megaflow_v1_worker_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	MegaflowService_CancelTask_FullMethodName    = "/megaflow.v1.MegaflowService/CancelTask"
 	MegaflowService_ClusterStatus_FullMethodName = "/megaflow.v1.MegaflowService/ClusterStatus"
 	MegaflowService_RemoveHead_FullMethodName    = "/megaflow.v1.MegaflowService/RemoveHead"
+	MegaflowService_ListWorkers_FullMethodName   = "/megaflow.v1.MegaflowService/ListWorkers"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -57,6 +58,9 @@ type MegaflowServiceClient interface {
 	ClusterStatus(ctx context.Context, in *ClusterStatusRequest, opts ...grpc.CallOption) (*ClusterStatusResponse, error)
 	// RemoveHead removes a head from the Raft configuration.
 	RemoveHead(ctx context.Context, in *RemoveHeadRequest, opts ...grpc.CallOption) (*RemoveHeadResponse, error)
+	// ListWorkers returns the workers the table knows, with their capacity,
+	// allocation and status.
+	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -176,6 +180,16 @@ func (c *megaflowServiceClient) RemoveHead(ctx context.Context, in *RemoveHeadRe
 	return out, nil
 }
 
+func (c *megaflowServiceClient) ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkersResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_ListWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -202,6 +216,9 @@ type MegaflowServiceServer interface {
 	ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error)
 	// RemoveHead removes a head from the Raft configuration.
 	RemoveHead(context.Context, *RemoveHeadRequest) (*RemoveHeadResponse, error)
+	// ListWorkers returns the workers the table knows, with their capacity,
+	// allocation and status.
+	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -241,6 +258,9 @@ func (UnimplementedMegaflowServiceServer) ClusterStatus(context.Context, *Cluste
 }
 func (UnimplementedMegaflowServiceServer) RemoveHead(context.Context, *RemoveHeadRequest) (*RemoveHeadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveHead not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -436,6 +456,24 @@ func _MegaflowService_RemoveHead_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).ListWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_ListWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).ListWorkers(ctx, req.(*ListWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -478,6 +516,10 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveHead",
 			Handler:    _MegaflowService_RemoveHead_Handler,
+		},
+		{
+			MethodName: "ListWorkers",
+			Handler:    _MegaflowService_ListWorkers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

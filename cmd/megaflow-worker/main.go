@@ -1,0 +1,209 @@
+// Command megaflow-worker runs one worker of a MegaFlow cluster: it joins
+// the heads' gossip pool, keeps a stream to the head leader and runs each
+// assigned task attempt in its own container (Docker) or process group.
+//
+//	megaflow-worker --node-id w1 --data-dir /var/lib/megaflow/w1 \
+//	  --gossip-addr 10.0.0.11:7946 --join 10.0.0.1:7946,10.0.0.2:7946 \
+//	  --runtime docker --labels zone=a,disk=ssd
+//
+// On SIGINT or SIGTERM the worker leaves the pool and exits; its containers
+// keep running, and the worker restarted with the same --node-id takes them
+// over.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/megaflow/megaflow/internal/logging"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/runtime/docker"
+	"github.com/megaflow/megaflow/runtime/process"
+	"github.com/megaflow/megaflow/worker"
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+func main() {
+	if err := newCommand(os.Stderr).Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+// flags are the command line values that do not go straight into the
+// worker's Config.
+type flags struct {
+	join, heads, labels string
+	runtime             string
+	dockerHost          string
+	logFormat, logLevel string
+	cpuMillis, memBytes int64
+	gpus                int32
+	shutdownGrace       time.Duration
+}
+
+func newCommand(out io.Writer) *cobra.Command {
+	cfg := worker.DefaultConfig()
+	var f flags
+	cmd := &cobra.Command{
+		Use:   "megaflow-worker",
+		Short: "Run a MegaFlow worker: it runs task attempts in containers",
+		Long: `megaflow-worker runs one worker of a MegaFlow cluster. It joins the heads'
+gossip pool (--join), finds the leader among the heads (or the --heads gRPC
+addresses), and runs every attempt the leader assigns in its own container
+(--runtime docker) or process group (--runtime process). Each attempt's
+output goes to <data-dir>/logs/<task>/<attempt>.log.
+
+On SIGINT or SIGTERM the worker leaves the pool and exits; running containers
+are left running, and the worker restarted with the same --node-id announces
+them to the leader and takes over those the leader still wants.`,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), out, cfg, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.NodeID, "node-id", "", "unique, stable id of this worker (required)")
+	fl.StringVar(&cfg.DataDir, "data-dir", "", "directory for the attempts' log files (required)")
+	fl.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:7947", "host:port of this worker's gossip member")
+	fl.StringVar(&f.join, "join", "", "comma-separated gossip addresses of heads to join")
+	fl.StringVar(&f.heads, "heads", "", "comma-separated gRPC addresses of heads (default: found in gossip)")
+	fl.StringVar(&f.runtime, "runtime", "docker", "container runtime: docker or process")
+	fl.StringVar(&f.dockerHost, "docker-host", "", "Docker Engine address (default: DOCKER_HOST or the local socket)")
+	fl.StringVar(&f.labels, "labels", "", "comma-separated worker labels k=v, matched by tasks' node selectors")
+	fl.Int64Var(&f.cpuMillis, "cpu-millis", 0, "CPU offered in millicores (0: all cores of the machine)")
+	fl.Int64Var(&f.memBytes, "memory-bytes", 0, "memory offered in bytes (0: the machine's MemTotal)")
+	fl.Int32Var(&f.gpus, "gpus", 0, "GPUs offered")
+	fl.IntVar(&cfg.MaxConcurrentStarts, "max-concurrent-starts", cfg.MaxConcurrentStarts, "container starts in flight at most")
+	fl.StringVar(&cfg.ClusterName, "cluster-name", cfg.ClusterName, "cluster label of this worker's containers")
+	fl.DurationVar(&cfg.StopGrace, "stop-grace", cfg.StopGrace, "time between SIGTERM and SIGKILL when an attempt is stopped")
+	fl.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", cfg.ReconcileInterval, "how often containers are reconciled")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	_ = cmd.MarkFlagRequired("node-id")
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+// run builds the runtime and the worker from the flags and runs it until
+// ctx ends or a signal comes.
+func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
+	logger, err := logging.New(out, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := applyFlags(&cfg, f); err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	rt, closeRT, err := newRuntime(f.runtime, f.dockerHost, logger)
+	if err != nil {
+		return err
+	}
+	defer closeRT()
+	cfg.Runtime = rt
+	w, err := worker.New(cfg)
+	if err != nil {
+		return fmt.Errorf("megaflow-worker: %w", err)
+	}
+	c := w.Capacity()
+	fmt.Fprintf(out, "megaflow-worker %s: runtime %s; offering %d millicores, %s memory, %d GPUs; at most %d starts at once\n",
+		cfg.NodeID, rt.Name(), c.CPUMillis, attempt.FormatBytes(c.MemoryBytes), c.GPUs, cfg.MaxConcurrentStarts)
+	if rt.Name() == "process" {
+		fmt.Fprintln(out, "megaflow-worker: the process runtime isolates nothing and enforces no CPU or memory limit; "+
+			"its processes are not taken over by a restarted worker")
+	}
+	if p, ok := rt.(interface{ Ping(context.Context) error }); ok {
+		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := p.Ping(pctx); err != nil {
+			logger.Warn("container runtime not reachable yet; the worker retries", "runtime", rt.Name(), "err", err)
+		}
+		cancel()
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runErr := w.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
+	defer cancel()
+	if err := w.Shutdown(sctx); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// applyFlags moves the list and capacity flags into cfg.
+func applyFlags(cfg *worker.Config, f flags) error {
+	cfg.Join = splitList(f.join)
+	cfg.Heads = splitList(f.heads)
+	labels, err := parseLabels(f.labels)
+	if err != nil {
+		return err
+	}
+	cfg.Labels = labels
+	if f.cpuMillis < 0 || f.memBytes < 0 || f.gpus < 0 {
+		return fmt.Errorf("--cpu-millis, --memory-bytes and --gpus must not be negative")
+	}
+	cfg.Capacity = worker.Capacity{CPUMillis: f.cpuMillis, MemoryBytes: f.memBytes, GPUs: f.gpus}
+	return nil
+}
+
+// newRuntime builds the named container runtime and a function that
+// releases it.
+func newRuntime(name, dockerHost string, logger *slog.Logger) (contract.Runtime, func(), error) {
+	switch name {
+	case "docker":
+		rt, err := docker.New(docker.Config{Host: dockerHost, Logger: logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--runtime docker: %w", err)
+		}
+		return rt, func() { _ = rt.Close() }, nil
+	case "process":
+		rt, err := process.New(process.Config{Logger: logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--runtime process: %w", err)
+		}
+		return rt, func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("--runtime %q: want docker or process", name)
+}
+
+// splitList splits a comma-separated flag, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseLabels parses "k=v,k2=v2".
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range splitList(s) {
+		k, v, ok := strings.Cut(p, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--labels: %q is not k=v", p)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("--labels: %q given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}

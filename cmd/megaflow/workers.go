@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func workersCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "workers",
+		Short: "List workers with capacity, allocation and status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			workers, err := c.ListWorkers(ctx, g.read())
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(map[string]any{"workers": protoList(workers)})
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "WORKER\tSTATUS\tRUNTIME\tCPU (used/total)\tMEMORY (used/total)\tGPUS\tATTEMPTS\tLABELS\tREASON")
+			for _, w := range workers {
+				capa, alloc := w.Info.GetCapacity(), w.GetAllocated()
+				var labels []string
+				for k, v := range w.Info.GetLabels() {
+					labels = append(labels, k+"="+v)
+				}
+				sort.Strings(labels)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%d/%d\t%d\t%s\t%s\n", w.Info.GetId(),
+					strings.ToLower(strings.TrimPrefix(w.Status.String(), "WORKER_STATUS_")), w.Info.GetRuntime(),
+					float64(alloc.GetCpuMillis())/1000, float64(capa.GetCpuMillis())/1000,
+					bytesIEC(alloc.GetMemoryBytes()), bytesIEC(capa.GetMemoryBytes()), alloc.GetGpus(), capa.GetGpus(),
+					w.ActiveAttempts, orDash(strings.Join(labels, ",")), w.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// bytesIEC formats a byte count with binary units (1.5Gi).
+func bytesIEC(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ci", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,202 @@
+package head_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/fake"
+)
+
+// flatGraph is n independent tasks running `/bin/work`.
+func flatGraph(id string, n int) *client.GraphSpec {
+	g := &client.GraphSpec{Id: id}
+	for i := range n {
+		g.Tasks = append(g.Tasks, &client.TaskSpec{Name: fmt.Sprintf("t%03d", i), Image: "busybox",
+			Command: []string{"/bin/work"}, Resources: &client.Resources{CpuMillis: 100, MemoryBytes: 64 << 20}, MaxRetries: 1})
+	}
+	return g
+}
+
+// allTasks lists every task of a graph through the leader.
+func allTasks(ctx context.Context, t *testing.T, cl *client.Client, graph string) []*client.Task {
+	t.Helper()
+	var out []*client.Task
+	token := ""
+	for {
+		page, next, err := cl.ListTasks(ctx, client.TaskFilter{GraphID: graph, PageSize: 1000, PageToken: token,
+			Read: client.ReadOptions{RequireLeader: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		token = next
+	}
+}
+
+func waitGraph(ctx context.Context, t *testing.T, cl *client.Client, id string) *client.Graph {
+	t.Helper()
+	g, err := cl.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("wait %s: %v", id, err)
+	}
+	return g
+}
+
+// Tasks run on two workers; every one succeeds with one attempt.
+func TestTasksRunOnWorkers(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	for range 2 {
+		rt := fake.New(nil)
+		rt.Default(fake.Behavior{Duration: 5 * time.Millisecond, Output: "MEGAFLOW_RESULT {\"reward\": 1}\n"})
+		c.AddWorker(testcluster.WorkerOptions{Runtime: rt})
+	}
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, flatGraph("g", 200)); err != nil {
+		t.Fatal(err)
+	}
+	g := waitGraph(ctx, t, cl, "g")
+	if g.State != client.GraphSucceeded || g.Counts.GetSucceeded() != 200 {
+		t.Fatalf("graph %v", g)
+	}
+	workers := map[string]int{}
+	for _, task := range allTasks(ctx, t, cl, "g") {
+		if len(task.Attempts) != 1 {
+			t.Fatalf("task %s ran %d attempts, want 1", task.Id, len(task.Attempts))
+		}
+		workers[task.Attempts[0].WorkerId]++
+	}
+	if len(workers) != 2 {
+		t.Fatalf("tasks ran on %v; want both workers used", workers)
+	}
+}
+
+// A worker killed while its tasks run: they are re-run on the other
+// worker and each task's result is recorded once.
+func TestWorkerLossReRunsItsTasks(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	rts := []*fake.Runtime{fake.New(nil), fake.New(nil)}
+	for _, rt := range rts {
+		rt.Default(fake.Behavior{Duration: 2 * time.Second, Output: "MEGAFLOW_RESULT {\"ok\": true}\n"})
+		c.AddWorker(testcluster.WorkerOptions{Runtime: rt})
+	}
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, flatGraph("g", 50)); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "tasks running on both workers", func() bool {
+		running := map[string]int{}
+		for _, task := range allTasks(ctx, t, cl, "g") {
+			if task.State == client.TaskRunning {
+				running[task.Attempts[len(task.Attempts)-1].WorkerId]++
+			}
+		}
+		return running["w1"] > 0 && running["w2"] > 0
+	})
+	c.KillWorker(0)
+	g := waitGraph(ctx, t, cl, "g")
+	if g.State != client.GraphSucceeded || g.Counts.GetSucceeded() != 50 {
+		t.Fatalf("graph %v", g)
+	}
+	rerun := 0
+	for _, task := range allTasks(ctx, t, cl, "g") {
+		last := task.Attempts[len(task.Attempts)-1]
+		if last.WorkerId != "w2" && len(task.Attempts) > 1 {
+			t.Fatalf("task %s: last attempt on %s", task.Id, last.WorkerId)
+		}
+		if len(task.Attempts) > 1 {
+			rerun++
+			if task.Attempts[0].WorkerId != "w1" {
+				t.Fatalf("task %s re-ran but its first attempt was on %s", task.Id, task.Attempts[0].WorkerId)
+			}
+		}
+		if string(task.Result) != `{"ok": true}` {
+			t.Fatalf("task %s result %q", task.Id, task.Result)
+		}
+	}
+	if rerun == 0 {
+		t.Fatal("no task was re-run after the worker died")
+	}
+}
+
+// Killing the head leader while tasks run restarts none of them.
+func TestLeaderLossRestartsNoTask(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	for range 2 {
+		rt := fake.New(nil)
+		rt.Default(fake.Behavior{Duration: 3 * time.Second})
+		c.AddWorker(testcluster.WorkerOptions{Runtime: rt})
+	}
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, flatGraph("g", 100)); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "100 tasks running", func() bool {
+		g, _, err := cl.GetGraph(ctx, "g", client.ReadOptions{RequireLeader: true})
+		return err == nil && g.Counts.GetRunning() == 100
+	})
+	c.Kill(c.WaitLeader(10 * time.Second))
+	g := waitGraph(ctx, t, cl, "g")
+	if g.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", g)
+	}
+	for _, task := range allTasks(ctx, t, cl, "g") {
+		if len(task.Attempts) != 1 {
+			t.Fatalf("task %s ran %d attempts after the leader died; want 1", task.Id, len(task.Attempts))
+		}
+	}
+}
+
+// Cancelling a running graph stops its attempts and frees the workers.
+func TestCancelStopsRunningAttempts(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	rt := fake.New(nil)
+	rt.Default(fake.Behavior{Hang: true})
+	c.AddWorker(testcluster.WorkerOptions{Runtime: rt})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, flatGraph("g", 10)); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "10 tasks running", func() bool {
+		g, _, err := cl.GetGraph(ctx, "g", client.ReadOptions{RequireLeader: true})
+		return err == nil && g.Counts.GetRunning() == 10
+	})
+	if _, err := cl.CancelGraph(ctx, "g", "enough"); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 10*time.Second, "every container stopped", func() bool {
+		ctrs, err := rt.List(ctx, nil)
+		if err != nil {
+			return false
+		}
+		for _, ctr := range ctrs {
+			if ctr.Running {
+				return false
+			}
+		}
+		return true
+	})
+	testcluster.WaitFor(t, 10*time.Second, "the worker's resources released", func() bool {
+		for _, h := range c.Running() {
+			if h.IsLeader() {
+				w := h.FSM().View().Worker("w1")
+				return w != nil && w.ActiveAttempts == 0
+			}
+		}
+		return false
+	})
+}

@@ -1,0 +1,143 @@
+package attempt
+
+import (
+	"time"
+
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+// Event is something that happened to an attempt: a request (Begin,
+// StopRequest, Confirm), the result of an effect (StartDone, WaitDone,
+// StopDone, RemoveDone, Acked) or the timer (Tick).
+type Event interface{ isEvent() }
+
+// Begin starts a freshly assigned attempt: the first event of a Machine
+// built for an assignment.
+type Begin struct{}
+
+// Adopt takes over a container of this attempt found at worker start: the
+// first event of a Machine built for a found container.
+type Adopt struct {
+	// ContainerID is the found container's id.
+	ContainerID string
+	// Running is true while the container runs; otherwise Exit says how it
+	// ended (and Result, ResultNote what it printed, as in WaitDone).
+	Running    bool
+	Exit       contract.Exit
+	Result     []byte
+	ResultNote string
+	// Deadline is the timeout deadline the container was started with
+	// (from its label); zero: none.
+	Deadline time.Time
+}
+
+// StartDone is the result of StartContainer: the container's id, or why it
+// could not start (the runtime left no container behind).
+type StartDone struct {
+	// ContainerID is the started container's id (Err nil).
+	ContainerID string
+	// Err says why it did not start.
+	Err error
+}
+
+// WaitDone is the result of WaitContainer: how the container exited, or an
+// error (contract.ErrNotFound: it is gone; anything else is retried).
+type WaitDone struct {
+	Exit contract.Exit
+	// Result is the JSON the task printed on its MEGAFLOW_RESULT line, if
+	// any; ResultNote says why a result line was ignored ("" if none).
+	Result     []byte
+	ResultNote string
+	// Err is why the wait failed; Exit is then meaningless.
+	Err error
+}
+
+// StopDone is the result of StopContainer.
+type StopDone struct{ Err error }
+
+// RemoveDone is the result of RemoveContainer; an error is only logged (the
+// worker's reconciliation removes the container later).
+type RemoveDone struct{ Err error }
+
+// StopRequest asks to stop the attempt: the head's StopAttempt, or a newer
+// attempt of the same task superseding it. Its final event is STOPPED with
+// Reason.
+type StopRequest struct{ Reason string }
+
+// Confirm says the head did not object to an adopted container within one
+// reconciliation round after it was announced: the worker takes it over.
+type Confirm struct{}
+
+// Acked says the head committed the attempt's final event.
+type Acked struct{}
+
+// Tick says the time asked for by the last SetTimer came.
+type Tick struct{}
+
+func (Begin) isEvent()       {}
+func (Adopt) isEvent()       {}
+func (StartDone) isEvent()   {}
+func (WaitDone) isEvent()    {}
+func (StopDone) isEvent()    {}
+func (RemoveDone) isEvent()  {}
+func (StopRequest) isEvent() {}
+func (Confirm) isEvent()     {}
+func (Acked) isEvent()       {}
+func (Tick) isEvent()        {}
+
+// Effect is something the driver must do for the Machine; each that calls
+// the runtime answers with the matching ...Done event.
+type Effect interface{ isEffect() }
+
+// StartContainer creates and starts the attempt's container (after any
+// older attempt of the same task has stopped, and within the worker's cap on
+// concurrent starts). Deadline is the timeout deadline, for the container's
+// label; zero: none. Answer: StartDone.
+type StartContainer struct{ Deadline time.Time }
+
+// CancelStart abandons the StartContainer in flight; its StartDone still
+// follows (with an error, or the id of a container that then gets stopped).
+type CancelStart struct{}
+
+// WaitContainer waits for the container to exit and reads its result.
+// Answer: WaitDone.
+type WaitContainer struct{ ContainerID string }
+
+// StopContainer stops the container: SIGTERM, SIGKILL after Grace. Answer:
+// StopDone.
+type StopContainer struct {
+	// ContainerID is the container to stop.
+	ContainerID string
+	// Grace is the time between SIGTERM and SIGKILL.
+	Grace time.Duration
+}
+
+// RemoveContainer removes the exited container (its log file stays).
+// Answer: RemoveDone.
+type RemoveContainer struct{ ContainerID string }
+
+// Report queues Event for the head. Final marks the attempt's last event:
+// the driver answers Acked once the head committed it.
+type Report struct {
+	// Event is the event to send, complete.
+	Event *wire.AttemptEvent
+	// Final marks the attempt's last event.
+	Final bool
+}
+
+// SetTimer asks for a Tick at At, replacing any earlier request; a zero At
+// cancels it.
+type SetTimer struct{ At time.Time }
+
+// Forget says the attempt is over: the driver drops it.
+type Forget struct{}
+
+func (StartContainer) isEffect()  {}
+func (CancelStart) isEffect()     {}
+func (WaitContainer) isEffect()   {}
+func (StopContainer) isEffect()   {}
+func (RemoveContainer) isEffect() {}
+func (Report) isEffect()          {}
+func (SetTimer) isEffect()        {}
+func (Forget) isEffect()          {}

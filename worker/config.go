@@ -1,0 +1,203 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+// Capacity is what a worker offers to the scheduler.
+type Capacity struct {
+	// CPUMillis is CPU in millicores (1000 = one core).
+	CPUMillis int64
+	// MemoryBytes is memory in bytes.
+	MemoryBytes int64
+	// GPUs is the number of whole GPUs.
+	GPUs int32
+}
+
+// Config configures a Worker. Start from DefaultConfig, set NodeID,
+// DataDir, GossipAddr, Runtime and Join or Heads, then call New (which calls
+// Validate).
+type Config struct {
+	// NodeID names this worker in gossip and on the stream; unique in the
+	// cluster and stable across restarts (containers carry it as a label, so
+	// a restarted worker finds its own).
+	NodeID string
+	// ClusterName is the megaflow.cluster label of this worker's containers,
+	// so that two clusters sharing a container engine never touch each
+	// other's containers. Default "megaflow".
+	ClusterName string
+	// DataDir holds the per-attempt log files:
+	// DataDir/logs/<task id, "/" replaced by "+">/<attempt>.log. They are
+	// kept when containers are removed.
+	DataDir string
+	// GossipAddr is the host:port of this worker's gossip member (TCP and
+	// UDP); port 0 picks a free one (tests).
+	GossipAddr string
+	// Join lists gossip addresses of heads to join.
+	Join []string
+	// Heads lists gRPC addresses of heads to connect to, tried in order.
+	// Empty: the heads are found in gossip (members with Role head and
+	// their Meta.GRPCAddr).
+	Heads []string
+	// Runtime runs the containers. Required.
+	Runtime contract.Runtime
+	// Capacity is what the worker offers. A zero field is filled by New
+	// from the machine (DetectCapacity): runtime.NumCPU()*1000 millicores,
+	// /proc/meminfo's MemTotal; no GPUs.
+	Capacity Capacity
+	// Labels are the worker's labels, matched by tasks' node selectors.
+	Labels map[string]string
+	// MaxConcurrentStarts caps the container starts in flight; further
+	// starts wait in arrival order. Default 4.
+	MaxConcurrentStarts int
+	// Logger receives the worker's logs; nil discards them.
+	Logger *slog.Logger
+	// Clock is the worker's time: timeouts, retries, reconciliation,
+	// heartbeats, reconnect backoff and event times. nil: the real clock.
+	Clock Clock
+
+	// ReconcileInterval is how often the worker lists its containers to
+	// remove leaked ones and to take over adopted ones. Default 30 s.
+	ReconcileInterval time.Duration
+	// HeartbeatInterval is how often a heartbeat goes to the leader.
+	// Default 2 s.
+	HeartbeatInterval time.Duration
+	// StopGrace is how long a stopped container gets between SIGTERM and
+	// SIGKILL. Default 10 s.
+	StopGrace time.Duration
+	// StartTimeout bounds one container start, image pull included.
+	// Default 15 min.
+	StartTimeout time.Duration
+	// CallTimeout bounds every other runtime call (a Stop gets StopGrace
+	// more). Default 30 s.
+	CallTimeout time.Duration
+	// BatchDelay is how long events are collected before a batch is sent;
+	// 0 sends at once. Default 5 ms.
+	BatchDelay time.Duration
+	// MaxBatchEvents caps the events in one batch. Default 256.
+	MaxBatchEvents int
+	// ReconnectMin and ReconnectMax bound the jittered exponential backoff
+	// between rounds of connection attempts. Defaults 100 ms and 5 s.
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// Fast shortens gossip timeouts for tests on loopback.
+	Fast bool
+}
+
+// DefaultConfig returns a Config with the defaults and no identity,
+// addresses or runtime.
+func DefaultConfig() Config {
+	return Config{
+		ClusterName:         "megaflow",
+		MaxConcurrentStarts: 4,
+		ReconcileInterval:   30 * time.Second,
+		HeartbeatInterval:   2 * time.Second,
+		StopGrace:           10 * time.Second,
+		StartTimeout:        15 * time.Minute,
+		CallTimeout:         30 * time.Second,
+		BatchDelay:          5 * time.Millisecond,
+		MaxBatchEvents:      256,
+		ReconnectMin:        100 * time.Millisecond,
+		ReconnectMax:        5 * time.Second,
+	}
+}
+
+// Validate reports every field that is missing or out of range, naming the
+// field and the bound.
+func (c *Config) Validate() error {
+	var list []error
+	add := func(format string, args ...any) { list = append(list, fmt.Errorf(format, args...)) }
+	if c.NodeID == "" {
+		add("NodeID is empty: give each worker a unique, stable id (--node-id)")
+	} else if p := labelValueProblem(c.NodeID); p != "" {
+		add("NodeID %q %s", c.NodeID, p)
+	}
+	if c.ClusterName == "" {
+		add("ClusterName is empty")
+	}
+	if c.DataDir == "" {
+		add("DataDir is empty: give a directory for the attempts' log files (--data-dir)")
+	}
+	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
+		add("GossipAddr %q is not host:port: %v", c.GossipAddr, err)
+	}
+	for i, a := range c.Join {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			add("Join[%d] %q is not host:port: %v", i, a, err)
+		}
+	}
+	for i, a := range c.Heads {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			add("Heads[%d] %q is not host:port: %v", i, a, err)
+		}
+	}
+	if len(c.Join) == 0 && len(c.Heads) == 0 {
+		add("Join and Heads are both empty: name the heads' gossip addresses (--join) or gRPC addresses (--heads)")
+	}
+	if c.Runtime == nil {
+		add("Runtime is nil: choose a container runtime (--runtime docker|process)")
+	}
+	if c.Capacity.CPUMillis < 0 || c.Capacity.MemoryBytes < 0 || c.Capacity.GPUs < 0 {
+		add("Capacity %+v has a negative field; 0 means detect", c.Capacity)
+	}
+	if c.MaxConcurrentStarts < 1 || c.MaxConcurrentStarts > 1024 {
+		add("MaxConcurrentStarts %d is outside [1, 1024]", c.MaxConcurrentStarts)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		min  time.Duration
+	}{
+		{"ReconcileInterval", c.ReconcileInterval, 10 * time.Millisecond},
+		{"HeartbeatInterval", c.HeartbeatInterval, 10 * time.Millisecond},
+		{"StopGrace", c.StopGrace, 0},
+		{"StartTimeout", c.StartTimeout, time.Second},
+		{"CallTimeout", c.CallTimeout, 100 * time.Millisecond},
+		{"BatchDelay", c.BatchDelay, 0},
+		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
+	} {
+		if d.v < d.min {
+			add("%s %v is below %v", d.name, d.v, d.min)
+		}
+	}
+	if c.BatchDelay > time.Second {
+		add("BatchDelay %v is above 1s", c.BatchDelay)
+	}
+	if c.ReconnectMax < c.ReconnectMin {
+		add("ReconnectMax %v is below ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
+	}
+	if c.MaxBatchEvents < 1 || c.MaxBatchEvents > 10000 {
+		add("MaxBatchEvents %d is outside [1, 10000]", c.MaxBatchEvents)
+	}
+	return errors.Join(list...)
+}
+
+// labelValueProblem checks that s can be a container label value and part
+// of a container name: [A-Za-z0-9._-], 1 to 64 bytes, starting with a letter
+// or digit.
+func labelValueProblem(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("is %d bytes long; the limit is 64", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if !isNameByte(s[i]) {
+			return fmt.Sprintf("has %q at byte %d; use only ASCII letters, digits, '.', '_' and '-'", s[i], i)
+		}
+	}
+	if !isAlnum(s[0]) {
+		return "must start with a letter or digit"
+	}
+	return ""
+}
+
+func isAlnum(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+}
+
+func isNameByte(b byte) bool { return isAlnum(b) || b == '.' || b == '_' || b == '-' }

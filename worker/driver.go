@@ -1,0 +1,341 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+// handle is the worker's view of one attempt: its mailbox, and a snapshot
+// of its machine for Hello and Attempts. The driver owns the machine.
+type handle struct {
+	key  attempt.Key
+	mbox *mailbox
+	// stopped closes once the attempt's container no longer runs (its final
+	// event is queued) or its driver ended: a newer attempt of the task may
+	// start then.
+	stopped chan struct{}
+
+	mu          sync.Mutex
+	state       attempt.State
+	containerID string
+	started     bool
+}
+
+func newHandle(k attempt.Key) *handle {
+	return &handle{key: k, mbox: newMailbox(), stopped: make(chan struct{})}
+}
+
+func (h *handle) status() AttemptStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return AttemptStatus{Key: h.key, State: h.state, ContainerID: h.containerID, Started: h.started}
+}
+
+// mailbox is an unbounded queue of events for one driver: putting never
+// blocks, so the stream goroutine, acks and effect goroutines can always
+// deliver.
+type mailbox struct {
+	mu    sync.Mutex
+	q     []attempt.Event
+	ready chan struct{}
+}
+
+func newMailbox() *mailbox { return &mailbox{ready: make(chan struct{}, 1)} }
+
+func (m *mailbox) put(ev attempt.Event) {
+	m.mu.Lock()
+	m.q = append(m.q, ev)
+	m.mu.Unlock()
+	select {
+	case m.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) drain() []attempt.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.q
+	m.q = nil
+	return q
+}
+
+// driver runs one attempt: its goroutine feeds events to the machine and
+// carries out the effects. Runtime calls run in goroutines the driver owns
+// (and waits for), each with a deadline, and come back as events, so the
+// driver's loop never blocks on the runtime.
+type driver struct {
+	w      *Worker
+	h      *handle
+	m      *attempt.Machine
+	assign *wire.Assignment // nil for an adopted container
+	preds  []*handle
+	log    *slog.Logger
+
+	ctx    context.Context // cancelled when the worker stops
+	cancel context.CancelFunc
+	ops    sync.WaitGroup
+
+	startCancel   context.CancelFunc
+	timer         Timer
+	forgotten     bool
+	stoppedClosed bool
+}
+
+func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a *wire.Assignment, preds []*handle) *driver {
+	ctx, cancel := context.WithCancel(ctx)
+	return &driver{
+		w: w, h: h, m: m, assign: a, preds: preds,
+		log: w.log.With("task", h.key.TaskID, "attempt", h.key.Attempt),
+		ctx: ctx, cancel: cancel,
+	}
+}
+
+// run is the driver goroutine, started after the first event was applied.
+// It returns when the attempt is over (Forget) or the worker stops; in the
+// latter case the container is left as it is.
+func (d *driver) run() {
+	defer func() {
+		d.cancel()
+		d.ops.Wait()
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+		d.closeStopped()
+		if d.forgotten {
+			d.w.forget(d.h)
+		}
+	}()
+	for !d.forgotten {
+		var tc <-chan time.Time
+		if d.timer != nil {
+			tc = d.timer.C()
+		}
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-d.h.mbox.ready:
+			for _, ev := range d.h.mbox.drain() {
+				if d.forgotten {
+					break
+				}
+				d.apply(ev)
+			}
+		case <-tc:
+			d.timer = nil
+			d.apply(attempt.Tick{})
+		}
+	}
+}
+
+func (d *driver) apply(ev attempt.Event) {
+	now := d.w.clock.Now()
+	effects := d.m.Step(ev, now)
+	d.h.mu.Lock()
+	d.h.state, d.h.containerID, d.h.started = d.m.State(), d.m.ContainerID(), d.m.Started()
+	d.h.mu.Unlock()
+	if d.m.State() >= attempt.Reported {
+		d.closeStopped()
+	}
+	for _, e := range effects {
+		d.exec(e, now)
+	}
+}
+
+func (d *driver) closeStopped() {
+	if !d.stoppedClosed {
+		d.stoppedClosed = true
+		close(d.h.stopped)
+	}
+}
+
+func (d *driver) exec(e attempt.Effect, now time.Time) {
+	switch e := e.(type) {
+	case attempt.StartContainer:
+		d.start(e.Deadline)
+	case attempt.CancelStart:
+		if d.startCancel != nil {
+			d.startCancel()
+		}
+	case attempt.WaitContainer:
+		d.wait(e.ContainerID)
+	case attempt.StopContainer:
+		d.stop(e.ContainerID, e.Grace)
+	case attempt.RemoveContainer:
+		d.remove(e.ContainerID)
+	case attempt.Report:
+		d.report(e)
+	case attempt.SetTimer:
+		if d.timer != nil {
+			d.timer.Stop()
+			d.timer = nil
+		}
+		if !e.At.IsZero() {
+			d.timer = d.w.clock.NewTimer(e.At.Sub(now))
+		}
+	case attempt.Forget:
+		d.forgotten = true
+	default:
+		panic(fmt.Sprintf("worker: unknown effect %T", e))
+	}
+}
+
+// goOp runs f in a goroutine the driver owns and posts its event.
+func (d *driver) goOp(f func(ctx context.Context) attempt.Event) {
+	d.ops.Add(1)
+	go func() {
+		defer d.ops.Done()
+		ev := f(d.ctx)
+		if d.ctx.Err() == nil {
+			d.h.mbox.put(ev)
+		}
+	}()
+}
+
+func (d *driver) start(deadline time.Time) {
+	sctx, cancel := context.WithCancel(d.ctx)
+	d.startCancel = cancel
+	spec, specErr := d.w.containerSpec(d.assign, d.h.key, deadline)
+	preds := d.preds
+	d.goOp(func(context.Context) attempt.Event {
+		defer cancel()
+		if specErr != nil {
+			return attempt.StartDone{Err: specErr}
+		}
+		for _, p := range preds {
+			select {
+			case <-p.stopped:
+			case <-sctx.Done():
+				return attempt.StartDone{Err: fmt.Errorf("waiting for attempt %d to stop: %w", p.key.Attempt, sctx.Err())}
+			}
+		}
+		if err := d.w.sem.acquire(sctx); err != nil {
+			return attempt.StartDone{Err: fmt.Errorf("waiting for a start slot: %w", err)}
+		}
+		defer d.w.sem.release()
+		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
+			return attempt.StartDone{Err: fmt.Errorf("log directory: %w", err)}
+		}
+		cctx, ccancel := context.WithTimeout(sctx, d.w.cfg.StartTimeout)
+		defer ccancel()
+		d.log.Debug("starting container", "name", spec.Name, "image", spec.Image)
+		id, err := d.w.rt.Start(cctx, spec)
+		return attempt.StartDone{ContainerID: id, Err: err}
+	})
+}
+
+func (d *driver) wait(id string) {
+	path := logPath(d.w.cfg.DataDir, d.h.key)
+	d.goOp(func(ctx context.Context) attempt.Event {
+		exit, err := d.w.rt.Wait(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("waiting for container failed", "container", id, "err", err)
+			}
+			return attempt.WaitDone{Err: err}
+		}
+		ev := attempt.WaitDone{Exit: exit}
+		if exit.Code == 0 && !exit.OOMKilled {
+			ev.Result, ev.ResultNote = readResult(path)
+		}
+		return ev
+	})
+}
+
+func (d *driver) stop(id string, grace time.Duration) {
+	d.goOp(func(ctx context.Context) attempt.Event {
+		ctx, cancel := context.WithTimeout(ctx, grace+d.w.cfg.CallTimeout)
+		defer cancel()
+		err := d.w.rt.Stop(ctx, id, grace)
+		if err != nil && !errors.Is(err, contract.ErrNotFound) {
+			d.log.Warn("stopping container failed; will retry", "container", id, "err", err)
+		}
+		return attempt.StopDone{Err: err}
+	})
+}
+
+func (d *driver) remove(id string) {
+	d.goOp(func(ctx context.Context) attempt.Event {
+		ctx, cancel := context.WithTimeout(ctx, d.w.cfg.CallTimeout)
+		defer cancel()
+		err := d.w.rt.Remove(ctx, id)
+		if err != nil {
+			d.log.Warn("removing container failed; reconciliation will retry", "container", id, "err", err)
+		}
+		return attempt.RemoveDone{Err: err}
+	})
+}
+
+func (d *driver) report(r attempt.Report) {
+	ev := r.Event
+	var onAck func()
+	if r.Final {
+		mbox := d.h.mbox
+		onAck = func() { mbox.put(attempt.Acked{}) }
+		d.log.Info("attempt finished", "event", ev.GetKind().String(), "exit_code", ev.GetExitCode(),
+			"reason", ev.GetReason(), "container", ev.GetContainerId())
+	} else {
+		d.log.Info("attempt "+ev.GetKind().String(), "container", ev.GetContainerId())
+	}
+	d.w.outbox.add(ev, onAck)
+}
+
+// containerSpec builds the container of attempt k from its assignment.
+func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.Time) (contract.Spec, error) {
+	s := a.GetSpec()
+	if s == nil {
+		return contract.Spec{}, errors.New("the assignment carries no task spec")
+	}
+	env := make(map[string]string, len(s.GetEnv())+len(a.GetEnv())+4)
+	maps.Copy(env, s.GetEnv())
+	maps.Copy(env, a.GetEnv())
+	env["MEGAFLOW_TASK_ID"] = k.TaskID
+	env["MEGAFLOW_ATTEMPT"] = strconv.FormatUint(uint64(k.Attempt), 10)
+	env["MEGAFLOW_GRAPH_ID"] = a.GetGraphId()
+	env["MEGAFLOW_WORKER_ID"] = w.cfg.NodeID
+	labels := map[string]string{
+		LabelCluster: w.cfg.ClusterName,
+		LabelWorker:  w.cfg.NodeID,
+		LabelTask:    k.TaskID,
+		LabelAttempt: strconv.FormatUint(uint64(k.Attempt), 10),
+		LabelGraph:   a.GetGraphId(),
+		LabelTerm:    strconv.FormatUint(a.GetLeaderTerm(), 10),
+	}
+	if !deadline.IsZero() {
+		labels[LabelDeadline] = strconv.FormatInt(deadline.UnixMilli(), 10)
+		labels[LabelTimeout] = strconv.FormatInt(s.GetTimeoutSeconds(), 10)
+	}
+	if m := s.GetResources().GetMemoryBytes(); m > 0 {
+		labels[LabelMemory] = strconv.FormatInt(m, 10)
+	}
+	network := s.GetNetwork()
+	if network == "" {
+		network = "none"
+	}
+	return contract.Spec{
+		Name:         ContainerName(w.cfg.NodeID, k),
+		Image:        s.GetImage(),
+		Command:      s.GetCommand(),
+		Env:          env,
+		WorkingDir:   s.GetWorkingDir(),
+		CPUMillis:    s.GetResources().GetCpuMillis(),
+		MemoryBytes:  s.GetResources().GetMemoryBytes(),
+		Network:      network,
+		Capabilities: s.GetCapabilities(),
+		Labels:       labels,
+		GPUUUIDs:     a.GetGpuUuids(),
+		LogPath:      logPath(w.cfg.DataDir, k),
+	}, nil
+}

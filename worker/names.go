@@ -1,0 +1,134 @@
+package worker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+// Container labels. Every container the worker starts carries them; the
+// worker finds its own containers by LabelCluster and LabelWorker.
+const (
+	// LabelCluster is Config.ClusterName.
+	LabelCluster = "megaflow.cluster"
+	// LabelWorker is the worker's NodeID.
+	LabelWorker = "megaflow.worker"
+	// LabelTask is the task id, "<graph id>/<task name>".
+	LabelTask = "megaflow.task"
+	// LabelAttempt is the attempt number, decimal.
+	LabelAttempt = "megaflow.attempt"
+	// LabelGraph is the graph id.
+	LabelGraph = "megaflow.graph"
+	// LabelTerm is the Raft term of the leader that committed the
+	// assignment (for operators; fencing uses attempt numbers).
+	LabelTerm = "megaflow.term"
+	// LabelDeadline is the attempt's timeout deadline in Unix milliseconds,
+	// absent without a timeout, so that an adopted container keeps it.
+	LabelDeadline = "megaflow.deadline"
+	// LabelTimeout is the attempt's timeout in seconds (for the reason).
+	LabelTimeout = "megaflow.timeout"
+	// LabelMemory is the container's memory limit in bytes (for the OOM
+	// reason).
+	LabelMemory = "megaflow.memory"
+)
+
+// maxNameLen keeps container names within 63 characters, so a name is also
+// a valid hostname.
+const maxNameLen = 63
+
+// ContainerName returns the container name of one attempt on one worker:
+// "mf-<worker>-<task id, '/' as '_'>-a<attempt>". When that is longer than
+// 63 characters, or ambiguous because the task id holds a '_', the task part
+// is shortened and followed by 8 hex digits of a hash of the task id, so
+// that names stay unique per attempt.
+func ContainerName(workerID string, k attempt.Key) string {
+	task := sanitize(k.TaskID)
+	suffix := "-a" + strconv.FormatUint(uint64(k.Attempt), 10)
+	name := "mf-" + workerID + "-" + task + suffix
+	if len(name) <= maxNameLen && !strings.Contains(k.TaskID, "_") {
+		return name
+	}
+	sum := sha256.Sum256([]byte(k.TaskID))
+	hash := hex.EncodeToString(sum[:4])
+	prefix := "mf-" + workerID + "-"
+	room := maxNameLen - len(prefix) - len(suffix) - len(hash) - 1
+	if room < 0 {
+		// Only a worker id near its 64-byte limit gets here: keep the
+		// hashes and the attempt, which make the name unique.
+		return truncate(prefix, maxNameLen-len(hash)-len(suffix)-1) + "-" + hash + suffix
+	}
+	return prefix + truncate(task, room) + "-" + hash + suffix
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// sanitize maps s to [A-Za-z0-9._-]: '/' and any other byte become '_'.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i := range b {
+		if !isNameByte(b[i]) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// logPath is where attempt k's output goes:
+// dataDir/logs/<task id, '/' as '+'>/<attempt>.log. Task ids are
+// [A-Za-z0-9._-] around one '/', so '+' keeps the mapping one to one; any
+// other byte becomes '_', and a leading '.' gets a '_' before it, so the
+// path never leaves dataDir/logs.
+func logPath(dataDir string, k attempt.Key) string {
+	b := []byte(k.TaskID)
+	for i := range b {
+		switch {
+		case b[i] == '/':
+			b[i] = '+'
+		case !isNameByte(b[i]):
+			b[i] = '_'
+		}
+	}
+	dir := string(b)
+	if dir == "" || dir[0] == '.' {
+		dir = "_" + dir
+	}
+	return filepath.Join(dataDir, "logs", dir, strconv.FormatUint(uint64(k.Attempt), 10)+".log")
+}
+
+// found is what the labels of a listed container say about its attempt.
+type found struct {
+	key      attempt.Key
+	deadline time.Time
+	timeout  time.Duration
+	memory   int64
+}
+
+// parseLabels reads the attempt labels of a container; ok is false when
+// they are missing or malformed (such a container is removed as a leak).
+func parseLabels(l map[string]string) (f found, ok bool) {
+	n, err := strconv.ParseUint(l[LabelAttempt], 10, 32)
+	if err != nil || n == 0 || l[LabelTask] == "" {
+		return f, false
+	}
+	f.key = attempt.Key{TaskID: l[LabelTask], Attempt: uint32(n)}
+	if ms, err := strconv.ParseInt(l[LabelDeadline], 10, 64); err == nil && ms > 0 {
+		f.deadline = time.UnixMilli(ms)
+	}
+	if s, err := strconv.ParseInt(l[LabelTimeout], 10, 64); err == nil && s > 0 {
+		f.timeout = time.Duration(s) * time.Second
+	}
+	if m, err := strconv.ParseInt(l[LabelMemory], 10, 64); err == nil && m > 0 {
+		f.memory = m
+	}
+	return f, true
+}

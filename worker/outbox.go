@@ -1,0 +1,120 @@
+package worker
+
+import (
+	"sync"
+
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// outbox holds the attempt events on their way to the head: events not yet
+// in a batch, and batches sent (or ready to send) but not yet acked. Batches
+// keep their seq when they are sent again after a reconnect: delivery is at
+// least once and the head deduplicates by attempt. Drivers add events from
+// their goroutines; the session goroutine cuts batches, sends them and
+// applies acks.
+type outbox struct {
+	maxBatch int
+
+	mu      sync.Mutex
+	nextSeq uint64
+	pending []queued
+	unacked []*batch
+	ready   chan struct{} // signalled when pending becomes non-empty
+}
+
+type queued struct {
+	ev    *wire.AttemptEvent
+	onAck func() // nil unless the sender waits for the ack
+}
+
+type batch struct {
+	seq    uint64
+	events []queued
+}
+
+// newOutbox returns an outbox whose first batch gets seq firstSeq.
+func newOutbox(firstSeq uint64, maxBatch int) *outbox {
+	return &outbox{maxBatch: maxBatch, nextSeq: firstSeq, ready: make(chan struct{}, 1)}
+}
+
+// add queues ev; onAck, if not nil, is called (from the session goroutine)
+// once the head acked the batch holding ev. It must not block.
+func (o *outbox) add(ev *wire.AttemptEvent, onAck func()) {
+	o.mu.Lock()
+	o.pending = append(o.pending, queued{ev: ev, onAck: onAck})
+	o.mu.Unlock()
+	select {
+	case o.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pendingLen returns how many events wait for a batch.
+func (o *outbox) pendingLen() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.pending)
+}
+
+// cut moves up to maxBatch pending events into a new batch, in order, and
+// returns it as a message; nil when nothing is pending.
+func (o *outbox) cut() *wire.EventBatch {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.pending) == 0 {
+		return nil
+	}
+	n := min(len(o.pending), o.maxBatch)
+	b := &batch{seq: o.nextSeq, events: o.pending[:n:n]}
+	o.pending = o.pending[n:]
+	if len(o.pending) == 0 {
+		o.pending = nil
+	}
+	o.nextSeq++
+	o.unacked = append(o.unacked, b)
+	return b.message()
+}
+
+// unackedMessages returns every unacked batch, oldest first, to send again
+// on a new stream.
+func (o *outbox) unackedMessages() []*wire.EventBatch {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]*wire.EventBatch, len(o.unacked))
+	for i, b := range o.unacked {
+		out[i] = b.message()
+	}
+	return out
+}
+
+// ack drops every batch up to seq and returns the callbacks to run.
+func (o *outbox) ack(seq uint64) []func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var cbs []func()
+	i := 0
+	for ; i < len(o.unacked) && o.unacked[i].seq <= seq; i++ {
+		for _, q := range o.unacked[i].events {
+			if q.onAck != nil {
+				cbs = append(cbs, q.onAck)
+			}
+		}
+	}
+	o.unacked = o.unacked[i:]
+	return cbs
+}
+
+// unackedLen returns how many batches wait for an ack.
+func (o *outbox) unackedLen() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.unacked)
+}
+
+func (b *batch) message() *wire.EventBatch {
+	m := &wire.EventBatch{Seq: b.seq, Events: make([]*wire.AttemptEvent, len(b.events))}
+	for i, q := range b.events {
+		m.Events[i] = q.ev
+	}
+	return m
+}

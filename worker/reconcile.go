@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+// adoptExisting lists the containers this worker left behind (a restart)
+// and holds each as an attempt, so that the first Hello announces them: a
+// running one waits in Adopting for the head's StopAttempt or for Confirm;
+// an exited one reports its exit at once and is removed once that is acked.
+// A container without attempt labels is removed. It retries the listing
+// until it succeeds, because announcing an incomplete set would make the
+// head give up attempts that still run; it returns false when ctx ended
+// first.
+func (w *Worker) adoptExisting(ctx context.Context) bool {
+	backoff := w.cfg.ReconnectMin
+	var cs []contract.Container
+	for {
+		var err error
+		cs, err = w.listOwn(ctx)
+		if err == nil {
+			break
+		}
+		w.log.Warn("cannot list this worker's containers; retrying before connecting", "err", err, "retry_in", backoff)
+		if !sleep(w.clock, jitter(backoff), ctx.Done()) {
+			return false
+		}
+		backoff = min(2*backoff, w.cfg.ReconnectMax)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range cs {
+		f, ok := parseLabels(c.Labels)
+		if !ok {
+			w.log.Warn("removing a container of this worker without attempt labels", "container", c.ID, "name", c.Name)
+			w.removeLeakAsync(ctx, c)
+			continue
+		}
+		if _, dup := w.attempts[f.key]; dup {
+			w.log.Warn("removing a second container of one attempt", "task", f.key.TaskID, "attempt", f.key.Attempt, "container", c.ID)
+			w.removeLeakAsync(ctx, c)
+			continue
+		}
+		ev := attempt.Adopt{ContainerID: c.ID, Running: c.Running, Deadline: f.deadline}
+		if !c.Running {
+			if c.Exit != nil {
+				ev.Exit = *c.Exit
+			} else {
+				ev.Exit = contract.Exit{Code: -1, Reason: "found stopped without an exit status"}
+			}
+			if ev.Exit.Code == 0 && !ev.Exit.OOMKilled {
+				ev.Result, ev.ResultNote = readResult(logPath(w.cfg.DataDir, f.key))
+			}
+		}
+		w.log.Info("found a container of this worker", "task", f.key.TaskID, "attempt", f.key.Attempt,
+			"container", c.ID, "running", c.Running)
+		cfg := attempt.Config{Key: f.key, Timeout: f.timeout, MemoryLimit: f.memory, StopGrace: w.cfg.StopGrace}
+		w.startDriverLocked(ctx, cfg, ev, nil, nil)
+	}
+	return true
+}
+
+// reconcileLoop runs reconcile every ReconcileInterval until ctx ends.
+func (w *Worker) reconcileLoop(ctx context.Context) {
+	for sleep(w.clock, w.cfg.ReconcileInterval, ctx.Done()) {
+		w.reconcile(ctx)
+	}
+}
+
+// reconcile is one round: it confirms the adopted containers the head did
+// not stop within a round after its Welcome, and stops and removes the
+// containers with this worker's labels whose attempt it does not hold (a
+// start that timed out on the worker's side but created its container, a
+// remove that failed).
+func (w *Worker) reconcile(ctx context.Context) {
+	now := w.clock.Now()
+	w.mu.Lock()
+	confirm := w.connected && now.Sub(w.welcomedAt) >= w.cfg.ReconcileInterval
+	var adopting []*handle
+	if confirm {
+		for _, h := range w.attempts {
+			if h.status().State == attempt.Adopting {
+				adopting = append(adopting, h)
+			}
+		}
+	}
+	w.mu.Unlock()
+	for _, h := range adopting {
+		w.log.Info("taking over an adopted container: the head did not stop it", "task", h.key.TaskID, "attempt", h.key.Attempt)
+		h.mbox.put(attempt.Confirm{})
+	}
+
+	cs, err := w.listOwn(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("reconcile: cannot list containers", "err", err)
+		}
+		return
+	}
+	for _, c := range cs {
+		if f, ok := parseLabels(c.Labels); ok && w.holds(f.key) {
+			continue
+		}
+		w.log.Warn("removing a container whose attempt this worker does not hold", "container", c.ID, "name", c.Name,
+			"task", c.Labels[LabelTask], "attempt", c.Labels[LabelAttempt])
+		w.removeLeak(ctx, c)
+	}
+}
+
+// listOwn lists the containers carrying this worker's labels.
+func (w *Worker) listOwn(ctx context.Context) ([]contract.Container, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	return w.rt.List(ctx, w.ownLabels())
+}
+
+// removeLeak stops (if running) and removes container c.
+func (w *Worker) removeLeak(ctx context.Context, c contract.Container) {
+	if c.Running {
+		sctx, cancel := context.WithTimeout(ctx, w.cfg.StopGrace+w.cfg.CallTimeout)
+		err := w.rt.Stop(sctx, c.ID, w.cfg.StopGrace)
+		cancel()
+		if err != nil && !errors.Is(err, contract.ErrNotFound) {
+			w.log.Warn("stopping a leaked container failed", "container", c.ID, "err", err)
+			return
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	if err := w.rt.Remove(rctx, c.ID); err != nil {
+		w.log.Warn("removing a leaked container failed", "container", c.ID, "err", err)
+	}
+}
+
+// removeLeakAsync runs removeLeak in a goroutine the worker owns.
+func (w *Worker) removeLeakAsync(ctx context.Context, c contract.Container) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.removeLeak(ctx, c)
+	}()
+}

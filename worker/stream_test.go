@@ -1,0 +1,224 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/runtime/fake"
+)
+
+func TestHelloAnnouncesAttempts(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	rt.OnCommand("result", fake.Behavior{Output: "working\nMEGAFLOW_RESULT {\"ok\":true}\nbye\n"})
+	dir := t.TempDir()
+	runningID := rt.leave(leftSpec(dir, "g/a", 1, "hang"))
+	exitedID := rt.leave(leftSpec(dir, "g/b", 2, "result"))
+	// Another worker's container is none of w1's business.
+	other := leftSpec(dir, "g/c", 1, "hang")
+	other.Labels[LabelWorker] = "w2"
+	otherID := rt.leave(other)
+
+	startWorker(t, testConfig(t, rt, dir, head.addr))
+	waitFor(t, 10*time.Second, "a hello", func() bool { return head.helloCount() >= 1 })
+	h := head.hello(0)
+	if h.GetInfo().GetId() != "w1" || h.GetInfo().GetRuntime() != "fake" || h.GetInfo().GetCapacity().GetCpuMillis() != 4000 ||
+		h.GetInfo().GetMaxConcurrentStarts() != 4 {
+		t.Errorf("hello info = %v", h.GetInfo())
+	}
+	var got []string
+	for _, r := range h.GetRunning() {
+		got = append(got, fmt.Sprintf("%s#%d %s started=%v", r.GetTaskId(), r.GetAttempt(), r.GetContainerId(), r.GetStarted()))
+	}
+	want := []string{"g/a#1 " + runningID + " started=true", "g/b#2 " + exitedID + " started=true"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hello running = %q, want %q", got, want)
+	}
+
+	// The exited container is reported with its result, then removed.
+	e := head.waitEvent("g/b", 2, kindExited)
+	if string(e.GetResult()) != `{"ok":true}` || e.GetContainerId() != exitedID {
+		t.Errorf("EXITED = %v", e)
+	}
+	waitFor(t, 5*time.Second, "the exited container removed", func() bool { return !rt.exists(exitedID) })
+
+	// A new attempt, then a reconnect: the Hello lists what runs now.
+	head.send(assignMsg("g/d", 1, spec("busybox", "hang")))
+	head.waitEvent("g/d", 1, kindStarted)
+	head.killStream()
+	waitFor(t, 10*time.Second, "a second hello", func() bool { return head.helloCount() >= 2 })
+	got = nil
+	for _, r := range head.hello(1).GetRunning() {
+		got = append(got, fmt.Sprintf("%s#%d", r.GetTaskId(), r.GetAttempt()))
+	}
+	if !slices.Equal(got, []string{"g/a#1", "g/d#1"}) {
+		t.Errorf("second hello running = %q", got)
+	}
+	if !rt.running(otherID) || !rt.running(runningID) {
+		t.Error("a running container was touched")
+	}
+}
+
+func TestEventsBatchedAndResentUntilAcked(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.autoAck = false })
+	rt := newFakeRT(t)
+	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
+	cfg := testConfig(t, rt, t.TempDir(), head.addr)
+	cfg.BatchDelay = 200 * time.Millisecond
+	w := startWorker(t, cfg)
+
+	tasks := []string{"g/a", "g/b", "g/c"}
+	for _, task := range tasks {
+		head.send(assignMsg(task, 1, spec("busybox", "ten-minutes")))
+	}
+	var ids []string
+	for _, task := range tasks {
+		head.waitEvent(task, 1, kindStarted)
+		ids = append(ids, rt.containerOf(task, 1))
+	}
+	before := len(head.allBatches())
+	rt.clock.Advance(10 * time.Minute) // all three exit at once
+	for _, task := range tasks {
+		head.waitEvent(task, 1, kindExited)
+	}
+	batches := head.allBatches()
+	if n := len(batches) - before; n != 1 || len(batches[before].GetEvents()) != 3 {
+		t.Fatalf("three exits within the batch delay went out in %d batches: %v", n, batches[before:])
+	}
+	for i := 1; i < len(batches); i++ {
+		if batches[i].GetSeq() != batches[i-1].GetSeq()+1 {
+			t.Fatalf("seqs not consecutive: %d then %d", batches[i-1].GetSeq(), batches[i].GetSeq())
+		}
+	}
+	last := batches[len(batches)-1].GetSeq()
+
+	// Nothing acked: the containers stay, and a new stream gets every batch again.
+	head.killStream()
+	waitFor(t, 10*time.Second, "every batch re-sent", func() bool { return len(head.allBatches()) >= 2*len(batches) })
+	resent := head.allBatches()[len(batches):]
+	for i, b := range resent[:len(batches)] {
+		if b.GetSeq() != batches[i].GetSeq() || len(b.GetEvents()) != len(batches[i].GetEvents()) {
+			t.Fatalf("re-sent batch %d = seq %d (%d events), want seq %d (%d events)", i, b.GetSeq(), len(b.GetEvents()),
+				batches[i].GetSeq(), len(batches[i].GetEvents()))
+		}
+	}
+	if h := head.hello(1); len(h.GetRunning()) != 3 {
+		t.Errorf("the Hello after the reconnect holds %d attempts, want the 3 with unacked final events", len(h.GetRunning()))
+	}
+	for _, id := range ids {
+		if !rt.exists(id) {
+			t.Fatalf("container %s removed before its final event was acked", id)
+		}
+	}
+
+	// The ack: containers go, attempts are forgotten, nothing is re-sent.
+	head.send(ackMsg(last))
+	waitFor(t, 5*time.Second, "containers removed after the ack", func() bool {
+		return !rt.exists(ids[0]) && !rt.exists(ids[1]) && !rt.exists(ids[2]) && len(w.Attempts()) == 0
+	})
+	n := len(head.allBatches())
+	head.killStream()
+	waitFor(t, 10*time.Second, "a third hello", func() bool { return head.helloCount() >= 3 })
+	head.send(assignMsg("g/z", 1, spec("busybox", "hang")))
+	head.waitEvent("g/z", 1, kindStarted)
+	for _, b := range head.allBatches()[n:] {
+		if b.GetSeq() <= last {
+			t.Errorf("acked batch %d sent again", b.GetSeq())
+		}
+	}
+	if len(head.hello(2).GetRunning()) != 0 {
+		t.Errorf("third hello announces %v", head.hello(2).GetRunning())
+	}
+}
+
+func TestNotLeaderRedirectFollowed(t *testing.T) {
+	follower := newFakeHead(t, "h1")
+	leader := newFakeHead(t, "h2")
+	follower.set(func(h *fakeHead) { h.redirect = leader.addr })
+	w := startWorker(t, testConfig(t, newFakeRT(t), t.TempDir(), follower.addr))
+	waitFor(t, 10*time.Second, "the worker at the leader", func() bool { return w.Leader() == leader.addr })
+	if follower.helloCount() != 0 || leader.helloCount() != 1 {
+		t.Errorf("hellos: follower %d, leader %d", follower.helloCount(), leader.helloCount())
+	}
+	follower.mu.Lock()
+	refused := follower.refused
+	follower.mu.Unlock()
+	if refused < 1 {
+		t.Error("the follower was never asked")
+	}
+
+	// Leadership moves back: the old leader now redirects, the follower leads.
+	follower.set(func(h *fakeHead) { h.redirect = "" })
+	leader.set(func(h *fakeHead) { h.redirect = follower.addr })
+	leader.killStream()
+	waitFor(t, 10*time.Second, "the worker at the new leader", func() bool { return w.Leader() == follower.addr })
+}
+
+func TestHeadsFoundInGossip(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	gcfg := gossip.DefaultConfig()
+	gcfg.NodeName = "h1"
+	gcfg.BindAddr = "127.0.0.1:0"
+	gcfg.Timing = gossip.FastTiming()
+	gcfg.Meta = gossip.Meta{Role: gossip.RoleHead, NodeID: "h1", GRPCAddr: head.addr}
+	g, err := gossip.New(gcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown()
+	cfg := testConfig(t, newFakeRT(t), t.TempDir())
+	cfg.Join = []string{g.LocalAddr()}
+	w := startWorker(t, cfg)
+	waitFor(t, 10*time.Second, "a stream to the head found in gossip", func() bool { return w.Leader() == head.addr })
+	waitFor(t, 10*time.Second, "the worker in gossip", func() bool {
+		for _, m := range g.Members() {
+			if m.Name == "w1" && m.Meta.Role == gossip.RoleWorker && m.Meta.Extra[MetaCPUMillis] == "4000" && m.Meta.Extra[MetaRuntime] == "fake" {
+				return true
+			}
+		}
+		return false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the worker seen as left", func() bool {
+		for _, m := range g.Members() {
+			if m.Name == "w1" {
+				return m.Status == gossip.StatusLeft
+			}
+		}
+		return false
+	})
+}
+
+func TestHeartbeats(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	startWorker(t, testConfig(t, newFakeRT(t), t.TempDir(), head.addr))
+	waitFor(t, 10*time.Second, "three heartbeats", func() bool {
+		head.mu.Lock()
+		defer head.mu.Unlock()
+		return head.heartbeats >= 3
+	})
+}
+
+func TestStaleLeaderTermRefused(t *testing.T) {
+	newer := newFakeHead(t, "h1")
+	newer.set(func(h *fakeHead) { h.term = 5 })
+	older := newFakeHead(t, "h2")
+	w := startWorker(t, testConfig(t, newFakeRT(t), t.TempDir(), newer.addr, older.addr))
+	waitFor(t, 10*time.Second, "the term-5 leader", func() bool { return w.Leader() == newer.addr })
+	// The term-5 head goes; the term-1 head welcomes: refused.
+	newer.set(func(h *fakeHead) { h.redirect = older.addr })
+	newer.killStream()
+	waitFor(t, 10*time.Second, "a hello at the deposed head", func() bool { return older.helloCount() >= 1 })
+	if l := w.Leader(); l == older.addr {
+		t.Error("the worker took a stream from a leader with an older term")
+	}
+}

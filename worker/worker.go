@@ -1,0 +1,384 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+// Worker is one worker daemon. Create it with New, run it with Run, stop it
+// with Shutdown (or Kill, in tests).
+type Worker struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  Clock
+	rt     contract.Runtime
+	gossip *gossip.Gossip
+	sem    *fifoSem
+	outbox *outbox
+	info   *wire.WorkerInfo
+
+	mu         sync.Mutex
+	attempts   map[attempt.Key]*handle
+	closing    bool      // Shutdown began: assignments are refused
+	connected  bool      // a stream to the leader is up (after Welcome)
+	welcomedAt time.Time // clock time of the last Welcome
+	leader     string    // gRPC address of the connected leader
+	maxTerm    uint64    // highest leader term seen in a Welcome
+
+	running  atomic.Bool
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by Shutdown or Kill: Run stops
+	runDone  chan struct{} // closed when Run returns
+	wg       sync.WaitGroup
+}
+
+// New checks cfg, fills the capacity from the machine where it is zero,
+// creates DataDir/logs and binds the gossip member. Nothing runs until Run.
+// Errors name the field that is wrong.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("worker config: %w", err)
+	}
+	cfg.Join = slices.Clone(cfg.Join)
+	cfg.Heads = slices.Clone(cfg.Heads)
+	cfg.Labels = maps.Clone(cfg.Labels)
+	if cfg.Capacity.CPUMillis == 0 || cfg.Capacity.MemoryBytes == 0 {
+		detected, err := DetectCapacity()
+		if cfg.Capacity.CPUMillis == 0 {
+			cfg.Capacity.CPUMillis = detected.CPUMillis
+		}
+		if cfg.Capacity.MemoryBytes == 0 {
+			if err != nil {
+				return nil, fmt.Errorf("worker %s: Capacity.MemoryBytes: %w", cfg.NodeID, err)
+			}
+			cfg.Capacity.MemoryBytes = detected.MemoryBytes
+		}
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("worker", cfg.NodeID)
+	clock := cfg.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("worker %s: DataDir: %w", cfg.NodeID, err)
+	}
+	w := &Worker{
+		cfg:   cfg,
+		log:   logger,
+		clock: clock,
+		rt:    cfg.Runtime,
+		sem:   newFIFOSem(cfg.MaxConcurrentStarts),
+		// Seqs start at the process's start time, so they also grow across
+		// restarts of the worker.
+		outbox:   newOutbox(uint64(clock.Now().UnixNano()), cfg.MaxBatchEvents),
+		attempts: make(map[attempt.Key]*handle),
+		stopped:  make(chan struct{}),
+		runDone:  make(chan struct{}),
+	}
+	w.info = &wire.WorkerInfo{
+		Id: cfg.NodeID,
+		Capacity: &wire.Resources{
+			CpuMillis:   cfg.Capacity.CPUMillis,
+			MemoryBytes: cfg.Capacity.MemoryBytes,
+			Gpus:        cfg.Capacity.GPUs,
+		},
+		Labels:              maps.Clone(cfg.Labels),
+		Runtime:             cfg.Runtime.Name(),
+		MaxConcurrentStarts: int32(cfg.MaxConcurrentStarts),
+	}
+	g, err := w.newGossip()
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: gossip: %w", cfg.NodeID, err)
+	}
+	w.gossip = g
+	return w, nil
+}
+
+// ID returns the worker's node id.
+func (w *Worker) ID() string { return w.cfg.NodeID }
+
+// Capacity returns what the worker offers (detected fields filled in).
+func (w *Worker) Capacity() Capacity { return w.cfg.Capacity }
+
+// GossipAddr returns the address of the worker's gossip member (the real
+// port when the configured one was 0).
+func (w *Worker) GossipAddr() string { return w.gossip.LocalAddr() }
+
+// Leader returns the gRPC address of the head the worker's stream is
+// connected to, or "" while it is not connected.
+func (w *Worker) Leader() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.connected {
+		return ""
+	}
+	return w.leader
+}
+
+// AttemptStatus is an attempt the worker holds, as Attempts reports it.
+type AttemptStatus struct {
+	// Key names the attempt.
+	Key attempt.Key
+	// State is where it is in its life cycle.
+	State attempt.State
+	// ContainerID is its container, "" while it starts (or if it never did).
+	ContainerID string
+	// Started is true once its process ran.
+	Started bool
+}
+
+// Attempts returns the attempts the worker holds, sorted by task id and
+// attempt number. Any goroutine may call it (tests, status pages).
+func (w *Worker) Attempts() []AttemptStatus {
+	w.mu.Lock()
+	hs := slices.Collect(maps.Values(w.attempts))
+	w.mu.Unlock()
+	out := make([]AttemptStatus, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h.status())
+	}
+	slices.SortFunc(out, func(a, b AttemptStatus) int {
+		if c := strings.Compare(a.Key.TaskID, b.Key.TaskID); c != 0 {
+			return c
+		}
+		return int(a.Key.Attempt) - int(b.Key.Attempt)
+	})
+	return out
+}
+
+// Run joins the gossip pool, takes over the containers this worker left
+// behind (see the package doc), then keeps a stream to the leader, runs the
+// assigned attempts and reconciles its containers until ctx ends or
+// Shutdown or Kill is called. It returns nil then; containers keep running.
+// Call it once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("worker: Run called twice")
+	}
+	defer close(w.runDone)
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		w.wg.Wait()
+	}()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		select {
+		case <-w.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	if len(w.cfg.Join) > 0 {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			if err := w.gossip.Join(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("gossip join failed", "join", w.cfg.Join, "err", err)
+			}
+		}()
+	}
+	w.log.Info("worker started", "runtime", w.rt.Name(), "gossip", w.GossipAddr(),
+		"cpu_millis", w.cfg.Capacity.CPUMillis, "memory_bytes", w.cfg.Capacity.MemoryBytes,
+		"gpus", w.cfg.Capacity.GPUs, "max_concurrent_starts", w.cfg.MaxConcurrentStarts)
+
+	if !w.adoptExisting(ctx) {
+		return nil
+	}
+	w.wg.Add(2)
+	go func() {
+		defer w.wg.Done()
+		w.runStream(ctx)
+	}()
+	go func() {
+		defer w.wg.Done()
+		w.reconcileLoop(ctx)
+	}()
+	<-ctx.Done()
+	return nil
+}
+
+// Shutdown stops the worker gracefully: it refuses further assignments,
+// leaves the gossip pool (so the heads see "left", not "dead"), closes the
+// stream and stops its goroutines, waiting for Run to return until ctx ends.
+// Running containers are left running, and their final events not yet
+// acked stay with the exited containers: a worker restarted with the same
+// NodeID announces them in its Hello and takes them over. Safe to call more
+// than once.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	var err error
+	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		w.closing = true
+		w.mu.Unlock()
+		leave := 2 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			leave = max(min(leave, time.Until(dl)/2), time.Millisecond)
+		}
+		if lerr := w.gossip.Leave(leave); lerr != nil {
+			w.log.Debug("gossip leave", "err", lerr)
+		}
+		close(w.stopped)
+		if w.running.Load() {
+			select {
+			case <-w.runDone:
+			case <-ctx.Done():
+				err = fmt.Errorf("worker %s: shutdown: %w", w.cfg.NodeID, ctx.Err())
+			}
+		}
+		err = errors.Join(err, w.gossip.Shutdown())
+		w.log.Info("worker stopped")
+	})
+	return err
+}
+
+// Kill stops the worker the way a crash would, for tests: no gossip leave,
+// no goodbye on the stream; containers are not touched. It waits for the
+// worker's goroutines.
+func (w *Worker) Kill() {
+	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		w.closing = true
+		w.mu.Unlock()
+		close(w.stopped)
+		_ = w.gossip.Shutdown()
+		if w.running.Load() {
+			<-w.runDone
+		}
+	})
+}
+
+// assign handles an Assignment from the leader; the stream goroutine calls
+// it. A duplicate of an attempt held here is ignored, as is an attempt older
+// than one held here for the same task; older attempts of the task are
+// stopped, and the new one starts once they stopped.
+func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
+	key := attempt.Key{TaskID: a.GetTaskId(), Attempt: a.GetAttempt()}
+	log := w.log.With("task", key.TaskID, "attempt", key.Attempt, "term", a.GetLeaderTerm())
+	if key.TaskID == "" || key.Attempt == 0 {
+		log.Warn("ignoring an assignment without task id or attempt number")
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		log.Debug("ignoring an assignment: shutting down")
+		return
+	}
+	if _, ok := w.attempts[key]; ok {
+		log.Debug("ignoring a duplicate assignment of an attempt already held")
+		return
+	}
+	var preds []*handle
+	for k, h := range w.attempts {
+		if k.TaskID != key.TaskID {
+			continue
+		}
+		if k.Attempt > key.Attempt {
+			log.Warn("ignoring a stale assignment: a newer attempt of the task runs here", "newer", k.Attempt)
+			return
+		}
+		preds = append(preds, h)
+	}
+	for _, p := range preds {
+		log.Info("stopping an older attempt of the task first", "older", p.key.Attempt)
+		p.mbox.put(attempt.StopRequest{Reason: fmt.Sprintf("superseded by attempt %d", key.Attempt)})
+	}
+	cfg := attempt.Config{Key: key, StopGrace: w.cfg.StopGrace}
+	if s := a.GetSpec(); s != nil {
+		cfg.Timeout = time.Duration(s.GetTimeoutSeconds()) * time.Second
+		cfg.MemoryLimit = s.GetResources().GetMemoryBytes()
+		cfg.Image = s.GetImage()
+	}
+	log.Info("attempt assigned", "image", a.GetSpec().GetImage())
+	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, preds)
+}
+
+// stopAttempt handles a StopAttempt from the leader; the stream goroutine
+// calls it. An attempt not held here is answered with STOPPED at once, so
+// that the head can close it.
+func (w *Worker) stopAttempt(s *wire.StopAttempt) {
+	key := attempt.Key{TaskID: s.GetTaskId(), Attempt: s.GetAttempt()}
+	reason := s.GetReason()
+	if reason == "" {
+		reason = "stopped by the head"
+	}
+	w.mu.Lock()
+	h, ok := w.attempts[key]
+	w.mu.Unlock()
+	if ok {
+		w.log.Info("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
+		h.mbox.put(attempt.StopRequest{Reason: reason})
+		return
+	}
+	w.log.Debug("stop for an attempt not held here; reporting it stopped", "task", key.TaskID, "attempt", key.Attempt)
+	w.outbox.add(&wire.AttemptEvent{
+		TaskId:    key.TaskID,
+		Attempt:   key.Attempt,
+		Kind:      wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED,
+		Reason:    "attempt not held by worker " + w.cfg.NodeID + ": " + reason,
+		UnixNanos: w.clock.Now().UnixNano(),
+	}, nil)
+}
+
+// startDriverLocked registers a new attempt and starts its driver
+// goroutine; first is its first event (Begin or Adopt), a its assignment
+// (nil when adopted), preds the older attempts of its task it waits for.
+// w.mu is held.
+func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, first attempt.Event, a *wire.Assignment, preds []*handle) {
+	h := newHandle(cfg.Key)
+	w.attempts[cfg.Key] = h
+	d := newDriver(ctx, w, h, attempt.New(cfg), a, preds)
+	// The first event is applied here, so that the handle shows the
+	// attempt (an adopted container's id) before any Hello is built; the
+	// driver goroutine owns the machine from its start on.
+	d.apply(first)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		d.run()
+	}()
+}
+
+// forget drops h once its driver finished the attempt.
+func (w *Worker) forget(h *handle) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.attempts[h.key] == h {
+		delete(w.attempts, h.key)
+	}
+}
+
+// holds reports whether attempt k is held in memory.
+func (w *Worker) holds(k attempt.Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.attempts[k]
+	return ok
+}
+
+// ownLabels are the labels that mark a container as this worker's.
+func (w *Worker) ownLabels() map[string]string {
+	return map[string]string{LabelCluster: w.cfg.ClusterName, LabelWorker: w.cfg.NodeID}
+}
