@@ -1,0 +1,312 @@
+package testcluster_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	dockerclient "github.com/moby/moby/client"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/docker"
+	"github.com/megaflow/megaflow/runtime/testimage"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// dockerCluster starts 3 heads and n workers on the real Docker Engine. The
+// workers' containers carry a cluster label unique to the test, so the test
+// can check that none is left behind.
+func dockerCluster(t *testing.T, n int, configure func(*worker.Config)) (*testcluster.Cluster, *dockerclient.Client, string, string) {
+	t.Helper()
+	cli, image := testimage.Require(t)
+	cluster := "mft-" + testimage.RunID() + "-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(cluster) > 60 {
+		cluster = cluster[:60]
+	}
+	c := testcluster.New(t, testcluster.Options{})
+	for range n {
+		rt, err := docker.New(docker.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Capacity: worker.Capacity{CPUMillis: 4000, MemoryBytes: 8 << 30},
+			Configure: func(cfg *worker.Config) {
+				cfg.ClusterName = cluster
+				cfg.ReconcileInterval = time.Second
+				cfg.StopGrace = 2 * time.Second
+				if configure != nil {
+					configure(cfg)
+				}
+			}})
+	}
+	t.Cleanup(func() {
+		// Runs after the cluster stopped (cleanups run last-in first-out):
+		// nothing of ours may be left on the engine.
+		left := containers(t, cli, cluster)
+		for _, id := range left {
+			_, _ = cli.ContainerRemove(context.Background(), id, dockerclient.ContainerRemoveOptions{Force: true})
+		}
+		if len(left) > 0 {
+			t.Errorf("%d containers with label megaflow.cluster=%s left on the engine", len(left), cluster)
+		}
+	})
+	return c, cli, image, cluster
+}
+
+// containers lists the ids of the engine's containers of a cluster.
+func containers(t *testing.T, cli *dockerclient.Client, cluster string) []string {
+	t.Helper()
+	res, err := cli.ContainerList(context.Background(), dockerclient.ContainerListOptions{All: true,
+		Filters: make(dockerclient.Filters).Add("label", worker.LabelCluster+"="+cluster)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range res.Items {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+func shTask(name, image, script string) *client.TaskSpec {
+	return &client.TaskSpec{Name: name, Image: image, Command: []string{"sh", "-c", script},
+		Resources: &client.Resources{CpuMillis: 100, MemoryBytes: 64 << 20}}
+}
+
+func tasks(ctx context.Context, t *testing.T, cl *client.Client, graph string) []*client.Task {
+	t.Helper()
+	var out []*client.Task
+	token := ""
+	for {
+		page, next, err := cl.ListTasks(ctx, client.TaskFilter{GraphID: graph, PageSize: 1000, PageToken: token,
+			Read: client.ReadOptions{RequireLeader: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		token = next
+	}
+}
+
+func TestDocker200TasksAcrossTwoWorkers(t *testing.T) {
+	c, cli, image, cluster := dockerCluster(t, 2, nil)
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	g := &client.GraphSpec{Id: "many"}
+	for i := range 200 {
+		g.Tasks = append(g.Tasks, shTask(fmt.Sprintf("t%03d", i), image, fmt.Sprintf(`echo MEGAFLOW_RESULT '{"i": %d}'`, i)))
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Wait(ctx, "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != client.GraphSucceeded || res.Counts.GetSucceeded() != 200 {
+		t.Fatalf("graph %v", res)
+	}
+	perWorker := map[string]int{}
+	for _, task := range tasks(ctx, t, cl, "many") {
+		want := fmt.Sprintf(`{"i": %s}`, strings.TrimLeft(strings.TrimPrefix(task.Id, "many/t"), "0"))
+		if want == `{"i": }` {
+			want = `{"i": 0}`
+		}
+		if string(task.Result) != want || len(task.Attempts) != 1 {
+			t.Fatalf("task %s: result %q (want %q), %d attempts", task.Id, task.Result, want, len(task.Attempts))
+		}
+		perWorker[task.Attempts[0].WorkerId]++
+	}
+	if len(perWorker) != 2 {
+		t.Fatalf("tasks per worker %v: want both workers used", perWorker)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "every container removed", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
+}
+
+func TestDockerOOMTimeoutAndCancel(t *testing.T) {
+	c, cli, image, cluster := dockerCluster(t, 1, nil)
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	oom := shTask("oom", image, `x=$(head -c 200m /dev/zero | tr '\0' a); echo never`)
+	oom.Resources.MemoryBytes = 32 << 20
+	slow := shTask("slow", image, "sleep 60")
+	slow.TimeoutSeconds = 2
+	if _, err := cl.Submit(ctx, &client.GraphSpec{Id: "limits", Tasks: []*client.TaskSpec{oom, slow}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Wait(ctx, "limits"); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := cl.GetTask(ctx, "limits/oom", client.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != client.TaskFailed || !strings.Contains(got.Reason, "OOM") {
+		t.Fatalf("oom task: %v %q, want FAILED with an OOM reason", got.State, got.Reason)
+	}
+	got, _, err = cl.GetTask(ctx, "limits/slow", client.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := got.Attempts[len(got.Attempts)-1]
+	if took := time.Duration(a.FinishUnixNanos - a.AssignUnixNanos); got.State != client.TaskTimedOut || took > 7*time.Second {
+		t.Fatalf("slow task: %v after %v, want TIMED_OUT within 2 s + 5 s", got.State, took)
+	}
+
+	// Cancelling a running graph stops all its containers within 10 s.
+	g := &client.GraphSpec{Id: "cancel-me"}
+	for i := range 6 {
+		g.Tasks = append(g.Tasks, shTask(fmt.Sprintf("s%d", i), image, "sleep 300"))
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 60*time.Second, "6 tasks running", func() bool {
+		gr, _, err := cl.GetGraph(ctx, "cancel-me", client.ReadOptions{RequireLeader: true})
+		return err == nil && gr.Counts.GetRunning() == 6
+	})
+	cancelled := time.Now()
+	if _, err := cl.CancelGraph(ctx, "cancel-me", "test"); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 10*time.Second, "every container of the cancelled graph stopped", func() bool {
+		res, err := cli.ContainerList(ctx, dockerclient.ContainerListOptions{
+			Filters: make(dockerclient.Filters).Add("label", worker.LabelCluster+"="+cluster).Add("label", worker.LabelGraph+"=cancel-me")})
+		return err == nil && len(res.Items) == 0 // running ones only
+	})
+	t.Logf("containers stopped %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
+	testcluster.WaitFor(t, 30*time.Second, "every container removed", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
+}
+
+// kill of a worker in the middle of 50 running tasks: every task re-runs on
+// the other worker and completes, its result recorded once; the killed
+// worker, restarted, removes the containers of attempts re-placed meanwhile.
+func TestDockerWorkerKilledMidRun(t *testing.T) {
+	c, cli, image, cluster := dockerCluster(t, 2, func(cfg *worker.Config) { cfg.MaxConcurrentStarts = 8 })
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	g := &client.GraphSpec{Id: "victim"}
+	for i := range 50 {
+		task := shTask(fmt.Sprintf("t%02d", i), image, `sleep 4; echo MEGAFLOW_RESULT '{"done": true}'`)
+		task.Resources.MemoryBytes = 16 << 20
+		g.Tasks = append(g.Tasks, task)
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 120*time.Second, "tasks running on both workers", func() bool {
+		on := map[string]int{}
+		for _, task := range tasks(ctx, t, cl, "victim") {
+			if task.State == client.TaskRunning {
+				on[task.Attempts[len(task.Attempts)-1].WorkerId]++
+			}
+		}
+		return on["w1"] > 0 && on["w2"] > 0
+	})
+	c.KillWorker(0)
+	res, err := cl.Wait(ctx, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != client.GraphSucceeded || res.Counts.GetSucceeded() != 50 {
+		t.Fatalf("graph %v", res)
+	}
+	rerun := 0
+	for _, task := range tasks(ctx, t, cl, "victim") {
+		if string(task.Result) != `{"done": true}` {
+			t.Fatalf("task %s result %q", task.Id, task.Result)
+		}
+		if n := len(task.Attempts); n > 1 {
+			rerun++
+			if task.Attempts[n-1].WorkerId != "w2" {
+				t.Fatalf("task %s finished on %s", task.Id, task.Attempts[n-1].WorkerId)
+			}
+		}
+	}
+	if rerun == 0 {
+		t.Fatal("no task re-ran after its worker was killed")
+	}
+	// The killed worker comes back: its stale containers are removed.
+	c.RestartWorker(0)
+	testcluster.WaitFor(t, 60*time.Second, "no container of ours left", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
+}
+
+// A worker restarted while its tasks run re-adopts their containers: the
+// container ids do not change and each task completes once.
+func TestDockerWorkerRestartReadopts(t *testing.T) {
+	c, cli, image, cluster := dockerCluster(t, 1, nil)
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g := &client.GraphSpec{Id: "adopt"}
+	for i := range 4 {
+		g.Tasks = append(g.Tasks, shTask(fmt.Sprintf("t%d", i), image, `sleep 6; echo MEGAFLOW_RESULT '{"ok": 1}'`))
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 60*time.Second, "4 tasks running", func() bool {
+		gr, _, err := cl.GetGraph(ctx, "adopt", client.ReadOptions{RequireLeader: true})
+		return err == nil && gr.Counts.GetRunning() == 4
+	})
+	before := containers(t, cli, cluster)
+	c.KillWorker(0)
+	c.RestartWorker(0)
+	// Once the restarted worker is back on its stream, the same containers
+	// run: none was stopped or started again.
+	testcluster.WaitFor(t, 30*time.Second, "the worker to reconnect", func() bool {
+		return c.Workers[0].Worker().Leader() != ""
+	})
+	if after := containers(t, cli, cluster); !sameSet(before, after) {
+		t.Fatalf("containers before the restart %v, after %v; want the same ids", before, after)
+	}
+	res, err := cl.Wait(ctx, "adopt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res)
+	}
+	for _, task := range tasks(ctx, t, cl, "adopt") {
+		if len(task.Attempts) != 1 || string(task.Result) != `{"ok": 1}` {
+			t.Fatalf("task %s: %d attempts, result %q; want one attempt, re-adopted", task.Id, len(task.Attempts), task.Result)
+		}
+	}
+	if len(before) != 4 {
+		t.Fatalf("%d containers before the restart, want 4", len(before))
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the adopted containers removed after they finished", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, x := range a {
+		seen[x] = true
+	}
+	for _, x := range b {
+		if !seen[x] {
+			return false
+		}
+	}
+	return true
+}
