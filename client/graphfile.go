@@ -63,8 +63,25 @@ func decodeMessage(file, path string, n *yaml.Node, m protoreflect.Message) erro
 		return yamlErr(file, n, path, "want a mapping of fields, got %s", kindName(n))
 	}
 	fields := m.Descriptor().Fields()
+	// YAML merge keys (<<: *anchor) first, so explicit keys override them.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], resolve(n.Content[i+1]); k.Value == "<<" && k.Tag == "!!merge" {
+			srcs := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				srcs = v.Content
+			}
+			for _, src := range srcs {
+				if err := decodeMessage(file, path, src, m); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "<<" && k.Tag == "!!merge" {
+			continue
+		}
 		fd := fields.ByName(protoreflect.Name(k.Value))
 		if fd == nil {
 			fd = fields.ByJSONName(k.Value)
@@ -104,6 +121,7 @@ func decodeField(file, path string, n *yaml.Node, m protoreflect.Message, fd pro
 		if n.Kind != yaml.SequenceNode {
 			return yamlErr(file, n, path, "want a list, got %s", kindName(n))
 		}
+		m.Clear(fd) // a list given again (over a merge key) replaces it
 		list := m.Mutable(fd).List()
 		for i, item := range n.Content {
 			ipath := fmt.Sprintf("%s[%d]", path, i)

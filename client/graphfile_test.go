@@ -99,3 +99,22 @@ func TestExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+func TestParseGraphYAMLMergeKeys(t *testing.T) {
+	g, err := client.ParseGraphYAML("g.yaml", []byte(`
+tasks:
+  - &base
+    name: a
+    image: img
+    command: [x, y]
+    env: {A: "1"}
+  - {<<: *base, name: b, command: [z], depends_on: [a]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := g.Tasks[1]
+	if b.Name != "b" || b.Image != "img" || len(b.Command) != 1 || b.Command[0] != "z" || b.Env["A"] != "1" {
+		t.Fatalf("merged task %v", b)
+	}
+}
