@@ -3,7 +3,7 @@ package head
 import (
 	"context"
 	"errors"
-	"hash/fnv"
+	"sync"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -64,27 +64,36 @@ func (h *Head) notLeader() error {
 }
 
 // graphLocks serializes submissions of the same graph id on the leader so
-// the chunks of two retries never interleave. Striped: bounded memory.
-type graphLocks [64]chanMutex
-
-type chanMutex chan struct{}
-
-func (l *graphLocks) lock(ctx context.Context, id string) (func(), error) {
-	f := fnv.New32a()
-	f.Write([]byte(id))
-	m := l[f.Sum32()%uint32(len(l))]
-	select {
-	case m <- struct{}{}:
-		return func() { <-m }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+// the chunks of two retries never interleave; submissions of different ids
+// never wait for each other.
+type graphLocks struct {
+	mu   sync.Mutex
+	busy map[string]chan struct{} // closed when the holder unlocks
 }
 
-func newGraphLocks() *graphLocks {
-	var l graphLocks
-	for i := range l {
-		l[i] = make(chanMutex, 1)
+func newGraphLocks() *graphLocks { return &graphLocks{busy: map[string]chan struct{}{}} }
+
+// lock waits until no other submission of id is in flight, or ctx ends.
+func (l *graphLocks) lock(ctx context.Context, id string) (func(), error) {
+	for {
+		l.mu.Lock()
+		held, ok := l.busy[id]
+		if !ok {
+			done := make(chan struct{})
+			l.busy[id] = done
+			l.mu.Unlock()
+			return func() {
+				l.mu.Lock()
+				delete(l.busy, id)
+				l.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		l.mu.Unlock()
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	return &l
 }

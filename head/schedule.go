@@ -11,16 +11,18 @@ import (
 )
 
 // scheduleLoop runs on the leader: a scheduling round whenever the table
-// changes (batched over ScheduleInterval) and at least every second. It
-// returns when ctx ends.
+// changes and at least every second. Rounds are spaced by at least
+// ScheduleInterval and by twice the last round's duration, so scheduling
+// never takes more than about a third of a core however large the queue.
+// It returns when ctx ends.
 func (h *Head) scheduleLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var round uint64
 	for {
 		changed := h.fsm.Changed()
-		round++
-		h.scheduleOnce(ctx, round)
+		start := time.Now()
+		h.scheduleOnce(ctx)
+		pause := max(h.cfg.ScheduleInterval, 2*time.Since(start))
 		select {
 		case <-ctx.Done():
 			return
@@ -30,19 +32,26 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(h.cfg.ScheduleInterval):
+		case <-time.After(pause):
 		}
 	}
 }
+
+// maxQueuedPerQueue bounds how many tasks of one queue a round considers,
+// in queue order: a round can place at most what the workers have room
+// for, so looking further down a long queue only costs time.
+const maxQueuedPerQueue = 4096
 
 // scheduleOnce builds the scheduler's input from the table (alive workers
 // with a live stream, every QUEUED task), places, and commits the plan in
 // one command. The FSM re-checks every placement against the newest table.
 // A round that places nothing and changes no queueing reason commits
 // nothing.
-func (h *Head) scheduleOnce(ctx context.Context, round uint64) {
+func (h *Head) scheduleOnce(ctx context.Context) {
 	view := h.fsm.View()
-	in := scheduler.Input{Seed: round}
+	// The seed is fixed for a term: the same table gives the same plan, and
+	// queueing reasons do not flap between rounds.
+	in := scheduler.Input{Seed: h.node.Raft().CurrentTerm(), Policy: scheduler.DefaultPolicy(), Running: map[string]int{}}
 	for _, w := range view.AliveWorkers() {
 		if !h.sessions.connected(w.ID()) {
 			continue
@@ -52,14 +61,22 @@ func (h *Head) scheduleOnce(ctx context.Context, round uint64) {
 			if a := t.ActiveAttempt(); a != nil && a.State == wire.TaskState_TASK_STATE_ASSIGNED {
 				starting++
 			}
+			in.Running[t.Queue()]++
 		}
 		in.Workers = append(in.Workers, scheduler.Worker{
 			ID: w.ID(), Capacity: w.Capacity(), Allocated: w.Allocated, Labels: w.Info.GetLabels(),
 			Images: w.Info.GetImages(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
 		})
 	}
+	if len(in.Workers) == 0 {
+		return // nowhere to place; reasons are refreshed once a worker connects
+	}
 	queued := map[string]*state.Task{}
+	perQueue := map[string]int{}
 	for t := range view.Queued() {
+		if perQueue[t.Queue()]++; perQueue[t.Queue()] > maxQueuedPerQueue {
+			continue
+		}
 		queued[t.ID] = t
 		res := t.Spec.GetResources()
 		in.Tasks = append(in.Tasks, scheduler.Task{

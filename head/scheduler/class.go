@@ -29,7 +29,8 @@ type classIndex struct {
 	kinds    []gpuKind            // GPU kinds by interned id
 	holders  map[string][]*worker // rare images asked for by tasks -> workers holding them
 	bonus    int64
-	match    []bool // scratch: which GPU kinds match the task being placed
+	match    []bool            // scratch: which GPU kinds match the task being placed
+	selects  map[string][]bool // node selector (fitKey.sel) -> which groups match it
 }
 
 type group struct {
@@ -78,7 +79,7 @@ const popularMax = 64
 // (one per SWE instance) do not split every worker into its own group.
 func newClassIndex(ws []*worker, ts []ptask, bonus int64) *classIndex {
 	x := &classIndex{byStatic: map[int32]*group{}, byKey: map[classKey]*class{}, interned: map[string]int32{},
-		holders: map[string][]*worker{}, bonus: bonus}
+		holders: map[string][]*worker{}, bonus: bonus, selects: map[string][]bool{}}
 	selKeys := map[string]bool{}
 	asked := map[string]bool{}
 	for i := range ts {
@@ -229,11 +230,23 @@ func (x *classIndex) best(t *ptask, special []*worker) choice {
 			x.match[i] = k.mem >= t.gpuMem && (t.model == "" || strings.Contains(k.lower, t.model))
 		}
 	}
+	// Groups are all made with the index, so which match a selector is
+	// known once per selector.
+	var sel []bool
+	if len(t.sel) > 0 {
+		if sel = x.selects[t.fit.sel]; sel == nil {
+			sel = make([]bool, len(x.groups))
+			for i, g := range x.groups {
+				sel[i] = g.first.selects(t)
+			}
+			x.selects[t.fit.sel] = sel
+		}
+	}
 	var top choice
-	for _, g := range x.groups {
+	for gi, g := range x.groups {
 		w := g.first
 		if len(g.classes) == 0 || t.cpu > 0 && t.cpu > w.capCPU || t.mem > 0 && t.mem > w.capMem ||
-			t.gpus > w.nGPU || !w.selects(t) {
+			t.gpus > w.nGPU || sel != nil && !sel[gi] {
 			continue
 		}
 		tr := tier(w, t)

@@ -11,7 +11,7 @@ import "slices"
 func Place(in Input) Plan {
 	return place(in, func(ws []*worker, ts []ptask) finder {
 		return newClassIndex(ws, ts, in.Policy.ImageLocalityBonus)
-	})
+	}, options{})
 }
 
 // finder finds the best worker for a task. Place uses the class index; the
@@ -28,26 +28,26 @@ type finder interface {
 // maxHolds bounds the holds of one round (they are tracked in a bitmask).
 const maxHolds = 64
 
+// options turn off shortcuts, for the tests that check them.
+type options struct {
+	twoPasses bool // run the second pass even when it would change nothing
+	noMemo    bool // search for every task, even of a shape that fitted nowhere
+}
+
 // place runs a round in two passes. The first finds the tasks that wait
 // and the workers they hold. The second runs the round again with those
 // holds in force from the start, so that tasks coming earlier in the
 // interleaved order cannot take a held worker either (unless exempt: see
 // exempt).
-func place(in Input, newFinder func([]*worker, []ptask) finder) Plan {
-	return placePasses(in, newFinder, false)
-}
-
-// placePasses is place; always runs the second pass even when the first
-// shows it would change nothing (for tests).
-func placePasses(in Input, newFinder func([]*worker, []ptask) finder, always bool) Plan {
+func place(in Input, newFinder func([]*worker, []ptask) finder, opt options) Plan {
 	r := newRound(in, nil)
-	r.run(newFinder(r.workers, r.tasks))
-	if len(r.active) == 0 || !always && !r.holdsWouldMatter() {
+	r.run(newFinder(r.workers, r.tasks), opt)
+	if len(r.active) == 0 || !opt.twoPasses && !r.holdsWouldMatter() {
 		return r.finish()
 	}
 	r2 := newRound(in, r.active)
 	r2.admitted = r.admitted
-	r2.run(newFinder(r2.workers, r2.tasks))
+	r2.run(newFinder(r2.workers, r2.tasks), opt)
 	return r2.finish()
 }
 
@@ -150,7 +150,7 @@ func newRound(in Input, pre []hold) *round {
 }
 
 // run considers every task in round order.
-func (r *round) run(f finder) {
+func (r *round) run(f finder, opt options) {
 	// Within a pass, room only shrinks: holds are never given back except
 	// to become the holder's placement. So tasks of one shape, exempt from
 	// the same holds, that fitted nowhere still fit nowhere.
@@ -166,7 +166,7 @@ func (r *round) run(f finder) {
 		}
 		special, mask := r.exemptions(t)
 		key := memoKey{t.fit, mask}
-		if !failed[key] {
+		if opt.noMemo || !failed[key] {
 			if ch := f.best(t, special); ch.w != nil {
 				r.place(t, ch.w)
 				f.changed(ch.w)

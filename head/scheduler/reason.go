@@ -16,6 +16,9 @@ func (r *round) reason(t *ptask, memo map[memoKey]Reason) Reason {
 		return Reason{Kind: ReasonLimit, Message: why}
 	}
 	tenant := "tenant " + t.t.Tenant
+	if t.t.Tenant == "" {
+		tenant = `tenant ""`
+	}
 	q := r.quotas[t.t.Tenant]
 	if m := quotaNever(&r.cluster, "the cluster", "limit", t); m != "" {
 		return Reason{Kind: ReasonInfeasible, Message: m}

@@ -13,11 +13,12 @@ import (
 
 // placeReference is the brute-force scheduler: the same round (order,
 // admission, holds, reasons), but each task rates every worker, one by
-// one, with no classes, no memo of failed shapes and no image index.
+// one, with no classes, no memo of failed shapes, no image index, and both
+// passes whenever a task holds a worker.
 func placeReference(in Input) Plan {
 	return place(in, func(ws []*worker, _ []ptask) finder {
 		return &bruteFinder{ws: ws, bonus: in.Policy.ImageLocalityBonus}
-	})
+	}, options{twoPasses: true, noMemo: true})
 }
 
 type bruteFinder struct {
@@ -180,12 +181,12 @@ func TestSecondPassSkip(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(i), 99))
 		in := randomInput(rng)
 		finder := func(ws []*worker, ts []ptask) finder { return newClassIndex(ws, ts, in.Policy.ImageLocalityBonus) }
-		got, want := placePasses(in, finder, false), placePasses(in, finder, true)
+		got, want := place(in, finder, options{}), place(in, finder, options{twoPasses: true})
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("case %d: skipping the second pass changed the plan\nskipped:\n%s\ntwo passes:\n%s", i, dump(got), dump(want))
 		}
 		if r := newRound(in, nil); true {
-			r.run(finder(r.workers, r.tasks))
+			r.run(finder(r.workers, r.tasks), options{})
 			if len(r.active) > 0 && !r.holdsWouldMatter() {
 				skipped++
 			}
