@@ -52,8 +52,12 @@ proto:
 		--go-grpc_out=. --go-grpc_opt=module=github.com/megaflow/megaflow \
 		proto/megaflow/v1/*.proto
 
+# The head against bare Raft (bench/README.md), then the container runtimes
+# against `docker run --rm` and a bare fork/exec. About 3 minutes on 2 cores.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
+	$(GO) test -run '^$$' -bench TaskOverhead -benchtime 10x ./runtime/docker
+	$(GO) test -run '^$$' -bench StartOverhead -benchtime 200x ./runtime/process
 
 clean:
 	rm -rf $(BIN) .tools
