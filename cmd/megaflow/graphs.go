@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/errs"
 )
 
 func graphsCmd(g *globals) *cobra.Command {
@@ -69,7 +70,7 @@ func tasksCmd(g *globals) *cobra.Command {
 			if state != "" {
 				s, ok := parseTaskState(state)
 				if !ok {
-					return fmt.Errorf("--state %q: want one of pending, queued, assigned, running, succeeded, failed, cancelled, timed_out", state)
+					return errs.New(errs.InvalidArgument, "--state %q: want one of pending, queued, assigned, running, succeeded, failed, cancelled, timed_out", state)
 				}
 				f.State = s
 			}

@@ -56,18 +56,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.AddCommand(submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g))
+	// Flag errors are bad usage; cobra's argument-count and unknown-command
+	// errors carry no type, so their text is what identifies them.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return errs.New(errs.InvalidArgument, "%v", err)
+	})
 	err := root.Execute()
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "megaflow:", err)
-	if errors.Is(err, errs.ErrInvalidArgument) || strings.Contains(err.Error(), "unknown command") ||
-		strings.Contains(err.Error(), "flag") || strings.Contains(err.Error(), "arg(s)") {
+	var ce *codeError
+	switch {
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.Is(err, errs.ErrInvalidArgument), strings.HasPrefix(err.Error(), "unknown command"),
+		strings.Contains(err.Error(), "arg(s)"):
 		return exitUsage
-	}
-	var ee *codeError
-	if errors.As(err, &ee) {
-		return ee.code
 	}
 	return exitError
 }

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/megaflow/megaflow/internal/testcluster"
+)
+
+// cli runs the CLI in process and returns its exit code and output.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCLIAgainstACluster(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	heads := "--heads=" + strings.Join(c.GRPCAddrs(), ",")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "g.yaml")
+	if err := os.WriteFile(file, []byte("id: g1\ntasks:\n  - {name: a, image: img, command: [\"true\"]}\n  - {name: b, image: img, command: [\"true\"], depends_on: [a]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, heads, "submit", file)
+	if code != 0 || !strings.Contains(out, "submitted graph g1 (2 tasks)") {
+		t.Fatalf("submit: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = cli(t, heads, "submit", file)
+	if code != 0 || !strings.Contains(out, "already submitted graph g1") {
+		t.Fatalf("resubmit: %d %q", code, out)
+	}
+	code, out, _ = cli(t, heads, "tasks", "g1")
+	if code != 0 || !strings.Contains(out, "g1/a") || !strings.Contains(out, "queued") || !strings.Contains(out, "pending") {
+		t.Fatalf("tasks: %d %q", code, out)
+	}
+	code, out, _ = cli(t, heads, "status", "g1", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"task_count"`) {
+		t.Fatalf("status json: %d %q", code, out)
+	}
+	code, out, _ = cli(t, heads, "cluster")
+	if code != 0 || strings.Count(out, "voter") != 3 || !strings.Contains(out, "leader h") {
+		t.Fatalf("cluster: %d %q", code, out)
+	}
+	code, out, _ = cli(t, heads, "cancel", "g1")
+	if code != 0 || !strings.Contains(out, "cancelled 2 task(s) of g1") {
+		t.Fatalf("cancel: %d %q", code, out)
+	}
+	code, _, errOut = cli(t, heads, "status", "nope")
+	if code != exitError || !strings.Contains(errOut, `graph "nope" not found`) {
+		t.Fatalf("status of unknown graph: %d %q", code, errOut)
+	}
+
+	// Bad input: exit 2, the file and line named, nothing sent.
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("id: g2\ntasks:\n  - name: a\n    image: img\n    comand: [\"true\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = cli(t, heads, "submit", bad)
+	if code != exitUsage || !strings.Contains(errOut, "bad.yaml:5: tasks[0].comand: unknown field") {
+		t.Fatalf("bad file: %d %q", code, errOut)
+	}
+	code, _, errOut = cli(t, heads, "tasks", "--state", "sleeping")
+	if code != exitUsage || !strings.Contains(errOut, "--state") {
+		t.Fatalf("bad flag value: %d %q", code, errOut)
+	}
+	code, _, _ = cli(t, heads, "frobnicate")
+	if code != exitUsage {
+		t.Fatalf("unknown command: exit %d, want %d", code, exitUsage)
+	}
+}
