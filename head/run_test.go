@@ -23,21 +23,7 @@ func flatGraph(id string, n int) *client.GraphSpec {
 
 // allTasks lists every task of a graph through the leader.
 func allTasks(ctx context.Context, t *testing.T, cl *client.Client, graph string) []*client.Task {
-	t.Helper()
-	var out []*client.Task
-	token := ""
-	for {
-		page, next, err := cl.ListTasks(ctx, client.TaskFilter{GraphID: graph, PageSize: 1000, PageToken: token,
-			Read: client.ReadOptions{RequireLeader: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, page...)
-		if next == "" {
-			return out
-		}
-		token = next
-	}
+	return testcluster.Tasks(ctx, t, cl, graph)
 }
 
 func waitGraph(ctx context.Context, t *testing.T, cl *client.Client, id string) *client.Graph {

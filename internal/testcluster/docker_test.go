@@ -76,24 +76,6 @@ func shTask(name, image, script string) *client.TaskSpec {
 		Resources: &client.Resources{CpuMillis: 100, MemoryBytes: 64 << 20}}
 }
 
-func tasks(ctx context.Context, t *testing.T, cl *client.Client, graph string) []*client.Task {
-	t.Helper()
-	var out []*client.Task
-	token := ""
-	for {
-		page, next, err := cl.ListTasks(ctx, client.TaskFilter{GraphID: graph, PageSize: 1000, PageToken: token,
-			Read: client.ReadOptions{RequireLeader: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, page...)
-		if next == "" {
-			return out
-		}
-		token = next
-	}
-}
-
 func TestDocker200TasksAcrossTwoWorkers(t *testing.T) {
 	c, cli, image, cluster := dockerCluster(t, 2, nil)
 	cl := c.Client()
@@ -114,7 +96,7 @@ func TestDocker200TasksAcrossTwoWorkers(t *testing.T) {
 		t.Fatalf("graph %v", res)
 	}
 	perWorker := map[string]int{}
-	for _, task := range tasks(ctx, t, cl, "many") {
+	for _, task := range testcluster.Tasks(ctx, t, cl, "many") {
 		want := fmt.Sprintf(`{"i": %s}`, strings.TrimLeft(strings.TrimPrefix(task.Id, "many/t"), "0"))
 		if want == `{"i": }` {
 			want = `{"i": 0}`
@@ -209,7 +191,7 @@ func TestDockerWorkerKilledMidRun(t *testing.T) {
 	}
 	testcluster.WaitFor(t, 120*time.Second, "tasks running on both workers", func() bool {
 		on := map[string]int{}
-		for _, task := range tasks(ctx, t, cl, "victim") {
+		for _, task := range testcluster.Tasks(ctx, t, cl, "victim") {
 			if task.State == client.TaskRunning {
 				on[task.Attempts[len(task.Attempts)-1].WorkerId]++
 			}
@@ -225,7 +207,7 @@ func TestDockerWorkerKilledMidRun(t *testing.T) {
 		t.Fatalf("graph %v", res)
 	}
 	rerun := 0
-	for _, task := range tasks(ctx, t, cl, "victim") {
+	for _, task := range testcluster.Tasks(ctx, t, cl, "victim") {
 		if string(task.Result) != `{"done": true}` {
 			t.Fatalf("task %s result %q", task.Id, task.Result)
 		}
@@ -282,7 +264,7 @@ func TestDockerWorkerRestartReadopts(t *testing.T) {
 	if res.State != client.GraphSucceeded {
 		t.Fatalf("graph %v", res)
 	}
-	for _, task := range tasks(ctx, t, cl, "adopt") {
+	for _, task := range testcluster.Tasks(ctx, t, cl, "adopt") {
 		if len(task.Attempts) != 1 || string(task.Result) != `{"ok": 1}` {
 			t.Fatalf("task %s: %d attempts, result %q; want one attempt, re-adopted", task.Id, len(task.Attempts), task.Result)
 		}

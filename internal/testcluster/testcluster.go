@@ -400,3 +400,23 @@ func (c *Cluster) stopWorkers() {
 		<-done
 	}
 }
+
+// Tasks lists every task of a graph through cl, read through the leader,
+// all pages; it fails the test on an error.
+func Tasks(ctx context.Context, t testing.TB, cl *client.Client, graph string) []*client.Task {
+	t.Helper()
+	var out []*client.Task
+	token := ""
+	for {
+		page, next, err := cl.ListTasks(ctx, client.TaskFilter{GraphID: graph, PageSize: 1000, PageToken: token,
+			Read: client.ReadOptions{RequireLeader: true}})
+		if err != nil {
+			t.Fatalf("list tasks of %s: %v", graph, err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		token = next
+	}
+}

@@ -126,3 +126,14 @@ type Logger interface {
 	// closes it. Errors: ErrNotFound, ErrUnavailable, ctx's error.
 	Logs(ctx context.Context, id string, follow bool) (io.ReadCloser, error)
 }
+
+// MatchLabels reports whether have holds every label of want with the same
+// value. Runtimes use it to answer List.
+func MatchLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}

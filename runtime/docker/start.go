@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -131,7 +132,7 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 		Image:      spec.Image,
 		Env:        env,
 		WorkingDir: spec.WorkingDir,
-		Labels:     cloneMap(spec.Labels),
+		Labels:     maps.Clone(spec.Labels),
 	}
 	if len(spec.Command) > 0 {
 		// Command[0] is the program, whatever the image's ENTRYPOINT.
@@ -183,7 +184,7 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 // and NVIDIA_VISIBLE_DEVICES set to gpus (comma-separated) when gpus is not
 // empty, whatever env says: the pinned devices win.
 func envList(env map[string]string, gpus []string) []string {
-	m := cloneMap(env)
+	m := maps.Clone(env)
 	if len(gpus) > 0 {
 		if m == nil {
 			m = map[string]string{}
@@ -198,15 +199,4 @@ func envList(env map[string]string, gpus []string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -257,7 +258,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (id string, err
 	}
 	r.seq++
 	c := &ctr{
-		id: fmt.Sprintf("fake-%06d", r.seq), name: spec.Name, labels: cloneMap(spec.Labels), b: b,
+		id: fmt.Sprintf("fake-%06d", r.seq), name: spec.Name, labels: maps.Clone(spec.Labels), b: b,
 		output: b.Output, started: r.clock.Now(), kill: make(chan int, 1), done: make(chan struct{}),
 	}
 	r.ctrs[c.id] = c
@@ -389,7 +390,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) (err error) {
 // List returns the containers not removed whose labels include match,
 // sorted by id. Errors: an injected one.
 func (r *Runtime) List(ctx context.Context, match map[string]string) (out []contract.Container, err error) {
-	i, err := r.begin(Call{Op: "List", Match: cloneMap(match)})
+	i, err := r.begin(Call{Op: "List", Match: maps.Clone(match)})
 	defer func() { r.end(i, "", err) }()
 	if err != nil {
 		return nil, err
@@ -397,10 +398,10 @@ func (r *Runtime) List(ctx context.Context, match map[string]string) (out []cont
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.ctrs {
-		if !hasLabels(c.labels, match) {
+		if !contract.MatchLabels(c.labels, match) {
 			continue
 		}
-		k := contract.Container{ID: c.id, Name: c.name, Labels: cloneMap(c.labels), Running: true}
+		k := contract.Container{ID: c.id, Name: c.name, Labels: maps.Clone(c.labels), Running: true}
 		select {
 		case <-c.done:
 			exit := c.exit
@@ -504,24 +505,4 @@ func appendLog(path, s string) error {
 	}
 	_, werr := f.WriteString(s)
 	return errors.Join(werr, f.Close())
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }

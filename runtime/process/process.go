@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"sort"
@@ -116,7 +117,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no copying goroutine
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
-	p := &proc{id: newID(), name: spec.Name, labels: cloneMap(spec.Labels), done: make(chan struct{})}
+	p := &proc{id: newID(), name: spec.Name, labels: maps.Clone(spec.Labels), done: make(chan struct{})}
 	if spec.Name != "" {
 		r.mu.Lock()
 		if other, ok := r.names[spec.Name]; ok {
@@ -258,10 +259,10 @@ func (r *Runtime) List(ctx context.Context, match map[string]string) ([]contract
 	defer r.mu.Unlock()
 	var out []contract.Container
 	for _, p := range r.procs {
-		if !hasLabels(p.labels, match) {
+		if !contract.MatchLabels(p.labels, match) {
 			continue
 		}
-		c := contract.Container{ID: p.id, Name: p.name, Labels: cloneMap(p.labels), Running: true}
+		c := contract.Container{ID: p.id, Name: p.name, Labels: maps.Clone(p.labels), Running: true}
 		select {
 		case <-p.done:
 			exit := p.exit
@@ -324,24 +325,4 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "proc-" + hex.EncodeToString(b[:])
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
