@@ -86,6 +86,21 @@ type Config struct {
 	// between rounds of connection attempts. Defaults 100 ms and 5 s.
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
+	// PoolMin is how many warm containers the worker keeps per pool key
+	// (image, tenant, limits) once a persistent task of that key ran here,
+	// even when idle. Default 0.
+	PoolMin int
+	// PoolMax caps the warm containers per pool key; a persistent task
+	// finding them all busy waits for one. Default 4.
+	PoolMax int
+	// PoolIdle is how long an idle warm container beyond PoolMin is kept,
+	// and how long a session keeps its container after its last task.
+	// Default 5 min.
+	PoolIdle time.Duration
+	// PoolKeeper is the idle process of a warm container (argv); a
+	// persistent task's command is exec'd beside it. nil: DefaultPoolKeeper;
+	// an empty non-nil slice: the image's own command.
+	PoolKeeper []string
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
 }
@@ -105,6 +120,8 @@ func DefaultConfig() Config {
 		MaxBatchEvents:      256,
 		ReconnectMin:        100 * time.Millisecond,
 		ReconnectMax:        5 * time.Second,
+		PoolMax:             4,
+		PoolIdle:            5 * time.Minute,
 	}
 }
 
@@ -161,6 +178,7 @@ func (c *Config) Validate() error {
 		{"CallTimeout", c.CallTimeout, 100 * time.Millisecond},
 		{"BatchDelay", c.BatchDelay, 0},
 		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
+		{"PoolIdle", c.PoolIdle, 10 * time.Millisecond},
 	} {
 		if d.v < d.min {
 			add("%s %v is below %v", d.name, d.v, d.min)
@@ -171,6 +189,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ReconnectMax < c.ReconnectMin {
 		add("ReconnectMax %v is below ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
+	}
+	if c.PoolMax < 1 || c.PoolMax > 1024 {
+		add("PoolMax %d is outside [1, 1024]", c.PoolMax)
+	}
+	if c.PoolMin < 0 || c.PoolMin > c.PoolMax {
+		add("PoolMin %d is outside [0, PoolMax %d]", c.PoolMin, c.PoolMax)
 	}
 	if c.MaxBatchEvents < 1 || c.MaxBatchEvents > 10000 {
 		add("MaxBatchEvents %d is outside [1, 10000]", c.MaxBatchEvents)

@@ -88,6 +88,17 @@
 // removes containers with the worker's labels whose attempt it does not
 // hold.
 //
+// # Persistent mode and sessions
+//
+// A task with mode EXECUTION_MODE_PERSISTENT runs as an exec (its command,
+// environment, working directory, log file, timeout) inside a warm
+// container of a pool per (image, tenant, limits), which runs an idle
+// keeper process (Config.PoolKeeper) and is reused by the next task of the
+// same key; tasks of one graph with the same session share one container,
+// one after another. The events are those of an ephemeral attempt, with
+// the warm container's id. Pool sizes, idle removal, health checks,
+// session bindings and what a restart does are described in pool.go.
+//
 // # Stopping
 //
 // Shutdown refuses new assignments, leaves the gossip pool and closes the

@@ -90,6 +90,8 @@ type driver struct {
 
 	startCancel   context.CancelFunc
 	timer         Timer
+	persistent    bool     // runs as an exec in a warm container (see pool.go)
+	execRun       *execRun // the exec, once StartContainer began (persistent)
 	forgotten     bool
 	stoppedClosed bool
 }
@@ -100,6 +102,7 @@ func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a 
 		w: w, h: h, m: m, assign: a, preds: preds,
 		log: w.log.With("task", h.key.TaskID, "attempt", h.key.Attempt),
 		ctx: ctx, cancel: cancel,
+		persistent: a != nil && w.persistent(a),
 	}
 }
 
@@ -170,11 +173,24 @@ func (d *driver) exec(e attempt.Effect, now time.Time) {
 			d.startCancel()
 		}
 	case attempt.WaitContainer:
-		d.wait(e.ContainerID)
+		if d.persistent {
+			d.waitExec()
+		} else {
+			d.wait(e.ContainerID)
+		}
 	case attempt.StopContainer:
-		d.stop(e.ContainerID, e.Grace)
+		if d.persistent {
+			d.stopExec()
+		} else {
+			d.stop(e.ContainerID, e.Grace)
+		}
 	case attempt.RemoveContainer:
-		d.remove(e.ContainerID)
+		if d.persistent {
+			// The exec gave its container back to the pool when it ended.
+			d.goOp(func(context.Context) attempt.Event { return attempt.RemoveDone{} })
+		} else {
+			d.remove(e.ContainerID)
+		}
 	case attempt.Report:
 		d.report(e)
 	case attempt.SetTimer:
@@ -208,6 +224,10 @@ func (d *driver) start(deadline time.Time) {
 	sctx, cancel := context.WithCancel(d.ctx)
 	d.startCancel = cancel
 	spec, specErr := d.w.containerSpec(d.assign, d.h.key, deadline)
+	if d.persistent {
+		d.startExec(spec, specErr, sctx, cancel)
+		return
+	}
 	preds := d.preds
 	d.goOp(func(context.Context) attempt.Event {
 		defer cancel()

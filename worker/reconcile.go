@@ -34,6 +34,11 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, c := range cs {
+		if _, warm := c.Labels[LabelPool]; warm {
+			w.log.Info("removing a warm container of this worker's previous run", "container", c.ID, "name", c.Name)
+			w.removeLeakAsync(ctx, c)
+			continue
+		}
 		f, ok := parseLabels(c.Labels)
 		if !ok {
 			w.log.Warn("removing a container of this worker without attempt labels", "container", c.ID, "name", c.Name)
@@ -75,7 +80,8 @@ func (w *Worker) reconcileLoop(ctx context.Context) {
 // not stop within a round after its Welcome, and stops and removes the
 // containers with this worker's labels whose attempt it does not hold (a
 // start that timed out on the worker's side but created its container, a
-// remove that failed).
+// remove that failed) and the warm containers its pool does not own; the
+// pool drops its idle warm containers that no longer run.
 func (w *Worker) reconcile(ctx context.Context) {
 	now := w.clock.Now()
 	w.mu.Lock()
@@ -102,6 +108,12 @@ func (w *Worker) reconcile(ctx context.Context) {
 		return
 	}
 	for _, c := range cs {
+		if _, warm := c.Labels[LabelPool]; warm && w.pool != nil && w.pool.owns(c) {
+			if !c.Running {
+				w.pool.unhealthy(c.ID) // the health check: replaced by the next task
+			}
+			continue
+		}
 		if f, ok := parseLabels(c.Labels); ok && w.holds(f.key) {
 			continue
 		}

@@ -31,6 +31,7 @@ type Worker struct {
 	sem    *fifoSem
 	outbox *outbox
 	info   *wire.WorkerInfo
+	pool   *pool // warm containers; nil when the runtime has no Execer
 
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
@@ -57,6 +58,10 @@ func New(cfg Config) (*Worker, error) {
 	cfg.Join = slices.Clone(cfg.Join)
 	cfg.Heads = slices.Clone(cfg.Heads)
 	cfg.Labels = maps.Clone(cfg.Labels)
+	if cfg.PoolKeeper == nil {
+		cfg.PoolKeeper = DefaultPoolKeeper
+	}
+	cfg.PoolKeeper = slices.Clone(cfg.PoolKeeper)
 	if cfg.Capacity.CPUMillis == 0 || cfg.Capacity.MemoryBytes == 0 {
 		detected, err := DetectCapacity()
 		if cfg.Capacity.CPUMillis == 0 {
@@ -104,6 +109,9 @@ func New(cfg Config) (*Worker, error) {
 		Labels:              maps.Clone(cfg.Labels),
 		Runtime:             cfg.Runtime.Name(),
 		MaxConcurrentStarts: int32(cfg.MaxConcurrentStarts),
+	}
+	if ex, ok := cfg.Runtime.(contract.Execer); ok {
+		w.pool = newPool(w, ex)
 	}
 	g, err := w.newGossip()
 	if err != nil {
@@ -179,6 +187,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		cancel()
 		w.wg.Wait()
+		if w.pool != nil {
+			w.pool.wg.Wait() // removals the drivers asked for
+		}
 	}()
 	w.wg.Add(1)
 	go func() {
@@ -215,6 +226,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer w.wg.Done()
 		w.reconcileLoop(ctx)
 	}()
+	if w.pool != nil {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.pool.run(ctx)
+		}()
+	}
 	<-ctx.Done()
 	return nil
 }

@@ -105,6 +105,19 @@ type Task struct {
 	// since the Unix epoch. Place does not read it; it is carried for the
 	// leader's reports, and for aging should a policy want it.
 	QueuedSinceUnixNanos int64
+	// Session is the task's session key (TaskSpec.session), scoped to its
+	// graph (the part of ID before the '/'); "" for none. Tasks of one
+	// graph with the same session run in one persistent container, so on
+	// one worker: Place puts a session task placed in the same round as
+	// another of its session on the same worker.
+	Session string
+	// PinnedWorker, if set, is the only worker the task may go to: the
+	// worker where an earlier task of its session ran (PinSessions fills
+	// it). When that worker has no room the task waits, with the reason
+	// "waiting for session <s>'s worker <w>". A PinnedWorker that is not in
+	// Input.Workers (the worker died, and the session's container with it)
+	// pins nothing: the task is placed like any other.
+	PinnedWorker string
 }
 
 // Quota is a limit and the current usage it is checked against: a tenant's,

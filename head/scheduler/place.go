@@ -76,6 +76,10 @@ type round struct {
 	active    []hold           // holds in force, in the order they were made
 	own       map[int]*worker  // task index -> the worker it holds
 	plan      Plan
+
+	workerIndex map[string]int     // worker id -> index in workers
+	sessionOn   map[string]*worker // sessionKey -> the worker a task of it was placed on this round
+	pinWait     map[int]*worker    // task index -> the pinned worker it found full
 }
 
 // hold is a worker held for a waiting task.
@@ -132,6 +136,13 @@ func newRound(in Input, pre []hold) *round {
 		placedOn:   map[int][]placed{},
 		own:        map[int]*worker{},
 		plan:       Plan{Unplaced: map[string]Reason{}},
+
+		workerIndex: make(map[string]int, len(in.Workers)),
+		sessionOn:   map[string]*worker{},
+		pinWait:     map[int]*worker{},
+	}
+	for i, w := range in.Workers {
+		r.workerIndex[w.ID] = i
 	}
 	r.order = order(r.tasks, in.Policy, in.Running)
 	for _, name := range sortedKeys(in.Quotas) {
@@ -162,6 +173,10 @@ func (r *round) run(f finder, opt options) {
 			if r.stopped {
 				return
 			}
+			continue
+		}
+		if w, ok := r.pin(t); ok {
+			r.placePinned(t, w, f)
 			continue
 		}
 		special, mask := r.exemptions(t)
@@ -241,6 +256,11 @@ func (r *round) place(t *ptask, w *worker) {
 	charge(&r.cluster, t)
 	if q := r.quotas[t.t.Tenant]; q != nil {
 		charge(q, t)
+	}
+	if t.t.Session != "" {
+		if k := sessionKey(GraphOf(t.t.ID), t.t.Session); r.sessionOn[k] == nil {
+			r.sessionOn[k] = w
+		}
 	}
 }
 

@@ -28,6 +28,17 @@ func (r *round) reason(t *ptask, memo map[memoKey]Reason) Reason {
 			return Reason{Kind: ReasonInfeasible, Message: m}
 		}
 	}
+	if w := r.pinWait[t.idx]; w != nil {
+		if m := quotaNow(&r.cluster, "the cluster", "limit", t); m != "" {
+			return Reason{Kind: ReasonQuota, Message: m}
+		}
+		if q != nil {
+			if m := quotaNow(q, tenant, "quota", t); m != "" {
+				return Reason{Kind: ReasonQuota, Message: m}
+			}
+		}
+		return pinReason(t, w)
+	}
 	_, mask := r.exemptions(t)
 	key := memoKey{t.fit, mask}
 	fr, ok := memo[key]

@@ -285,6 +285,9 @@ func (m *Machine) waitDone(ev WaitDone, now time.Time) []Effect {
 		return nil
 	}
 	m.waitBackoff, m.waitRetryAt = 0, time.Time{}
+	if ev.Failed != "" && m.state == Running {
+		return m.finish(m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, ev.Failed, now))
+	}
 	if m.state == Stopping {
 		e := m.event(m.cause.kind, m.cause.reason, now)
 		e.ExitCode = int32(ev.Exit.Code)

@@ -49,6 +49,11 @@ type WaitDone struct {
 	// any; ResultNote says why a result line was ignored ("" if none).
 	Result     []byte
 	ResultNote string
+	// Failed, if set, says the attempt ended for a reason other than its
+	// process's exit (persistent mode: the exec in its warm container could
+	// not run or broke off): its final event is FAILED with this reason,
+	// unless the attempt was being stopped. Exit is then meaningless.
+	Failed string
 	// Err is why the wait failed; Exit is then meaningless.
 	Err error
 }

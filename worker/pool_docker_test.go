@@ -1,0 +1,151 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/runtime/docker"
+	"github.com/megaflow/megaflow/runtime/testimage"
+)
+
+// countingDocker is the Docker runtime, counting container starts (the
+// Execer extra is the embedded runtime's).
+type countingDocker struct {
+	*docker.Runtime
+	starts atomic.Int64
+}
+
+func (c *countingDocker) Start(ctx context.Context, spec contract.Spec) (string, error) {
+	c.starts.Add(1)
+	return c.Runtime.Start(ctx, spec)
+}
+
+// TestDockerPersistentPool runs 200 persistent tasks of one image through
+// a pool of 4 warm containers on the real Docker Engine: at most 4
+// containers are created, every task succeeds with its own result and
+// environment, a stalled exec is killed at its timeout and its container
+// replaced, and a session's tasks share their container. It needs a Docker
+// Engine (skipped without one, failed without one when CI is set).
+func TestDockerPersistentPool(t *testing.T) {
+	_, image := testimage.Require(t)
+	drt, err := docker.New(docker.Config{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drt.Close() })
+	rt := &countingDocker{Runtime: drt}
+	cluster := "mftest-pool-" + testimage.RunID()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, _ := drt.List(ctx, map[string]string{LabelCluster: cluster})
+		for _, c := range cs {
+			_ = drt.Remove(ctx, c.ID)
+		}
+	})
+	head := newFakeHead(t, "h1")
+	cfg := testConfig(t, rt, t.TempDir(), head.addr)
+	cfg.ClusterName = cluster
+	cfg.PoolMax = 4
+	cfg.ReconcileInterval = 500 * time.Millisecond
+	w := startWorker(t, cfg)
+
+	const n = 200
+	for i := range n {
+		s := pspec("", "sh", "-c", `echo "MEGAFLOW_RESULT {\"i\": $I}"`)
+		s.Image = image
+		s.Env = map[string]string{"I": fmt.Sprint(i)}
+		head.send(assignMsg(fmt.Sprintf("g/t%03d", i), 1, s))
+	}
+	const long = 3 * time.Minute
+	for i := range n {
+		task := fmt.Sprintf("g/t%03d", i)
+		var got string
+		waitFor(t, long, task+" exited", func() bool {
+			for _, e := range head.eventsOf(task, 1) {
+				if e.GetKind() == kindExited || e.GetKind() == kindFailed {
+					got = fmt.Sprintf("%s code=%d result=%s reason=%q", e.GetKind(), e.GetExitCode(), e.GetResult(), e.GetReason())
+					return true
+				}
+			}
+			return false
+		})
+		if want := fmt.Sprintf(`ATTEMPT_EVENT_KIND_EXITED code=0 result={"i": %d} reason=""`, i); got != want {
+			t.Errorf("%s: %s, want %s", task, got, want)
+		}
+	}
+	if s := rt.starts.Load(); s > 4 || s < 1 {
+		t.Errorf("%d containers started for %d persistent tasks, want at most PoolMax 4", s, n)
+	}
+	warm, err := drt.List(context.Background(), map[string]string{LabelCluster: cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warm) != int(rt.starts.Load()) {
+		t.Errorf("%d containers on the engine, %d started", len(warm), rt.starts.Load())
+	}
+	for _, c := range warm {
+		if c.Labels[LabelPool] == "" || c.Labels[LabelImage] != image || c.Labels[LabelTenant] != "default" || !c.Running {
+			t.Errorf("warm container %s: labels %v running %v", c.ID, c.Labels, c.Running)
+		}
+	}
+	t.Logf("%d tasks through %d warm containers", n, rt.starts.Load())
+
+	// A stalled exec is killed at its timeout; its container is replaced.
+	stall := pspec("", "sleep", "60")
+	stall.Image = image
+	stall.TimeoutSeconds = 1
+	head.send(assignMsg("g/stall", 1, stall))
+	e := head.waitEvent("g/stall", 1, kindStarted)
+	stalled := e.GetContainerId()
+	waitFor(t, long, "g/stall timed out", func() bool {
+		for _, e := range head.eventsOf("g/stall", 1) {
+			if e.GetKind() == kindTimedOut {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, long, "the stalled container removed", func() bool {
+		cs, _ := drt.List(context.Background(), map[string]string{LabelCluster: cluster})
+		for _, c := range cs {
+			if c.ID == stalled {
+				return false
+			}
+		}
+		return true
+	})
+
+	// A session's tasks share their container and its files.
+	for i, script := range []string{"echo ready > /tmp/state", "cat /tmp/state"} {
+		s := pspec("s1", "sh", "-c", script)
+		s.Image = image
+		task := fmt.Sprintf("g/session%d", i)
+		head.send(assignMsg(task, 1, s))
+		waitFor(t, long, task+" exited", func() bool {
+			for _, e := range head.eventsOf(task, 1) {
+				if e.GetKind() == kindExited || e.GetKind() == kindFailed {
+					if e.GetKind() == kindFailed || e.GetExitCode() != 0 {
+						t.Fatalf("%s (%s): %v", task, script, e)
+					}
+					return true
+				}
+			}
+			return false
+		})
+	}
+	var sessions []string
+	for _, p := range w.Pool() {
+		if p.Session != "" {
+			sessions = append(sessions, p.Session+"@"+p.ContainerID)
+		}
+	}
+	if len(sessions) != 1 || !strings.HasPrefix(sessions[0], "g/s1@") {
+		t.Errorf("session bindings %v, want one for g/s1", sessions)
+	}
+}
