@@ -6,7 +6,7 @@ LDFLAGS   := -s -w
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run test test-short proto bench vet fmt clean
+.PHONY: all build release run image test test-short proto bench vet fmt clean
 
 all: build
 
@@ -27,6 +27,10 @@ release: build
 # The main job: a 3-head cluster on loopback, a rollout graph, a leader kill.
 run: build
 	./scripts/run-local.sh
+
+# The image the examples use with --runtime docker (FROM scratch + busybox-static).
+image:
+	./scripts/build-busybox-image.sh
 
 # The whole suite with the race detector. Integration tests start real Raft
 # clusters on loopback and need no network beyond it.

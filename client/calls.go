@@ -84,7 +84,7 @@ type GraphFilter struct {
 	Read      ReadOptions
 }
 
-// ListGraphs returns one page of graphs, oldest first, and the token of the
+// ListGraphs returns one page of graphs, sorted by id, and the token of the
 // next page ("" at the end).
 func (c *Client) ListGraphs(ctx context.Context, f GraphFilter) ([]*Graph, string, error) {
 	var res *wire.ListGraphsResponse

@@ -16,6 +16,9 @@ type (
 	ServiceSpec = wire.ServiceSpec
 	// Graph is a graph's row in the task table with its aggregate counts.
 	Graph = wire.Graph
+	// GraphMetrics aggregates a graph's task results: success rate, the
+	// reward (or another field's) mean, min, max and histogram, wall time.
+	GraphMetrics = wire.GraphMetrics
 	// Task is a task's row in the task table, with its attempts.
 	Task = wire.Task
 	// Attempt is one execution of a task.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 )
@@ -50,6 +51,25 @@ type Config struct {
 	// (rounds run when the table changes, batched over this interval).
 	ScheduleInterval time.Duration
 
+	// RateLimit is how many client API calls per second each tenant may
+	// make to this head (a token bucket per tenant); 0: no limit. Calls
+	// over it get ResourceExhausted with a retry-after.
+	RateLimit float64
+	// RateBurst is the bucket size: calls a tenant may make at once above
+	// the rate. 0 with a RateLimit: the rate rounded up, at least 1.
+	RateBurst int
+	// RetryBackoff is the wait before a task's first retry after a failed
+	// attempt; each further retry waits twice as long, up to
+	// RetryBackoffMax, with ±20% jitter chosen by the leader. 0: retry at
+	// once.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	// MaxQueueWait is how long a task may stay QUEUED with an infeasible
+	// reason (no worker could ever run it, or it asks for more than its
+	// tenant's quota) before the leader fails it with that reason; 0:
+	// forever.
+	MaxQueueWait time.Duration
+
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs tune Raft
 	// snapshots (hashicorp/raft Config fields of the same names).
 	SnapshotThreshold uint64
@@ -72,6 +92,8 @@ func DefaultConfig() Config {
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  2 * time.Minute,
 		TrailingLogs:      10240,
+		RetryBackoff:      time.Second,
+		RetryBackoffMax:   time.Minute,
 	}
 }
 
@@ -111,5 +133,25 @@ func (c *Config) Validate() error {
 	if c.StagedTTL <= 0 {
 		errsList = append(errsList, fmt.Errorf("StagedTTL %v must be positive", c.StagedTTL))
 	}
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		errsList = append(errsList, fmt.Errorf("RateLimit %v must be 0 (no limit) or a positive number of calls per second (--rate-limit)", c.RateLimit))
+	}
+	if c.RateBurst < 0 {
+		errsList = append(errsList, fmt.Errorf("RateBurst %d is negative; give 0 (the rate, rounded up) or more (--rate-burst)", c.RateBurst))
+	}
+	if c.RetryBackoff < 0 || c.RetryBackoffMax < c.RetryBackoff {
+		errsList = append(errsList, fmt.Errorf("RetryBackoff %v and RetryBackoffMax %v: want 0 <= RetryBackoff <= RetryBackoffMax", c.RetryBackoff, c.RetryBackoffMax))
+	}
+	if c.MaxQueueWait < 0 {
+		errsList = append(errsList, fmt.Errorf("MaxQueueWait %v is negative; give 0 (wait forever) or more (--max-queue-wait)", c.MaxQueueWait))
+	}
 	return errors.Join(errsList...)
+}
+
+// rateBurst is RateBurst, or the rate rounded up (at least 1) when 0.
+func (c *Config) rateBurst() int {
+	if c.RateBurst > 0 {
+		return c.RateBurst
+	}
+	return max(1, int(math.Ceil(c.RateLimit)))
 }

@@ -52,6 +52,7 @@ type Head struct {
 	leaderMu    sync.Mutex
 	leaderDone  chan struct{} // closed when the current leadership ends; nil when not leading
 	sessions    *sessions     // live worker streams (leader only)
+	limiter     *rateLimiter  // per-tenant API rate limit; nil: none
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown/Kill: Run returns
@@ -71,6 +72,7 @@ func New(cfg Config) (*Head, error) {
 	}
 	logger = logger.With("head", cfg.NodeID)
 	h := &Head{cfg: cfg, logger: logger, stopped: make(chan struct{})}
+	h.limiter = newRateLimiter(cfg.RateLimit, cfg.rateBurst())
 
 	table, err := fsm.New(fsm.Config{EventRingSize: cfg.EventRetention})
 	if err != nil {
@@ -123,6 +125,7 @@ func New(cfg Config) (*Head, error) {
 	h.leaderKick = make(chan struct{}, 1)
 	h.sessions = newSessions()
 	h.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(256<<20),
+		grpc.ChainUnaryInterceptor(h.rateLimitUnary), grpc.ChainStreamInterceptor(h.rateLimitStream),
 		// Let workers and clients ping idle streams, and ping them: a worker
 		// that vanished without closing its stream is noticed in seconds.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

@@ -10,7 +10,8 @@ import (
 
 // leaderLoop runs while this head leads: after a Raft barrier (so the table
 // holds every committed entry) it keeps the Raft configuration in step with
-// the heads gossip sees and drops graph submissions that never finished. It
+// the heads gossip sees, drops graph submissions that never finished and
+// cancels graphs past their deadline. It
 // returns when ctx ends, which runLeadership does on step-down.
 func (h *Head) leaderLoop(ctx context.Context) {
 	for {
@@ -53,6 +54,7 @@ func (h *Head) leaderLoop(ctx context.Context) {
 		h.reconcileHeads(ctx)
 		h.sweepStaged(ctx)
 		h.checkWorkers(ctx, since)
+		h.enforceDeadlines(ctx)
 		select {
 		case <-ctx.Done():
 			h.logger.Info("leadership lost")

@@ -25,14 +25,18 @@ func (h *Head) leaderLost() <-chan struct{} {
 // checkWorkers runs on the leader: a worker the table holds ALIVE is
 // declared down when gossip says it is dead, or when it has had no stream
 // to this leader for WorkerGrace (counted from its last stream, or from
-// when this head became leader). Gossip and missed streams are hints; the
+// when this head became leader) — also after a clean stop (gossip "left"),
+// so that a worker restarted within the grace takes its containers over. Gossip and missed streams are hints; the
 // verdict is a command in the log, and its attempts are re-queued by it.
 func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
 	now := time.Now()
 	dead := map[string]string{}
 	for _, m := range h.gossip.Members() {
-		if m.Meta.Role == gossip.RoleWorker && (m.Status == gossip.StatusDead || m.Status == gossip.StatusLeft) {
-			dead[m.Meta.NodeID] = "gossip: " + m.Status.String()
+		// A worker that left said goodbye (a clean stop, often a restart):
+		// its containers keep running for it to take over, so it gets the
+		// stream grace like a dropped stream. A dead one crashed.
+		if m.Meta.Role == gossip.RoleWorker && m.Status == gossip.StatusDead {
+			dead[m.Meta.NodeID] = "gossip: dead"
 		}
 	}
 	for _, w := range h.fsm.View().Workers() {
@@ -50,7 +54,7 @@ func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
 			}
 			reason = "no stream to the leader for " + h.cfg.WorkerGrace.String()
 		}
-		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason, Left: reason == "gossip: left", UnixNanos: now.UnixNano()}
+		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason, UnixNanos: now.UnixNano()}
 		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {
 			h.logger.Warn("declaring worker down failed", "worker", w.Info.Id, "err", err)
 			continue

@@ -53,6 +53,10 @@ func TestTasksRunOnWorkers(t *testing.T) {
 	if g.State != client.GraphSucceeded || g.Counts.GetSucceeded() != 200 {
 		t.Fatalf("graph %v", g)
 	}
+	if m := g.GetMetrics(); m.Field != "reward" || m.Count != 200 || m.Mean != 1 || m.SuccessRate != 1 || m.Histogram[11] != 200 ||
+		m.WallMillis <= 0 || m.LastFinishUnixNanos != g.FinishUnixNanos {
+		t.Fatalf("metrics %v", m)
+	}
 	workers := map[string]int{}
 	for _, task := range allTasks(ctx, t, cl, "g") {
 		if len(task.Attempts) != 1 {
@@ -185,4 +189,59 @@ func TestCancelStopsRunningAttempts(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// The tasks of a session (setup -> rollout -> eval) run on one worker, in
+// one warm container, even with another worker free.
+func TestSessionTasksFollowTheirWorker(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	for range 2 {
+		rt := fake.New(nil)
+		rt.Default(fake.Behavior{Hang: true}) // the warm containers' keepers
+		for _, step := range []string{"/bin/setup", "/bin/rollout", "/bin/eval"} {
+			rt.OnCommand(step, fake.Behavior{Duration: 5 * time.Millisecond})
+		}
+		c.AddWorker(testcluster.WorkerOptions{Runtime: rt})
+	}
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := &client.GraphSpec{Id: "sessions"}
+	for i := range 6 {
+		prev := ""
+		for _, step := range []string{"setup", "rollout", "eval"} {
+			name := fmt.Sprintf("%s-%d", step, i)
+			task := &client.TaskSpec{Name: name, Image: "env:1", Command: []string{"/bin/" + step}, Mode: client.ModePersistent,
+				Session: fmt.Sprintf("s%d", i), Resources: &client.Resources{CpuMillis: 500, MemoryBytes: 64 << 20}}
+			if prev != "" {
+				task.DependsOn = []string{prev}
+			}
+			g.Tasks = append(g.Tasks, task)
+			prev = name
+		}
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitGraph(ctx, t, cl, "sessions"); res.State != client.GraphSucceeded {
+		for _, task := range allTasks(ctx, t, cl, "sessions") {
+			if task.State == client.TaskFailed {
+				t.Errorf("task %s failed: %s", task.Id, task.Reason)
+			}
+		}
+		t.Fatalf("graph %v", res.State)
+	}
+	sessionWorker := map[string]string{}
+	used := map[string]bool{}
+	for _, task := range allTasks(ctx, t, cl, "sessions") {
+		w := task.Attempts[len(task.Attempts)-1].WorkerId
+		used[w] = true
+		if prev, ok := sessionWorker[task.Spec.Session]; ok && prev != w {
+			t.Fatalf("session %s ran on %s and %s", task.Spec.Session, prev, w)
+		}
+		sessionWorker[task.Spec.Session] = w
+	}
+	if len(used) != 2 {
+		t.Fatalf("sessions used workers %v; want both workers busy", used)
+	}
 }

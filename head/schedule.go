@@ -2,6 +2,8 @@ package head
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
@@ -18,16 +20,23 @@ import (
 func (h *Head) scheduleLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for {
 		changed := h.fsm.Changed()
 		start := time.Now()
-		h.scheduleOnce(ctx)
+		next := h.scheduleOnce(ctx)
 		pause := max(h.cfg.ScheduleInterval, 2*time.Since(start))
+		wake.Reset(time.Hour)
+		if !next.IsZero() {
+			wake.Reset(time.Until(next))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
 		case <-tick.C:
+		case <-wake.C:
 		}
 		select {
 		case <-ctx.Done():
@@ -46,8 +55,10 @@ const maxQueuedPerQueue = 4096
 // with a live stream, every QUEUED task), places, and commits the plan in
 // one command. The FSM re-checks every placement against the newest table.
 // A round that places nothing and changes no queueing reason commits
-// nothing.
-func (h *Head) scheduleOnce(ctx context.Context) {
+// nothing. Tasks waiting out a retry backoff (not_before in the future) are
+// left out; scheduleOnce returns the earliest such time, when the loop
+// runs a round again (zero: none).
+func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 	view := h.fsm.View()
 	// The seed is fixed for a term: the same table gives the same plan, and
 	// queueing reasons do not flap between rounds.
@@ -69,11 +80,18 @@ func (h *Head) scheduleOnce(ctx context.Context) {
 		})
 	}
 	if len(in.Workers) == 0 {
-		return // nowhere to place; reasons are refreshed once a worker connects
+		return wake // nowhere to place; reasons are refreshed once a worker connects
 	}
 	queued := map[string]*state.Task{}
 	perQueue := map[string]int{}
+	now := time.Now().UnixNano()
 	for t := range view.Queued() {
+		if nb := t.NotBeforeUnixNanos; nb > now {
+			if wake.IsZero() || nb < wake.UnixNano() {
+				wake = time.Unix(0, nb)
+			}
+			continue
+		}
 		if perQueue[t.Queue()]++; perQueue[t.Queue()] > maxQueuedPerQueue {
 			continue
 		}
@@ -82,12 +100,14 @@ func (h *Head) scheduleOnce(ctx context.Context) {
 		in.Tasks = append(in.Tasks, scheduler.Task{
 			ID: t.ID, Tenant: t.Tenant, Queue: t.Queue(), Priority: t.Priority, QueueSeq: t.QueueSeq,
 			Resources: state.ResourcesOf(res), GPUModel: res.GetGpuModel(), GPUMemoryBytes: res.GetGpuMemoryBytes(),
-			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(),
+			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(), Session: t.Spec.GetSession(),
 		})
 	}
 	if len(in.Tasks) == 0 {
-		return
+		return wake
 	}
+	scheduler.PinSessions(in.Tasks, sessionAttempts(view, queued))
+	in.Quotas, in.Cluster = schedulerQuotas(view)
 	plan := scheduler.Place(in)
 	cmd := &wire.PlanCommand{LeaderTerm: h.node.Raft().CurrentTerm(), UnixNanos: time.Now().UnixNano()}
 	for _, p := range plan.Placements {
@@ -103,10 +123,84 @@ func (h *Head) scheduleOnce(ctx context.Context) {
 			cmd.Unplaced[id] = msg
 		}
 	}
-	if len(cmd.Attempts) == 0 && len(cmd.Unplaced) == 0 {
+	if len(cmd.Attempts) > 0 || len(cmd.Unplaced) > 0 {
+		if _, _, err := h.apply(ctx, fsm.OpPlan, cmd); err != nil {
+			if ctx.Err() == nil {
+				h.logger.Warn("committing a plan failed", "placements", len(cmd.Attempts), "err", err)
+			}
+			return wake
+		}
+	}
+	h.failUnplaceable(ctx, queued, plan.Unplaced)
+	return wake
+}
+
+// failUnplaceable fails the tasks that no worker could run (an infeasible
+// reason) and that have been QUEUED longer than MaxQueueWait, with their
+// reason, in one FailQueuedCommand. The FSM re-checks that each is still
+// QUEUED with that reason. It does nothing when MaxQueueWait is 0.
+func (h *Head) failUnplaceable(ctx context.Context, queued map[string]*state.Task, unplaced map[string]scheduler.Reason) {
+	if h.cfg.MaxQueueWait <= 0 {
 		return
 	}
-	if _, _, err := h.apply(ctx, fsm.OpPlan, cmd); err != nil && ctx.Err() == nil {
-		h.logger.Warn("committing a plan failed", "placements", len(cmd.Attempts), "err", err)
+	now := time.Now()
+	cutoff := now.Add(-h.cfg.MaxQueueWait).UnixNano()
+	cmd := &wire.FailQueuedCommand{QueuedBeforeUnixNanos: cutoff, UnixNanos: now.UnixNano()}
+	for _, id := range slices.Sorted(maps.Keys(unplaced)) {
+		if r := unplaced[id]; r.Infeasible() && queued[id].QueuedUnixNanos <= cutoff {
+			cmd.TaskIds = append(cmd.TaskIds, id)
+			cmd.Reasons = append(cmd.Reasons, r.String())
+		}
 	}
+	if len(cmd.TaskIds) == 0 {
+		return
+	}
+	if _, _, err := h.apply(ctx, fsm.OpFailQueued, cmd); err != nil && ctx.Err() == nil {
+		h.logger.Warn("failing unplaceable tasks failed", "tasks", len(cmd.TaskIds), "err", err)
+	}
+}
+
+// schedulerQuotas adapts the table's quotas and the current usage (tasks
+// ASSIGNED or RUNNING, per tenant and in all) into the scheduler's input.
+// Usage is computed only when some quota is set.
+func schedulerQuotas(view *state.View) (map[string]scheduler.Quota, scheduler.Quota) {
+	tenants, cluster := view.Quotas()
+	if len(tenants) == 0 && cluster == nil {
+		return nil, scheduler.Quota{}
+	}
+	usage, total := view.Usage()
+	out := make(map[string]scheduler.Quota, len(tenants))
+	for _, q := range tenants {
+		u := usage[q.Tenant]
+		out[q.Tenant] = scheduler.Quota{MaxRunning: int(q.MaxRunning), Max: q.Max, Running: int(u.Running), Used: u.Used}
+	}
+	var c scheduler.Quota
+	if cluster != nil {
+		c = scheduler.Quota{MaxRunning: int(cluster.MaxRunning), Max: cluster.Max, Running: int(total.Running), Used: total.Used}
+	}
+	return out, c
+}
+
+// sessionAttempts returns, for the graphs of the queued tasks that name a
+// session, the workers their session's earlier attempts ran on, so that a
+// session's tasks follow its container (persistent mode).
+func sessionAttempts(view *state.View, queued map[string]*state.Task) []scheduler.SessionAttempt {
+	var out []scheduler.SessionAttempt
+	seen := map[string]bool{}
+	for _, t := range queued {
+		if t.Spec.GetSession() == "" || seen[t.GraphID] {
+			continue
+		}
+		seen[t.GraphID] = true
+		for _, o := range view.TasksOfGraph(t.GraphID) {
+			if o.Spec.GetSession() == "" {
+				continue
+			}
+			for _, a := range o.Attempts {
+				out = append(out, scheduler.SessionAttempt{Graph: o.GraphID, Session: o.Spec.GetSession(),
+					WorkerID: a.WorkerID, Order: a.AssignUnixNanos})
+			}
+		}
+	}
+	return out
 }

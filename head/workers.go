@@ -115,20 +115,18 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	if old := h.sessions.attach(sess); old != nil {
 		close(old.done)
 	}
-	defer h.sessions.detach(sess, time.Now())
+	defer func() { h.sessions.detach(sess, time.Now()) }()
 
 	sent, stops, err := h.reconcileWorker(ctx, info.Id, hello.Running)
 	if err != nil {
 		return errs.ToStatus(err)
 	}
-	welcome := &wire.HeadMessage{Msg: &wire.HeadMessage_Welcome{Welcome: &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm()}}}
-	if err := stream.Send(welcome); err != nil {
-		return err
-	}
+	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm()}
 	for _, m := range stops {
-		if err := stream.Send(m); err != nil {
-			return err
-		}
+		welcome.Stops = append(welcome.Stops, m.GetStop())
+	}
+	if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Welcome{Welcome: welcome}}); err != nil {
+		return err
 	}
 	log.Debug("worker stream open", "announced", len(hello.Running))
 
@@ -174,7 +172,8 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			continue // heartbeat: the stream being alive is what counts
 		}
 		if len(batch.Events) > 0 {
-			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: batch.Events, UnixNanos: time.Now().UnixNano()}
+			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: batch.Events, UnixNanos: time.Now().UnixNano(),
+				RetryBackoffNanos: s.h.retryBackoffs(s.h.fsm.View(), batch.Events)}
 			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
 			}

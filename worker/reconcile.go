@@ -95,10 +95,7 @@ func (w *Worker) reconcile(ctx context.Context) {
 		}
 	}
 	w.mu.Unlock()
-	for _, h := range adopting {
-		w.log.Info("taking over an adopted container: the head did not stop it", "task", h.key.TaskID, "attempt", h.key.Attempt)
-		h.mbox.put(attempt.Confirm{})
-	}
+	w.confirm(adopting)
 
 	cs, err := w.listOwn(ctx)
 	if err != nil {
@@ -120,6 +117,27 @@ func (w *Worker) reconcile(ctx context.Context) {
 		w.log.Warn("removing a container whose attempt this worker does not hold", "container", c.ID, "name", c.Name,
 			"task", c.Labels[LabelTask], "attempt", c.Labels[LabelAttempt])
 		w.removeLeak(ctx, c)
+	}
+}
+
+// confirmAdopted takes over every adopted container at once: the leader's
+// Welcome listed the attempts to stop, so the others are current.
+func (w *Worker) confirmAdopted() {
+	w.mu.Lock()
+	var adopting []*handle
+	for _, h := range w.attempts {
+		if h.status().State == attempt.Adopting {
+			adopting = append(adopting, h)
+		}
+	}
+	w.mu.Unlock()
+	w.confirm(adopting)
+}
+
+func (w *Worker) confirm(adopting []*handle) {
+	for _, h := range adopting {
+		w.log.Info("taking over an adopted container: the head did not stop it", "task", h.key.TaskID, "attempt", h.key.Attempt)
+		h.mbox.put(attempt.Confirm{})
 	}
 }
 

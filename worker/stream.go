@@ -197,6 +197,12 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 		return false, err
 	}
 	defer w.disconnected()
+	// The Welcome names the announced attempts that are not current; stop
+	// them, then take over the others (their stop is queued first).
+	for _, st := range welcome.GetStops() {
+		w.stopAttempt(st)
+	}
+	w.confirmAdopted()
 
 	recv := make(chan received)
 	recvDone := make(chan struct{})

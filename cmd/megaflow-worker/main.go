@@ -60,7 +60,7 @@ func newCommand(out io.Writer) *cobra.Command {
 gossip pool (--join), finds the leader among the heads (or the --heads gRPC
 addresses), and runs every attempt the leader assigns in its own container
 (--runtime docker) or process group (--runtime process). Each attempt's
-output goes to <data-dir>/logs/<task>/<attempt>.log.
+output goes to <data-dir>/logs/<graph>+<task>/<attempt>.log.
 
 On SIGINT or SIGTERM the worker leaves the pool and exits; running containers
 are left running, and the worker restarted with the same --node-id announces

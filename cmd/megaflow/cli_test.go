@@ -50,6 +50,30 @@ func TestCLIAgainstACluster(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cancelled 2 task(s) of g1") {
 		t.Fatalf("cancel: %d %q", code, out)
 	}
+	code, out, errOut = cli(t, heads, "quota", "set", "team-a", "--max-running", "3", "--gpus", "2")
+	if code != 0 || !strings.Contains(out, "quota of tenant team-a set at index") {
+		t.Fatalf("quota set: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = cli(t, heads, "quota", "set", "--cluster", "--max-running", "100")
+	if code != 0 || !strings.Contains(out, "quota of the cluster set") {
+		t.Fatalf("quota set --cluster: %d %q", code, out)
+	}
+	code, out, _ = cli(t, heads, "quota")
+	if code != 0 || !strings.Contains(out, "team-a") || !strings.Contains(out, "0/3") || !strings.Contains(out, "0/100") {
+		t.Fatalf("quota: %d %q", code, out)
+	}
+	code, out, _ = cli(t, heads, "limits")
+	if code != 0 || !strings.Contains(out, "api rate limit") || !strings.Contains(out, "none") || !strings.Contains(out, "100") {
+		t.Fatalf("limits: %d %q", code, out)
+	}
+	code, _, errOut = cli(t, heads, "quota", "set")
+	if code != exitUsage || !strings.Contains(errOut, "give a TENANT") {
+		t.Fatalf("quota set without tenant: %d %q", code, errOut)
+	}
+	code, _, errOut = cli(t, heads, "quota", "set", "x", "--max-running", "-1")
+	if code != exitUsage || !strings.Contains(errOut, "max_running -1 is negative") {
+		t.Fatalf("negative quota: %d %q", code, errOut)
+	}
 	code, _, errOut = cli(t, heads, "status", "nope")
 	if code != exitError || !strings.Contains(errOut, `graph "nope" not found`) {
 		t.Fatalf("status of unknown graph: %d %q", code, errOut)

@@ -21,7 +21,7 @@ func graphsCmd(g *globals) *cobra.Command {
 	var f client.GraphFilter
 	cmd := &cobra.Command{
 		Use:   "graphs",
-		Short: "List graphs, oldest first",
+		Short: "List graphs, sorted by id",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, c, done, err := g.dial(cmd)
@@ -38,11 +38,11 @@ func graphsCmd(g *globals) *cobra.Command {
 				return g.printJSON(map[string]any{"graphs": protoList(graphs), "next_page_token": next})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "GRAPH\tTENANT\tSTATE\tTASKS\tDONE\tFAILED\tAGE")
+			fmt.Fprintln(tw, "GRAPH\tTENANT\tSTATE\tTASKS\tDONE\tFAILED\tSUCCESS\tREWARD\tAGE")
 			for _, gr := range graphs {
-				cn := gr.Counts
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,
-					cn.GetSucceeded(), cn.GetFailed()+cn.GetTimedOut(), age(gr.CreateUnixNanos))
+				cn, m := gr.Counts, gr.GetMetrics()
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,
+					cn.GetSucceeded(), cn.GetFailed()+cn.GetTimedOut(), successRate(m), meanMetric(m), age(gr.CreateUnixNanos))
 			}
 			if next != "" {
 				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
@@ -135,6 +135,20 @@ func statusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "pending %d  queued %d  assigned %d  running %d  succeeded %d  failed %d  cancelled %d  timed_out %d\n",
 				cn.GetPending(), cn.GetQueued(), cn.GetAssigned(), cn.GetRunning(), cn.GetSucceeded(), cn.GetFailed(),
 				cn.GetCancelled(), cn.GetTimedOut())
+			if m := gr.GetMetrics(); m.GetFinished() > 0 || m.GetFirstStartUnixNanos() != 0 {
+				fmt.Fprintf(g.stdout, "success %s of %d finished", successRate(m), m.GetFinished())
+				if m.GetCount() > 0 {
+					fmt.Fprintf(g.stdout, "  %s mean %.4g  min %.4g  max %.4g  (%d values)", m.GetField(), m.GetMean(), m.GetMin(),
+						m.GetMax(), m.GetCount())
+				}
+				if m.GetWallMillis() > 0 {
+					fmt.Fprintf(g.stdout, "  wall %s", (time.Duration(m.GetWallMillis()) * time.Millisecond).String())
+				}
+				fmt.Fprintln(g.stdout)
+				if m.GetCount() > 0 {
+					fmt.Fprintf(g.stdout, "%s histogram: %s\n", m.GetField(), histogram(m.GetHistogram()))
+				}
+			}
 			if gr.Reason != "" {
 				fmt.Fprintf(g.stdout, "reason: %s\n", gr.Reason)
 			}
@@ -164,12 +178,43 @@ func cancelCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.output == "json" {
+				return g.printJSON(map[string]any{"id": args[0], "cancelled": n})
+			}
 			fmt.Fprintf(g.stdout, "cancelled %d task(s) of %s\n", n, args[0])
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "cancelled by user", "why, recorded on each task")
 	return cmd
+}
+
+// successRate formats a graph's success rate, "-" while no task finished.
+func successRate(m *client.GraphMetrics) string {
+	if m.GetFinished() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*m.GetSuccessRate())
+}
+
+// meanMetric formats the mean of a graph's metric, "-" without values.
+func meanMetric(m *client.GraphMetrics) string {
+	if m.GetCount() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", m.GetMean())
+}
+
+// histogram formats the fixed buckets of GraphMetrics.histogram.
+func histogram(h []uint32) string {
+	labels := []string{"<0", "[0,.1)", "[.1,.2)", "[.2,.3)", "[.3,.4)", "[.4,.5)", "[.5,.6)", "[.6,.7)", "[.7,.8)", "[.8,.9)", "[.9,1)", ">=1"}
+	var parts []string
+	for i, n := range h {
+		if n > 0 && i < len(labels) {
+			parts = append(parts, fmt.Sprintf("%s:%d", labels[i], n))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func taskState(s client.TaskState) string {

@@ -50,12 +50,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	root.PersistentFlags().StringVar(&g.heads, "heads", defHeads, "comma-separated gRPC addresses of heads (env "+client.EnvHeads+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long (0: never; submit --wait waits without limit unless this is given)")
 	root.PersistentFlags().BoolVar(&g.stale, "stale", false, "read from whichever head answers, even without a leader (default: read through the leader)")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g))
+	root.AddCommand(submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -90,7 +90,10 @@ func (g *globals) dial(cmd *cobra.Command) (context.Context, *client.Client, fun
 	if g.output != "table" && g.output != "json" {
 		return nil, nil, nil, errs.New(errs.InvalidArgument, "--output %q: want table or json", g.output)
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	ctx, cancel := context.WithCancel(cmd.Context())
+	if g.timeout > 0 {
+		ctx, cancel = context.WithTimeout(cmd.Context(), g.timeout)
+	}
 	var heads []string
 	for _, h := range strings.Split(g.heads, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -39,6 +39,9 @@ it blocks until the graph finishes; the exit code says whether it succeeded
 			if id != "" {
 				spec.Id = id
 			}
+			if wait && !cmd.Flags().Changed("timeout") {
+				g.timeout = 0 // a graph may run for hours: wait until it ends or Ctrl-C
+			}
 			ctx, c, done, err := g.dial(cmd)
 			if err != nil {
 				return err

@@ -22,10 +22,11 @@ import (
 //	recTask    wire.Task
 //	recStaged  wire.SubmitGraphCommand (one staged chunk)
 //	recWorker  wire.Worker
+//	recQuota   wire.Quota (a tenant's quota, or the cluster limit)
 //	recEnd     uvarint number of records before it
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
-// id, end. A worker's GPUs in use are not written: the restore derives them
+// id, quotas by tenant, end. A worker's GPUs in use are not written: the restore derives them
 // from the tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
 // workers existed have no worker records and read the same. The end
@@ -40,6 +41,7 @@ const (
 	recTask   byte = 3
 	recStaged byte = 4
 	recWorker byte = 5
+	recQuota  byte = 6
 	recEnd    byte = 0xff
 )
 
@@ -102,6 +104,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for _, q := range v.QuotaRows() {
+			if !add(q) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -130,6 +137,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recStaged, r.Command)
 			case *state.Worker:
 				buf, err = appendMessage(buf, recWorker, r.ToWire())
+			case *state.Quota:
+				buf, err = appendMessage(buf, recQuota, r.ToWire())
 			}
 			if err != nil {
 				return encoded{}, err
@@ -253,6 +262,8 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				err = r.Staged(x)
 			case *state.Worker:
 				err = r.Worker(x)
+			case *state.Quota:
+				err = r.Quota(x)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -339,6 +350,16 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 				return nil, fmt.Errorf("record %d: worker: %w", n, err)
 			}
 			row, err := state.WorkerFromWire(w)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			rows = append(rows, row)
+		case recQuota:
+			w := &wire.Quota{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: quota: %w", n, err)
+			}
+			row, err := state.QuotaFromWire(w)
 			if err != nil {
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}

@@ -68,7 +68,8 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 // Apply applies one committed log entry. Raft calls it on the FSM goroutine
 // for LogCommand entries. It returns a result (SubmitResult, CancelResult,
 // DropStagedResult, WorkerUpsertResult, WorkerDownResult, PlanResult,
-// TaskEventsResult, AttemptsLostResult), an *errs.Error for a command refused at apply time, or
+// TaskEventsResult, AttemptsLostResult, SetQuotaResult,
+// FailQueuedResult), an *errs.Error for a command refused at apply time, or
 // nil for an ignorable op this version does not know. It panics on an entry
 // that cannot be decoded or an unknown op without OpIgnorable: the log is
 // corrupt or from a newer version, and going on would diverge.
@@ -152,6 +153,14 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		cmd := &wire.AttemptsLostCommand{}
 		decode(op, index, payload, cmd)
 		res, err = applyAttemptsLost(txn, cmd)
+	case OpSetQuota:
+		cmd := &wire.SetQuotaCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applySetQuota(txn, cmd)
+	case OpFailQueued:
+		cmd := &wire.FailQueuedCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyFailQueued(txn, cmd)
 	default:
 		if op&OpIgnorable != 0 {
 			return nil

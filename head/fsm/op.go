@@ -31,6 +31,10 @@ const (
 	OpTaskEvents Op = 7
 	// OpAttemptsLost carries a wire.AttemptsLostCommand.
 	OpAttemptsLost Op = 8
+	// OpSetQuota carries a wire.SetQuotaCommand.
+	OpSetQuota Op = 9
+	// OpFailQueued carries a wire.FailQueuedCommand.
+	OpFailQueued Op = 10
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -45,6 +49,8 @@ var opNames = map[Op]string{
 	OpPlan:         "Plan",
 	OpTaskEvents:   "TaskEvents",
 	OpAttemptsLost: "AttemptsLost",
+	OpSetQuota:     "SetQuota",
+	OpFailQueued:   "FailQueued",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.

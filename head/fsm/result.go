@@ -81,3 +81,16 @@ type AttemptsLostResult struct {
 	// worker named.
 	Ignored uint32
 }
+
+// SetQuotaResult is the result of OpSetQuota.
+type SetQuotaResult struct {
+	// Removed is true when the quota limited nothing and was deleted.
+	Removed bool
+}
+
+// FailQueuedResult is the result of OpFailQueued.
+type FailQueuedResult struct {
+	// Failed counts the tasks failed; the others had been placed, re-queued
+	// or given another reason meanwhile.
+	Failed uint32
+}

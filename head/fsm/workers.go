@@ -41,18 +41,36 @@ func applyWorkerDown(txn *state.Txn, cmd *wire.WorkerDownCommand) (*WorkerDownRe
 }
 
 // applyPlan applies the placements of a plan in order, skipping those the
-// table refuses, then records the queueing reasons of the unplaced tasks in
-// task id order.
+// table refuses (state.Txn.Place) and those that would take a tenant or the
+// cluster over quota (state.QuotaGuard, counting the placements before
+// them), then records the queueing reasons of the unplaced tasks in task id
+// order.
 func applyPlan(txn *state.Txn, cmd *wire.PlanCommand) (*PlanResult, error) {
 	res := &PlanResult{}
 	nanos := cmd.GetUnixNanos()
+	guard := txn.QuotaGuard()
+	skip := func(id string, err error) {
+		if res.Skipped == nil {
+			res.Skipped = map[string]string{}
+		}
+		res.Skipped[id] = err.Error()
+	}
 	for _, p := range cmd.GetAttempts() {
-		if _, err := txn.Place(p, cmd.GetLeaderTerm(), nanos); err != nil {
-			if res.Skipped == nil {
-				res.Skipped = map[string]string{}
+		if guard != nil {
+			if t := txn.Task(p.GetTaskId()); t != nil && t.State == wire.TaskState_TASK_STATE_QUEUED {
+				if err := guard.Admit(t); err != nil {
+					skip(p.GetTaskId(), err)
+					continue
+				}
 			}
-			res.Skipped[p.GetTaskId()] = err.Error()
+		}
+		placed, err := txn.Place(p, cmd.GetLeaderTerm(), nanos)
+		if err != nil {
+			skip(p.GetTaskId(), err)
 			continue
+		}
+		if guard != nil {
+			guard.Charge(placed)
 		}
 		res.Applied = append(res.Applied, p.GetTaskId())
 	}
@@ -65,14 +83,20 @@ func applyPlan(txn *state.Txn, cmd *wire.PlanCommand) (*PlanResult, error) {
 	return res, nil
 }
 
-// applyTaskEvents applies a worker's events in order.
+// applyTaskEvents applies a worker's events in order, each with the retry
+// backoff the leader chose for it.
 func applyTaskEvents(txn *state.Txn, cmd *wire.TaskEventsCommand) (*TaskEventsResult, error) {
 	if cmd.GetWorkerId() == "" {
 		return nil, errs.New(errs.InvalidArgument, "task events: no worker id")
 	}
 	res := &TaskEventsResult{}
-	for _, ev := range cmd.GetEvents() {
-		if txn.ApplyAttemptEvent(cmd.GetWorkerId(), ev, cmd.GetUnixNanos()) {
+	backoffs := cmd.GetRetryBackoffNanos()
+	for i, ev := range cmd.GetEvents() {
+		var backoff int64
+		if i < len(backoffs) {
+			backoff = backoffs[i]
+		}
+		if txn.ApplyAttemptEvent(cmd.GetWorkerId(), ev, cmd.GetUnixNanos(), backoff) {
 			res.Applied++
 		} else {
 			res.Ignored++
@@ -92,6 +116,35 @@ func applyAttemptsLost(txn *state.Txn, cmd *wire.AttemptsLostCommand) (*Attempts
 			res.Ignored++
 		}
 		res.Lost.Add(loss)
+	}
+	return res, nil
+}
+
+// applySetQuota sets or removes a quota (the cluster limit for an empty
+// tenant).
+func applySetQuota(txn *state.Txn, cmd *wire.SetQuotaCommand) (*SetQuotaResult, error) {
+	if cmd.GetQuota() == nil {
+		return nil, errs.New(errs.InvalidArgument, "set quota: no quota")
+	}
+	if err := txn.SetQuota(cmd.GetQuota(), cmd.GetUnixNanos()); err != nil {
+		return nil, err
+	}
+	q, _ := state.QuotaFromWire(cmd.GetQuota())
+	return &SetQuotaResult{Removed: q.Unlimited()}, nil
+}
+
+// applyFailQueued fails, in order, the tasks the leader found unplaceable
+// for too long, where they still are (state.Txn.FailQueued).
+func applyFailQueued(txn *state.Txn, cmd *wire.FailQueuedCommand) (*FailQueuedResult, error) {
+	ids, reasons := cmd.GetTaskIds(), cmd.GetReasons()
+	if len(ids) != len(reasons) {
+		return nil, errs.New(errs.InvalidArgument, "fail queued: %d task ids but %d reasons", len(ids), len(reasons))
+	}
+	res := &FailQueuedResult{}
+	for i, id := range ids {
+		if txn.FailQueued(id, reasons[i], cmd.GetQueuedBeforeUnixNanos(), cmd.GetUnixNanos()) {
+			res.Failed++
+		}
 	}
 	return res, nil
 }

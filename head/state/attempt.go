@@ -60,7 +60,11 @@ const (
 // process ran; its STARTED was not delivered). For a task CANCELLED while
 // its attempt ran, only the attempt changes: STARTED marks it RUNNING, and
 // any end ends it as reported (STOPPED as CANCELLED), releasing its worker.
-func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos int64) bool {
+//
+// A failure sent back to QUEUED is not placed before unixNanos +
+// retryBackoffNanos (Task.NotBeforeUnixNanos): the backoff is the leader's
+// choice, carried in the command; a lost attempt re-queues without one.
+func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos, retryBackoffNanos int64) bool {
 	cur := t.Task(ev.GetTaskId())
 	if cur == nil {
 		return false
@@ -72,7 +76,7 @@ func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 	if IsTerminal(cur.State) {
 		return t.stoppingEvent(cur, ev, unixNanos)
 	}
-	end := attemptEnd{exitCode: ev.GetExitCode()}
+	end := attemptEnd{exitCode: ev.GetExitCode(), backoff: max(retryBackoffNanos, 0)}
 	switch ev.GetKind() {
 	case evStarted:
 		if cur.State != assigned {
@@ -214,6 +218,8 @@ type attemptEnd struct {
 	state    wire.TaskState
 	reason   string
 	exitCode int32
+	// backoff is how long a retry waits, in nanoseconds (failOrRetry).
+	backoff int64
 }
 
 // endAttempt moves cur to state to with reason, ending its active attempt
@@ -235,11 +241,18 @@ func (t *Txn) endAttempt(cur *Task, to wire.TaskState, reason string, end attemp
 	return n
 }
 
-// failOrRetry ends cur's active attempt as a failure: back to QUEUED while
-// retries are left, else the task ends final (FAILED or TIMED_OUT).
+// failOrRetry ends cur's active attempt as a failure: back to QUEUED, not
+// before end.backoff from now, while retries are left, else the task ends
+// final (FAILED or TIMED_OUT).
 func (t *Txn) failOrRetry(cur *Task, final wire.TaskState, end attemptEnd, nanos int64) {
 	if cur.RetriesUsed < uint32(max(cur.Spec.GetMaxRetries(), 0)) {
-		t.endAttempt(cur, queued, end.reason, end, nanos, func(n *Task) { n.RetriesUsed++ })
+		t.endAttempt(cur, queued, end.reason, end, nanos, func(n *Task) {
+			n.RetriesUsed++
+			n.NotBeforeUnixNanos = 0
+			if end.backoff > 0 {
+				n.NotBeforeUnixNanos = nanos + end.backoff
+			}
+		})
 		return
 	}
 	t.endAttempt(cur, final, end.reason, end, nanos, nil)

@@ -35,6 +35,8 @@ type Graph struct {
 	SpecDigest []byte
 	// Reason says why the graph is in its state (a cancel's reason).
 	Reason string
+	// Metrics aggregates the task results (metrics.go).
+	Metrics GraphMetrics
 }
 
 // StateCounts counts a graph's tasks by state, indexed by wire.TaskState
@@ -95,6 +97,7 @@ func (g *Graph) ToWire() *wire.Graph {
 		DeadlineSeconds: g.DeadlineSeconds,
 		SpecDigest:      g.SpecDigest,
 		Reason:          g.Reason,
+		Metrics:         g.Metrics.toWire(g),
 	}
 }
 
@@ -117,5 +120,6 @@ func GraphFromWire(w *wire.Graph) *Graph {
 		DeadlineSeconds: w.GetDeadlineSeconds(),
 		SpecDigest:      w.GetSpecDigest(),
 		Reason:          w.GetReason(),
+		Metrics:         metricsFromWire(w.GetMetrics()),
 	}
 }

@@ -47,6 +47,7 @@ func (t *Txn) InsertGraph(g *Graph, tasks []*Task, unixNanos int64) error {
 		task.CreateUnixNanos, task.UpdateUnixNanos = unixNanos, unixNanos
 		if task.State == queued {
 			task.QueueSeq = t.takeQueueSeq()
+			task.QueuedUnixNanos = unixNanos
 		}
 		t.putTask(nil, task)
 		t.emitTask(task, unixNanos)

@@ -9,8 +9,9 @@ import "github.com/megaflow/megaflow/internal/wire"
 //	   |                                       v
 //	   +------> PENDING ---- deps done ----> QUEUED <------------------------+
 //	               |                           |                             |
-//	               |                         placed                          |
-//	               |                           v                             |
+//	               |                         placed --> FAILED (no worker    |
+//	               |                           |     could run it, for longer|
+//	               |                           v     than MaxQueueWait)      |
 //	               |                       ASSIGNED ------------------------>+ retry: the attempt
 //	               |                           |   |                         |   was lost or failed,
 //	               |                        started +--> FAILED (did not     |   retries are left
@@ -56,7 +57,7 @@ const (
 var transitions = [numTaskStates]uint16{
 	unspecified: bits(pending, queued),
 	pending:     bits(queued, cancelled),
-	queued:      bits(assigned, cancelled),
+	queued:      bits(assigned, cancelled, failed),
 	assigned:    bits(running, queued, failed, cancelled),
 	running:     bits(succeeded, failed, cancelled, timedOut, queued),
 }

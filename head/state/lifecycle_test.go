@@ -16,6 +16,7 @@ func TestCanTransition(t *testing.T) {
 		{pending, cancelled}:   true, // a cancel, or an upstream failure
 		{queued, assigned}:     true, // placed
 		{queued, cancelled}:    true,
+		{queued, failed}:       true, // unplaceable for longer than the leader's MaxQueueWait
 		{assigned, running}:    true, // started
 		{assigned, queued}:     true, // lost or failed before start, retries left
 		{assigned, failed}:     true, // failed before start, no retries left

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -86,5 +88,23 @@ func (t *Txn) SetQueueReason(taskID, reason string, unixNanos int64) bool {
 	n.UpdateUnixNanos, n.ModifyIndex = unixNanos, t.index
 	t.putTask(cur, n)
 	t.emitTask(n, unixNanos)
+	return true
+}
+
+// FailQueued fails the task with taskID, with reason, if it is still QUEUED
+// with that queueing reason and entered QUEUED at or before
+// queuedBefore (the leader found it unplaceable for too long); its
+// dependents are resolved. Otherwise it changes nothing. The FSM calls it
+// for each task of an OpFailQueued, in order. It returns whether the task
+// failed.
+func (t *Txn) FailQueued(taskID, reason string, queuedBefore, unixNanos int64) bool {
+	cur := t.Task(taskID)
+	if cur == nil || cur.State != queued || cur.Reason != reason || cur.QueuedUnixNanos > queuedBefore {
+		return false
+	}
+	n := t.move(cur, failed, reason, unixNanos, nil)
+	if _, err := t.ResolveDependents(n, unixNanos); err != nil {
+		panic(fmt.Sprintf("state: index %d: %v", t.index, err))
+	}
 	return true
 }

@@ -11,6 +11,7 @@ const (
 	tableStaged  = "staged"
 	tableMeta    = "meta"
 	tableWorkers = "workers"
+	tableQuotas  = "quotas"
 
 	indexID     = "id"
 	indexTenant = "tenant"
@@ -117,6 +118,15 @@ func schema() *memdb.DBSchema {
 						return b, true
 					},
 					args: workerStatusArgs,
+				}},
+			},
+		},
+		tableQuotas: {
+			Name: tableQuotas,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*Quota).Tenant, 0), true },
+					args:   stringArgs,
 				}},
 			},
 		},

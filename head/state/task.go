@@ -48,6 +48,11 @@ type Task struct {
 	Dependents []string
 	// Result is the JSON result recorded with success (at most 64 KiB).
 	Result []byte
+	// NotBeforeUnixNanos is when a task QUEUED for a retry may be placed
+	// again (the leader's backoff); 0 or past: now.
+	NotBeforeUnixNanos int64
+	// QueuedUnixNanos is when the task last entered QUEUED (leader time).
+	QueuedUnixNanos int64
 	// CreateUnixNanos and UpdateUnixNanos are leader-chosen times in
 	// nanoseconds since the Unix epoch.
 	CreateUnixNanos int64
@@ -195,6 +200,8 @@ func (t *Task) FillWire(w *wire.Task) {
 	w.QueueSeq = t.QueueSeq
 	w.Priority = t.Priority
 	w.Dependents = t.Dependents
+	w.NotBeforeUnixNanos = t.NotBeforeUnixNanos
+	w.QueuedUnixNanos = t.QueuedUnixNanos
 }
 
 func (a *Attempt) toWire() *wire.Attempt {
@@ -238,6 +245,9 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 		UpdateUnixNanos: w.GetUpdateUnixNanos(),
 		CreateIndex:     w.GetCreateIndex(),
 		ModifyIndex:     w.GetModifyIndex(),
+
+		NotBeforeUnixNanos: w.GetNotBeforeUnixNanos(),
+		QueuedUnixNanos:    w.GetQueuedUnixNanos(),
 	}
 	if t.Spec == nil {
 		t.Spec = &wire.TaskSpec{Name: t.Name()}

@@ -44,6 +44,7 @@ func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edi
 	n.UpdateUnixNanos, n.ModifyIndex = nanos, t.index
 	if to == queued {
 		n.QueueSeq = t.takeQueueSeq()
+		n.QueuedUnixNanos = nanos
 	}
 	if a := n.CurrentAttempt(); IsActive(cur.State) && a != nil && IsActive(a.State) && to != cancelled {
 		// The active attempt follows the task; a cancelled task's attempt
@@ -64,6 +65,8 @@ func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edi
 	t.putTask(cur, n)
 	t.emitTask(n, nanos)
 	t.countMove(n.GraphID, cur.State, to, nanos)
+	g := t.writableGraph(n.GraphID)
+	g.Metrics.observe(g, cur.State, n, nanos)
 	return n
 }
 

@@ -162,3 +162,11 @@ func (v *View) Queued() iter.Seq[*Task] {
 		return get(txn, tableTasks, indexState, queued)
 	}, v)
 }
+
+// GraphsInState iterates the graphs in state s, in id order. The leader's
+// deadline loop reads the RUNNING ones.
+func (v *View) GraphsInState(s wire.GraphState) iter.Seq[*Graph] {
+	return rows[*Graph](func(txn *memdb.Txn) memdb.ResultIterator {
+		return get(txn, tableGraphs, indexState, s)
+	}, v)
+}

@@ -508,12 +508,17 @@ func (x *PlanCommand) GetUnplaced() map[string]string {
 
 // TaskEventsCommand commits a batch of attempt events from workers.
 type TaskEventsCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Events        []*AttemptEvent        `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
-	UnixNanos     int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId  string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Events    []*AttemptEvent        `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	UnixNanos int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// Chosen by the leader, one per event (same position): should the event
+	// fail its attempt with retries left, the task goes back to QUEUED not
+	// before unix_nanos + this many nanoseconds (exponential backoff with
+	// jitter). Missing entries (older leaders): no backoff.
+	RetryBackoffNanos []int64 `protobuf:"varint,4,rep,packed,name=retry_backoff_nanos,json=retryBackoffNanos,proto3" json:"retry_backoff_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TaskEventsCommand) Reset() {
@@ -565,6 +570,13 @@ func (x *TaskEventsCommand) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *TaskEventsCommand) GetRetryBackoffNanos() []int64 {
+	if x != nil {
+		return x.RetryBackoffNanos
+	}
+	return nil
 }
 
 // AttemptsLostCommand marks attempts lost (their worker no longer has them).
@@ -628,6 +640,135 @@ func (x *AttemptsLostCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// FailQueuedCommand fails tasks the leader found unplaceable (no worker
+// could ever run them) for longer than its MaxQueueWait. The FSM fails each
+// task only if it is still QUEUED with the same reason and entered QUEUED
+// no later than queued_before_unix_nanos, so a task placed or re-queued
+// meanwhile is left alone.
+type FailQueuedCommand struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskIds []string               `protobuf:"bytes,1,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	// The queueing reason of each task (same position), which becomes its
+	// failure reason.
+	Reasons               []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	QueuedBeforeUnixNanos int64    `protobuf:"varint,3,opt,name=queued_before_unix_nanos,json=queuedBeforeUnixNanos,proto3" json:"queued_before_unix_nanos,omitempty"`
+	UnixNanos             int64    `protobuf:"varint,4,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *FailQueuedCommand) Reset() {
+	*x = FailQueuedCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailQueuedCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailQueuedCommand) ProtoMessage() {}
+
+func (x *FailQueuedCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailQueuedCommand.ProtoReflect.Descriptor instead.
+func (*FailQueuedCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FailQueuedCommand) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+func (x *FailQueuedCommand) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *FailQueuedCommand) GetQueuedBeforeUnixNanos() int64 {
+	if x != nil {
+		return x.QueuedBeforeUnixNanos
+	}
+	return 0
+}
+
+func (x *FailQueuedCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+// SetQuotaCommand sets a tenant's quota, or the cluster limit when the
+// quota's tenant is empty. A quota whose limits are all zero is removed.
+type SetQuotaCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quota         *Quota                 `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaCommand) Reset() {
+	*x = SetQuotaCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaCommand) ProtoMessage() {}
+
+func (x *SetQuotaCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaCommand.ProtoReflect.Descriptor instead.
+func (*SetQuotaCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetQuotaCommand) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SetQuotaCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
@@ -678,17 +819,28 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\bunplaced\x18\x04 \x03(\v2&.megaflow.v1.PlanCommand.UnplacedEntryR\bunplaced\x1a;\n" +
 	"\rUnplacedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x01\n" +
 	"\x11TaskEventsCommand\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x121\n" +
 	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x85\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12.\n" +
+	"\x13retry_backoff_nanos\x18\x04 \x03(\x03R\x11retryBackoffNanos\"\x85\x01\n" +
 	"\x13AttemptsLostCommand\x127\n" +
 	"\battempts\x18\x01 \x03(\v2\x1b.megaflow.v1.PlannedAttemptR\battempts\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\xa0\x01\n" +
+	"\x11FailQueuedCommand\x12\x19\n" +
+	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\x127\n" +
+	"\x18queued_before_unix_nanos\x18\x03 \x01(\x03R\x15queuedBeforeUnixNanos\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x04 \x01(\x03R\tunixNanos\"Z\n" +
+	"\x0fSetQuotaCommand\x12(\n" +
+	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_command_proto_rawDescOnce sync.Once
@@ -702,7 +854,7 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_megaflow_v1_command_proto_goTypes = []any{
 	(*SubmitGraphCommand)(nil),  // 0: megaflow.v1.SubmitGraphCommand
 	(*CancelCommand)(nil),       // 1: megaflow.v1.CancelCommand
@@ -713,25 +865,29 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 	(*PlanCommand)(nil),         // 6: megaflow.v1.PlanCommand
 	(*TaskEventsCommand)(nil),   // 7: megaflow.v1.TaskEventsCommand
 	(*AttemptsLostCommand)(nil), // 8: megaflow.v1.AttemptsLostCommand
-	nil,                         // 9: megaflow.v1.PlanCommand.UnplacedEntry
-	(*GraphSpec)(nil),           // 10: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),            // 11: megaflow.v1.TaskSpec
-	(*WorkerInfo)(nil),          // 12: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),        // 13: megaflow.v1.AttemptEvent
+	(*FailQueuedCommand)(nil),   // 9: megaflow.v1.FailQueuedCommand
+	(*SetQuotaCommand)(nil),     // 10: megaflow.v1.SetQuotaCommand
+	nil,                         // 11: megaflow.v1.PlanCommand.UnplacedEntry
+	(*GraphSpec)(nil),           // 12: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),            // 13: megaflow.v1.TaskSpec
+	(*WorkerInfo)(nil),          // 14: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),        // 15: megaflow.v1.AttemptEvent
+	(*Quota)(nil),               // 16: megaflow.v1.Quota
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	10, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	11, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	12, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	12, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	13, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	14, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 3: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	9,  // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	13, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	11, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	15, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
 	5,  // 6: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	16, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }
@@ -747,7 +903,7 @@ func file_megaflow_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

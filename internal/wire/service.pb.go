@@ -1449,6 +1449,353 @@ func (x *ListWorkersResponse) GetMeta() *ReadMeta {
 	return nil
 }
 
+type SetQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The quota; its tenant names the tenant (empty only with cluster).
+	Quota *Quota `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	// Set the cluster-wide limit instead of a tenant's quota.
+	Cluster       bool `protobuf:"varint,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaRequest) Reset() {
+	*x = SetQuotaRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaRequest) ProtoMessage() {}
+
+func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetQuotaRequest) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SetQuotaRequest) GetCluster() bool {
+	if x != nil {
+		return x.Cluster
+	}
+	return false
+}
+
+type SetQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetQuotaResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type GetQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQuotasRequest) Reset() {
+	*x = GetQuotasRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQuotasRequest) ProtoMessage() {}
+
+func (x *GetQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQuotasRequest.ProtoReflect.Descriptor instead.
+func (*GetQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetQuotasRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type GetQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant quotas in tenant order, with usage.
+	Quotas []*QuotaUsage `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	// The cluster limit with the whole cluster's usage (zero limits: none).
+	Cluster *QuotaUsage `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Usage of tenants that run tasks but have no quota, in tenant order.
+	Unlimited     []*QuotaUsage `protobuf:"bytes,3,rep,name=unlimited,proto3" json:"unlimited,omitempty"`
+	Meta          *ReadMeta     `protobuf:"bytes,4,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQuotasResponse) Reset() {
+	*x = GetQuotasResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQuotasResponse) ProtoMessage() {}
+
+func (x *GetQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQuotasResponse.ProtoReflect.Descriptor instead.
+func (*GetQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetQuotasResponse) GetQuotas() []*QuotaUsage {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+func (x *GetQuotasResponse) GetCluster() *QuotaUsage {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+func (x *GetQuotasResponse) GetUnlimited() []*QuotaUsage {
+	if x != nil {
+		return x.Unlimited
+	}
+	return nil
+}
+
+func (x *GetQuotasResponse) GetMeta() *ReadMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+type GetLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLimitsRequest) Reset() {
+	*x = GetLimitsRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLimitsRequest) ProtoMessage() {}
+
+func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLimitsRequest.ProtoReflect.Descriptor instead.
+func (*GetLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetLimitsRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type GetLimitsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The head that answered; rate limits are per head.
+	HeadId string `protobuf:"bytes,1,opt,name=head_id,json=headId,proto3" json:"head_id,omitempty"`
+	// API calls per second each tenant may make to this head; 0: no limit.
+	RateLimit float64 `protobuf:"fixed64,2,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// Calls a tenant may make at once above the rate (token bucket size).
+	RateBurst int32 `protobuf:"varint,3,opt,name=rate_burst,json=rateBurst,proto3" json:"rate_burst,omitempty"`
+	// The cluster-wide limit (zero limits: none).
+	Cluster *Quota `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// How long a task may wait QUEUED with an infeasible reason before the
+	// leader fails it, in milliseconds; 0: forever.
+	MaxQueueWaitMillis int64     `protobuf:"varint,5,opt,name=max_queue_wait_millis,json=maxQueueWaitMillis,proto3" json:"max_queue_wait_millis,omitempty"`
+	Meta               *ReadMeta `protobuf:"bytes,6,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetLimitsResponse) Reset() {
+	*x = GetLimitsResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLimitsResponse) ProtoMessage() {}
+
+func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLimitsResponse.ProtoReflect.Descriptor instead.
+func (*GetLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GetLimitsResponse) GetHeadId() string {
+	if x != nil {
+		return x.HeadId
+	}
+	return ""
+}
+
+func (x *GetLimitsResponse) GetRateLimit() float64 {
+	if x != nil {
+		return x.RateLimit
+	}
+	return 0
+}
+
+func (x *GetLimitsResponse) GetRateBurst() int32 {
+	if x != nil {
+		return x.RateBurst
+	}
+	return 0
+}
+
+func (x *GetLimitsResponse) GetCluster() *Quota {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+func (x *GetLimitsResponse) GetMaxQueueWaitMillis() int64 {
+	if x != nil {
+		return x.MaxQueueWaitMillis
+	}
+	return 0
+}
+
+func (x *GetLimitsResponse) GetMeta() *ReadMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
@@ -1551,7 +1898,30 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"o\n" +
 	"\x13ListWorkersResponse\x12-\n" +
 	"\aworkers\x18\x01 \x03(\v2\x13.megaflow.v1.WorkerR\aworkers\x12)\n" +
-	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xe9\x06\n" +
+	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"U\n" +
+	"\x0fSetQuotaRequest\x12(\n" +
+	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\bR\acluster\"(\n" +
+	"\x10SetQuotaResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"@\n" +
+	"\x10GetQuotasRequest\x12,\n" +
+	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\xd9\x01\n" +
+	"\x11GetQuotasResponse\x12/\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x17.megaflow.v1.QuotaUsageR\x06quotas\x121\n" +
+	"\acluster\x18\x02 \x01(\v2\x17.megaflow.v1.QuotaUsageR\acluster\x125\n" +
+	"\tunlimited\x18\x03 \x03(\v2\x17.megaflow.v1.QuotaUsageR\tunlimited\x12)\n" +
+	"\x04meta\x18\x04 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"@\n" +
+	"\x10GetLimitsRequest\x12,\n" +
+	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\xf6\x01\n" +
+	"\x11GetLimitsResponse\x12\x17\n" +
+	"\ahead_id\x18\x01 \x01(\tR\x06headId\x12\x1d\n" +
+	"\n" +
+	"rate_limit\x18\x02 \x01(\x01R\trateLimit\x12\x1d\n" +
+	"\n" +
+	"rate_burst\x18\x03 \x01(\x05R\trateBurst\x12,\n" +
+	"\acluster\x18\x04 \x01(\v2\x12.megaflow.v1.QuotaR\acluster\x121\n" +
+	"\x15max_queue_wait_millis\x18\x05 \x01(\x03R\x12maxQueueWaitMillis\x12)\n" +
+	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xca\b\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -1566,7 +1936,10 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\rClusterStatus\x12!.megaflow.v1.ClusterStatusRequest\x1a\".megaflow.v1.ClusterStatusResponse\x12M\n" +
 	"\n" +
 	"RemoveHead\x12\x1e.megaflow.v1.RemoveHeadRequest\x1a\x1f.megaflow.v1.RemoveHeadResponse\x12P\n" +
-	"\vListWorkers\x12\x1f.megaflow.v1.ListWorkersRequest\x1a .megaflow.v1.ListWorkersResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\vListWorkers\x12\x1f.megaflow.v1.ListWorkersRequest\x1a .megaflow.v1.ListWorkersResponse\x12G\n" +
+	"\bSetQuota\x12\x1c.megaflow.v1.SetQuotaRequest\x1a\x1d.megaflow.v1.SetQuotaResponse\x12J\n" +
+	"\tGetQuotas\x12\x1d.megaflow.v1.GetQuotasRequest\x1a\x1e.megaflow.v1.GetQuotasResponse\x12J\n" +
+	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -1580,7 +1953,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
@@ -1606,63 +1979,86 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*RemoveHeadResponse)(nil),    // 21: megaflow.v1.RemoveHeadResponse
 	(*ListWorkersRequest)(nil),    // 22: megaflow.v1.ListWorkersRequest
 	(*ListWorkersResponse)(nil),   // 23: megaflow.v1.ListWorkersResponse
-	(*GraphSpec)(nil),             // 24: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 25: megaflow.v1.Graph
-	(GraphState)(0),               // 26: megaflow.v1.GraphState
-	(*Task)(nil),                  // 27: megaflow.v1.Task
-	(TaskState)(0),                // 28: megaflow.v1.TaskState
-	(*Event)(nil),                 // 29: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 30: megaflow.v1.HeadInfo
-	(*Worker)(nil),                // 31: megaflow.v1.Worker
+	(*SetQuotaRequest)(nil),       // 24: megaflow.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),      // 25: megaflow.v1.SetQuotaResponse
+	(*GetQuotasRequest)(nil),      // 26: megaflow.v1.GetQuotasRequest
+	(*GetQuotasResponse)(nil),     // 27: megaflow.v1.GetQuotasResponse
+	(*GetLimitsRequest)(nil),      // 28: megaflow.v1.GetLimitsRequest
+	(*GetLimitsResponse)(nil),     // 29: megaflow.v1.GetLimitsResponse
+	(*GraphSpec)(nil),             // 30: megaflow.v1.GraphSpec
+	(*Graph)(nil),                 // 31: megaflow.v1.Graph
+	(GraphState)(0),               // 32: megaflow.v1.GraphState
+	(*Task)(nil),                  // 33: megaflow.v1.Task
+	(TaskState)(0),                // 34: megaflow.v1.TaskState
+	(*Event)(nil),                 // 35: megaflow.v1.Event
+	(*HeadInfo)(nil),              // 36: megaflow.v1.HeadInfo
+	(*Worker)(nil),                // 37: megaflow.v1.Worker
+	(*Quota)(nil),                 // 38: megaflow.v1.Quota
+	(*QuotaUsage)(nil),            // 39: megaflow.v1.QuotaUsage
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	24, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	30, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	25, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	31, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	26, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	32, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	25, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	31, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	27, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	33, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	28, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	34, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	27, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	33, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	29, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	30, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	35, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	36, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	31, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	37, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	2,  // 20: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 21: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 22: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 23: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 24: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 25: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 26: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 27: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 28: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 29: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 30: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	3,  // 31: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 32: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 33: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 34: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 35: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 36: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 37: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 38: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 39: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 40: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 41: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	31, // [31:42] is the sub-list for method output_type
-	20, // [20:31] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	38, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
+	39, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	39, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	39, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
+	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
+	38, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
+	2,  // 29: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 30: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 31: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 32: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 33: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 34: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 35: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 36: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 37: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 38: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 39: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 40: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 41: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 42: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	3,  // 43: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 44: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 45: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 46: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 47: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 48: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 49: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 50: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 51: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 52: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 53: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 54: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 55: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 56: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	43, // [43:57] is the sub-list for method output_type
+	29, // [29:43] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -1678,7 +2074,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,9 @@ const (
 	MegaflowService_ClusterStatus_FullMethodName = "/megaflow.v1.MegaflowService/ClusterStatus"
 	MegaflowService_RemoveHead_FullMethodName    = "/megaflow.v1.MegaflowService/RemoveHead"
 	MegaflowService_ListWorkers_FullMethodName   = "/megaflow.v1.MegaflowService/ListWorkers"
+	MegaflowService_SetQuota_FullMethodName      = "/megaflow.v1.MegaflowService/SetQuota"
+	MegaflowService_GetQuotas_FullMethodName     = "/megaflow.v1.MegaflowService/GetQuotas"
+	MegaflowService_GetLimits_FullMethodName     = "/megaflow.v1.MegaflowService/GetLimits"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -61,6 +64,15 @@ type MegaflowServiceClient interface {
 	// ListWorkers returns the workers the table knows, with their capacity,
 	// allocation and status.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
+	// SetQuota sets a tenant's quota (or the cluster limit) in the replicated
+	// table; all-zero limits remove it. Errors: INVALID_ARGUMENT (negative
+	// limit, no tenant without cluster), UNAVAILABLE (no leader).
+	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error)
+	// GetQuotas returns every quota and the cluster limit with current usage.
+	GetQuotas(ctx context.Context, in *GetQuotasRequest, opts ...grpc.CallOption) (*GetQuotasResponse, error)
+	// GetLimits returns the limits in force: the answering head's per-tenant
+	// API rate limit, and the cluster-wide settings of the table.
+	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -190,6 +202,36 @@ func (c *megaflowServiceClient) ListWorkers(ctx context.Context, in *ListWorkers
 	return out, nil
 }
 
+func (c *megaflowServiceClient) SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQuotaResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_SetQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) GetQuotas(ctx context.Context, in *GetQuotasRequest, opts ...grpc.CallOption) (*GetQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetQuotasResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_GetQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLimitsResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_GetLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -219,6 +261,15 @@ type MegaflowServiceServer interface {
 	// ListWorkers returns the workers the table knows, with their capacity,
 	// allocation and status.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
+	// SetQuota sets a tenant's quota (or the cluster limit) in the replicated
+	// table; all-zero limits remove it. Errors: INVALID_ARGUMENT (negative
+	// limit, no tenant without cluster), UNAVAILABLE (no leader).
+	SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error)
+	// GetQuotas returns every quota and the cluster limit with current usage.
+	GetQuotas(context.Context, *GetQuotasRequest) (*GetQuotasResponse, error)
+	// GetLimits returns the limits in force: the answering head's per-tenant
+	// API rate limit, and the cluster-wide settings of the table.
+	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -261,6 +312,15 @@ func (UnimplementedMegaflowServiceServer) RemoveHead(context.Context, *RemoveHea
 }
 func (UnimplementedMegaflowServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
+}
+func (UnimplementedMegaflowServiceServer) SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
+}
+func (UnimplementedMegaflowServiceServer) GetQuotas(context.Context, *GetQuotasRequest) (*GetQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQuotas not implemented")
+}
+func (UnimplementedMegaflowServiceServer) GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -474,6 +534,60 @@ func _MegaflowService_ListWorkers_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_SetQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).SetQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_SetQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).SetQuota(ctx, req.(*SetQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_GetQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).GetQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_GetQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).GetQuotas(ctx, req.(*GetQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_GetLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).GetLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_GetLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).GetLimits(ctx, req.(*GetLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -520,6 +634,18 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListWorkers",
 			Handler:    _MegaflowService_ListWorkers_Handler,
+		},
+		{
+			MethodName: "SetQuota",
+			Handler:    _MegaflowService_SetQuota_Handler,
+		},
+		{
+			MethodName: "GetQuotas",
+			Handler:    _MegaflowService_GetQuotas_Handler,
+		},
+		{
+			MethodName: "GetLimits",
+			Handler:    _MegaflowService_GetLimits_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

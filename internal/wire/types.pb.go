@@ -883,9 +883,14 @@ type Task struct {
 	// Effective priority (the task's, else the graph's).
 	Priority int32 `protobuf:"varint,17,opt,name=priority,proto3" json:"priority,omitempty"`
 	// Names of the tasks of the same graph that depend on this one.
-	Dependents    []string `protobuf:"bytes,18,rep,name=dependents,proto3" json:"dependents,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Dependents []string `protobuf:"bytes,18,rep,name=dependents,proto3" json:"dependents,omitempty"`
+	// A task QUEUED for a retry after a failed attempt is not placed before
+	// this time (the leader's backoff); 0: no wait.
+	NotBeforeUnixNanos int64 `protobuf:"varint,19,opt,name=not_before_unix_nanos,json=notBeforeUnixNanos,proto3" json:"not_before_unix_nanos,omitempty"`
+	// When the task last entered QUEUED (leader time).
+	QueuedUnixNanos int64 `protobuf:"varint,20,opt,name=queued_unix_nanos,json=queuedUnixNanos,proto3" json:"queued_unix_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -1044,6 +1049,20 @@ func (x *Task) GetDependents() []string {
 	return nil
 }
 
+func (x *Task) GetNotBeforeUnixNanos() int64 {
+	if x != nil {
+		return x.NotBeforeUnixNanos
+	}
+	return 0
+}
+
+func (x *Task) GetQueuedUnixNanos() int64 {
+	if x != nil {
+		return x.QueuedUnixNanos
+	}
+	return 0
+}
+
 // StateCounts counts a graph's tasks by state.
 type StateCounts struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1163,8 +1182,10 @@ type Graph struct {
 	DeadlineSeconds int64                  `protobuf:"varint,13,opt,name=deadline_seconds,json=deadlineSeconds,proto3" json:"deadline_seconds,omitempty"`
 	// SHA-256 of the deterministic encoding of the submitted spec; a resubmit
 	// with the same id must carry the same spec.
-	SpecDigest    []byte `protobuf:"bytes,14,opt,name=spec_digest,json=specDigest,proto3" json:"spec_digest,omitempty"`
-	Reason        string `protobuf:"bytes,15,opt,name=reason,proto3" json:"reason,omitempty"`
+	SpecDigest []byte `protobuf:"bytes,14,opt,name=spec_digest,json=specDigest,proto3" json:"spec_digest,omitempty"`
+	Reason     string `protobuf:"bytes,15,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Aggregates over the graph's task results, kept as tasks end.
+	Metrics       *GraphMetrics `protobuf:"bytes,16,opt,name=metrics,proto3" json:"metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1304,6 +1325,169 @@ func (x *Graph) GetReason() string {
 	return ""
 }
 
+func (x *Graph) GetMetrics() *GraphMetrics {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+// GraphMetrics aggregates a graph's task results, updated by the head each
+// time a task ends. The metric is a top-level numeric field of the tasks'
+// JSON results: "reward" unless the graph's label megaflow.io/metric names
+// another; results without it, or where it is not a number, are not
+// counted in the metric (they still count toward the success rate).
+type GraphMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The result field aggregated.
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// Tasks that ended SUCCEEDED, FAILED or TIMED_OUT (cancelled ones are not
+	// counted), and those that SUCCEEDED of them.
+	Finished  uint32 `protobuf:"varint,2,opt,name=finished,proto3" json:"finished,omitempty"`
+	Succeeded uint32 `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// succeeded / finished; 0 while none finished.
+	SuccessRate float64 `protobuf:"fixed64,4,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
+	// Numeric values of the field seen in succeeded tasks' results.
+	Count uint32  `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	Sum   float64 `protobuf:"fixed64,6,opt,name=sum,proto3" json:"sum,omitempty"`
+	// sum / count; mean, min and max are 0 while count is 0.
+	Mean float64 `protobuf:"fixed64,7,opt,name=mean,proto3" json:"mean,omitempty"`
+	Min  float64 `protobuf:"fixed64,8,opt,name=min,proto3" json:"min,omitempty"`
+	Max  float64 `protobuf:"fixed64,9,opt,name=max,proto3" json:"max,omitempty"`
+	// Counts of the values in 12 fixed buckets: [0] below 0; [1] to [10] the
+	// tenths of [0, 1): [i] holds [(i-1)/10, i/10); [11] 1 and above.
+	Histogram []uint32 `protobuf:"varint,10,rep,packed,name=histogram,proto3" json:"histogram,omitempty"`
+	// The first attempt start and the last task end among the graph's
+	// tasks (leader times), and the wall time between them in milliseconds
+	// (0 until a task has started and one has ended).
+	FirstStartUnixNanos int64 `protobuf:"varint,11,opt,name=first_start_unix_nanos,json=firstStartUnixNanos,proto3" json:"first_start_unix_nanos,omitempty"`
+	LastFinishUnixNanos int64 `protobuf:"varint,12,opt,name=last_finish_unix_nanos,json=lastFinishUnixNanos,proto3" json:"last_finish_unix_nanos,omitempty"`
+	WallMillis          int64 `protobuf:"varint,13,opt,name=wall_millis,json=wallMillis,proto3" json:"wall_millis,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *GraphMetrics) Reset() {
+	*x = GraphMetrics{}
+	mi := &file_megaflow_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GraphMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GraphMetrics) ProtoMessage() {}
+
+func (x *GraphMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GraphMetrics.ProtoReflect.Descriptor instead.
+func (*GraphMetrics) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GraphMetrics) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *GraphMetrics) GetFinished() uint32 {
+	if x != nil {
+		return x.Finished
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetSucceeded() uint32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetSuccessRate() float64 {
+	if x != nil {
+		return x.SuccessRate
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetSum() float64 {
+	if x != nil {
+		return x.Sum
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetMean() float64 {
+	if x != nil {
+		return x.Mean
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetMin() float64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetMax() float64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetHistogram() []uint32 {
+	if x != nil {
+		return x.Histogram
+	}
+	return nil
+}
+
+func (x *GraphMetrics) GetFirstStartUnixNanos() int64 {
+	if x != nil {
+		return x.FirstStartUnixNanos
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetLastFinishUnixNanos() int64 {
+	if x != nil {
+		return x.LastFinishUnixNanos
+	}
+	return 0
+}
+
+func (x *GraphMetrics) GetWallMillis() int64 {
+	if x != nil {
+		return x.WallMillis
+	}
+	return 0
+}
+
 // Event is one change in the table, in commit order. Task events carry a
 // task_id; graph events leave it empty.
 type Event struct {
@@ -1326,7 +1510,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[8]
+	mi := &file_megaflow_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1522,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[8]
+	mi := &file_megaflow_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1535,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Event) GetIndex() uint64 {
@@ -1441,7 +1625,7 @@ type HeadInfo struct {
 
 func (x *HeadInfo) Reset() {
 	*x = HeadInfo{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[9]
+	mi := &file_megaflow_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1637,7 @@ func (x *HeadInfo) String() string {
 func (*HeadInfo) ProtoMessage() {}
 
 func (x *HeadInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[9]
+	mi := &file_megaflow_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1650,7 @@ func (x *HeadInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadInfo.ProtoReflect.Descriptor instead.
 func (*HeadInfo) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeadInfo) GetId() string {
@@ -1509,6 +1693,171 @@ func (x *HeadInfo) GetStatus() string {
 		return x.Status
 	}
 	return ""
+}
+
+// Quota limits what one tenant may run at once, or, with an empty tenant,
+// the whole cluster (the cluster-wide semaphore). Zero limits are no limit.
+// Quotas live in the replicated table; the leader's scheduler and the plan
+// verifier both enforce them, so bursts cannot overshoot.
+type Quota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant the quota applies to; empty: the cluster limit.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Most tasks ASSIGNED or RUNNING at once; 0: no limit.
+	MaxRunning int32 `protobuf:"varint,2,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	// Most CPU millicores the tenant's running tasks may ask for in all; 0: no limit.
+	CpuMillis int64 `protobuf:"varint,3,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	// Most memory bytes the tenant's running tasks may ask for in all; 0: no limit.
+	MemoryBytes int64 `protobuf:"varint,4,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// Most GPUs the tenant's running tasks may hold in all; 0: no limit.
+	Gpus int32 `protobuf:"varint,5,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// Raft index that last set the quota.
+	ModifyIndex     uint64 `protobuf:"varint,6,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	UpdateUnixNanos int64  `protobuf:"varint,7,opt,name=update_unix_nanos,json=updateUnixNanos,proto3" json:"update_unix_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_megaflow_v1_types_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_types_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Quota) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Quota) GetMaxRunning() int32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *Quota) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *Quota) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Quota) GetGpus() int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *Quota) GetModifyIndex() uint64 {
+	if x != nil {
+		return x.ModifyIndex
+	}
+	return 0
+}
+
+func (x *Quota) GetUpdateUnixNanos() int64 {
+	if x != nil {
+		return x.UpdateUnixNanos
+	}
+	return 0
+}
+
+// QuotaUsage is a quota with what its tenant (or the cluster) runs now.
+type QuotaUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Quota *Quota                 `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	// Tasks ASSIGNED or RUNNING now.
+	Running int32 `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
+	// Sum of their requests (cpu_millis, memory_bytes, gpus).
+	Used          *Resources `protobuf:"bytes,3,opt,name=used,proto3" json:"used,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaUsage) Reset() {
+	*x = QuotaUsage{}
+	mi := &file_megaflow_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaUsage) ProtoMessage() {}
+
+func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
+func (*QuotaUsage) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *QuotaUsage) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *QuotaUsage) GetRunning() int32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetUsed() *Resources {
+	if x != nil {
+		return x.Used
+	}
+	return nil
 }
 
 var File_megaflow_v1_types_proto protoreflect.FileDescriptor
@@ -1584,7 +1933,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\vleader_term\x18\t \x01(\x04R\n" +
 	"leaderTerm\x12\x1b\n" +
 	"\tgpu_uuids\x18\n" +
-	" \x03(\tR\bgpuUuids\"\xe4\x04\n" +
+	" \x03(\tR\bgpuUuids\"\xc3\x05\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bgraph_id\x18\x02 \x01(\tR\agraphId\x12\x16\n" +
@@ -1607,7 +1956,9 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\bpriority\x18\x11 \x01(\x05R\bpriority\x12\x1e\n" +
 	"\n" +
 	"dependents\x18\x12 \x03(\tR\n" +
-	"dependents\"\xe6\x01\n" +
+	"dependents\x121\n" +
+	"\x15not_before_unix_nanos\x18\x13 \x01(\x03R\x12notBeforeUnixNanos\x12*\n" +
+	"\x11queued_unix_nanos\x18\x14 \x01(\x03R\x0fqueuedUnixNanos\"\xe6\x01\n" +
 	"\vStateCounts\x12\x18\n" +
 	"\apending\x18\x01 \x01(\rR\apending\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\rR\x06queued\x12\x1a\n" +
@@ -1616,7 +1967,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\tsucceeded\x18\x05 \x01(\rR\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x06 \x01(\rR\x06failed\x12\x1c\n" +
 	"\tcancelled\x18\a \x01(\rR\tcancelled\x12\x1b\n" +
-	"\ttimed_out\x18\b \x01(\rR\btimedOut\"\xd4\x04\n" +
+	"\ttimed_out\x18\b \x01(\rR\btimedOut\"\x89\x05\n" +
 	"\x05Graph\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -1635,10 +1986,27 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x10deadline_seconds\x18\r \x01(\x03R\x0fdeadlineSeconds\x12\x1f\n" +
 	"\vspec_digest\x18\x0e \x01(\fR\n" +
 	"specDigest\x12\x16\n" +
-	"\x06reason\x18\x0f \x01(\tR\x06reason\x1a9\n" +
+	"\x06reason\x18\x0f \x01(\tR\x06reason\x123\n" +
+	"\ametrics\x18\x10 \x01(\v2\x19.megaflow.v1.GraphMetricsR\ametrics\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc2\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x03\n" +
+	"\fGraphMetrics\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x1a\n" +
+	"\bfinished\x18\x02 \x01(\rR\bfinished\x12\x1c\n" +
+	"\tsucceeded\x18\x03 \x01(\rR\tsucceeded\x12!\n" +
+	"\fsuccess_rate\x18\x04 \x01(\x01R\vsuccessRate\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\rR\x05count\x12\x10\n" +
+	"\x03sum\x18\x06 \x01(\x01R\x03sum\x12\x12\n" +
+	"\x04mean\x18\a \x01(\x01R\x04mean\x12\x10\n" +
+	"\x03min\x18\b \x01(\x01R\x03min\x12\x10\n" +
+	"\x03max\x18\t \x01(\x01R\x03max\x12\x1c\n" +
+	"\thistogram\x18\n" +
+	" \x03(\rR\thistogram\x123\n" +
+	"\x16first_start_unix_nanos\x18\v \x01(\x03R\x13firstStartUnixNanos\x123\n" +
+	"\x16last_finish_unix_nanos\x18\f \x01(\x03R\x13lastFinishUnixNanos\x12\x1f\n" +
+	"\vwall_millis\x18\r \x01(\x03R\n" +
+	"wallMillis\"\xc2\x02\n" +
 	"\x05Event\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\rR\x03seq\x12\x1d\n" +
@@ -1660,7 +2028,22 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x16\n" +
-	"\x06status\x18\x06 \x01(\tR\x06status*Q\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\"\xe5\x01\n" +
+	"\x05Quota\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1f\n" +
+	"\vmax_running\x18\x02 \x01(\x05R\n" +
+	"maxRunning\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x03 \x01(\x03R\tcpuMillis\x12!\n" +
+	"\fmemory_bytes\x18\x04 \x01(\x03R\vmemoryBytes\x12\x12\n" +
+	"\x04gpus\x18\x05 \x01(\x05R\x04gpus\x12!\n" +
+	"\fmodify_index\x18\x06 \x01(\x04R\vmodifyIndex\x12*\n" +
+	"\x11update_unix_nanos\x18\a \x01(\x03R\x0fupdateUnixNanos\"|\n" +
+	"\n" +
+	"QuotaUsage\x12(\n" +
+	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\x05R\arunning\x12*\n" +
+	"\x04used\x18\x03 \x01(\v2\x16.megaflow.v1.ResourcesR\x04used*Q\n" +
 	"\bTaskKind\x12\x19\n" +
 	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTASK_KIND_BATCH\x10\x01\x12\x15\n" +
@@ -1700,50 +2083,56 @@ func file_megaflow_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_megaflow_v1_types_proto_goTypes = []any{
-	(TaskKind)(0),       // 0: megaflow.v1.TaskKind
-	(ExecutionMode)(0),  // 1: megaflow.v1.ExecutionMode
-	(TaskState)(0),      // 2: megaflow.v1.TaskState
-	(GraphState)(0),     // 3: megaflow.v1.GraphState
-	(*Resources)(nil),   // 4: megaflow.v1.Resources
-	(*ServiceSpec)(nil), // 5: megaflow.v1.ServiceSpec
-	(*TaskSpec)(nil),    // 6: megaflow.v1.TaskSpec
-	(*GraphSpec)(nil),   // 7: megaflow.v1.GraphSpec
-	(*Attempt)(nil),     // 8: megaflow.v1.Attempt
-	(*Task)(nil),        // 9: megaflow.v1.Task
-	(*StateCounts)(nil), // 10: megaflow.v1.StateCounts
-	(*Graph)(nil),       // 11: megaflow.v1.Graph
-	(*Event)(nil),       // 12: megaflow.v1.Event
-	(*HeadInfo)(nil),    // 13: megaflow.v1.HeadInfo
-	nil,                 // 14: megaflow.v1.TaskSpec.EnvEntry
-	nil,                 // 15: megaflow.v1.TaskSpec.NodeSelectorEntry
-	nil,                 // 16: megaflow.v1.GraphSpec.LabelsEntry
-	nil,                 // 17: megaflow.v1.Graph.LabelsEntry
+	(TaskKind)(0),        // 0: megaflow.v1.TaskKind
+	(ExecutionMode)(0),   // 1: megaflow.v1.ExecutionMode
+	(TaskState)(0),       // 2: megaflow.v1.TaskState
+	(GraphState)(0),      // 3: megaflow.v1.GraphState
+	(*Resources)(nil),    // 4: megaflow.v1.Resources
+	(*ServiceSpec)(nil),  // 5: megaflow.v1.ServiceSpec
+	(*TaskSpec)(nil),     // 6: megaflow.v1.TaskSpec
+	(*GraphSpec)(nil),    // 7: megaflow.v1.GraphSpec
+	(*Attempt)(nil),      // 8: megaflow.v1.Attempt
+	(*Task)(nil),         // 9: megaflow.v1.Task
+	(*StateCounts)(nil),  // 10: megaflow.v1.StateCounts
+	(*Graph)(nil),        // 11: megaflow.v1.Graph
+	(*GraphMetrics)(nil), // 12: megaflow.v1.GraphMetrics
+	(*Event)(nil),        // 13: megaflow.v1.Event
+	(*HeadInfo)(nil),     // 14: megaflow.v1.HeadInfo
+	(*Quota)(nil),        // 15: megaflow.v1.Quota
+	(*QuotaUsage)(nil),   // 16: megaflow.v1.QuotaUsage
+	nil,                  // 17: megaflow.v1.TaskSpec.EnvEntry
+	nil,                  // 18: megaflow.v1.TaskSpec.NodeSelectorEntry
+	nil,                  // 19: megaflow.v1.GraphSpec.LabelsEntry
+	nil,                  // 20: megaflow.v1.Graph.LabelsEntry
 }
 var file_megaflow_v1_types_proto_depIdxs = []int32{
-	14, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
+	17, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
 	4,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
 	1,  // 2: megaflow.v1.TaskSpec.mode:type_name -> megaflow.v1.ExecutionMode
-	15, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
+	18, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
 	0,  // 4: megaflow.v1.TaskSpec.kind:type_name -> megaflow.v1.TaskKind
 	5,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
-	16, // 6: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
+	19, // 6: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
 	6,  // 7: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
 	2,  // 8: megaflow.v1.Attempt.state:type_name -> megaflow.v1.TaskState
 	6,  // 9: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
 	2,  // 10: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
 	8,  // 11: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
-	17, // 12: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
+	20, // 12: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
 	3,  // 13: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
 	10, // 14: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
-	2,  // 15: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
-	3,  // 16: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	12, // 15: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
+	2,  // 16: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
+	3,  // 17: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
+	15, // 18: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
+	4,  // 19: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_types_proto_init() }
@@ -1757,7 +2146,7 @@ func file_megaflow_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_types_proto_rawDesc), len(file_megaflow_v1_types_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

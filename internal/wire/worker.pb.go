@@ -918,10 +918,14 @@ func (x *StopAttempt) GetReason() string {
 	return ""
 }
 
+// Welcome is the leader's first answer on a stream. stops lists the
+// announced attempts that are not current: the worker stops them. Every
+// other announced attempt is current, and the worker takes it over at once.
 type Welcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaderId      string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Stops         []*StopAttempt         `protobuf:"bytes,3,rep,name=stops,proto3" json:"stops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +972,13 @@ func (x *Welcome) GetTerm() uint64 {
 		return x.Term
 	}
 	return 0
+}
+
+func (x *Welcome) GetStops() []*StopAttempt {
+	if x != nil {
+		return x.Stops
+	}
+	return nil
 }
 
 // Ack says the head committed every event batch up to seq.
@@ -1203,10 +1214,11 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\vStopAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\":\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"j\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\"\x17\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12.\n" +
+	"\x05stops\x18\x03 \x03(\v2\x18.megaflow.v1.StopAttemptR\x05stops\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xcf\x01\n" +
 	"\vHeadMessage\x120\n" +
@@ -1280,17 +1292,18 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	8,  // 11: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
 	18, // 12: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
 	16, // 13: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	12, // 14: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	10, // 15: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	11, // 16: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	13, // 17: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	9,  // 18: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	14, // 19: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	19, // [19:20] is the sub-list for method output_type
-	18, // [18:19] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	11, // 14: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	12, // 15: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	10, // 16: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	11, // 17: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	13, // 18: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	9,  // 19: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	14, // 20: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	20, // [20:21] is the sub-list for method output_type
+	19, // [19:20] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }

@@ -1,0 +1,65 @@
+package head
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// retryJitter is the spread of a retry backoff around its nominal value:
+// ±20%.
+const retryJitter = 0.2
+
+// retryBackoff is the wait before retry number retriesUsed+1 of a task:
+// base doubled retriesUsed times, at most maxWait, scaled by 1 + jitter
+// with u (uniform in [0, 1)) choosing the jitter in [-20%, +20%). It is
+// pure; the leader draws u.
+func retryBackoff(base, maxWait time.Duration, retriesUsed uint32, u float64) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	d := float64(base) * math.Pow(2, float64(min(retriesUsed, 62)))
+	d = min(d, float64(maxWait))
+	return time.Duration(d * (1 + retryJitter*(2*u-1)))
+}
+
+// uniform returns a number uniform in [0, 1) from crypto/rand.
+func uniform() float64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return float64(binary.LittleEndian.Uint64(b[:])>>11) / (1 << 53)
+}
+
+// retryBackoffs chooses, for each event of a worker's batch, the backoff
+// its task waits should the event fail its attempt with retries left
+// (TaskEventsCommand.retry_backoff_nanos); 0 for events that cannot. The
+// worker stream handler on the leader calls it before proposing the batch.
+func (h *Head) retryBackoffs(view *state.View, events []*wire.AttemptEvent) []int64 {
+	out := make([]int64, len(events))
+	some := false
+	for i, ev := range events {
+		switch ev.GetKind() {
+		case wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, wire.AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT:
+		case wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED:
+			if ev.GetExitCode() == 0 {
+				continue
+			}
+		default:
+			continue
+		}
+		t := view.Task(ev.GetTaskId())
+		if t == nil {
+			continue
+		}
+		out[i] = int64(retryBackoff(h.cfg.RetryBackoff, h.cfg.RetryBackoffMax, t.RetriesUsed, uniform()))
+		some = some || out[i] > 0
+	}
+	if !some {
+		return nil
+	}
+	return out
+}

@@ -1,0 +1,44 @@
+package head
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// pastDeadline returns the RUNNING graphs of view whose deadline_seconds
+// from submission have passed at now, in id order. It is pure.
+func pastDeadline(view *state.View, now time.Time) []*state.Graph {
+	var out []*state.Graph
+	for g := range view.GraphsInState(wire.GraphState_GRAPH_STATE_RUNNING) {
+		if g.DeadlineSeconds <= 0 {
+			continue
+		}
+		if now.UnixNano()-g.CreateUnixNanos > g.DeadlineSeconds*int64(time.Second) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// enforceDeadlines runs on the leader, from the leader loop about once a
+// second: it cancels every graph past its deadline, one CancelCommand each,
+// with the reason "graph deadline of N s passed".
+func (h *Head) enforceDeadlines(ctx context.Context) {
+	now := time.Now()
+	for _, g := range pastDeadline(h.fsm.View(), now) {
+		cmd := &wire.CancelCommand{GraphId: g.ID, UnixNanos: now.UnixNano(),
+			Reason: fmt.Sprintf("graph deadline of %d s passed", g.DeadlineSeconds)}
+		if _, _, err := h.apply(ctx, fsm.OpCancel, cmd); err != nil {
+			if ctx.Err() == nil {
+				h.logger.Warn("cancelling a graph past its deadline failed", "graph", g.ID, "err", err)
+			}
+			return
+		}
+		h.logger.Info("cancelled a graph past its deadline", "graph", g.ID, "deadline_seconds", g.DeadlineSeconds)
+	}
+}
