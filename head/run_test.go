@@ -245,3 +245,34 @@ func TestSessionTasksFollowTheirWorker(t *testing.T) {
 		t.Fatalf("sessions used workers %v; want both workers busy", used)
 	}
 }
+
+// A worker restarted while its tasks run takes them over as soon as the
+// leader welcomes it, not at its next reconcile round (30 s by default):
+// the tasks finish with one attempt each, shortly after they end.
+func TestRestartedWorkerTakesOverAtWelcome(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	rt := fake.New(nil)
+	rt.Default(fake.Behavior{Duration: 3 * time.Second})
+	c.AddWorker(testcluster.WorkerOptions{Runtime: rt})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, flatGraph("g", 4)); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 10*time.Second, "4 tasks running", func() bool {
+		g, _, err := cl.GetGraph(ctx, "g", client.ReadOptions{RequireLeader: true})
+		return err == nil && g.Counts.GetRunning() == 4
+	})
+	c.KillWorker(0)
+	c.RestartWorker(0) // same id, same runtime: its containers are still there
+	testcluster.WaitFor(t, 15*time.Second, "the graph to finish well before a 30 s reconcile round", func() bool {
+		g, _, err := cl.GetGraph(ctx, "g", client.ReadOptions{RequireLeader: true})
+		return err == nil && g.State == client.GraphSucceeded
+	})
+	for _, task := range allTasks(ctx, t, cl, "g") {
+		if len(task.Attempts) != 1 {
+			t.Fatalf("task %s ran %d attempts; want the container taken over", task.Id, len(task.Attempts))
+		}
+	}
+}
