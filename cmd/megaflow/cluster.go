@@ -32,8 +32,11 @@ func clusterCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "HEAD\tROLE\tSUFFRAGE\tGOSSIP\tRAFT ADDR\tGRPC ADDR")
 			for _, h := range st.Heads {
 				role := "follower"
-				if h.Leader {
+				switch {
+				case h.Leader:
 					role = "leader"
+				case h.Status == "dead" || h.Status == "left":
+					role = "down"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Id, role, h.Suffrage, h.Status, h.RaftAddr, orDash(h.GrpcAddr))
 			}

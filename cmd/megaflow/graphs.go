@@ -85,6 +85,12 @@ func tasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if len(tasks) == 0 && f.GraphID != "" && f.PageToken == "" {
+				// No tasks: say so if the graph itself does not exist.
+				if _, _, err := c.GetGraph(ctx, f.GraphID, f.Read); err != nil {
+					return err
+				}
+			}
 			if g.output == "json" {
 				return g.printJSON(map[string]any{"tasks": protoList(tasks), "next_page_token": next})
 			}

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -271,6 +272,8 @@ func (t *Txn) started(cur *Task, nanos int64) *Task {
 // killed", else the worker's reason, else "exit code N".
 func exitReason(ev *wire.AttemptEvent) string {
 	switch {
+	case ev.GetOomKilled() && strings.HasPrefix(ev.GetReason(), "OOM killed"):
+		return ev.GetReason() // the worker's own words, e.g. "OOM killed (memory limit 32 MiB)"
 	case ev.GetOomKilled() && ev.GetReason() != "":
 		return "OOM killed: " + ev.GetReason()
 	case ev.GetOomKilled():
