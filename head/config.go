@@ -7,6 +7,8 @@ import (
 	"math"
 	"net"
 	"time"
+
+	"github.com/megaflow/megaflow/head/scheduler"
 )
 
 // Config configures a Head. Build it from DefaultConfig, set the node's id,
@@ -70,6 +72,10 @@ type Config struct {
 	// forever.
 	MaxQueueWait time.Duration
 
+	// Scheduler is the placement policy: queue weights and strategies,
+	// image locality, head-of-line holds (head/scheduler.Policy).
+	Scheduler scheduler.Policy
+
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs tune Raft
 	// snapshots (hashicorp/raft Config fields of the same names).
 	SnapshotThreshold uint64
@@ -88,6 +94,7 @@ func DefaultConfig() Config {
 		EventRetention:    100_000,
 		StagedTTL:         5 * time.Minute,
 		WorkerGrace:       15 * time.Second,
+		Scheduler:         scheduler.DefaultPolicy(),
 		ScheduleInterval:  5 * time.Millisecond,
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  2 * time.Minute,

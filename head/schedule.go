@@ -62,7 +62,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 	view := h.fsm.View()
 	// The seed is fixed for a term: the same table gives the same plan, and
 	// queueing reasons do not flap between rounds.
-	in := scheduler.Input{Seed: h.node.Raft().CurrentTerm(), Policy: scheduler.DefaultPolicy(), Running: map[string]int{}}
+	in := scheduler.Input{Seed: h.node.Raft().CurrentTerm(), Policy: h.cfg.Scheduler, Running: map[string]int{}}
 	for _, w := range view.AliveWorkers() {
 		if !h.sessions.connected(w.ID()) {
 			continue

@@ -30,7 +30,7 @@ func main() {
 
 func newCommand() *cobra.Command {
 	cfg := head.DefaultConfig()
-	var join, logFormat, logLevel string
+	var join, logFormat, logLevel, queueWeights, queueStrategies string
 	cmd := &cobra.Command{
 		Use:   "megaflow-head",
 		Short: "Run a MegaFlow head: a Raft member holding the task table",
@@ -47,6 +47,9 @@ Raft cluster together. A head started later with --join and no
 				return err
 			}
 			cfg.Logger = logger
+			if err := cfg.Scheduler.ParseQueuePolicies(queueWeights, queueStrategies); err != nil {
+				return err
+			}
 			for _, j := range strings.Split(join, ",") {
 				if j = strings.TrimSpace(j); j != "" {
 					cfg.Join = append(cfg.Join, j)
@@ -76,6 +79,8 @@ Raft cluster together. A head started later with --join and no
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "bootstrap a new cluster once this many heads see each other (0: join an existing one)")
 	f.StringVar(&join, "join", "", "comma-separated gossip addresses of heads to join")
 	f.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "API calls per second each tenant may make to this head (0: no limit)")
+	f.StringVar(&queueWeights, "queue-weights", "", "weighted fair share between queues, e.g. train=2,eval=1,synth=1,default=1 (default: 1 each)")
+	f.StringVar(&queueStrategies, "queue-strategies", "", "placement per queue, spread or binpack, e.g. eval=binpack (default: spread)")
 	f.IntVar(&cfg.RateBurst, "rate-burst", cfg.RateBurst, "calls a tenant may make at once above --rate-limit (0: the rate, rounded up)")
 	f.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", cfg.MaxQueueWait, "fail a task queued this long with an infeasible reason (0: never)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

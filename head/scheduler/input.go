@@ -1,6 +1,12 @@
 package scheduler
 
-import "github.com/megaflow/megaflow/internal/resources"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/megaflow/megaflow/internal/resources"
+)
 
 // Input is everything one scheduling round looks at. The head leader builds
 // it from a snapshot of the task table and passes it to Place; Place reads
@@ -208,4 +214,60 @@ func (p Policy) reservations() int {
 		return 0
 	}
 	return p.Reservations
+}
+
+// ParseQueuePolicies reads the command-line form of per-queue policies into
+// p.Queues: weights as "train=2,eval=1" and strategies as
+// "eval=binpack,train=spread" (either may be empty; the default queue is
+// written "default"). Errors name the bad entry and what is allowed.
+func (p *Policy) ParseQueuePolicies(weights, strategies string) error {
+	set := func(queue string, f func(*QueuePolicy)) {
+		if queue == "default" {
+			queue = ""
+		}
+		if p.Queues == nil {
+			p.Queues = map[string]QueuePolicy{}
+		}
+		q, ok := p.Queues[queue]
+		if !ok {
+			q = p.Default
+		}
+		f(&q)
+		p.Queues[queue] = q
+	}
+	for _, kv := range splitList(weights) {
+		queue, v, ok := strings.Cut(kv, "=")
+		w, err := strconv.Atoi(v)
+		if !ok || queue == "" || err != nil || w < 1 || w > 1000 {
+			return fmt.Errorf("queue weight %q: want QUEUE=N with N from 1 to 1000, e.g. train=2", kv)
+		}
+		set(queue, func(q *QueuePolicy) { q.Weight = w })
+	}
+	for _, kv := range splitList(strategies) {
+		queue, v, ok := strings.Cut(kv, "=")
+		var s Strategy
+		switch v {
+		case "spread":
+			s = Spread
+		case "binpack":
+			s = BinPack
+		default:
+			ok = false
+		}
+		if !ok || queue == "" {
+			return fmt.Errorf("queue strategy %q: want QUEUE=spread or QUEUE=binpack, e.g. eval=binpack", kv)
+		}
+		set(queue, func(q *QueuePolicy) { q.Strategy = s })
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
