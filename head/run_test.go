@@ -192,7 +192,8 @@ func TestCancelStopsRunningAttempts(t *testing.T) {
 }
 
 // The tasks of a session (setup -> rollout -> eval) run on one worker, in
-// one warm container, even with another worker free.
+// one warm container, even with another worker free; containers of ended
+// sessions make room for the next ones.
 func TestSessionTasksFollowTheirWorker(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{})
 	for range 2 {
@@ -206,8 +207,11 @@ func TestSessionTasksFollowTheirWorker(t *testing.T) {
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// 12 sessions on 2 workers: more than a worker's pool (4 containers)
+	// holds at once, so a session's container must go when the session's
+	// last task ends, or later sessions would wait for ever.
 	g := &client.GraphSpec{Id: "sessions"}
-	for i := range 6 {
+	for i := range 12 {
 		prev := ""
 		for _, step := range []string{"setup", "rollout", "eval"} {
 			name := fmt.Sprintf("%s-%d", step, i)
@@ -223,7 +227,14 @@ func TestSessionTasksFollowTheirWorker(t *testing.T) {
 	if _, err := cl.Submit(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	if res := waitGraph(ctx, t, cl, "sessions"); res.State != client.GraphSucceeded {
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if res, err := cl.Wait(wctx, "sessions"); err != nil {
+		for _, task := range allTasks(ctx, t, cl, "sessions") {
+			t.Logf("%s %v %q attempts=%d", task.Id, task.State, task.Reason, len(task.Attempts))
+		}
+		t.Fatalf("wait: %v", err)
+	} else if res.State != client.GraphSucceeded {
 		for _, task := range allTasks(ctx, t, cl, "sessions") {
 			if task.State == client.TaskFailed {
 				t.Errorf("task %s failed: %s", task.Id, task.Reason)

@@ -244,6 +244,7 @@ func stopMsg(taskID string, attempt uint32, reason string) *wire.HeadMessage {
 // whose task was cancelled. sent records what was delivered.
 func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool) error {
 	view := h.fsm.View()
+	open := map[string]map[string]int{} // graph -> session -> unfinished tasks
 	for _, t := range view.AssignedTo(workerID) {
 		cur := t.CurrentAttempt()
 		k := attemptKey{t.ID, cur.Number}
@@ -263,11 +264,29 @@ func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID
 		sent[k] = true
 		a := &wire.Assignment{TaskId: t.ID, Attempt: cur.Number, LeaderTerm: cur.LeaderTerm, GraphId: t.GraphID,
 			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: h.taskEnv(view, t)}
+		if s := t.Spec.GetSession(); s != "" {
+			if open[t.GraphID] == nil {
+				open[t.GraphID] = unfinishedBySession(view, t.GraphID)
+			}
+			a.SessionEnds = open[t.GraphID][s] <= 1
+		}
 		if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Assign{Assign: a}}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// unfinishedBySession counts a graph's tasks that have not finished, by
+// session key.
+func unfinishedBySession(view *state.View, graphID string) map[string]int {
+	out := map[string]int{}
+	for _, t := range view.TasksOfGraph(graphID) {
+		if s := t.Spec.GetSession(); s != "" && !state.IsTerminal(t.State) {
+			out[s]++
+		}
+	}
+	return out
 }
 
 // taskEnv is the environment a task receives beyond its spec: its identity

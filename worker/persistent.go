@@ -132,6 +132,11 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 		if err == nil && exit.Code == 0 && !exit.OOMKilled {
 			run.result, run.note = readResult(spec.LogPath)
 		}
+		if healthy && session != "" && d.assign.GetSessionEnds() {
+			// The session's last task: its container holds the session's
+			// state and goes, freeing the pool's room for other sessions.
+			healthy, why = false, "its session ended"
+		}
 		w.pool.release(c, healthy, why)
 	}()
 }

@@ -766,7 +766,10 @@ type Assignment struct {
 	// GPUs assigned by UUID in the committed plan.
 	GpuUuids []string `protobuf:"bytes,7,rep,name=gpu_uuids,json=gpuUuids,proto3" json:"gpu_uuids,omitempty"`
 	// Extra environment: parents' results, service endpoints.
-	Env           map[string]string `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Env map[string]string `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The task is the last unfinished one of its session: when it ends, the
+	// worker removes the session's container (it holds the session's state).
+	SessionEnds   bool `protobuf:"varint,9,opt,name=session_ends,json=sessionEnds,proto3" json:"session_ends,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -855,6 +858,13 @@ func (x *Assignment) GetEnv() map[string]string {
 		return x.Env
 	}
 	return nil
+}
+
+func (x *Assignment) GetSessionEnds() bool {
+	if x != nil {
+		return x.SessionEnds
+	}
+	return false
 }
 
 // StopAttempt tells a worker to stop (kill) one attempt.
@@ -1196,7 +1206,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x18.megaflow.v1.WorkerHelloH\x00R\x05hello\x121\n" +
 	"\x06events\x18\x02 \x01(\v2\x17.megaflow.v1.EventBatchH\x00R\x06events\x126\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
-	"\x03msg\"\xc7\x02\n" +
+	"\x03msg\"\xea\x02\n" +
 	"\n" +
 	"Assignment\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
@@ -1207,7 +1217,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x06tenant\x18\x05 \x01(\tR\x06tenant\x12)\n" +
 	"\x04spec\x18\x06 \x01(\v2\x15.megaflow.v1.TaskSpecR\x04spec\x12\x1b\n" +
 	"\tgpu_uuids\x18\a \x03(\tR\bgpuUuids\x122\n" +
-	"\x03env\x18\b \x03(\v2 .megaflow.v1.Assignment.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\b \x03(\v2 .megaflow.v1.Assignment.EnvEntryR\x03env\x12!\n" +
+	"\fsession_ends\x18\t \x01(\bR\vsessionEnds\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
