@@ -21,6 +21,11 @@ require (
 )
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/google/uuid v1.6.0 // indirect
+)
+
+require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/boltdb/bolt v1.3.1 // indirect
