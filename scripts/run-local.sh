@@ -52,6 +52,7 @@ leader=$(bin/megaflow cluster -o json | sed -n 's/.*"leader_id": *"\(h[0-9]\)".*
 step "kill -9 of the leader $leader while the rollouts run"
 kill -9 "${pids[${leader#h}]}"; wait "${pids[${leader#h}]}" 2>/dev/null || true
 bin/megaflow submit examples/hello-rollouts.yaml --wait
+for _ in $(seq 1 50); do bin/megaflow cluster 2>/dev/null | grep -q "^$leader .* dead" && break; sleep 0.2; done
 bin/megaflow cluster
 step "every task ran once (ATTEMPT 1), through the leader change"
 bin/megaflow tasks hello-rollouts
