@@ -187,10 +187,12 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 	}
 }
 
-// attemptKey names one attempt of one task.
+// attemptKey names one attempt of one task, or (stop) the stop message
+// sent for it.
 type attemptKey struct {
 	task    string
 	attempt uint32
+	stop    bool
 }
 
 // reconcileWorker compares what a worker announces with the table: attempts
@@ -213,13 +215,12 @@ func (h *Head) reconcileWorker(ctx context.Context, workerID string, running []*
 			stops = append(stops, stopMsg(ra.TaskId, ra.Attempt, "attempt is not current"))
 			continue
 		}
-		sent[attemptKey{ra.TaskId, ra.Attempt}] = true
+		sent[attemptKey{task: ra.TaskId, attempt: ra.Attempt}] = true
 	}
 	var lost []*wire.PlannedAttempt
 	for _, t := range view.AssignedTo(workerID) {
 		cur := t.CurrentAttempt()
-		k := attemptKey{t.ID, cur.Number}
-		if sent[k] {
+		if sent[attemptKey{task: t.ID, attempt: cur.Number}] {
 			continue
 		}
 		if cur.State == wire.TaskState_TASK_STATE_RUNNING || t.State == wire.TaskState_TASK_STATE_CANCELLED {
@@ -245,19 +246,22 @@ func stopMsg(taskID string, attempt uint32, reason string) *wire.HeadMessage {
 func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool) error {
 	view := h.fsm.View()
 	open := map[string]map[string]int{} // graph -> session -> unfinished tasks
+	active := make(map[attemptKey]bool, len(sent))
 	for _, t := range view.AssignedTo(workerID) {
 		cur := t.CurrentAttempt()
-		k := attemptKey{t.ID, cur.Number}
 		if t.State == wire.TaskState_TASK_STATE_CANCELLED {
-			stopKey := attemptKey{"stop:" + t.ID, cur.Number}
-			if !sent[stopKey] {
-				sent[stopKey] = true
+			k := attemptKey{task: t.ID, attempt: cur.Number, stop: true}
+			active[k] = true
+			if !sent[k] {
+				sent[k] = true
 				if err := stream.Send(stopMsg(t.ID, cur.Number, t.Reason)); err != nil {
 					return err
 				}
 			}
 			continue
 		}
+		k := attemptKey{task: t.ID, attempt: cur.Number}
+		active[k] = true
 		if sent[k] {
 			continue
 		}
@@ -272,6 +276,12 @@ func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID
 		}
 		if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Assign{Assign: a}}); err != nil {
 			return err
+		}
+	}
+	// Attempts that ended need no memory: the stream may live for months.
+	for k := range sent {
+		if !active[k] {
+			delete(sent, k)
 		}
 	}
 	return nil

@@ -78,14 +78,23 @@ func (r *round) pin(t *ptask) (*worker, bool) {
 }
 
 // placePinned places t on w if it fits there now, and reports whether it
-// did; a pinned task never goes elsewhere and holds no worker.
+// did; a pinned task never goes elsewhere and holds no worker. A task
+// pinned to the worker of its session's earlier attempts runs in the
+// session's existing container: it is no container start, so the worker's
+// start cap does not apply to it (else starts waiting for pool room could
+// block the very sessions whose end makes that room).
 func (r *round) placePinned(t *ptask, w *worker, f finder) bool {
-	if !w.fitsNow(t) {
+	inSessionContainer := t.t.PinnedWorker == w.id
+	fits := w.selects(t) && w.roomFor(t, true) && (inSessionContainer || w.startOK())
+	if !fits {
 		r.pinWait[t.idx] = w
 		return false
 	}
 	delete(r.pinWait, t.idx)
 	r.place(t, w)
+	if inSessionContainer {
+		w.starts-- // place counted a start slot it does not use
+	}
 	f.changed(w)
 	return true
 }
@@ -94,7 +103,7 @@ func (r *round) placePinned(t *ptask, w *worker, f finder) bool {
 // worker.
 func pinReason(t *ptask, w *worker) Reason {
 	kind := ReasonCapacity
-	if !w.startOK() && w.selects(t) && w.roomFor(t, true) {
+	if !w.startOK() && t.t.PinnedWorker != w.id && w.selects(t) && w.roomFor(t, true) {
 		kind = ReasonStartLimit
 	}
 	return Reason{Kind: kind, Message: fmt.Sprintf("waiting for session %s's worker %s", t.t.Session, w.id)}

@@ -82,3 +82,23 @@ func TestPinSessions(t *testing.T) {
 		}
 	}
 }
+
+// A task pinned to its session's worker runs in the session's container:
+// the worker's start cap, full of starts waiting for pool room, does not
+// hold it back (else those starts and the session would wait on each
+// other), while a new task is held by the cap.
+func TestSessionContinuationIgnoresStartCap(t *testing.T) {
+	w := Worker{ID: "w1", Capacity: resources.Resources{CPUMillis: 8000, MemoryBytes: 16 * gi},
+		StartsInFlight: 4, MaxConcurrentStarts: 4}
+	in := Input{Workers: []Worker{w}, Tasks: []Task{
+		{ID: "g/rollout-0", Session: "s0", PinnedWorker: "w1", Resources: resources.Resources{CPUMillis: 500}, QueueSeq: 1},
+		{ID: "g/setup-9", Session: "s9", Resources: resources.Resources{CPUMillis: 500}, QueueSeq: 2},
+	}}
+	p := Place(in)
+	if len(p.Placements) != 1 || p.Placements[0].TaskID != "g/rollout-0" {
+		t.Fatalf("placements %v, want only the session's continuation", p.Placements)
+	}
+	if r := p.Unplaced["g/setup-9"]; r.Kind != ReasonStartLimit {
+		t.Fatalf("new task's reason %v %q, want the start limit", r.Kind, r.Message)
+	}
+}
