@@ -3,6 +3,8 @@ GO        ?= go
 BIN       := bin
 CMDS      := megaflow-head megaflow-worker megaflow
 LDFLAGS   := -s -w
+# go-nvml's header marks old NVML calls deprecated; we call none of them.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
@@ -10,11 +12,15 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
 all: build
 
+# megaflow-worker links NVML through cgo (go-nvml) to find GPUs; the other
+# binaries are static. The arm64 release builds the worker without cgo: it
+# offers no GPUs (the reference deployment's Graviton nodes run heads).
 build:
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do \
 		[ -d cmd/$$c ] || continue; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$c ./cmd/$$c || exit 1; \
+		cgo=0; [ $$c = megaflow-worker ] && cgo=1; \
+		CGO_ENABLED=$$cgo GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$c ./cmd/$$c || exit 1; \
 	done
 
 release: build

@@ -8,7 +8,9 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/megaflow/megaflow/worker"
 )
 
 // flatGraph is n independent tasks running `/bin/work`.
@@ -284,6 +286,56 @@ func TestRestartedWorkerTakesOverAtWelcome(t *testing.T) {
 	for _, task := range allTasks(ctx, t, cl, "g") {
 		if len(task.Attempts) != 1 {
 			t.Fatalf("task %s ran %d attempts; want the container taken over", task.Id, len(task.Attempts))
+		}
+	}
+}
+
+// GPU tasks are placed on a worker's devices by UUID: a 2-GPU task gets
+// two, and no device is held by two running attempts at once.
+func TestGPUTasksGetDistinctDevices(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	rt := fake.New(nil)
+	rt.Default(fake.Behavior{Duration: 200 * time.Millisecond})
+	var devs []*wire.GpuDevice
+	for i := range 4 {
+		devs = append(devs, &wire.GpuDevice{Uuid: fmt.Sprintf("GPU-%d", i), Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30})
+	}
+	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Configure: func(cfg *worker.Config) { cfg.GPUs = devs }})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := flatGraph("gpu", 8)
+	for i, task := range g.Tasks {
+		task.Resources.Gpus = 1 + int32(i%2)
+		task.Resources.GpuModel = "H100"
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitGraph(ctx, t, cl, "gpu"); res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res.State)
+	}
+	type use struct {
+		task       string
+		start, end int64
+	}
+	byDevice := map[string][]use{}
+	for _, task := range allTasks(ctx, t, cl, "gpu") {
+		a := task.Attempts[len(task.Attempts)-1]
+		if len(a.GpuUuids) != int(task.Spec.Resources.Gpus) {
+			t.Fatalf("task %s asked for %d GPUs, got %v", task.Id, task.Spec.Resources.Gpus, a.GpuUuids)
+		}
+		for _, u := range a.GpuUuids {
+			byDevice[u] = append(byDevice[u], use{task.Id, a.AssignUnixNanos, a.FinishUnixNanos})
+		}
+	}
+	for dev, uses := range byDevice {
+		for i, a := range uses {
+			for _, b := range uses[i+1:] {
+				if a.start < b.end && b.start < a.end {
+					t.Fatalf("device %s held by %s and %s at once", dev, a.task, b.task)
+				}
+			}
 		}
 	}
 }

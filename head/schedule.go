@@ -74,10 +74,15 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			}
 			in.Running[t.Queue()]++
 		}
-		in.Workers = append(in.Workers, scheduler.Worker{
+		sw := scheduler.Worker{
 			ID: w.ID(), Capacity: w.Capacity(), Allocated: w.Allocated, Labels: w.Info.GetLabels(),
 			Images: w.Info.GetImages(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
-		})
+		}
+		for _, d := range w.Info.GetGpus() {
+			sw.GPUs = append(sw.GPUs, scheduler.GPU{UUID: d.GetUuid(), Model: d.GetModel(), MemoryBytes: d.GetMemoryBytes(),
+				InUse: w.GPUHolder(d.GetUuid()) != "", NVLinkPeers: d.GetNvlinkPeers()})
+		}
+		in.Workers = append(in.Workers, sw)
 	}
 	if len(in.Workers) == 0 {
 		return wake // nowhere to place; reasons are refreshed once a worker connects

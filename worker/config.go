@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"github.com/megaflow/megaflow/internal/wire"
 	"log/slog"
 	"net"
 	"time"
@@ -51,6 +52,10 @@ type Config struct {
 	// from the machine (DetectCapacity): runtime.NumCPU()*1000 millicores,
 	// /proc/meminfo's MemTotal; no GPUs.
 	Capacity Capacity
+	// GPUs are the devices the worker offers, scheduled by UUID (from
+	// gpu.Discover on a GPU machine). When set, Capacity.GPUs is their
+	// count.
+	GPUs []*wire.GpuDevice
 	// Labels are the worker's labels, matched by tasks' node selectors.
 	Labels map[string]string
 	// MaxConcurrentStarts caps the container starts in flight; further

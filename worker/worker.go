@@ -109,6 +109,10 @@ func New(cfg Config) (*Worker, error) {
 		Labels:              maps.Clone(cfg.Labels),
 		Runtime:             cfg.Runtime.Name(),
 		MaxConcurrentStarts: int32(cfg.MaxConcurrentStarts),
+		Gpus:                cfg.GPUs,
+	}
+	if len(cfg.GPUs) > 0 {
+		w.info.Capacity.Gpus = int32(len(cfg.GPUs))
 	}
 	if ex, ok := cfg.Runtime.(contract.Execer); ok {
 		w.pool = newPool(w, ex)

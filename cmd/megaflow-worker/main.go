@@ -47,6 +47,7 @@ type flags struct {
 	logFormat, logLevel string
 	cpuMillis, memBytes int64
 	gpus                int32
+	nvml                bool
 	shutdownGrace       time.Duration
 }
 
@@ -82,7 +83,8 @@ them to the leader and takes over those the leader still wants.`,
 	fl.StringVar(&f.labels, "labels", "", "comma-separated worker labels k=v, matched by tasks' node selectors")
 	fl.Int64Var(&f.cpuMillis, "cpu-millis", 0, "CPU offered in millicores (0: all cores of the machine)")
 	fl.Int64Var(&f.memBytes, "memory-bytes", 0, "memory offered in bytes (0: the machine's MemTotal)")
-	fl.Int32Var(&f.gpus, "gpus", 0, "GPUs offered")
+	fl.Int32Var(&f.gpus, "gpus", 0, "GPUs offered when NVML finds none (tasks asking for GPUs need devices found by NVML)")
+	fl.BoolVar(&f.nvml, "nvml", true, "find GPUs through NVML and offer the healthy ones, scheduled by UUID")
 	fl.IntVar(&cfg.MaxConcurrentStarts, "max-concurrent-starts", cfg.MaxConcurrentStarts, "container starts in flight at most")
 	fl.StringVar(&cfg.ClusterName, "cluster-name", cfg.ClusterName, "cluster label of this worker's containers")
 	fl.DurationVar(&cfg.StopGrace, "stop-grace", cfg.StopGrace, "time between SIGTERM and SIGKILL when an attempt is stopped")
@@ -109,6 +111,15 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 		return err
 	}
 	cfg.Logger = logger
+	if f.nvml {
+		devs, why := discoverGPUs()
+		if len(devs) > 0 {
+			cfg.GPUs = devs
+			cfg.Capacity.GPUs = int32(len(devs))
+		} else if why != "" {
+			logger.Info("no GPUs offered", "why", why)
+		}
+	}
 	rt, closeRT, err := newRuntime(f.runtime, f.dockerHost, logger)
 	if err != nil {
 		return err

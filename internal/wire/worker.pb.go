@@ -146,7 +146,9 @@ type WorkerInfo struct {
 	// Container starts the worker runs at once, at most.
 	MaxConcurrentStarts int32 `protobuf:"varint,6,opt,name=max_concurrent_starts,json=maxConcurrentStarts,proto3" json:"max_concurrent_starts,omitempty"`
 	// gRPC address of the worker (logs), if any.
-	Addr          string `protobuf:"bytes,7,opt,name=addr,proto3" json:"addr,omitempty"`
+	Addr string `protobuf:"bytes,7,opt,name=addr,proto3" json:"addr,omitempty"`
+	// The worker's healthy GPUs, found through NVML; scheduled by UUID.
+	Gpus          []*GpuDevice `protobuf:"bytes,8,rep,name=gpus,proto3" json:"gpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +232,86 @@ func (x *WorkerInfo) GetAddr() string {
 	return ""
 }
 
+func (x *WorkerInfo) GetGpus() []*GpuDevice {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+// GpuDevice is one GPU a worker offers.
+type GpuDevice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Uuid  string                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	// Model name as NVML gives it, e.g. "NVIDIA H100 80GB HBM3".
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Device memory in bytes.
+	MemoryBytes int64 `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// UUIDs of the devices joined to this one by NVLink (directly or through
+	// an NVSwitch).
+	NvlinkPeers   []string `protobuf:"bytes,4,rep,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuDevice) Reset() {
+	*x = GpuDevice{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuDevice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuDevice) ProtoMessage() {}
+
+func (x *GpuDevice) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuDevice.ProtoReflect.Descriptor instead.
+func (*GpuDevice) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GpuDevice) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+func (x *GpuDevice) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GpuDevice) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *GpuDevice) GetNvlinkPeers() []string {
+	if x != nil {
+		return x.NvlinkPeers
+	}
+	return nil
+}
+
 // Worker is a worker's row in the table.
 type Worker struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -248,7 +330,7 @@ type Worker struct {
 
 func (x *Worker) Reset() {
 	*x = Worker{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[1]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +342,7 @@ func (x *Worker) String() string {
 func (*Worker) ProtoMessage() {}
 
 func (x *Worker) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[1]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +355,7 @@ func (x *Worker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worker.ProtoReflect.Descriptor instead.
 func (*Worker) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{1}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Worker) GetInfo() *WorkerInfo {
@@ -339,7 +421,7 @@ type RunningAttempt struct {
 
 func (x *RunningAttempt) Reset() {
 	*x = RunningAttempt{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[2]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +433,7 @@ func (x *RunningAttempt) String() string {
 func (*RunningAttempt) ProtoMessage() {}
 
 func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[2]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +446,7 @@ func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningAttempt.ProtoReflect.Descriptor instead.
 func (*RunningAttempt) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunningAttempt) GetTaskId() string {
@@ -405,7 +487,7 @@ type WorkerHello struct {
 
 func (x *WorkerHello) Reset() {
 	*x = WorkerHello{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[3]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +499,7 @@ func (x *WorkerHello) String() string {
 func (*WorkerHello) ProtoMessage() {}
 
 func (x *WorkerHello) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[3]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +512,7 @@ func (x *WorkerHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerHello.ProtoReflect.Descriptor instead.
 func (*WorkerHello) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WorkerHello) GetInfo() *WorkerInfo {
@@ -466,7 +548,7 @@ type AttemptEvent struct {
 
 func (x *AttemptEvent) Reset() {
 	*x = AttemptEvent{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[4]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +560,7 @@ func (x *AttemptEvent) String() string {
 func (*AttemptEvent) ProtoMessage() {}
 
 func (x *AttemptEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[4]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +573,7 @@ func (x *AttemptEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptEvent.ProtoReflect.Descriptor instead.
 func (*AttemptEvent) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AttemptEvent) GetTaskId() string {
@@ -569,7 +651,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[5]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +663,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[5]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +676,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EventBatch) GetSeq() uint64 {
@@ -620,7 +702,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[6]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +714,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[6]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +727,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Heartbeat) GetUnixNanos() int64 {
@@ -669,7 +751,7 @@ type WorkerMessage struct {
 
 func (x *WorkerMessage) Reset() {
 	*x = WorkerMessage{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[7]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +763,7 @@ func (x *WorkerMessage) String() string {
 func (*WorkerMessage) ProtoMessage() {}
 
 func (x *WorkerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[7]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +776,7 @@ func (x *WorkerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerMessage.ProtoReflect.Descriptor instead.
 func (*WorkerMessage) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WorkerMessage) GetMsg() isWorkerMessage_Msg {
@@ -776,7 +858,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[8]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +870,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[8]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +883,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Assignment) GetTaskId() string {
@@ -879,7 +961,7 @@ type StopAttempt struct {
 
 func (x *StopAttempt) Reset() {
 	*x = StopAttempt{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[9]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +973,7 @@ func (x *StopAttempt) String() string {
 func (*StopAttempt) ProtoMessage() {}
 
 func (x *StopAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[9]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +986,7 @@ func (x *StopAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopAttempt.ProtoReflect.Descriptor instead.
 func (*StopAttempt) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StopAttempt) GetTaskId() string {
@@ -942,7 +1024,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[10]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1036,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[10]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1049,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Welcome) GetLeaderId() string {
@@ -1001,7 +1083,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[11]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1095,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[11]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1108,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -1051,7 +1133,7 @@ type HeadMessage struct {
 
 func (x *HeadMessage) Reset() {
 	*x = HeadMessage{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1145,7 @@ func (x *HeadMessage) String() string {
 func (*HeadMessage) ProtoMessage() {}
 
 func (x *HeadMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1158,7 @@ func (x *HeadMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadMessage.ProtoReflect.Descriptor instead.
 func (*HeadMessage) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeadMessage) GetMsg() isHeadMessage_Msg {
@@ -1154,7 +1236,7 @@ var File_megaflow_v1_worker_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xc2\x02\n" +
+	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xee\x02\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
@@ -1163,10 +1245,16 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\aruntime\x18\x04 \x01(\tR\aruntime\x12\x16\n" +
 	"\x06images\x18\x05 \x03(\tR\x06images\x122\n" +
 	"\x15max_concurrent_starts\x18\x06 \x01(\x05R\x13maxConcurrentStarts\x12\x12\n" +
-	"\x04addr\x18\a \x01(\tR\x04addr\x1a9\n" +
+	"\x04addr\x18\a \x01(\tR\x04addr\x12*\n" +
+	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
+	"\tGpuDevice\x12\x12\n" +
+	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
+	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12!\n" +
+	"\fnvlink_peers\x18\x04 \x03(\tR\vnvlinkPeers\"\xae\x02\n" +
 	"\x06Worker\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x121\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x19.megaflow.v1.WorkerStatusR\x06status\x12\x16\n" +
@@ -1266,55 +1354,57 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_megaflow_v1_worker_proto_goTypes = []any{
 	(WorkerStatus)(0),      // 0: megaflow.v1.WorkerStatus
 	(AttemptEventKind)(0),  // 1: megaflow.v1.AttemptEventKind
 	(*WorkerInfo)(nil),     // 2: megaflow.v1.WorkerInfo
-	(*Worker)(nil),         // 3: megaflow.v1.Worker
-	(*RunningAttempt)(nil), // 4: megaflow.v1.RunningAttempt
-	(*WorkerHello)(nil),    // 5: megaflow.v1.WorkerHello
-	(*AttemptEvent)(nil),   // 6: megaflow.v1.AttemptEvent
-	(*EventBatch)(nil),     // 7: megaflow.v1.EventBatch
-	(*Heartbeat)(nil),      // 8: megaflow.v1.Heartbeat
-	(*WorkerMessage)(nil),  // 9: megaflow.v1.WorkerMessage
-	(*Assignment)(nil),     // 10: megaflow.v1.Assignment
-	(*StopAttempt)(nil),    // 11: megaflow.v1.StopAttempt
-	(*Welcome)(nil),        // 12: megaflow.v1.Welcome
-	(*Ack)(nil),            // 13: megaflow.v1.Ack
-	(*HeadMessage)(nil),    // 14: megaflow.v1.HeadMessage
-	nil,                    // 15: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                    // 16: megaflow.v1.Assignment.EnvEntry
-	(*Resources)(nil),      // 17: megaflow.v1.Resources
-	(*TaskSpec)(nil),       // 18: megaflow.v1.TaskSpec
+	(*GpuDevice)(nil),      // 3: megaflow.v1.GpuDevice
+	(*Worker)(nil),         // 4: megaflow.v1.Worker
+	(*RunningAttempt)(nil), // 5: megaflow.v1.RunningAttempt
+	(*WorkerHello)(nil),    // 6: megaflow.v1.WorkerHello
+	(*AttemptEvent)(nil),   // 7: megaflow.v1.AttemptEvent
+	(*EventBatch)(nil),     // 8: megaflow.v1.EventBatch
+	(*Heartbeat)(nil),      // 9: megaflow.v1.Heartbeat
+	(*WorkerMessage)(nil),  // 10: megaflow.v1.WorkerMessage
+	(*Assignment)(nil),     // 11: megaflow.v1.Assignment
+	(*StopAttempt)(nil),    // 12: megaflow.v1.StopAttempt
+	(*Welcome)(nil),        // 13: megaflow.v1.Welcome
+	(*Ack)(nil),            // 14: megaflow.v1.Ack
+	(*HeadMessage)(nil),    // 15: megaflow.v1.HeadMessage
+	nil,                    // 16: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                    // 17: megaflow.v1.Assignment.EnvEntry
+	(*Resources)(nil),      // 18: megaflow.v1.Resources
+	(*TaskSpec)(nil),       // 19: megaflow.v1.TaskSpec
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	17, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
-	15, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
-	2,  // 2: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
-	0,  // 3: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	17, // 4: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
-	2,  // 5: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
-	4,  // 6: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
-	1,  // 7: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
-	6,  // 8: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
-	5,  // 9: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
-	7,  // 10: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
-	8,  // 11: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	18, // 12: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	16, // 13: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	11, // 14: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	12, // 15: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	10, // 16: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	11, // 17: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	13, // 18: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	9,  // 19: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	14, // 20: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	16, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
+	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
+	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
+	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
+	18, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
+	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
+	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
+	7,  // 9: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
+	6,  // 10: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
+	8,  // 11: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
+	9,  // 12: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
+	19, // 13: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	17, // 14: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	12, // 15: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 16: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 17: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 18: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	14, // 19: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	10, // 20: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	15, // 21: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	21, // [21:22] is the sub-list for method output_type
+	20, // [20:21] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1323,12 +1413,12 @@ func file_megaflow_v1_worker_proto_init() {
 		return
 	}
 	file_megaflow_v1_types_proto_init()
-	file_megaflow_v1_worker_proto_msgTypes[7].OneofWrappers = []any{
+	file_megaflow_v1_worker_proto_msgTypes[8].OneofWrappers = []any{
 		(*WorkerMessage_Hello)(nil),
 		(*WorkerMessage_Events)(nil),
 		(*WorkerMessage_Heartbeat)(nil),
 	}
-	file_megaflow_v1_worker_proto_msgTypes[12].OneofWrappers = []any{
+	file_megaflow_v1_worker_proto_msgTypes[13].OneofWrappers = []any{
 		(*HeadMessage_Welcome)(nil),
 		(*HeadMessage_Assign)(nil),
 		(*HeadMessage_Stop)(nil),
@@ -1340,7 +1430,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,12 @@
+//go:build !cgo || !linux
+
+package main
+
+import "github.com/megaflow/megaflow/internal/wire"
+
+// discoverGPUs reports that this binary was built without cgo, which
+// go-nvml needs: a GPU worker is built with CGO_ENABLED=1 (make build does
+// so for linux/amd64).
+func discoverGPUs() ([]*wire.GpuDevice, string) {
+	return nil, "built without cgo: no NVML support (build with CGO_ENABLED=1 for GPU workers)"
+}
