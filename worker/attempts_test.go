@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -410,5 +412,47 @@ func TestWaitRetriedWhileRuntimeDown(t *testing.T) {
 	e := head.waitEvent("g/t", 1, kindExited)
 	if e.GetExitCode() != 3 || rt.CallCount("Wait") != 2 {
 		t.Errorf("EXITED = %v after %d Waits", e, rt.CallCount("Wait"))
+	}
+}
+
+// Before an attempt with GPUs starts, the GPU check runs on exactly its
+// devices; a refusal ends the attempt FAILED with the check's reason and
+// starts no container. Attempts without GPUs are not checked.
+func TestGPUCheckBeforeStart(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	cfg := testConfig(t, rt, t.TempDir(), head.addr)
+	var checked [][]string
+	var mu sync.Mutex
+	cfg.GPUCheck = func(uuids []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		checked = append(checked, uuids)
+		if uuids[0] == "GPU-busy" {
+			return errors.New("gpu GPU-busy: foreign compute process on device: pid 4242")
+		}
+		return nil
+	}
+	startWorker(t, cfg)
+	busy := assignMsg("g/busy", 1, spec("busybox", "true"))
+	busy.GetAssign().GpuUuids = []string{"GPU-busy"}
+	head.send(busy)
+	e := head.waitEvent("g/busy", 1, kindFailed)
+	if !strings.Contains(e.GetReason(), "GPU check refused the start") || !strings.Contains(e.GetReason(), "pid 4242") {
+		t.Fatalf("reason %q", e.GetReason())
+	}
+	if _, ok := rt.startSpec(ContainerName("w1", attempt.Key{TaskID: "g/busy", Attempt: 1})); ok {
+		t.Fatal("a container was started on a refused GPU")
+	}
+	ok := assignMsg("g/ok", 1, spec("busybox", "true"))
+	ok.GetAssign().GpuUuids = []string{"GPU-0", "GPU-1"}
+	head.send(ok)
+	head.waitEvent("g/ok", 1, kindStarted)
+	head.send(assignMsg("g/cpu", 1, spec("busybox", "true")))
+	head.waitEvent("g/cpu", 1, kindStarted)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(checked) != 2 || strings.Join(checked[1], ",") != "GPU-0,GPU-1" {
+		t.Fatalf("checked %v, want the two GPU attempts only, with their devices", checked)
 	}
 }

@@ -56,6 +56,11 @@ type Config struct {
 	// gpu.Discover on a GPU machine). When set, Capacity.GPUs is their
 	// count.
 	GPUs []*wire.GpuDevice
+	// GPUCheck, when set, is called before each start of an attempt that
+	// was assigned GPUs, with their UUIDs (gpu.Check on a GPU machine: the
+	// devices exist, are healthy and run no foreign compute process). An
+	// error refuses the start: the attempt ends FAILED with its message.
+	GPUCheck func(uuids []string) error
 	// Labels are the worker's labels, matched by tasks' node selectors.
 	Labels map[string]string
 	// MaxConcurrentStarts caps the container starts in flight; further

@@ -245,6 +245,9 @@ func (d *driver) start(deadline time.Time) {
 			return attempt.StartDone{Err: fmt.Errorf("waiting for a start slot: %w", err)}
 		}
 		defer d.w.sem.release()
+		if err := d.w.checkGPUs(spec.GPUUUIDs); err != nil {
+			return attempt.StartDone{Err: err}
+		}
 		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 			return attempt.StartDone{Err: fmt.Errorf("log directory: %w", err)}
 		}
@@ -358,4 +361,16 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 		GPUUUIDs:     a.GetGpuUuids(),
 		LogPath:      logPath(w.cfg.DataDir, k),
 	}, nil
+}
+
+// checkGPUs runs the configured GPU check on an attempt's devices before it
+// starts; the error, if any, is the attempt's failure reason.
+func (w *Worker) checkGPUs(uuids []string) error {
+	if len(uuids) == 0 || w.cfg.GPUCheck == nil {
+		return nil
+	}
+	if err := w.cfg.GPUCheck(uuids); err != nil {
+		return fmt.Errorf("GPU check refused the start: %w", err)
+	}
+	return nil
 }

@@ -96,6 +96,10 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 				return
 			}
 		}
+		if err := w.checkGPUs(spec.GPUUUIDs); err != nil {
+			fail(err)
+			return
+		}
 		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 			fail(fmt.Errorf("log directory: %w", err))
 			return

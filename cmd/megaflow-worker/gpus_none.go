@@ -10,3 +10,6 @@ import "github.com/megaflow/megaflow/internal/wire"
 func discoverGPUs() ([]*wire.GpuDevice, string) {
 	return nil, "built without cgo: no NVML support (build with CGO_ENABLED=1 for GPU workers)"
 }
+
+// gpuCheck is never called: without NVML the worker offers no GPUs.
+func gpuCheck([]string) error { return nil }

@@ -116,6 +116,7 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 		if len(devs) > 0 {
 			cfg.GPUs = devs
 			cfg.Capacity.GPUs = int32(len(devs))
+			cfg.GPUCheck = gpuCheck
 		} else if why != "" {
 			logger.Info("no GPUs offered", "why", why)
 		}
