@@ -185,7 +185,8 @@ func TestImports(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	allowed := []string{"github.com/megaflow/megaflow/head/scheduler", "github.com/megaflow/megaflow/internal/resources"}
+	allowed := []string{"github.com/megaflow/megaflow/head/scheduler", "github.com/megaflow/megaflow/internal/resources",
+		"github.com/megaflow/megaflow/gpu/alloc"}
 	for _, dep := range strings.Fields(string(out)) {
 		first, _, _ := strings.Cut(dep, "/")
 		if !strings.Contains(first, ".") {

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/megaflow/megaflow/gpu/alloc"
 )
 
 // worker is a Worker's state during one round: static facts copied from
@@ -41,7 +43,8 @@ type device struct {
 	lower string // model in lower case, for matching
 	mem   int64
 	free  bool
-	kind  int32 // interned (model, memory)
+	kind  int32    // interned (model, memory)
+	peers []string // NVLink peers (UUIDs)
 }
 
 // ptask is a Task prepared for the round.
@@ -88,7 +91,7 @@ func newWorkers(in []Worker, seed uint64) []*worker {
 		}
 		for _, g := range w.GPUs {
 			s.devs = append(s.devs, device{uuid: g.UUID, model: g.Model, lower: strings.ToLower(g.Model),
-				mem: g.MemoryBytes, free: !g.InUse})
+				mem: g.MemoryBytes, free: !g.InUse, peers: g.NVLinkPeers})
 			if g.InUse {
 				s.busyGPU++
 			}
@@ -369,23 +372,38 @@ func (w *worker) place(t *ptask) []string {
 	return w.pickGPUs(t)
 }
 
-// pickGPUs takes t.gpus free matching GPUs of w, smallest memory first so
-// that large GPUs stay free for tasks that need them, then by UUID. This is
-// where topology-aware choice (GPU.NVLinkPeers) would go.
+// pickGPUs takes t.gpus free matching GPUs of w. A multi-GPU task gets the
+// set with the most NVLink connections among them (gpu/alloc.Choose:
+// tensor-parallel inference and FSDP need their devices linked), ties going
+// to the set that leaves the best-linked devices free; a single GPU is the
+// smallest-memory match, so large GPUs stay free for tasks that need them,
+// then by UUID.
 func (w *worker) pickGPUs(t *ptask) []string {
 	if t.gpus <= 0 {
 		return nil
 	}
-	out := make([]string, 0, t.gpus)
+	var free []alloc.Device
+	idx := map[string]int{}
 	for i := range w.devs {
 		if d := &w.devs[i]; d.free && d.matches(t) {
-			d.free = false
-			out = append(out, d.uuid)
-			w.busyGPU++
-			if int64(len(out)) == t.gpus {
-				break
-			}
+			free = append(free, alloc.Device{UUID: d.uuid, Model: d.model, MemoryBytes: d.mem, NVLinkPeers: d.peers})
+			idx[d.uuid] = i
 		}
+	}
+	var out []string
+	if t.gpus > 1 {
+		if c, ok := alloc.Choose(free, alloc.Request{Count: int(t.gpus)}); ok {
+			out = c.UUIDs
+		}
+	}
+	if out == nil {
+		for _, f := range free[:min(int64(len(free)), t.gpus)] {
+			out = append(out, f.UUID)
+		}
+	}
+	for _, u := range out {
+		w.devs[idx[u]].free = false
+		w.busyGPU++
 	}
 	return out
 }
