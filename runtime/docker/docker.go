@@ -80,6 +80,7 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	copies map[string]*logCopy // container id -> its log copy
+	killed map[string]bool     // containers this runtime stopped or removed
 	closed bool
 	wg     sync.WaitGroup // log copies
 
@@ -120,7 +121,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: client for %q: %w", cfg.Host, err)
 	}
-	return &Runtime{cfg: cfg, cli: cli, log: log.With("runtime", "docker"), copies: map[string]*logCopy{}, killGroup: killHostGroup}, nil
+	return &Runtime{cfg: cfg, cli: cli, log: log.With("runtime", "docker"), copies: map[string]*logCopy{}, killed: map[string]bool{}, killGroup: killHostGroup}, nil
 }
 
 // Name returns "docker".

@@ -45,26 +45,40 @@ func (r *Runtime) Wait(ctx context.Context, id string) (contract.Exit, error) {
 		return contract.Exit{Code: -1}, fmt.Errorf("docker wait %s: %w", id, ctx.Err())
 	}
 
-	exit, err := r.inspectExit(ctx, id)
+	exit, limited, err := r.inspectExit(ctx, id)
 	if err != nil {
 		return exit, err
+	}
+	// containerd reports a task's OOM and its exit as two events, and an
+	// engine that handles the exit first never sets OOMKilled (seen with
+	// Docker 20.10 on cgroup v1 under load). A memory-limited container
+	// that died of SIGKILL which this runtime did not send was killed by
+	// the kernel's OOM killer.
+	r.mu.Lock()
+	killedByUs := r.killed[id]
+	r.mu.Unlock()
+	if exit.Code == 137 && !exit.OOMKilled && limited && !killedByUs {
+		exit.OOMKilled = true
+		exit.Reason = "OOM-killed: SIGKILL of a container with a memory limit that nobody stopped (the engine did not flag it)"
 	}
 	r.awaitLogCopy(ctx, id)
 	return exit, nil
 }
 
-// inspectExit reads how container id ended.
-func (r *Runtime) inspectExit(ctx context.Context, id string) (contract.Exit, error) {
+// inspectExit reads how container id ended, and whether it had a memory
+// limit.
+func (r *Runtime) inspectExit(ctx context.Context, id string) (contract.Exit, bool, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	ins, err := r.cli.ContainerInspect(cctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return contract.Exit{Code: -1}, r.wrap(ctx, "inspect", id, err, contract.ErrNotFound)
+		return contract.Exit{Code: -1}, false, r.wrap(ctx, "inspect", id, err, contract.ErrNotFound)
 	}
 	if ins.Container.State == nil {
-		return contract.Exit{Code: -1}, fmt.Errorf("docker inspect %s: the engine returned no state", id)
+		return contract.Exit{Code: -1}, false, fmt.Errorf("docker inspect %s: the engine returned no state", id)
 	}
-	return exitFromState(ins.Container.State), nil
+	limited := ins.Container.HostConfig != nil && ins.Container.HostConfig.Memory > 0
+	return exitFromState(ins.Container.State), limited, nil
 }
 
 // exitFromState maps the engine's state of a stopped container to an Exit.
@@ -105,6 +119,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	if secs < 0 {
 		secs = 0
 	}
+	r.markKilled(id)
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout+time.Duration(secs)*time.Second)
 	defer cancel()
 	_, err := r.cli.ContainerStop(cctx, id, client.ContainerStopOptions{Timeout: &secs})
@@ -118,6 +133,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 //
 // Errors: contract.ErrUnavailable, ctx's error.
 func (r *Runtime) Remove(ctx context.Context, id string) error {
+	r.markKilled(id)
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	_, err := r.cli.ContainerRemove(cctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -125,7 +141,18 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 		return r.wrap(ctx, "remove", id, err, nil)
 	}
 	r.endLogCopy(ctx, id)
+	r.mu.Lock()
+	delete(r.killed, id)
+	r.mu.Unlock()
 	return nil
+}
+
+// markKilled records that this runtime stops or removes container id, so
+// that Wait does not take its SIGKILL for the OOM killer's.
+func (r *Runtime) markKilled(id string) {
+	r.mu.Lock()
+	r.killed[id] = true
+	r.mu.Unlock()
 }
 
 // List returns the containers, running or stopped, whose labels include
