@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,17 +40,12 @@ type Member struct {
 	GRPCAddr   string
 	GossipAddr string
 
-	mu     sync.Mutex
-	head   *head.Head
-	cancel context.CancelFunc
-	done   chan struct{}
+	slot slot[*head.Head]
 }
 
 // Head returns the running head, or nil while it is killed.
 func (m *Member) Head() *head.Head {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.head
+	return m.slot.get()
 }
 
 // Cluster is a set of heads started together.
@@ -130,34 +124,12 @@ func (c *Cluster) start(m *Member, expect int) {
 	if err != nil {
 		c.t.Fatalf("start head %s: %v", m.ID, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := h.Run(ctx); err != nil {
-			c.t.Logf("head %s: run: %v", m.ID, err)
-		}
-	}()
-	m.mu.Lock()
-	m.head, m.cancel, m.done = h, cancel, done
-	m.mu.Unlock()
+	m.slot.run(c.t, "head "+m.ID, h)
 }
 
 // Kill stops member i as a crash would (no leadership transfer, no gossip
 // leave), keeping its data directory.
-func (c *Cluster) Kill(i int) {
-	m := c.Members[i]
-	m.mu.Lock()
-	h, cancel, done := m.head, m.cancel, m.done
-	m.head = nil
-	m.mu.Unlock()
-	if h == nil {
-		return
-	}
-	h.Kill()
-	cancel()
-	<-done
-}
+func (c *Cluster) Kill(i int) { c.Members[i].slot.kill() }
 
 // Restart starts a killed member again on its data directory and addresses.
 func (c *Cluster) Restart(i int) {
@@ -168,18 +140,7 @@ func (c *Cluster) Restart(i int) {
 func (c *Cluster) Stop() {
 	c.stopWorkers()
 	for _, m := range c.Members {
-		m.mu.Lock()
-		h, cancel, done := m.head, m.cancel, m.done
-		m.head = nil
-		m.mu.Unlock()
-		if h == nil {
-			continue
-		}
-		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = h.Shutdown(ctx)
-		stop()
-		cancel()
-		<-done
+		m.slot.stop()
 	}
 }
 
@@ -295,17 +256,12 @@ type WorkerMember struct {
 	GossipAddr string
 	opts       WorkerOptions
 
-	mu     sync.Mutex
-	worker *worker.Worker
-	cancel context.CancelFunc
-	done   chan struct{}
+	slot slot[*worker.Worker]
 }
 
 // Worker returns the running worker, or nil while it is killed.
 func (m *WorkerMember) Worker() *worker.Worker {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.worker
+	return m.slot.get()
 }
 
 // AddWorker starts a worker that joins the heads through gossip and
@@ -352,33 +308,11 @@ func (c *Cluster) startWorker(m *WorkerMember) {
 	if err != nil {
 		c.t.Fatalf("start worker %s: %v", m.ID, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := wk.Run(ctx); err != nil && ctx.Err() == nil {
-			c.t.Logf("worker %s: run: %v", m.ID, err)
-		}
-	}()
-	m.mu.Lock()
-	m.worker, m.cancel, m.done = wk, cancel, done
-	m.mu.Unlock()
+	m.slot.run(c.t, "worker "+m.ID, wk)
 }
 
 // KillWorker stops worker i as a crash would; its containers keep running.
-func (c *Cluster) KillWorker(i int) {
-	m := c.Workers[i]
-	m.mu.Lock()
-	wk, cancel, done := m.worker, m.cancel, m.done
-	m.worker = nil
-	m.mu.Unlock()
-	if wk == nil {
-		return
-	}
-	wk.Kill()
-	cancel()
-	<-done
-}
+func (c *Cluster) KillWorker(i int) { c.Workers[i].slot.kill() }
 
 // RestartWorker starts a killed worker again with the same id and data
 // directory.
@@ -386,18 +320,7 @@ func (c *Cluster) RestartWorker(i int) { c.startWorker(c.Workers[i]) }
 
 func (c *Cluster) stopWorkers() {
 	for _, m := range c.Workers {
-		m.mu.Lock()
-		wk, cancel, done := m.worker, m.cancel, m.done
-		m.worker = nil
-		m.mu.Unlock()
-		if wk == nil {
-			continue
-		}
-		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = wk.Shutdown(ctx)
-		stop()
-		cancel()
-		<-done
+		m.slot.stop()
 	}
 }
 

@@ -1,0 +1,85 @@
+package testcluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// daemon is what a head and a worker have in common for a test cluster:
+// run until the context ends, stop cleanly, or stop as a crash would.
+type daemon interface {
+	Run(ctx context.Context) error
+	Shutdown(ctx context.Context) error
+	Kill()
+}
+
+// slot runs at most one daemon of a member at a time, in a goroutine it
+// owns, and stops it by crash (kill) or cleanly (stop).
+type slot[D daemon] struct {
+	mu     sync.Mutex
+	d      D
+	live   bool
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// get returns the running daemon, or D's zero value (nil) when none runs.
+func (s *slot[D]) get() D {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var zero D
+	if !s.live {
+		return zero
+	}
+	return s.d
+}
+
+// run starts d; a Run error other than the context's is logged on t.
+func (s *slot[D]) run(t testing.TB, name string, d D) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := d.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Logf("%s: run: %v", name, err)
+		}
+	}()
+	s.mu.Lock()
+	s.d, s.live, s.cancel, s.done = d, true, cancel, done
+	s.mu.Unlock()
+}
+
+// take detaches the running daemon, if any, for the caller to stop.
+func (s *slot[D]) take() (D, context.CancelFunc, chan struct{}, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := s.live
+	s.live = false
+	return s.d, s.cancel, s.done, live
+}
+
+// kill stops the daemon as a crash would and waits for its goroutine.
+func (s *slot[D]) kill() {
+	d, cancel, done, live := s.take()
+	if !live {
+		return
+	}
+	d.Kill()
+	cancel()
+	<-done
+}
+
+// stop shuts the daemon down cleanly (10 s at most) and waits for it.
+func (s *slot[D]) stop() {
+	d, cancel, done, live := s.take()
+	if !live {
+		return
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = d.Shutdown(ctx)
+	stop()
+	cancel()
+	<-done
+}
