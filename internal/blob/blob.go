@@ -57,7 +57,8 @@ type PutOptions struct {
 	// then buffers or streams in parts).
 	Size int64
 	// SHA256 is the lowercase hex SHA-256 the content must have; when set,
-	// a mismatch returns ErrChecksum and leaves no object under the key.
+	// a mismatch returns ErrChecksum and stores nothing: the key keeps the
+	// object it had before the Put (none if it had none).
 	SHA256 string
 	// ContentType is recorded with the object.
 	ContentType string
