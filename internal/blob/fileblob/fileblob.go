@@ -417,33 +417,22 @@ func (s *Store) Stat(ctx context.Context, key string) (blob.Info, error) {
 	return s.info(key, fi), nil
 }
 
-// prefixDir returns the deepest directory that holds every key starting
-// with prefix ("" for all), or an error when no valid key starts with it.
-func prefixDir(prefix string) (string, error) {
-	i := strings.LastIndex(prefix, "/")
-	if i < 0 {
-		if strings.ContainsAny(prefix, "\\\x00") {
-			return "", fmt.Errorf("%w: prefix %q: no key can start with it", blob.ErrInvalidKey, prefix)
-		}
-		return "", nil
-	}
-	dir := prefix[:i]
-	if err := blob.ValidKey(dir); err != nil {
-		return "", fmt.Errorf("prefix %q: no key can start with it: %w", prefix, err)
-	}
-	return dir, nil
-}
-
 // List implements blob.Store.List. A prefix no valid key can start with
 // ("../", "/x") returns ErrInvalidKey.
 func (s *Store) List(ctx context.Context, prefix string) ([]blob.Info, error) {
-	dir, err := prefixDir(prefix)
-	if err != nil {
+	if err := blob.ValidPrefix(prefix); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dir := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		dir = prefix[:i]
 	}
 	start := path.Join(objectsDir, dir)
 	var out []blob.Info
-	err = fs.WalkDir(s.root.FS(), start, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(s.root.FS(), start, func(p string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
