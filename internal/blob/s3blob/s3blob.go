@@ -541,3 +541,6 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	}
 	return n, nil
 }
+
+// PartSize returns the multipart part size in bytes.
+func (s *Store) PartSize() int64 { return s.up.PartSize }
