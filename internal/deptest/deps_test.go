@@ -44,6 +44,10 @@ func TestImportsFlowOneWay(t *testing.T) {
 			"the FSM is pure: applying a log entry does no I/O"},
 		{"internal/spec", []string{"github.com/hashicorp/", module + "head", module + "client"},
 			"validation is pure and shared by the head and the client"},
+		{"internal/blob/spool", []string{"github.com/aws/", module + "internal/blob/s3blob"},
+			"the blob contract, the file store and the spool link no S3 SDK; only composition roots pick s3blob"},
+		{"internal/blob/fileblob", []string{"github.com/aws/", module + "internal/blob/s3blob"},
+			"the file store links no S3 SDK"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.pkg, func(t *testing.T) {
