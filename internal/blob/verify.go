@@ -89,7 +89,11 @@ func (v *VerifyingReader) Read(p []byte) (int, error) {
 		v.h.Write(v.buf[k : k+n])
 		v.n += int64(n)
 		if v.size >= 0 && v.n > v.size {
-			return 0, v.fail(fmt.Errorf("%w: %s has more than the %d bytes announced", ErrChecksum, v.what, v.size))
+			hint := ""
+			if v.size == 0 {
+				hint = " (PutOptions.Size is 0; give -1 when the size is unknown)"
+			}
+			return 0, v.fail(fmt.Errorf("%w: %s has more than the %d bytes announced%s", ErrChecksum, v.what, v.size, hint))
 		}
 		switch {
 		case err == io.EOF:

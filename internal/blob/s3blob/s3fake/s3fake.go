@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync"
 	"sync/atomic"
 
@@ -99,8 +98,7 @@ func Start(buckets ...string) (*Server, error) {
 
 // StoreURL returns "s3://bucket/prefix?endpoint=...&path_style=true&region=us-east-1".
 func (s *Server) StoreURL(bucket, prefix string) string {
-	q := url.Values{"endpoint": {s.URL}, "path_style": {"true"}, "region": {"us-east-1"}}
-	return (&url.URL{Scheme: "s3", Host: bucket, Path: "/" + prefix, RawQuery: q.Encode()}).String()
+	return fmt.Sprintf("s3://%s/%s?endpoint=%s&path_style=true&region=us-east-1", bucket, prefix, s.URL)
 }
 
 // SetMode switches how the server answers from the next request on.
