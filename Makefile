@@ -68,6 +68,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
 	$(GO) test -run '^$$' -bench TaskOverhead -benchtime 10x ./runtime/docker
 	$(GO) test -run '^$$' -bench StartOverhead -benchtime 200x ./runtime/process
+	$(GO) test -run '^$$' -bench ArtifactWrite -benchtime 1x ./internal/blob/s3blob
 
 clean:
 	rm -rf $(BIN) .tools

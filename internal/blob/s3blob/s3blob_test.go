@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -20,9 +19,13 @@ import (
 var testOpts = s3blob.Options{AccessKeyID: "test", SecretAccessKey: "test", PartSize: s3blob.MinPartSize,
 	MaxAttempts: 2, MaxBackoff: 1}
 
+func startServer() (*s3fake.Server, error) { return s3fake.Start("bkt") }
+
+func s3Backend() blob.Backend { return s3blob.Backend(testOpts) }
+
 func newServer(t *testing.T) *s3fake.Server {
 	t.Helper()
-	srv, err := s3fake.Start("bkt")
+	srv, err := startServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,5 +213,3 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
-
-var _ = url.Parse
