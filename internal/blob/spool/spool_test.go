@@ -340,3 +340,40 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestBackoffDoublesToMax drives the spool's clock: every wait it asks for
+// while the store is down is recorded and fires at once.
+func TestBackoffDoublesToMax(t *testing.T) {
+	e := newEnv(t)
+	e.flaky.SetDown(true)
+	var mu sync.Mutex
+	var waits []time.Duration
+	cfg := e.config(1 << 20)
+	cfg.MinBackoff, cfg.MaxBackoff = 100*time.Millisecond, 800*time.Millisecond
+	cfg.After = func(d time.Duration) <-chan time.Time {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		ch := make(chan time.Time, 1)
+		ch <- time.Time{}
+		return ch
+	}
+	sp, err := spool.New(cfg, e.flaky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	enqueue(t, sp, "k/1", []byte("x"))
+	waitFor(t, "eight backoff waits", func() bool { mu.Lock(); defer mu.Unlock(); return len(waits) >= 8 })
+	e.flaky.SetDown(false)
+	drain(t, sp)
+	mu.Lock()
+	defer mu.Unlock()
+	bounds := []time.Duration{100, 200, 400, 800, 800, 800, 800, 800}
+	for i, b := range bounds {
+		b *= time.Millisecond
+		if waits[i] < b/2 || waits[i] > b {
+			t.Errorf("wait %d = %v, want within [%v, %v] (exponential with jitter, capped): %v", i, waits[i], b/2, b, waits[:8])
+		}
+	}
+}
