@@ -96,8 +96,9 @@ const (
 	metaSHA256 = "sha256"
 )
 
-// Options configure S3 access; zero fields take the URL's query parameter,
-// then the AWS configuration chain, then the default.
+// Options configure S3 access, typically from a daemon's flags. The store
+// URL's query parameters override them; what is still zero comes from the
+// AWS configuration chain, then the defaults.
 type Options struct {
 	// Endpoint is the S3 endpoint URL ("http://127.0.0.1:9000").
 	Endpoint string

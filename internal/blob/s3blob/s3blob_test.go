@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -211,5 +212,43 @@ func TestParseSize(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseSize(%q) = %d, %v", tc.in, got, err)
 		}
+	}
+}
+
+// TestConfigurationChain: with nothing in the URL but the bucket, the
+// endpoint, region and credentials come from the standard AWS environment
+// variables; with no region anywhere, Open says where to put one.
+func TestConfigurationChain(t *testing.T) {
+	srv := newServer(t)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+	ctx := context.Background()
+	_, err := blob.Open(ctx, "s3://bkt/p", s3blob.Backend(s3blob.Options{}))
+	if err == nil || !strings.Contains(err.Error(), "no region") {
+		t.Fatalf("Open with no region anywhere: %v, want a 'no region' error", err)
+	}
+	t.Setenv("AWS_REGION", "eu-central-1")
+	t.Setenv("AWS_ENDPOINT_URL_S3", srv.URL)
+	t.Setenv("AWS_ACCESS_KEY_ID", "from-env")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "from-env-secret")
+	srv.SetHook(func(r *http.Request) (int, string) {
+		auth := r.Header.Get("Authorization")
+		if !strings.Contains(auth, "Credential=from-env/") || !strings.Contains(auth, "/eu-central-1/s3/") {
+			return http.StatusForbidden, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>` + auth + `</Message></Error>`
+		}
+		return 0, ""
+	})
+	s, err := blob.Open(ctx, "s3://bkt/p?path_style=true", s3blob.Backend(s3blob.Options{MaxAttempts: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	blobtest.Put(t, s, "k", []byte("via the chain"))
+	if got, _ := blobtest.Get(t, s, "k"); string(got) != "via the chain" {
+		t.Fatalf("Get = %q", got)
 	}
 }
