@@ -45,8 +45,11 @@
 // The SDK's own "flexible checksums" (CRC32 by default in recent SDKs, sent
 // as aws-chunked trailers) are set to "when required": several S3
 // compatible servers, gofakes3 among them, do not decode aws-chunked
-// trailers and would store the framing as content. Over plain HTTP the SDK
-// still signs each request's payload SHA-256 (SigV4), which AWS verifies.
+// trailers and would store the framing as content. Without them the SDK
+// signs each request's payload SHA-256 (SigV4 x-amz-content-sha256: the
+// whole object for a PutObject, each part for UploadPart), which AWS and
+// MinIO check, so bytes damaged in flight are refused (XAmzContentSHA256Mismatch,
+// mapped to ErrChecksum). gofakes3 does not check it.
 //
 // # Errors
 //
