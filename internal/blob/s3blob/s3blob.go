@@ -21,6 +21,8 @@
 //	concurrency   parts in flight per upload (default 4)
 //	max_attempts  tries per request, first included (default 5)
 //	max_backoff   longest wait between tries, a Go duration (default 5s)
+//	response_timeout  longest wait for an answer to a sent request, a Go
+//	              duration (default 1m)
 //
 // What is not set by Options or the URL comes from the standard AWS
 // configuration chain: AWS_REGION, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3,
@@ -68,6 +70,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -93,6 +96,9 @@ const (
 	DefaultConcurrency = 4
 	DefaultMaxAttempts = 5
 	DefaultMaxBackoff  = 5 * time.Second
+	// DefaultResponseTimeout bounds the wait for a response's headers
+	// after a request was sent.
+	DefaultResponseTimeout = time.Minute
 	// MinPartSize is S3's smallest part of a multipart upload, in bytes.
 	MinPartSize = manager.MinUploadPartSize
 	// metaSHA256 is the user metadata key of the content's SHA-256.
@@ -123,6 +129,11 @@ type Options struct {
 	MaxAttempts int
 	// MaxBackoff is the longest wait between tries (0: DefaultMaxBackoff).
 	MaxBackoff time.Duration
+	// ResponseTimeout bounds the wait for response headers once a request
+	// (a part, at most) is sent, so a server that accepts connections but
+	// never answers fails the try instead of hanging it (0:
+	// DefaultResponseTimeout). It does not bound a transfer's length.
+	ResponseTimeout time.Duration
 }
 
 // Store is a blob.Store in an S3 bucket. It is safe for concurrent use.
@@ -183,14 +194,20 @@ func Open(ctx context.Context, u *url.URL, opts Options) (*Store, error) {
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
 	}
-	if opts.Concurrency < 1 || opts.MaxAttempts < 1 || opts.MaxBackoff < 0 {
-		return nil, bad("concurrency and max_attempts must be at least 1, max_backoff not negative")
+	if opts.ResponseTimeout == 0 {
+		opts.ResponseTimeout = DefaultResponseTimeout
+	}
+	if opts.Concurrency < 1 || opts.MaxAttempts < 1 || opts.MaxBackoff < 0 || opts.ResponseTimeout < 0 {
+		return nil, bad("concurrency and max_attempts must be at least 1, max_backoff and response_timeout not negative")
 	}
 	if (opts.AccessKeyID == "") != (opts.SecretAccessKey == "") {
 		return nil, bad("give both an access key id and a secret access key, or neither (to use the AWS chain)")
 	}
 
 	load := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.ResponseHeaderTimeout = opts.ResponseTimeout
+		})),
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
 		config.WithRetryer(func() aws.Retryer {
@@ -260,11 +277,13 @@ func applyQuery(opts *Options, q url.Values) error {
 			opts.MaxAttempts, err = strconv.Atoi(v)
 		case "max_backoff":
 			opts.MaxBackoff, err = time.ParseDuration(v)
+		case "response_timeout":
+			opts.ResponseTimeout, err = time.ParseDuration(v)
 		default:
 			if strings.Contains(name, "key") || strings.Contains(name, "secret") || strings.Contains(name, "token") {
 				return fmt.Errorf("parameter %q: credentials do not go in the URL; use the AWS chain or the daemon's flags", name)
 			}
-			return fmt.Errorf("unknown parameter %q; known: endpoint, region, path_style, part_size, concurrency, max_attempts, max_backoff", name)
+			return fmt.Errorf("unknown parameter %q; known: endpoint, region, path_style, part_size, concurrency, max_attempts, max_backoff, response_timeout", name)
 		}
 		if err != nil {
 			return fmt.Errorf("parameter %s=%q: %v", name, v, err)
@@ -308,7 +327,7 @@ func (s *Store) Close() error {
 // Errors as the other methods.
 func (s *Store) Check(ctx context.Context) error {
 	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.bucket})
-	if err = s.mapErr("check bucket", "", err); errors.Is(err, blob.ErrNotFound) {
+	if err = s.mapErr(ctx, "check bucket", "", err); errors.Is(err, blob.ErrNotFound) {
 		return fmt.Errorf("s3 check bucket: %w: bucket %q does not exist; create it or fix the store URL", blob.ErrUnavailable, s.bucket)
 	}
 	return err
@@ -317,13 +336,17 @@ func (s *Store) Check(ctx context.Context) error {
 func (s *Store) full(key string) string { return s.prefix + key }
 
 // mapErr maps an SDK error to the blob error classes (see the package doc).
-func (s *Store) mapErr(op, key string, err error) error {
+// A context error counts as one only when ctx, the caller's, has ended:
+// net/http's own timeouts also match context.DeadlineExceeded.
+func (s *Store) mapErr(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	where := fmt.Sprintf("s3 %s s3://%s/%s", op, s.bucket, s.full(key))
-	switch {
-	case errors.Is(err, blob.ErrChecksum), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%s: %w", where, cerr)
+	}
+	if errors.Is(err, blob.ErrChecksum) {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	var nsk *types.NoSuchKey
@@ -408,7 +431,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutO
 		in.Metadata = map[string]string{metaSHA256: sum}
 	}
 	if _, err := s.up.Upload(ctx, in); err != nil {
-		return blob.Info{}, s.mapErr("put", key, err)
+		return blob.Info{}, s.mapErr(ctx, "put", key, err)
 	}
 	// No HeadObject to read the stored state back: a concurrent Put of the
 	// same key may already have replaced it. The bytes sent were checked.
@@ -434,7 +457,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, blob.Info, 
 	}
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key))})
 	if err != nil {
-		return nil, blob.Info{}, s.mapErr("get", key, err)
+		return nil, blob.Info{}, s.mapErr(ctx, "get", key, err)
 	}
 	in := info(key, out.ContentLength, out.LastModified, out.ContentType, out.Metadata)
 	size := int64(-1)
@@ -442,10 +465,11 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, blob.Info, 
 		size = *out.ContentLength
 	}
 	vr := blob.NewVerifyingReader(out.Body, in.SHA256, size, fmt.Sprintf("key %q", key))
-	return &body{s: s, key: key, r: vr, c: out.Body}, in, nil
+	return &body{ctx: ctx, s: s, key: key, r: vr, c: out.Body}, in, nil
 }
 
 type body struct {
+	ctx context.Context
 	s   *Store
 	key string
 	r   io.Reader
@@ -455,7 +479,7 @@ type body struct {
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if err != nil && err != io.EOF {
-		err = b.s.mapErr("get", b.key, err)
+		err = b.s.mapErr(b.ctx, "get", b.key, err)
 	}
 	return n, err
 }
@@ -469,7 +493,7 @@ func (s *Store) Stat(ctx context.Context, key string) (blob.Info, error) {
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key))})
 	if err != nil {
-		return blob.Info{}, s.mapErr("stat", key, err)
+		return blob.Info{}, s.mapErr(ctx, "stat", key, err)
 	}
 	return info(key, out.ContentLength, out.LastModified, out.ContentType, out.Metadata), nil
 }
@@ -488,7 +512,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]blob.Info, error) {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, s.mapErr("list", prefix, err)
+			return nil, s.mapErr(ctx, "list", prefix, err)
 		}
 		for _, o := range page.Contents {
 			key, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix)
@@ -508,10 +532,10 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key))})
 	if err != nil {
-		if errors.Is(s.mapErr("delete", key, err), blob.ErrNotFound) {
+		if errors.Is(s.mapErr(ctx, "delete", key, err), blob.ErrNotFound) {
 			return nil
 		}
-		return s.mapErr("delete", key, err)
+		return s.mapErr(ctx, "delete", key, err)
 	}
 	return nil
 }
@@ -534,7 +558,7 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket,
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
 		if err != nil {
-			return n, s.mapErr("delete prefix", prefix, err)
+			return n, s.mapErr(ctx, "delete prefix", prefix, err)
 		}
 		if len(out.Errors) > 0 {
 			e := out.Errors[0]

@@ -154,6 +154,27 @@ func TestServerDownIsUnavailable(t *testing.T) {
 	}
 }
 
+func TestHungServerTimesOut(t *testing.T) {
+	srv := newServer(t)
+	release := make(chan struct{})
+	defer close(release)
+	srv.SetHook(func(r *http.Request) (int, string) {
+		select { // accept, never answer (until the test ends)
+		case <-release:
+		case <-r.Context().Done():
+		}
+		return http.StatusServiceUnavailable, ""
+	})
+	s, err := blob.Open(context.Background(), srv.StoreURL("bkt", "p")+"&response_timeout=100ms&max_attempts=1", s3blob.Backend(testOpts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Put(context.Background(), "k", strings.NewReader("x"), blob.PutOptions{Size: 1}); !errors.Is(err, blob.ErrUnavailable) {
+		t.Fatalf("Put to a server that never answers: %v, want ErrUnavailable", err)
+	}
+}
+
 func TestMissingBucket(t *testing.T) {
 	srv := newServer(t)
 	s, err := blob.Open(context.Background(), srv.StoreURL("nobucket", ""), s3blob.Backend(testOpts))
