@@ -64,7 +64,7 @@ import (
 
 var (
 	// ErrFull: the spool has no room for the content; retry later.
-	ErrFull = errors.New("spool: full")
+	ErrFull = errors.New("spool full")
 	// ErrFailed: an entry can never be uploaded (see the package doc); its
 	// files stay in failed/ for an operator.
 	ErrFailed = errors.New("spool: upload failed for good")
@@ -316,7 +316,10 @@ func (s *Spool) Enqueue(ctx context.Context, key string, r io.Reader, opts blob.
 		err = cerr
 	}
 	if err != nil {
-		if errors.Is(err, ErrFull) || errors.Is(err, blob.ErrChecksum) || ctx.Err() != nil {
+		if errors.Is(err, ErrFull) {
+			return err
+		}
+		if errors.Is(err, blob.ErrChecksum) || ctx.Err() != nil {
 			return fmt.Errorf("spool %q: %w", key, err)
 		}
 		return fmt.Errorf("spool %q: writing %s: %w", key, s.cfg.Dir, err)
