@@ -53,8 +53,10 @@ type Info struct {
 
 // PutOptions qualify one Put.
 type PutOptions struct {
-	// Size is the content length in bytes, or -1 when unknown (the backend
-	// then buffers or streams in parts).
+	// Size is the content length in bytes; a Put of content of another
+	// length fails with ErrChecksum and stores nothing. 0 or -1 means
+	// unknown (the zero PutOptions is valid: the backend streams and
+	// counts); an empty object needs no size.
 	Size int64
 	// SHA256 is the lowercase hex SHA-256 the content must have; when set,
 	// a mismatch returns ErrChecksum and stores nothing: the key keeps the

@@ -89,11 +89,7 @@ func (v *VerifyingReader) Read(p []byte) (int, error) {
 		v.h.Write(v.buf[k : k+n])
 		v.n += int64(n)
 		if v.size >= 0 && v.n > v.size {
-			hint := ""
-			if v.size == 0 {
-				hint = " (PutOptions.Size is 0; give -1 when the size is unknown)"
-			}
-			return 0, v.fail(fmt.Errorf("%w: %s has more than the %d bytes announced%s", ErrChecksum, v.what, v.size, hint))
+			return 0, v.fail(fmt.Errorf("%w: %s has more than the %d bytes announced", ErrChecksum, v.what, v.size))
 		}
 		switch {
 		case err == io.EOF:
@@ -113,6 +109,15 @@ func (v *VerifyingReader) Read(p []byte) (int, error) {
 func (v *VerifyingReader) fail(err error) error {
 	v.err, v.pend = err, nil
 	return err
+}
+
+// SizeOf returns the expected size NewVerifyingReader takes for a
+// PutOptions.Size: the size when positive, else -1 (unknown).
+func SizeOf(opts PutOptions) int64 {
+	if opts.Size > 0 {
+		return opts.Size
+	}
+	return -1
 }
 
 // Sum returns the lowercase hex SHA-256 of the bytes read so far from the

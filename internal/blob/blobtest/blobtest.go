@@ -136,6 +136,13 @@ func testPutGetStat(t *testing.T, s blob.Store) {
 	if in.Size != 4 || in.SHA256 != Sum([]byte("oops")) {
 		t.Fatalf("Put of unknown size returned %+v", in)
 	}
+	// The zero PutOptions is valid: size unknown, nothing to check.
+	if _, err := s.Put(ctx, "acme/g1/train/1/zero", strings.NewReader("zero options"), blob.PutOptions{}); err != nil {
+		t.Fatalf("Put with zero PutOptions: %v", err)
+	}
+	if got, _ := Get(t, s, "acme/g1/train/1/zero"); string(got) != "zero options" {
+		t.Fatalf("Get returned %q", got)
+	}
 	if got, _ := Get(t, s, "acme/g1/train/1/stderr"); string(got) != "oops" {
 		t.Fatalf("Get returned %q", got)
 	}

@@ -203,10 +203,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutO
 			_ = s.root.Remove(tmp)
 		}
 	}()
-	size := opts.Size
-	if size < 0 {
-		size = -1
-	}
+	size := blob.SizeOf(opts)
 	vr := blob.NewVerifyingReader(ctxReader{ctx, r}, opts.SHA256, size, fmt.Sprintf("key %q", key))
 	if _, err := io.Copy(f, vr); err != nil {
 		if errors.Is(err, blob.ErrChecksum) || ctx.Err() != nil {

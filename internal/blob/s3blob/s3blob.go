@@ -418,10 +418,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutO
 			return blob.Info{}, fmt.Errorf("put %q: reading the content: %w", key, err)
 		}
 	}
-	size := opts.Size
-	if size < 0 {
-		size = -1
-	}
+	size := blob.SizeOf(opts)
 	vr := blob.NewVerifyingReader(ctxReader{ctx, r}, sum, size, fmt.Sprintf("key %q", key))
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key)), Body: vr}
 	if opts.ContentType != "" {

@@ -273,7 +273,7 @@ func readEntry(path string) (*entry, error) {
 }
 
 // Enqueue spools r's content for upload under key and returns once it is
-// durable on local disk. opts.Size, when not -1, and opts.SHA256, when set,
+// durable on local disk. opts.Size, when positive, and opts.SHA256, when set,
 // are checked. Errors: blob.ErrInvalidKey, blob.ErrChecksum, ErrFull (nothing
 // spooled: retry later), ErrClosed, ctx's error, or a local disk error.
 func (s *Spool) Enqueue(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) error {
@@ -300,10 +300,7 @@ func (s *Spool) Enqueue(ctx context.Context, key string, r io.Reader, opts blob.
 		return fmt.Errorf("spool %q: %w", key, err)
 	}
 	defer os.Remove(tmp) // a no-op once renamed
-	size := opts.Size
-	if size < 0 {
-		size = -1
-	}
+	size := blob.SizeOf(opts)
 	vr := blob.NewVerifyingReader(ctxReader{ctx, r}, opts.SHA256, size, fmt.Sprintf("key %q", key))
 	n, err := io.Copy(f, io.LimitReader(vr, avail+1))
 	if err == nil && n > avail {
