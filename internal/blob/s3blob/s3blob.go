@@ -143,6 +143,7 @@ type Store struct {
 	bucket string
 	prefix string // "" or ending in "/"
 	url    string
+	page   int // keys per List page and per DeleteObjects request (S3's limit: 1,000)
 }
 
 var _ blob.Store = (*Store)(nil)
@@ -250,7 +251,7 @@ func Open(ctx context.Context, u *url.URL, opts Options) (*Store, error) {
 		u.LeavePartsOnError = false
 		u.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 	})
-	return &Store{client: client, up: up, bucket: u.Host, prefix: prefix, url: shown}, nil
+	return &Store{client: client, up: up, bucket: u.Host, prefix: prefix, url: shown, page: 1000}, nil
 }
 
 // applyQuery sets opts from the URL's query parameters.
@@ -505,7 +506,8 @@ func (s *Store) List(ctx context.Context, prefix string) ([]blob.Info, error) {
 		return nil, err
 	}
 	var out []blob.Info
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.full(prefix))})
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.full(prefix)),
+		MaxKeys: aws.Int32(int32(s.page))})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -546,7 +548,7 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	}
 	n := 0
 	for len(infos) > 0 {
-		batch := infos[:min(len(infos), 1000)]
+		batch := infos[:min(len(infos), s.page)]
 		infos = infos[len(batch):]
 		ids := make([]types.ObjectIdentifier, len(batch))
 		for i, in := range batch {

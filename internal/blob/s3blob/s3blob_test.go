@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -271,5 +272,31 @@ func TestConfigurationChain(t *testing.T) {
 	blobtest.Put(t, s, "k", []byte("via the chain"))
 	if got, _ := blobtest.Get(t, s, "k"); string(got) != "via the chain" {
 		t.Fatalf("Get = %q", got)
+	}
+}
+
+func TestPagination(t *testing.T) {
+	srv := newServer(t)
+	s := open(t, srv, "p")
+	s.SetPageSize(3)
+	var want []string
+	for i := range 8 {
+		k := fmt.Sprintf("t/g/k%02d", i)
+		want = append(want, k)
+		blobtest.Put(t, s, k, []byte(k))
+	}
+	blobtest.Put(t, s, "t/h/other", []byte("x"))
+	if got := blobtest.Keys(t, s, "t/g/"); !slices.Equal(got, want) {
+		t.Fatalf("List over pages of 3 = %q, want %q", got, want)
+	}
+	n, err := s.DeletePrefix(context.Background(), "t/g/")
+	if err != nil || n != 8 {
+		t.Fatalf("DeletePrefix over batches of 3 = %d, %v; want 8", n, err)
+	}
+	if got := blobtest.Keys(t, s, ""); !slices.Equal(got, []string{"t/h/other"}) {
+		t.Fatalf("after DeletePrefix: %q", got)
+	}
+	if n := countRequests(srv, "delete="); n != 3 {
+		t.Errorf("%d DeleteObjects requests, want 3", n)
 	}
 }
