@@ -1,6 +1,7 @@
 package blob
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -126,3 +127,20 @@ func (v *VerifyingReader) Sum() string { return hex.EncodeToString(v.h.Sum(nil))
 
 // N returns how many bytes were read so far from the underlying reader.
 func (v *VerifyingReader) N() int64 { return v.n }
+
+// ContextReader returns a reader of r that fails with ctx's error once ctx
+// ends, so a copy from a reader that never blocks (a file, a buffer) still
+// stops when the caller gives up.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -166,19 +166,6 @@ func conflict(key string, err error) error {
 		blob.ErrInvalidKey, key, err)
 }
 
-// ctxReader fails reads once ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 // Put implements blob.Store.Put (see the package doc for the steps).
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) (blob.Info, error) {
 	if err := blob.ValidKey(key); err != nil {
@@ -204,7 +191,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutO
 		}
 	}()
 	size := blob.SizeOf(opts)
-	vr := blob.NewVerifyingReader(ctxReader{ctx, r}, opts.SHA256, size, fmt.Sprintf("key %q", key))
+	vr := blob.NewVerifyingReader(blob.ContextReader(ctx, r), opts.SHA256, size, fmt.Sprintf("key %q", key))
 	if _, err := io.Copy(f, vr); err != nil {
 		if errors.Is(err, blob.ErrChecksum) || ctx.Err() != nil {
 			return blob.Info{}, fmt.Errorf("put %q: %w", key, err)
@@ -384,7 +371,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, blob.Info, 
 		return nil, blob.Info{}, notFound(key)
 	}
 	in := s.info(key, fi)
-	vr := blob.NewVerifyingReader(ctxReader{ctx, f}, in.SHA256, in.Size, fmt.Sprintf("key %q", key))
+	vr := blob.NewVerifyingReader(blob.ContextReader(ctx, f), in.SHA256, in.Size, fmt.Sprintf("key %q", key))
 	return readCloser{vr, f}, in, nil
 }
 

@@ -92,10 +92,14 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultPartSize    = 8 << 20
+	// DefaultPartSize is the multipart part size, in bytes.
+	DefaultPartSize = 8 << 20
+	// DefaultConcurrency is the number of parts of one upload in flight.
 	DefaultConcurrency = 4
+	// DefaultMaxAttempts is the SDK's tries per request, first included.
 	DefaultMaxAttempts = 5
-	DefaultMaxBackoff  = 5 * time.Second
+	// DefaultMaxBackoff is the longest wait between two tries.
+	DefaultMaxBackoff = 5 * time.Second
 	// DefaultResponseTimeout bounds the wait for a response's headers
 	// after a request was sent.
 	DefaultResponseTimeout = time.Minute
@@ -375,19 +379,6 @@ func (s *Store) mapErr(ctx context.Context, op, key string, err error) error {
 	return fmt.Errorf("%s: %w (%v)", where, blob.ErrUnavailable, err)
 }
 
-// ctxReader fails reads once ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 // Put implements blob.Store.Put (see the package doc).
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) (blob.Info, error) {
 	if err := blob.ValidKey(key); err != nil {
@@ -406,7 +397,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutO
 		// Hash first so the SHA-256 can go in the metadata.
 		start, err := rs.Seek(0, io.SeekCurrent)
 		if err == nil {
-			vr := blob.NewVerifyingReader(ctxReader{ctx, rs}, "", -1, "")
+			vr := blob.NewVerifyingReader(blob.ContextReader(ctx, rs), "", -1, "")
 			if _, err = io.Copy(io.Discard, vr); err == nil {
 				sum = vr.Sum()
 				_, err = rs.Seek(start, io.SeekStart)
@@ -420,7 +411,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts blob.PutO
 		}
 	}
 	size := blob.SizeOf(opts)
-	vr := blob.NewVerifyingReader(ctxReader{ctx, r}, sum, size, fmt.Sprintf("key %q", key))
+	vr := blob.NewVerifyingReader(blob.ContextReader(ctx, r), sum, size, fmt.Sprintf("key %q", key))
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: aws.String(s.full(key)), Body: vr}
 	if opts.ContentType != "" {
 		in.ContentType = aws.String(opts.ContentType)

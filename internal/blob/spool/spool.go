@@ -301,7 +301,7 @@ func (s *Spool) Enqueue(ctx context.Context, key string, r io.Reader, opts blob.
 	}
 	defer os.Remove(tmp) // a no-op once renamed
 	size := blob.SizeOf(opts)
-	vr := blob.NewVerifyingReader(ctxReader{ctx, r}, opts.SHA256, size, fmt.Sprintf("key %q", key))
+	vr := blob.NewVerifyingReader(blob.ContextReader(ctx, r), opts.SHA256, size, fmt.Sprintf("key %q", key))
 	n, err := io.Copy(f, io.LimitReader(vr, avail+1))
 	if err == nil && n > avail {
 		err = s.full(key, -1)
@@ -419,18 +419,6 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 func (s *Spool) notifyLocked() {
