@@ -241,11 +241,14 @@ func (d *driver) start(deadline time.Time) {
 				return attempt.StartDone{Err: fmt.Errorf("waiting for attempt %d to stop: %w", p.key.Attempt, sctx.Err())}
 			}
 		}
+		slotWait := time.Now()
 		if err := d.w.sem.acquire(sctx); err != nil {
 			return attempt.StartDone{Err: fmt.Errorf("waiting for a start slot: %w", err)}
 		}
 		defer d.w.sem.release()
+		d.w.metrics.startSlotWait.Observe(time.Since(slotWait).Seconds())
 		if err := d.w.checkGPUs(spec.GPUUUIDs); err != nil {
+			d.w.metrics.startFailures.WithLabelValues("gpu").Inc()
 			return attempt.StartDone{Err: err}
 		}
 		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
@@ -254,7 +257,14 @@ func (d *driver) start(deadline time.Time) {
 		cctx, ccancel := context.WithTimeout(sctx, d.w.cfg.StartTimeout)
 		defer ccancel()
 		d.log.Debug("starting container", "name", spec.Name, "image", spec.Image)
+		began := time.Now()
 		id, err := d.w.rt.Start(cctx, spec)
+		result := "ok"
+		if err != nil && sctx.Err() == nil { // not a start cancelled by a stop
+			result = "error"
+			d.w.metrics.startFailures.WithLabelValues(startFailureClass(err)).Inc()
+		}
+		d.w.metrics.startSeconds.WithLabelValues(result).Observe(time.Since(began).Seconds())
 		return attempt.StartDone{ContainerID: id, Err: err}
 	})
 }
