@@ -17,9 +17,9 @@ import (
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Worker is one worker daemon. Create it with New, run it with Run, stop it
