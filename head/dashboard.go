@@ -150,12 +150,9 @@ func (h *Head) apiQueues(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UnixNano()
 	rows := map[string]*queueRow{"default": {Name: "default"}}
 	for t := range view.Tasks() {
-		if state.IsTerminal(t.State) {
-			continue
-		}
 		q := queueName(t.Queue())
 		row := rows[q]
-		if row == nil {
+		if row == nil { // every queue any task used, empty or not
 			row = &queueRow{Name: q}
 			rows[q] = row
 		}

@@ -26,6 +26,11 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// put replaces node's children, skipping null ones.
+function put(node, ...children) {
+  node.replaceChildren(...children.filter((c) => c !== null && c !== undefined));
+}
+
 function fill(tbody, rows, empty, cols) {
   tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: cols, class: "muted", text: empty }))]));
 }
@@ -170,7 +175,7 @@ function renderGraphDetail(d) {
   const g = d.graph;
   $("#graph-title").textContent = g.id;
   const m = g.metrics || {};
-  $("#graph-kv").replaceChildren(
+  put($("#graph-kv"),
     el("div", {}, el("span", { text: "state" }), badge(lower(g.state, "GRAPH_STATE_"))),
     el("div", {}, el("span", { text: "tasks" }), el("b", { text: num(g.task_count) })),
     el("div", {}, el("span", { text: "success" }), el("b", { text: num(m.finished) ? (100 * num(m.success_rate)).toFixed(1) + "%" : "–" })),
@@ -201,7 +206,7 @@ function renderGraphDetail(d) {
 function renderTaskDetail(d) {
   const t = d.task, st = lower(t.state, "TASK_STATE_");
   $("#task-title").textContent = t.id;
-  $("#task-kv").replaceChildren(
+  put($("#task-kv"),
     el("div", {}, el("span", { text: "state" }), badge(st)),
     el("div", {}, el("span", { text: "type" }), el("b", { text: (t.spec && t.spec.type) || "default" })),
     el("div", {}, el("span", { text: "retries used" }), el("b", { text: num(t.retries_used) + " / " + num(t.spec && t.spec.max_retries) })),

@@ -1,0 +1,204 @@
+package head_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// browser starts headless Chromium (Debian's chromium) for a test. Without
+// it the test is skipped, unless $CI is set: then it fails, as CI installs
+// chromium (.ci/run).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed, and CI is set: .ci/run installs Debian's chromium for the dashboard test")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium); skipping the dashboard browser test")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1400, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // start the browser now, with no deadline (see chromedp.NewContext)
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return ctx
+}
+
+// step runs browser actions with a deadline.
+func step(t *testing.T, ctx context.Context, what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	run(t, ctx, what, timeout, chromedp.Steps(actions...))
+}
+
+// run runs one browser action with a deadline and returns its value.
+func run[T any](t *testing.T, ctx context.Context, what string, timeout time.Duration, a chromedp.Action[T]) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := chromedp.Run(sctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+// text reads the text of the first element matching a CSS selector, "" if
+// none, in one evaluation: the page re-renders its tables on every update,
+// so a node found by one protocol call may be gone by the next.
+func text(sel string) chromedp.Action[string] {
+	q, _ := json.Marshal(sel)
+	return chromedp.Evaluate[string](`(document.querySelector(` + string(q) + `) || {}).textContent || ""`)
+}
+
+// The dashboard in a real headless browser: it loads from a head, shows the
+// three heads and which leads, shows a running graph's progress change,
+// shows a failed task's reason, and on a follower says that it is one. A
+// screenshot goes to $MEGAFLOW_SCREENSHOT_DIR (else a temporary folder).
+func TestDashboardInABrowser(t *testing.T) {
+	bctx := browser(t)
+	c := testcluster.New(t, testcluster.Options{Configure: withHTTP})
+	leader := c.WaitLeader(10 * time.Second)
+	lh := c.Members[leader].Head()
+	rt := fake.New(nil)
+	rt.Default(fake.Behavior{Duration: 250 * time.Millisecond, Output: "MEGAFLOW_RESULT {\"reward\": 0.75}\n"})
+	rt.OnCommand("/bin/fail", fake.Behavior{Duration: 10 * time.Millisecond, ExitCode: 3})
+	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Capacity: worker.Capacity{CPUMillis: 1000, MemoryBytes: 1 << 30}})
+
+	url := "http://" + lh.HTTPAddr() + "/"
+	step(t, bctx, "load the dashboard", 20*time.Second, chromedp.Navigate(url),
+		chromedp.WaitVisible(css(`body[data-loaded="true"]`)))
+	heads := run(t, bctx, "read the heads", 10*time.Second,
+		chromedp.Evaluate[[]string](`[...document.querySelectorAll("#heads tbody tr[data-head]")].map(r => r.dataset.head)`))
+	leaderShown := run(t, bctx, "read the leader", 10*time.Second, text((`#leader-id`)))
+	if len(heads) != 3 || leaderShown != lh.ID() {
+		t.Fatalf("dashboard shows heads %v with leader %q; want 3 heads led by %s", heads, leaderShown, lh.ID())
+	}
+	starred := run(t, bctx, "find the starred head", 5*time.Second, chromedp.Evaluate[string](`document.querySelector("#heads tr.leader").dataset.head`))
+	if starred != lh.ID() {
+		t.Fatalf("the head row marked leader is %q, want %s", starred, lh.ID())
+	}
+
+	// A graph of 12 tasks, two at a time; t00 fails.
+	g := &client.GraphSpec{Id: "dash", Name: "rollout step 7"}
+	for i := range 12 {
+		cmd := "/bin/work"
+		if i == 0 {
+			cmd = "/bin/fail"
+		}
+		g.Tasks = append(g.Tasks, &client.TaskSpec{Name: fmt.Sprintf("t%02d", i), Type: "train", Image: "busybox",
+			Command: []string{cmd}, Resources: &client.Resources{CpuMillis: 500, MemoryBytes: 64 << 20}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Client().Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	sel := `#graphs tr[data-graph="dash"] .progress-text`
+	step(t, bctx, "the graph appears", 20*time.Second, chromedp.WaitVisible(css(sel)))
+	seen := map[string]bool{}
+	testcluster.WaitFor(t, 30*time.Second, "the graph's progress to change and reach 12 / 12", func() bool {
+		txt := run(t, bctx, "read progress", 5*time.Second, text((sel)))
+		seen[txt] = true
+		return txt == "12 / 12"
+	})
+	if len(seen) < 2 {
+		t.Errorf("progress went through %v; want it to show the graph unfinished, then 12 / 12", seen)
+	}
+	t.Logf("progress shown: %v", seen)
+
+	// The failed task's reason, on the task's page.
+	step(t, bctx, "open the failed task", 20*time.Second,
+		chromedp.Navigate(url+"#/graph/dash/task/"+strings.ReplaceAll("dash/t00", "/", "%2F")),
+		chromedp.WaitVisible(css(`#task-reason`)))
+	reason := run(t, bctx, "read the task's reason", 5*time.Second, text((`#task-reason`)))
+	if !strings.Contains(reason, "exit code 3") {
+		t.Fatalf("failed task's reason shows %q, want it to say exit code 3", reason)
+	}
+	attemptReason := run(t, bctx, "read the attempt's reason", 5*time.Second,
+		text((`#task-attempts tr[data-attempt="1"] .reason`)))
+	if !strings.Contains(attemptReason, "exit code 3") {
+		t.Errorf("attempt 1's reason shows %q, want exit code 3", attemptReason)
+	}
+	dir := os.Getenv("MEGAFLOW_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	png := run(t, bctx, "screenshot", 20*time.Second, chromedp.FullScreenshot(100))
+	shot := filepath.Join(dir, "dashboard.png")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dashboard screenshot: %s", shot)
+
+	// A follower serves the page from its replica and says so.
+	leader = c.WaitLeader(10 * time.Second) // the loaded machine may have held an election meanwhile
+	lh = c.Members[leader].Head()
+	follower := c.Members[(leader+1)%3].Head()
+	step(t, bctx, "load the dashboard from a follower", 20*time.Second,
+		chromedp.Navigate("http://"+follower.HTTPAddr()+"/"),
+		chromedp.WaitVisible(css(`#stale`)))
+	banner := run(t, bctx, "read the follower banner", 5*time.Second, text((`#stale`)))
+	if !strings.Contains(banner, "follower") || !strings.Contains(banner, lh.ID()) {
+		t.Errorf("follower banner %q: want it to say it is a follower and name leader %s", banner, lh.ID())
+	}
+	step(t, bctx, "the graph on the follower", 20*time.Second, chromedp.WaitVisible(css(sel)))
+	if dir := os.Getenv("MEGAFLOW_SCREENSHOT_DIR"); dir != "" {
+		png = run(t, bctx, "follower screenshot", 20*time.Second, chromedp.FullScreenshot(100))
+		_ = os.WriteFile(filepath.Join(dir, "dashboard-follower.png"), png, 0o644)
+	}
+
+	// The JSON API the page reads is usable on its own.
+	resp, err := http.Get("http://" + follower.HTTPAddr() + "/api/tasks/dash/t00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Meta struct {
+			HeadID     string `json:"head_id"`
+			FromLeader bool   `json:"from_leader"`
+		} `json:"meta"`
+		Task struct {
+			State  string `json:"state"`
+			Reason string `json:"reason"`
+		} `json:"task"`
+		LogsURL string `json:"logs_url"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Meta.HeadID != follower.ID() || body.Task.State != "TASK_STATE_FAILED" || body.Task.Reason != "exit code 3" ||
+		body.LogsURL != "/api/tasks/dash/t00/logs" {
+		t.Errorf("/api/tasks/dash/t00 from %s: %+v", follower.ID(), body)
+	}
+}
