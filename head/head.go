@@ -30,7 +30,6 @@ import (
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Head is one member of the head cluster. Create it with New, start it with
@@ -56,7 +55,7 @@ type Head struct {
 	sessions    *sessions     // live worker streams (leader only)
 	limiter     *rateLimiter  // per-tenant API rate limit; nil: none
 
-	registry *prometheus.Registry // this head's metrics (no global registry)
+	registry *obs.Registry // this head's metrics (no global registry)
 	metrics  *headMetrics
 	http     *obs.Server // nil when Config.HTTPAddr is empty
 
@@ -181,7 +180,7 @@ func (h *Head) HTTPAddr() string {
 
 // Registry returns the head's metrics registry, for tests and for
 // embedding programs that serve metrics themselves.
-func (h *Head) Registry() *prometheus.Registry { return h.registry }
+func (h *Head) Registry() *obs.Registry { return h.registry }
 
 // IsLeader reports whether this head is the Raft leader now.
 func (h *Head) IsLeader() bool { return h.node.IsLeader() }

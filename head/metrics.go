@@ -43,7 +43,7 @@ type headMetrics struct {
 // 30 s (the paper's target) on either side.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 23)
 
-func newHeadMetrics(reg *prometheus.Registry, h *Head) *headMetrics {
+func newHeadMetrics(reg *obs.Registry, h *Head) *headMetrics {
 	m := &headMetrics{
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: obs.Namespace, Subsystem: "raft", Name: "apply_duration_seconds",

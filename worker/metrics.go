@@ -26,7 +26,7 @@ type workerMetrics struct {
 	backlogBytes  prometheus.Gauge
 }
 
-func newWorkerMetrics(reg *prometheus.Registry, w *Worker) *workerMetrics {
+func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 	runtime := w.rt.Name()
 	m := &workerMetrics{
 		startSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -91,7 +91,7 @@ func (w *Worker) SetArtifactBacklog(uploads int, bytes int64) {
 
 // Registry returns the worker's metrics registry, for tests and embedding
 // programs that serve metrics themselves.
-func (w *Worker) Registry() *prometheus.Registry { return w.registry }
+func (w *Worker) Registry() *obs.Registry { return w.registry }
 
 // HTTPAddr returns the address of the worker's HTTP listener (/metrics,
 // /healthz, /readyz), or "" when it serves no HTTP.

@@ -19,7 +19,6 @@ import (
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Worker is one worker daemon. Create it with New, run it with Run, stop it
@@ -35,7 +34,7 @@ type Worker struct {
 	info   *wire.WorkerInfo
 	pool   *pool // warm containers; nil when the runtime has no Execer
 
-	registry *prometheus.Registry // this worker's metrics (no global registry)
+	registry *obs.Registry // this worker's metrics (no global registry)
 	metrics  *workerMetrics
 	http     *obs.Server // nil when Config.HTTPAddr is empty
 

@@ -12,8 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,13 +28,68 @@ import (
 // Namespace prefixes every MegaFlow metric name ("megaflow_").
 const Namespace = "megaflow"
 
+// Registry is a daemon's metrics registry: a prometheus.Registry that also
+// remembers its collectors, so that Names can list every metric the daemon
+// may export (deploy/'s test checks the alert rules and the Grafana
+// dashboard against it).
+type Registry struct {
+	*prometheus.Registry
+	collectors []prometheus.Collector
+}
+
 // NewRegistry returns a fresh registry holding the Go runtime collector and
 // the process collector (CPU seconds, resident memory bytes, open file
 // descriptors), as every daemon exports them.
-func NewRegistry() *prometheus.Registry {
-	r := prometheus.NewRegistry()
+func NewRegistry() *Registry {
+	r := &Registry{Registry: prometheus.NewRegistry()}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
+}
+
+// Register registers c, as prometheus.Registry's Register does.
+func (r *Registry) Register(c prometheus.Collector) error {
+	if err := r.Registry.Register(c); err != nil {
+		return err
+	}
+	r.collectors = append(r.collectors, c)
+	return nil
+}
+
+// MustRegister registers cs and panics on an error (a programming error:
+// two metrics of one name).
+func (r *Registry) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Names returns the metric family names of the collectors registered with
+// a "megaflow_" prefix, sorted, whether or not they have a sample yet.
+func (r *Registry) Names() []string { return MetricNames(r.collectors...) }
+
+// fqName matches the name in a prometheus.Desc's String form, the only
+// place a Desc shows it.
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// MetricNames returns the "megaflow_" metric family names the collectors
+// describe, sorted and without duplicates.
+func MetricNames(cs ...prometheus.Collector) []string {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	set := map[string]bool{}
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil && strings.HasPrefix(m[1], Namespace+"_") {
+			set[m[1]] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // Config configures a Server.
@@ -38,7 +97,7 @@ type Config struct {
 	// Addr is the host:port to listen on; port 0 picks a free port (tests).
 	Addr string
 	// Registry is what /metrics serves. Required.
-	Registry *prometheus.Registry
+	Registry *Registry
 	// Ready reports whether the daemon is ready to serve: nil when ready,
 	// else an error saying why not (sent as the 503 body of /readyz). nil
 	// Ready: always ready.
@@ -74,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, lis: lis, Mux: http.NewServeMux()}
 	s.Mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
-		Registry:          cfg.Registry, // promhttp_metric_handler_errors_total lands here too
+		Registry:          cfg.Registry.Registry, // promhttp_metric_handler_errors_total lands here too
 		ErrorLog:          slogPrinter{cfg.Logger},
 		EnableOpenMetrics: true,
 	}))
