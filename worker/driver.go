@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -317,10 +318,13 @@ func (d *driver) report(r attempt.Report) {
 	if r.Final {
 		mbox := d.h.mbox
 		onAck = func() { mbox.put(attempt.Acked{}) }
-		d.log.Info("attempt finished", "event", ev.GetKind().String(), "exit_code", ev.GetExitCode(),
+		// Per-attempt lines are DEBUG: at thousands of tasks a minute an
+		// INFO line each would drown the log. Metrics count them
+		// (megaflow_attempts_ended_total on the heads).
+		d.log.Debug("attempt finished", "event", eventName(ev.GetKind()), "exit_code", ev.GetExitCode(),
 			"reason", ev.GetReason(), "container", ev.GetContainerId())
 	} else {
-		d.log.Info("attempt "+ev.GetKind().String(), "container", ev.GetContainerId())
+		d.log.Debug("attempt "+eventName(ev.GetKind()), "container", ev.GetContainerId())
 	}
 	d.w.outbox.add(ev, onAck)
 }
@@ -383,4 +387,9 @@ func (w *Worker) checkGPUs(uuids []string) error {
 		return fmt.Errorf("GPU check refused the start: %w", err)
 	}
 	return nil
+}
+
+// eventName is the lower-case name of an attempt event kind ("started").
+func eventName(k wire.AttemptEventKind) string {
+	return strings.ToLower(strings.TrimPrefix(k.String(), "ATTEMPT_EVENT_KIND_"))
 }

@@ -334,7 +334,7 @@ func (w *Worker) Kill() {
 // stopped, and the new one starts once they stopped.
 func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	key := attempt.Key{TaskID: a.GetTaskId(), Attempt: a.GetAttempt()}
-	log := w.log.With("task", key.TaskID, "attempt", key.Attempt, "term", a.GetLeaderTerm())
+	log := w.log.With("graph", a.GetGraphId(), "task", key.TaskID, "attempt", key.Attempt, "term", a.GetLeaderTerm())
 	if key.TaskID == "" || key.Attempt == 0 {
 		log.Warn("ignoring an assignment without task id or attempt number")
 		return
@@ -370,7 +370,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 		cfg.MemoryLimit = s.GetResources().GetMemoryBytes()
 		cfg.Image = s.GetImage()
 	}
-	log.Info("attempt assigned", "image", a.GetSpec().GetImage())
+	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
 	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, preds)
 }
 
@@ -387,7 +387,7 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 	h, ok := w.attempts[key]
 	w.mu.Unlock()
 	if ok {
-		w.log.Info("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
+		w.log.Debug("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
 		h.mbox.put(attempt.StopRequest{Reason: reason})
 		return
 	}
