@@ -125,6 +125,9 @@ func New(cfg Config) (*Worker, error) {
 	w.registry = obs.NewRegistry()
 	w.metrics = newWorkerMetrics(w.registry, w)
 	for i, c := range cfg.Collectors {
+		if c == nil {
+			return nil, fmt.Errorf("worker %s: Collectors[%d] is nil", cfg.NodeID, i)
+		}
 		if err := w.registry.Register(c); err != nil {
 			return nil, fmt.Errorf("worker %s: Collectors[%d]: %w", cfg.NodeID, i, err)
 		}
