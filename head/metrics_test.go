@@ -43,9 +43,9 @@ func value(f obs.Families, name string, labels ...string) float64 {
 // middle of the run.
 func TestMetricsFollowAGraphAcrossALeaderChange(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Configure: withHTTP})
-	leader := c.WaitLeader(10 * time.Second)
+	leader := c.WaitLeader(30 * time.Second)
 	cl := c.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	const n = 24 // 23 tasks that succeed and one that fails twice (one retry)
@@ -62,11 +62,11 @@ func TestMetricsFollowAGraphAcrossALeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.WaitApplied(sub.Index, 10*time.Second)
+	c.WaitApplied(sub.Index, 30*time.Second)
 
 	// No worker yet: every task waits in the eval queue, on every head.
 	for _, h := range c.Running() {
-		testcluster.WaitFor(t, 10*time.Second, h.ID()+" shows the eval queue full", func() bool {
+		testcluster.WaitFor(t, 30*time.Second, h.ID()+" shows the eval queue full", func() bool {
 			f := scrape(t, h)
 			return value(f, "megaflow_queue_depth", "queue", "eval") == n && value(f, "megaflow_tasks", "state", "queued", "type", "eval") == n
 		})
@@ -82,13 +82,13 @@ func TestMetricsFollowAGraphAcrossALeaderChange(t *testing.T) {
 	t.Log(time.Now().Format("15:04:05.000"), "add worker")
 	wm := c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Capacity: worker.Capacity{CPUMillis: 1000, MemoryBytes: 1 << 30},
 		Configure: func(wc *worker.Config) { wc.HTTPAddr = "127.0.0.1:0" }})
-	testcluster.WaitFor(t, 20*time.Second, "a few tasks done", func() bool {
+	testcluster.WaitFor(t, 60*time.Second, "a few tasks done", func() bool {
 		gr, _, err := cl.GetGraph(ctx, "metrics", client.ReadOptions{})
 		return err == nil && gr.Counts.GetSucceeded() >= 4
 	})
 	t.Log(time.Now().Format("15:04:05.000"), "kill")
 	c.Kill(leader)
-	c.WaitLeader(20 * time.Second)
+	c.WaitLeader(30 * time.Second)
 	t.Log(time.Now().Format("15:04:05.000"), "new leader")
 	final, err := cl.Wait(ctx, "metrics")
 	t.Log(time.Now().Format("15:04:05.000"), "done")
@@ -99,35 +99,38 @@ func TestMetricsFollowAGraphAcrossALeaderChange(t *testing.T) {
 		t.Fatalf("graph ended with %v; want %d succeeded and 1 failed", final.Counts, n-1)
 	}
 
-	// What the table says happened: attempts, and which of them started.
-	var attempts, started, succeeded, failed float64
+	// What the table says happened: attempts, which of them started, how
+	// they ended. (On a loaded machine the leader change may also cost an
+	// attempt or two: they count like the others.)
+	var attempts, started, succeeded, exitCode float64
 	for _, task := range testcluster.Tasks(ctx, t, cl, "metrics") {
 		for _, a := range task.Attempts {
 			attempts++
 			if a.StartUnixNanos != 0 {
 				started++
 			}
-			switch a.State {
-			case client.TaskSucceeded:
+			if a.State == client.TaskSucceeded {
 				succeeded++
-			case client.TaskFailed:
-				failed++
+			}
+			if a.Reason == "exit code 3" {
+				exitCode++
 			}
 		}
 	}
-	if attempts != n+1 || failed != 2 {
-		t.Fatalf("the table holds %v attempts with %v failed; want %d with 2 failed (the failing task retried once)", attempts, failed, n+1)
+	if attempts < n+1 || exitCode != 2 {
+		t.Fatalf("the table holds %v attempts, %v failed with exit code 3; want at least %d, and 2 (the failing task retried once)", attempts, exitCode, n+1)
 	}
 
 	for _, h := range c.Running() {
-		testcluster.WaitFor(t, 10*time.Second, h.ID()+" counts every attempt once", func() bool {
+		testcluster.WaitFor(t, 30*time.Second, h.ID()+" counts every attempt once", func() bool {
 			f := scrape(t, h)
 			return value(f, "megaflow_queue_depth", "queue", "eval") == 0 &&
 				value(f, "megaflow_attempt_stage_duration_seconds", "stage", "queued", "queue", "eval") == attempts &&
 				value(f, "megaflow_attempt_stage_duration_seconds", "stage", "starting", "queue", "eval") == started &&
 				value(f, "megaflow_attempt_stage_duration_seconds", "stage", "running", "queue", "eval") == started &&
+				value(f, "megaflow_attempts_ended_total") == attempts &&
 				value(f, "megaflow_attempts_ended_total", "outcome", "succeeded") == succeeded &&
-				value(f, "megaflow_attempts_ended_total", "outcome", "failed", "reason_class", "exit_code") == failed
+				value(f, "megaflow_attempts_ended_total", "outcome", "failed", "reason_class", "exit_code") == exitCode
 		})
 		f := scrape(t, h)
 		t.Logf("%s: queued %v, starting %v, running %v attempts; ended %v; tasks succeeded %v",
