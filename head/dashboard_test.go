@@ -86,7 +86,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Configure: withHTTP})
 	lh := c.Members[c.WaitLeader(30*time.Second)].Head()
 	rt := fake.New(nil)
-	rt.Default(fake.Behavior{Duration: 250 * time.Millisecond, Output: "MEGAFLOW_RESULT {\"reward\": 0.75}\n"})
+	rt.Default(fake.Behavior{Duration: 150 * time.Millisecond, Output: "MEGAFLOW_RESULT {\"reward\": 0.75}\n"})
 	rt.OnCommand("/bin/fail", fake.Behavior{Duration: 10 * time.Millisecond, ExitCode: 3})
 	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Capacity: worker.Capacity{CPUMillis: 1000, MemoryBytes: 1 << 30}})
 
@@ -112,9 +112,9 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		return len(heads) == 3 && shown == cur && starred == cur && cur != ""
 	})
-	// A graph of 12 tasks, two at a time; t00 fails.
+	// A graph of 8 tasks, two at a time; t00 fails.
 	g := &client.GraphSpec{Id: "dash", Name: "rollout step 7"}
-	for i := range 12 {
+	for i := range 8 {
 		cmd := "/bin/work"
 		if i == 0 {
 			cmd = "/bin/fail"
@@ -122,7 +122,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		g.Tasks = append(g.Tasks, &client.TaskSpec{Name: fmt.Sprintf("t%02d", i), Type: "train", Image: "busybox",
 			Command: []string{cmd}, Resources: &client.Resources{CpuMillis: 500, MemoryBytes: 64 << 20}})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := c.Client().Submit(ctx, g); err != nil {
 		t.Fatal(err)
@@ -130,13 +130,21 @@ func TestDashboardInABrowser(t *testing.T) {
 	sel := `#graphs tr[data-graph="dash"] .progress-text`
 	step(t, bctx, "the graph appears", 20*time.Second, chromedp.WaitVisible(css(sel)))
 	seen := map[string]bool{}
-	testcluster.WaitFor(t, 60*time.Second, "the graph's progress to change and reach 12 / 12", func() bool {
+	var pageErr string
+	t.Cleanup(func() {
+		if t.Failed() {
+			gr, _, err := c.Client().GetGraph(context.Background(), "dash", client.ReadOptions{})
+			t.Logf("progress seen %v; page error %q; graph now %v (%v)", seen, pageErr, gr.GetCounts(), err)
+		}
+	})
+	testcluster.WaitFor(t, 2*time.Minute, "the graph's progress to change and reach 8 / 8", func() bool {
 		txt := run(t, bctx, "read progress", 5*time.Second, text((sel)))
+		pageErr = run(t, bctx, "read the page's error", 5*time.Second, text(`#error:not(.hidden)`))
 		seen[txt] = true
-		return txt == "12 / 12"
+		return txt == "8 / 8"
 	})
 	if len(seen) < 2 {
-		t.Errorf("progress went through %v; want it to show the graph unfinished, then 12 / 12", seen)
+		t.Errorf("progress went through %v; want it to show the graph unfinished, then 8 / 8", seen)
 	}
 	t.Logf("progress shown: %v", seen)
 
@@ -174,10 +182,16 @@ func TestDashboardInABrowser(t *testing.T) {
 	step(t, bctx, "load the dashboard from a follower", 20*time.Second,
 		chromedp.Navigate("http://"+follower.HTTPAddr()+"/"),
 		chromedp.WaitVisible(css(`#stale`)))
-	banner := run(t, bctx, "read the follower banner", 5*time.Second, text((`#stale`)))
-	if !strings.Contains(banner, "follower") || !strings.Contains(banner, lh.ID()) {
-		t.Errorf("follower banner %q: want it to say it is a follower and name leader %s", banner, lh.ID())
-	}
+	var banner string
+	testcluster.WaitFor(t, 30*time.Second, "the follower's banner to name the leader", func() bool {
+		banner = run(t, bctx, "read the follower banner", 5*time.Second, text(`#stale`))
+		for _, h := range c.Running() {
+			if h.IsLeader() {
+				return strings.Contains(banner, "is a follower") && strings.Contains(banner, "the leader is "+h.ID())
+			}
+		}
+		return false
+	})
 	step(t, bctx, "the graph on the follower", 20*time.Second, chromedp.WaitVisible(css(sel)))
 	if dir := os.Getenv("MEGAFLOW_SCREENSHOT_DIR"); dir != "" {
 		png = run(t, bctx, "follower screenshot", 20*time.Second, chromedp.FullScreenshot(100))
