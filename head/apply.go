@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -25,10 +26,12 @@ func (h *Head) apply(ctx context.Context, op fsm.Op, msg proto.Message) (any, ui
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
+	start := time.Now()
 	fut := h.node.Raft().Apply(b, h.cfg.ApplyTimeout)
 	if err := fut.Error(); err != nil {
 		return nil, 0, h.raftError(err)
 	}
+	h.metrics.applySeconds.Observe(time.Since(start).Seconds())
 	if e, ok := fut.Response().(error); ok && e != nil {
 		return nil, fut.Index(), e
 	}

@@ -25,6 +25,10 @@ type Config struct {
 	GRPCAddr string
 	// GossipAddr is the host:port of the memberlist pool (TCP and UDP).
 	GossipAddr string
+	// HTTPAddr is the host:port of the HTTP listener serving /metrics,
+	// /healthz, /readyz, the dashboard and its JSON API (/api/...); empty:
+	// no HTTP listener. Port 0 picks a free port (tests).
+	HTTPAddr string
 	// BootstrapExpect is how many heads must see each other before they
 	// bootstrap a new Raft cluster together (Consul's -bootstrap-expect); 0
 	// means never bootstrap: wait to be added by an existing leader.
@@ -117,6 +121,11 @@ func (c *Config) Validate() error {
 	for _, a := range []struct{ name, addr string }{{"RaftAddr", c.RaftAddr}, {"GRPCAddr", c.GRPCAddr}, {"GossipAddr", c.GossipAddr}} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			errsList = append(errsList, fmt.Errorf("%s %q is not host:port: %v", a.name, a.addr, err))
+		}
+	}
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			errsList = append(errsList, fmt.Errorf("HTTPAddr %q is not host:port (or empty for no HTTP): %v (--http-addr)", c.HTTPAddr, err))
 		}
 	}
 	if c.BootstrapExpect < 0 {

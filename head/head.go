@@ -28,6 +28,7 @@ import (
 	"github.com/megaflow/megaflow/head/consensus"
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -53,6 +54,10 @@ type Head struct {
 	leaderDone  chan struct{} // closed when the current leadership ends; nil when not leading
 	sessions    *sessions     // live worker streams (leader only)
 	limiter     *rateLimiter  // per-tenant API rate limit; nil: none
+
+	registry *obs.Registry // this head's metrics (no global registry)
+	metrics  *headMetrics
+	http     *obs.Server // nil when Config.HTTPAddr is empty
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown/Kill: Run returns
@@ -135,6 +140,19 @@ func New(cfg Config) (*Head, error) {
 	h.health = health.NewServer()
 	healthpb.RegisterHealthServer(h.grpc, h.health)
 	reflection.Register(h.grpc)
+	h.registry = obs.NewRegistry()
+	h.metrics = newHeadMetrics(h.registry, h)
+	if cfg.HTTPAddr != "" {
+		srv, err := obs.New(obs.Config{Addr: cfg.HTTPAddr, Registry: h.registry, Ready: h.ready, Logger: logger})
+		if err != nil {
+			_ = lis.Close()
+			_ = node.Shutdown()
+			_ = g.Shutdown()
+			return nil, fmt.Errorf("head %s: %w", cfg.NodeID, err)
+		}
+		h.http = srv
+		h.registerDashboard(srv.Mux)
+	}
 	return h, nil
 }
 
@@ -150,6 +168,19 @@ func (h *Head) GossipAddr() string { return h.gossip.LocalAddr() }
 
 // RaftAddr returns the address of this head's Raft transport.
 func (h *Head) RaftAddr() string { return h.node.Addr() }
+
+// HTTPAddr returns the address of the HTTP listener (metrics, health,
+// dashboard), or "" when the head serves no HTTP.
+func (h *Head) HTTPAddr() string {
+	if h.http == nil {
+		return ""
+	}
+	return h.http.Addr()
+}
+
+// Registry returns the head's metrics registry, for tests and for
+// embedding programs that serve metrics themselves.
+func (h *Head) Registry() *obs.Registry { return h.registry }
 
 // IsLeader reports whether this head is the Raft leader now.
 func (h *Head) IsLeader() bool { return h.node.IsLeader() }
@@ -185,6 +216,20 @@ func (h *Head) Run(ctx context.Context) error {
 		serveErr <- h.grpc.Serve(h.grpcLis)
 	}()
 	h.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	if h.http != nil {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			if err := h.http.Serve(ctx); err != nil {
+				h.logger.Warn("http server stopped", "addr", h.http.Addr(), "err", err)
+			}
+		}()
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.runStageObserver(ctx)
+	}()
 
 	if len(h.cfg.Join) > 0 {
 		h.wg.Add(1)
@@ -195,7 +240,7 @@ func (h *Head) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	h.logger.Info("head started", "raft", h.node.Addr(), "grpc", h.GRPCAddr(), "gossip", h.GossipAddr(),
+	h.logger.Info("head started", "raft", h.node.Addr(), "grpc", h.GRPCAddr(), "gossip", h.GossipAddr(), "http", h.HTTPAddr(),
 		"bootstrap_expect", h.cfg.BootstrapExpect, "existing_state", h.node.HasExistingState())
 
 	h.wg.Add(1)
@@ -258,6 +303,9 @@ func (h *Head) Shutdown(ctx context.Context) error {
 	h.stopOnce.Do(func() {
 		close(h.stopped)
 		h.health.Shutdown()
+		if h.http != nil {
+			err = errors.Join(err, h.http.Shutdown(ctx))
+		}
 		err = errors.Join(err, h.gossip.Leave(2*time.Second))
 		done := make(chan struct{})
 		go func() { h.grpc.GracefulStop(); close(done) }()
@@ -280,6 +328,11 @@ func (h *Head) Shutdown(ctx context.Context) error {
 func (h *Head) Kill() {
 	h.stopOnce.Do(func() {
 		close(h.stopped)
+		if h.http != nil {
+			cctx, cancel := context.WithCancel(context.Background())
+			cancel() // a crash waits for nothing
+			_ = h.http.Shutdown(cctx)
+		}
 		h.grpc.Stop()
 		h.fwd.close()
 		h.node.Kill()

@@ -115,6 +115,7 @@ func (h *Head) checkRate(ctx context.Context, fullMethod string, req any) error 
 	}
 	tenant := callTenant(md, req)
 	if ok, wait := h.limiter.allow(tenant, time.Now()); !ok {
+		h.metrics.rateLimited.WithLabelValues(tenant).Inc()
 		return errs.ToStatus(&errs.Error{Class: errs.ResourceExhausted, RetryAfter: wait,
 			Message: "tenant " + tenant + " is over its API rate limit of " + formatRate(h.cfg.RateLimit, h.cfg.RateBurst) +
 				" on head " + h.cfg.NodeID + "; retry after " + wait.Round(time.Millisecond).String()})

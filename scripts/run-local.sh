@@ -14,12 +14,12 @@ start_head() {
   local i=$1
   bin/megaflow-head --node-id h$i --data-dir "$dir/h$i" \
     --raft-addr 127.0.0.1:1700$i --grpc-addr 127.0.0.1:1707$i --gossip-addr 127.0.0.1:1794$i \
-    --bootstrap-expect 3 --join 127.0.0.1:17941,127.0.0.1:17942 >>"$dir/h$i.log" 2>&1 &
+    --http-addr 127.0.0.1:1709$i --bootstrap-expect 3 --join 127.0.0.1:17941,127.0.0.1:17942 >>"$dir/h$i.log" 2>&1 &
   pids[$i]=$!
 }
 start_worker() {
   local i=$1
-  bin/megaflow-worker --node-id w$i --data-dir "$dir/w$i" --gossip-addr 127.0.0.1:1795$i \
+  bin/megaflow-worker --node-id w$i --data-dir "$dir/w$i" --gossip-addr 127.0.0.1:1795$i --http-addr 127.0.0.1:1719$i \
     --join 127.0.0.1:17941,127.0.0.1:17942,127.0.0.1:17943 --runtime process \
     --cpu-millis 2000 --memory-bytes 2147483648 >>"$dir/w$i.log" 2>&1 &
   pids[$((10 + i))]=$!

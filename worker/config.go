@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Capacity is what a worker offers to the scheduler.
@@ -113,6 +114,12 @@ type Config struct {
 	PoolKeeper []string
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
+	// HTTPAddr is the host:port of the HTTP listener serving /metrics,
+	// /healthz and /readyz; empty: none. Port 0 picks a free port (tests).
+	HTTPAddr string
+	// Collectors are extra metric collectors the worker registers in its
+	// registry (the GPU collector of gpu.NewCollector on a GPU machine).
+	Collectors []prometheus.Collector
 }
 
 // DefaultConfig returns a Config with the defaults and no identity,
@@ -153,6 +160,11 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
 		add("GossipAddr %q is not host:port: %v", c.GossipAddr, err)
+	}
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			add("HTTPAddr %q is not host:port (or empty for no HTTP): %v (--http-addr)", c.HTTPAddr, err)
+		}
 	}
 	for i, a := range c.Join {
 		if _, _, err := net.SplitHostPort(a); err != nil {

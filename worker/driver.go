@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -241,11 +242,14 @@ func (d *driver) start(deadline time.Time) {
 				return attempt.StartDone{Err: fmt.Errorf("waiting for attempt %d to stop: %w", p.key.Attempt, sctx.Err())}
 			}
 		}
+		slotWait := time.Now()
 		if err := d.w.sem.acquire(sctx); err != nil {
 			return attempt.StartDone{Err: fmt.Errorf("waiting for a start slot: %w", err)}
 		}
 		defer d.w.sem.release()
+		d.w.metrics.startSlotWait.Observe(time.Since(slotWait).Seconds())
 		if err := d.w.checkGPUs(spec.GPUUUIDs); err != nil {
+			d.w.metrics.startFailures.WithLabelValues("gpu").Inc()
 			return attempt.StartDone{Err: err}
 		}
 		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
@@ -254,7 +258,14 @@ func (d *driver) start(deadline time.Time) {
 		cctx, ccancel := context.WithTimeout(sctx, d.w.cfg.StartTimeout)
 		defer ccancel()
 		d.log.Debug("starting container", "name", spec.Name, "image", spec.Image)
+		began := time.Now()
 		id, err := d.w.rt.Start(cctx, spec)
+		result := "ok"
+		if err != nil && sctx.Err() == nil { // not a start cancelled by a stop
+			result = "error"
+			d.w.metrics.startFailures.WithLabelValues(startFailureClass(err)).Inc()
+		}
+		d.w.metrics.startSeconds.WithLabelValues(result).Observe(time.Since(began).Seconds())
 		return attempt.StartDone{ContainerID: id, Err: err}
 	})
 }
@@ -307,10 +318,13 @@ func (d *driver) report(r attempt.Report) {
 	if r.Final {
 		mbox := d.h.mbox
 		onAck = func() { mbox.put(attempt.Acked{}) }
-		d.log.Info("attempt finished", "event", ev.GetKind().String(), "exit_code", ev.GetExitCode(),
+		// Per-attempt lines are DEBUG: at thousands of tasks a minute an
+		// INFO line each would drown the log. Metrics count them
+		// (megaflow_attempts_ended_total on the heads).
+		d.log.Debug("attempt finished", "event", eventName(ev.GetKind()), "exit_code", ev.GetExitCode(),
 			"reason", ev.GetReason(), "container", ev.GetContainerId())
 	} else {
-		d.log.Info("attempt "+ev.GetKind().String(), "container", ev.GetContainerId())
+		d.log.Debug("attempt "+eventName(ev.GetKind()), "container", ev.GetContainerId())
 	}
 	d.w.outbox.add(ev, onAck)
 }
@@ -373,4 +387,9 @@ func (w *Worker) checkGPUs(uuids []string) error {
 		return fmt.Errorf("GPU check refused the start: %w", err)
 	}
 	return nil
+}
+
+// eventName is the lower-case name of an attempt event kind ("started").
+func eventName(k wire.AttemptEventKind) string {
+	return strings.ToLower(strings.TrimPrefix(k.String(), "ATTEMPT_EVENT_KIND_"))
 }

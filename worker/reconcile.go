@@ -163,7 +163,9 @@ func (w *Worker) removeLeak(ctx context.Context, c contract.Container) {
 	defer cancel()
 	if err := w.rt.Remove(rctx, c.ID); err != nil {
 		w.log.Warn("removing a leaked container failed", "container", c.ID, "err", err)
+		return
 	}
+	w.metrics.orphans.Inc()
 }
 
 // removeLeakAsync runs removeLeak in a goroutine the worker owns.

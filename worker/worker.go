@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
@@ -32,6 +33,10 @@ type Worker struct {
 	outbox *outbox
 	info   *wire.WorkerInfo
 	pool   *pool // warm containers; nil when the runtime has no Execer
+
+	registry *obs.Registry // this worker's metrics (no global registry)
+	metrics  *workerMetrics
+	http     *obs.Server // nil when Config.HTTPAddr is empty
 
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
@@ -117,8 +122,28 @@ func New(cfg Config) (*Worker, error) {
 	if ex, ok := cfg.Runtime.(contract.Execer); ok {
 		w.pool = newPool(w, ex)
 	}
+	w.registry = obs.NewRegistry()
+	w.metrics = newWorkerMetrics(w.registry, w)
+	for i, c := range cfg.Collectors {
+		if c == nil {
+			return nil, fmt.Errorf("worker %s: Collectors[%d] is nil", cfg.NodeID, i)
+		}
+		if err := w.registry.Register(c); err != nil {
+			return nil, fmt.Errorf("worker %s: Collectors[%d]: %w", cfg.NodeID, i, err)
+		}
+	}
+	if cfg.HTTPAddr != "" {
+		srv, err := obs.New(obs.Config{Addr: cfg.HTTPAddr, Registry: w.registry, Ready: w.ready, Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: %w", cfg.NodeID, err)
+		}
+		w.http = srv
+	}
 	g, err := w.newGossip()
 	if err != nil {
+		if w.http != nil {
+			_ = w.http.Shutdown(context.Background())
+		}
 		return nil, fmt.Errorf("worker %s: gossip: %w", cfg.NodeID, err)
 	}
 	w.gossip = g
@@ -205,6 +230,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 
+	if w.http != nil {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			if err := w.http.Serve(ctx); err != nil {
+				w.log.Warn("http server stopped", "addr", w.http.Addr(), "err", err)
+			}
+		}()
+	}
 	if len(w.cfg.Join) > 0 {
 		w.wg.Add(1)
 		go func() {
@@ -216,7 +250,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker started", "runtime", w.rt.Name(), "gossip", w.GossipAddr(),
 		"cpu_millis", w.cfg.Capacity.CPUMillis, "memory_bytes", w.cfg.Capacity.MemoryBytes,
-		"gpus", w.cfg.Capacity.GPUs, "max_concurrent_starts", w.cfg.MaxConcurrentStarts)
+		"gpus", w.cfg.Capacity.GPUs, "max_concurrent_starts", w.cfg.MaxConcurrentStarts, "http", w.HTTPAddr())
 
 	if !w.adoptExisting(ctx) {
 		return nil
@@ -270,6 +304,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 			}
 		}
 		err = errors.Join(err, w.gossip.Shutdown())
+		if w.http != nil {
+			err = errors.Join(err, w.http.Shutdown(ctx))
+		}
 		w.log.Info("worker stopped")
 	})
 	return err
@@ -288,6 +325,9 @@ func (w *Worker) Kill() {
 		if w.running.Load() {
 			<-w.runDone
 		}
+		if w.http != nil {
+			_ = w.http.Shutdown(context.Background()) // Run's end stopped it; this closes a listener never served
+		}
 	})
 }
 
@@ -297,7 +337,7 @@ func (w *Worker) Kill() {
 // stopped, and the new one starts once they stopped.
 func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	key := attempt.Key{TaskID: a.GetTaskId(), Attempt: a.GetAttempt()}
-	log := w.log.With("task", key.TaskID, "attempt", key.Attempt, "term", a.GetLeaderTerm())
+	log := w.log.With("graph", a.GetGraphId(), "task", key.TaskID, "attempt", key.Attempt, "term", a.GetLeaderTerm())
 	if key.TaskID == "" || key.Attempt == 0 {
 		log.Warn("ignoring an assignment without task id or attempt number")
 		return
@@ -333,7 +373,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 		cfg.MemoryLimit = s.GetResources().GetMemoryBytes()
 		cfg.Image = s.GetImage()
 	}
-	log.Info("attempt assigned", "image", a.GetSpec().GetImage())
+	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
 	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, preds)
 }
 
@@ -350,7 +390,7 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 	h, ok := w.attempts[key]
 	w.mu.Unlock()
 	if ok {
-		w.log.Info("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
+		w.log.Debug("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
 		h.mbox.put(attempt.StopRequest{Reason: reason})
 		return
 	}

@@ -72,7 +72,7 @@ func TestHeadProcessesSurviveKill9OfLeader(t *testing.T) {
 		seeds = append(seeds, gossip)
 		p := &proc{id: fmt.Sprintf("h%d", i+1), grpc: freePort(t)}
 		p.args = []string{"--node-id", p.id, "--data-dir", filepath.Join(dir, p.id),
-			"--raft-addr", freePort(t), "--grpc-addr", p.grpc, "--gossip-addr", gossip, "--bootstrap-expect", "3"}
+			"--raft-addr", freePort(t), "--grpc-addr", p.grpc, "--gossip-addr", gossip, "--bootstrap-expect", "3", "--http-addr", "127.0.0.1:0"}
 		procs = append(procs, p)
 	}
 	for i, p := range procs {

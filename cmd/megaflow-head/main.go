@@ -76,6 +76,7 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&cfg.RaftAddr, "raft-addr", "127.0.0.1:7000", "host:port of the Raft transport")
 	f.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "host:port of the gRPC API")
 	f.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:7946", "host:port of the gossip pool")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:9090", "host:port serving /metrics, /healthz, /readyz and the dashboard (empty: none)")
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "bootstrap a new cluster once this many heads see each other (0: join an existing one)")
 	f.StringVar(&join, "join", "", "comma-separated gossip addresses of heads to join")
 	f.Float64Var(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "API calls per second each tenant may make to this head (0: no limit)")

@@ -2,7 +2,11 @@
 
 package main
 
-import "github.com/megaflow/megaflow/internal/wire"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/megaflow/megaflow/internal/wire"
+)
 
 // discoverGPUs reports that this binary was built without cgo, which
 // go-nvml needs: a GPU worker is built with CGO_ENABLED=1 (make build does
@@ -13,3 +17,6 @@ func discoverGPUs() ([]*wire.GpuDevice, string) {
 
 // gpuCheck is never called: without NVML the worker offers no GPUs.
 func gpuCheck([]string) error { return nil }
+
+// gpuCollector is never called: without NVML the worker offers no GPUs.
+func gpuCollector([]*wire.GpuDevice) prometheus.Collector { return nil }

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/megaflow/megaflow/gpu"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -23,4 +25,14 @@ func discoverGPUs() ([]*wire.GpuDevice, string) {
 		out = append(out, &wire.GpuDevice{Uuid: d.UUID, Model: d.Name, MemoryBytes: d.MemoryTotalBytes, NvlinkPeers: d.NVLinkPeers})
 	}
 	return out, inv.Reason
+}
+
+// gpuCollector exports the offered GPUs' utilization and memory, queried
+// through NVML at each scrape (gpu.Collector).
+func gpuCollector(devs []*wire.GpuDevice) prometheus.Collector {
+	ds := make([]gpu.Device, 0, len(devs))
+	for _, d := range devs {
+		ds = append(ds, gpu.Device{UUID: d.GetUuid(), Name: d.GetModel()})
+	}
+	return gpu.NewCollector(gpu.New(), ds)
 }

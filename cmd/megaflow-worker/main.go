@@ -76,6 +76,7 @@ them to the leader and takes over those the leader still wants.`,
 	fl.StringVar(&cfg.NodeID, "node-id", "", "unique, stable id of this worker (required)")
 	fl.StringVar(&cfg.DataDir, "data-dir", "", "directory for the attempts' log files (required)")
 	fl.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:7947", "host:port of this worker's gossip member")
+	fl.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:9091", "host:port serving /metrics, /healthz and /readyz (empty: none)")
 	fl.StringVar(&f.join, "join", "", "comma-separated gossip addresses of heads to join")
 	fl.StringVar(&f.heads, "heads", "", "comma-separated gRPC addresses of heads (default: found in gossip)")
 	fl.StringVar(&f.runtime, "runtime", "docker", "container runtime: docker or process")
@@ -117,6 +118,7 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 			cfg.GPUs = devs
 			cfg.Capacity.GPUs = int32(len(devs))
 			cfg.GPUCheck = gpuCheck
+			cfg.Collectors = append(cfg.Collectors, gpuCollector(devs))
 		} else if why != "" {
 			logger.Info("no GPUs offered", "why", why)
 		}

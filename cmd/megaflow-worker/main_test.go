@@ -36,7 +36,7 @@ func (s *syncBuffer) String() string {
 func TestRunsWithTheProcessRuntime(t *testing.T) {
 	var out syncBuffer
 	cmd := newCommand(&out)
-	cmd.SetArgs([]string{"--node-id", "w1", "--data-dir", t.TempDir(), "--gossip-addr", "127.0.0.1:0",
+	cmd.SetArgs([]string{"--node-id", "w1", "--data-dir", t.TempDir(), "--gossip-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--heads", "127.0.0.1:1", "--runtime", "process", "--cpu-millis", "2000", "--memory-bytes", "1073741824",
 		"--labels", "zone=a, disk=ssd", "--log-level", "debug"})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)

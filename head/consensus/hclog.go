@@ -57,7 +57,39 @@ func (a *hclogAdapter) enabled(level hclog.Level) bool {
 	return a.l.Enabled(context.Background(), toSlogLevel(level))
 }
 
+// peerTrouble lists Raft's ERROR messages about one peer being unreachable
+// (a peer restarting, crashed, or shutting down with the others) or having
+// moved to a newer term (an election). A quorum
+// system rides through them, so they are logged at WARN: an ERROR line
+// would cry wolf on every clean stop of the whole cluster. A cluster that
+// really lacks a quorum shows megaflow_raft_has_leader 0 and the NoLeader
+// alert (deploy/prometheus/alerts.yml).
+var peerTrouble = []string{"failed to appendEntries to", "failed to heartbeat to", "failed to make requestVote RPC",
+	"failed to contact", "failed to pipeline appendEntries", "peer has newer term, stopping replication"}
+
+// demote returns the level to log Raft's msg at: WARN for peerTrouble,
+// DEBUG for a transport read cut by our own shutdown, else level.
+func demote(level hclog.Level, msg string, args []any) hclog.Level {
+	if level != hclog.Error {
+		return level
+	}
+	for _, p := range peerTrouble {
+		if strings.HasPrefix(msg, p) {
+			return hclog.Warn
+		}
+	}
+	if msg == "failed to decode incoming command" {
+		for _, a := range args {
+			if err, ok := a.(error); ok && strings.Contains(err.Error(), "use of closed network connection") {
+				return hclog.Debug
+			}
+		}
+	}
+	return level
+}
+
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	level = demote(level, msg, args)
 	if a.enabled(level) {
 		a.l.Log(context.Background(), toSlogLevel(level), msg, args...)
 	}
