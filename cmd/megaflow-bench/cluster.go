@@ -113,7 +113,8 @@ func newCluster(ctx context.Context, dir string, n int, log *slog.Logger, edit f
 		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
 		cfg.RaftAddr, cfg.GRPCAddr, cfg.GossipAddr = a.raft, a.grpc, a.gossip
 		cfg.BootstrapExpect = n
-		cfg.Fast = true
+		// hashicorp/raft's default timing, not the tests' Fast one: on a busy
+		// shared machine 400 ms timeouts made leaders flap under 10,000 tasks.
 		for j, o := range as {
 			if j != i {
 				cfg.Join = append(cfg.Join, o.gossip)
@@ -136,6 +137,14 @@ func newCluster(ctx context.Context, dir string, n int, log *slog.Logger, edit f
 		return nil, err
 	}
 	return c, nil
+}
+
+// term returns the Raft term of the leader (0 when none leads).
+func (c *cluster) term() uint64 {
+	if l := c.leader(); l >= 0 {
+		return c.heads[l].Node().Raft().CurrentTerm()
+	}
+	return 0
 }
 
 // waitLeader waits until one head leads and returns its index.
@@ -181,7 +190,6 @@ func (c *cluster) addWorker(rt contract.Runtime, capacity worker.Capacity, edit 
 	cfg.Join = c.gossip
 	cfg.Runtime = rt
 	cfg.Capacity = capacity
-	cfg.Fast = true
 	cfg.ReconnectMin, cfg.ReconnectMax = 20*time.Millisecond, 500*time.Millisecond
 	cfg.Logger = c.log.With("worker", id)
 	if edit != nil {

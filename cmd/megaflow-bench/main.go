@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -18,9 +19,11 @@ import (
 
 // globals are the flags every subcommand shares.
 type globals struct {
-	out     string
-	full    bool
-	verbose bool
+	out        string
+	full       bool
+	verbose    bool
+	cpuProfile string
+	stopProf   func()
 }
 
 func main() {
@@ -43,13 +46,29 @@ func rootCmd() *cobra.Command {
 			if err := os.MkdirAll(g.out, 0o755); err != nil {
 				return fmt.Errorf("--out %q: %w", g.out, err)
 			}
+			if g.cpuProfile != "" {
+				f, err := os.Create(g.cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				g.stopProf = func() { pprof.StopCPUProfile(); f.Close() }
+			}
 			return nil
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if g.stopProf != nil {
+				g.stopProf()
+			}
 		},
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.out, "out", "bench/results", "folder for the CSVs, PNGs, reports and the system's logs")
 	pf.BoolVar(&g.full, "full", false, "the full runs (longer; see bench/README.md) instead of the short defaults")
+	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write this process's CPU profile to this file (go tool pprof)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log the system under test at info level (into <out>/<subcommand>.log)")
-	root.AddCommand(scaleCmd(g))
+	root.AddCommand(scaleCmd(g), throughputCmd(g))
 	return root
 }

@@ -121,22 +121,23 @@ system outside the modelled start-up and work), instance-hours and cost.`,
 
 // scaleResult is one (deployment, mode, N) run.
 type scaleResult struct {
-	d                   sim.Deployment
-	mode                sim.Mode
-	n, instances, wks   int
-	makespan            time.Duration // wall, first submit to last result recorded
-	startup             []float64     // per task, simulated minutes, submit to work begins
-	overheadMs          []float64     // per task, wall ms outside the modelled start-up and work
+	d                 sim.Deployment
+	mode              sim.Mode
+	n, instances, wks int
+	makespan          time.Duration // wall, first submit to last result recorded
+	startup           []float64     // per task, simulated minutes, submit to work begins
+	overheadMs        []float64     // per task, wall ms outside the modelled start-up and work
 	// The overhead's parts, per task, wall ms: submit to assignment
 	// committed (queueing and placement), assignment to the runtime's
 	// Start or Exec (dispatch to the worker), work ended to result
 	// recorded (exit reported and committed).
 	queueMs, dispatchMs, reportMs []float64
-	instanceHours, cost float64
-	cores               float64 // this process's CPU time / wall time during the run
-	succeeded, other    int
-	retried             int
-	util                []utilSample
+	instanceHours, cost           float64
+	cores                         float64 // this process's CPU time / wall time during the run
+	succeeded, other              int
+	retried                       int
+	leaderChanges                 uint64 // Raft terms passed during the measured step
+	util                          []utilSample
 }
 
 type utilSample struct {
@@ -164,9 +165,9 @@ func runScale(ctx context.Context, g *globals, o scaleOptions) error {
 					return fmt.Errorf("scale %s %s n=%d: %w", d, m, n, err)
 				}
 				results = append(results, r)
-				fmt.Printf("  %-11s %-10s n=%-6d makespan %6.1f sim-min (%5.1fs wall), start-up p50 %5.2f sim-min, overhead p50 %6.1f ms/task (queue %.0f, dispatch %.0f, report %.0f), cost %8.1f USD, %d ok, %d not (run %.0fs)\n",
+				fmt.Printf("  %-11s %-10s n=%-6d makespan %6.1f sim-min (%5.1fs wall), start-up p50 %5.2f sim-min, overhead p50 %6.1f ms/task (queue %.0f, dispatch %.0f, report %.0f), cost %8.1f USD, %d ok, %d not, %d leader changes (run %.0fs)\n",
 					d, m, n, model.Simulated(r.makespan).Minutes(), r.makespan.Seconds(), percentile(r.startup, 50),
-					percentile(r.overheadMs, 50), percentile(r.queueMs, 50), percentile(r.dispatchMs, 50), percentile(r.reportMs, 50), r.cost, r.succeeded, r.other, time.Since(start).Seconds())
+					percentile(r.overheadMs, 50), percentile(r.queueMs, 50), percentile(r.dispatchMs, 50), percentile(r.reportMs, 50), r.cost, r.succeeded, r.other, r.leaderChanges, time.Since(start).Seconds())
 			}
 		}
 	}
@@ -277,6 +278,7 @@ func scaleOnce(ctx context.Context, g *globals, o scaleOptions, model sim.Model,
 	res := &scaleResult{d: d, mode: mode, n: n, instances: instances, wks: len(rts)}
 	sctx, stopSampling := context.WithCancel(ctx)
 	t0 := time.Now()
+	term0 := c.term()
 	cpu0 := cpuTime()
 	samples := make(chan []utilSample, 1)
 	go func() { samples <- sampleProcess(sctx, t0) }()
@@ -321,6 +323,7 @@ func scaleOnce(ctx context.Context, g *globals, o scaleOptions, model sim.Model,
 		}
 	}
 	wall := time.Since(t0)
+	res.leaderChanges = c.term() - term0
 	res.cores = (cpuTime() - cpu0).Seconds() / wall.Seconds()
 	stopSampling()
 	proc := <-samples
@@ -419,7 +422,7 @@ func sampleProcess(ctx context.Context, t0 time.Time) []utilSample {
 func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) error {
 	header := []string{"deployment", "mode", "n", "instances", "workers", "makespan_wall_s", "makespan_sim_min",
 		"startup_p50_sim_min", "startup_p99_sim_min", "startup_max_sim_min", "overhead_p50_ms", "overhead_p99_ms", "overhead_mean_ms",
-		"queue_p50_ms", "dispatch_p50_ms", "report_p50_ms", "instance_hours", "cost_usd", "cpu_cores", "succeeded", "not_succeeded", "retried"}
+		"queue_p50_ms", "dispatch_p50_ms", "report_p50_ms", "instance_hours", "cost_usd", "cpu_cores", "succeeded", "not_succeeded", "retried", "leader_changes"}
 	var rows [][]string
 	for _, r := range rs {
 		rows = append(rows, []string{string(r.d), string(r.mode), strconv.Itoa(r.n), strconv.Itoa(r.instances), strconv.Itoa(r.wks),
@@ -427,7 +430,7 @@ func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) 
 			f2(percentile(r.startup, 50)), f2(percentile(r.startup, 99)), f2(percentile(r.startup, 100)),
 			f2(percentile(r.overheadMs, 50)), f2(percentile(r.overheadMs, 99)), f2(mean(r.overheadMs)),
 			f2(percentile(r.queueMs, 50)), f2(percentile(r.dispatchMs, 50)), f2(percentile(r.reportMs, 50)),
-			f2(r.instanceHours), f2(r.cost), f2(r.cores), strconv.Itoa(r.succeeded), strconv.Itoa(r.other), strconv.Itoa(r.retried)})
+			f2(r.instanceHours), f2(r.cost), f2(r.cores), strconv.Itoa(r.succeeded), strconv.Itoa(r.other), strconv.Itoa(r.retried), strconv.FormatUint(r.leaderChanges, 10)})
 	}
 	if err := writeCSV(filepath.Join(out, "scale.csv"), header, rows); err != nil {
 		return err
@@ -542,9 +545,9 @@ func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) 
 			fmt.Sprintf("%.2f / %.2f", percentile(r.startup, 50), percentile(r.startup, 99)),
 			fmt.Sprintf("%.0f / %.0f", percentile(r.overheadMs, 50), percentile(r.overheadMs, 99)),
 			fmt.Sprintf("%.0f / %.0f / %.0f", percentile(r.queueMs, 50), percentile(r.dispatchMs, 50), percentile(r.reportMs, 50)),
-			fmt.Sprintf("%.0f", r.cost), f2(r.cores), fmt.Sprintf("%d / %d / %d", r.succeeded, r.other, r.retried)})
+			fmt.Sprintf("%.0f", r.cost), f2(r.cores), fmt.Sprintf("%d / %d / %d", r.succeeded, r.other, r.retried), strconv.FormatUint(r.leaderChanges, 10)})
 	}
-	rep.table([]string{"deployment", "mode", "N", "instances", "makespan (sim min)", "wall", "start-up p50 / p99 (sim min)", "overhead p50 / p99 (wall ms per task)", "of which queue / dispatch / report p50 (ms)", "cost USD", "cores used", "ok / not ok / retried"}, trows)
+	rep.table([]string{"deployment", "mode", "N", "instances", "makespan (sim min)", "wall", "start-up p50 / p99 (sim min)", "overhead p50 / p99 (wall ms per task)", "of which queue / dispatch / report p50 (ms)", "cost USD", "cores used", "ok / not ok / retried", "leader changes"}, trows)
 
 	rep.p("## Ratios")
 	rep.p("")
