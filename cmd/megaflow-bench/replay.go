@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -179,7 +180,7 @@ func loadTrace(o replayOptions) (jobs []job, nodes []node, skipped, total int, e
 		}
 		ps = append(ps, p)
 	}
-	slices.SortStableFunc(ps, func(a, b parsed) int { return int(math.Copysign(1, a.create-b.create)) * b2i(a.create != b.create) })
+	slices.SortStableFunc(ps, func(a, b parsed) int { return cmp.Compare(a.create, b.create) })
 	if o.skip >= len(ps) {
 		return nil, nil, 0, 0, fmt.Errorf("%s has %d tasks; --skip %d leaves none", o.pods, len(ps), o.skip)
 	}
@@ -210,13 +211,6 @@ func loadTrace(o replayOptions) (jobs []job, nodes []node, skipped, total int, e
 		nodes = append(nodes, node{name: fmt.Sprintf("n%d", i), cpuMillis: int64(v[0]), memB: int64(v[1]) << 20, gpus: int32(v[2]), model: row["model"]})
 	}
 	return jobs, nodes, skipped, total, nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // replayProgram is Command[0] of a replayed task; its lifetime in wall

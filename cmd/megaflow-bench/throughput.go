@@ -207,7 +207,7 @@ func megaflowNoop(ctx context.Context, log *slog.Logger, clients, per, batch int
 				}()
 				if err != nil {
 					mu.Lock()
-					firstErr = cmp(firstErr, fmt.Errorf("client %d batch %d: %w", i, b, err))
+					firstErr = orErr(firstErr, fmt.Errorf("client %d batch %d: %w", i, b, err))
 					mu.Unlock()
 					return
 				}
@@ -224,8 +224,8 @@ func megaflowNoop(ctx context.Context, log *slog.Logger, clients, per, batch int
 	return res, nil
 }
 
-// cmp returns a if it is set, else b.
-func cmp(a, b error) error {
+// orErr returns a if it is set, else b.
+func orErr(a, b error) error {
 	if a != nil {
 		return a
 	}
