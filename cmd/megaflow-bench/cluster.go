@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -283,5 +282,3 @@ func newLogger(path string, verbose bool) (*slog.Logger, io.Closer, error) {
 	}
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: level})), f, nil
 }
-
-var errSkipped = errors.New("skipped")
