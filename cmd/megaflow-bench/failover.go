@@ -123,6 +123,8 @@ type failoverRun struct {
 	acknowledged       int
 	lost, duplicated   int
 	retried            int
+	failed             int      // acknowledged, ended without success (its result is a recorded failure)
+	lostDetail         []string // per lost or failed task: its state, reason and attempts
 }
 
 func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
@@ -407,15 +409,27 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 			if len(t.Attempts) > 1 {
 				run.retried++
 			}
+			var as []string
+			for _, a := range t.Attempts {
+				as = append(as, fmt.Sprintf("#%d on %s %s %q", a.Number, a.WorkerId, a.State, a.Reason))
+			}
+			detail := fmt.Sprintf("%s: %s %q; attempts: %s", t.Id, t.State, t.Reason, strings.Join(as, "; "))
 			switch {
-			case t.State != client.TaskSucceeded || ok == 0:
+			case !terminal(t.State):
 				run.lost++
+				run.lostDetail = append(run.lostDetail, detail)
+			case t.State != client.TaskSucceeded:
+				run.failed++
+				run.lostDetail = append(run.lostDetail, detail)
 			case ok > 1:
 				run.duplicated++
 			}
 		}
 	}
-	fmt.Printf("  %d acknowledged tasks: %d lost, %d duplicated results (%d retried after their worker's kill)\n", run.acknowledged, run.lost, run.duplicated, run.retried)
+	fmt.Printf("  %d acknowledged tasks: %d lost, %d duplicated results, %d failed (%d retried)\n", run.acknowledged, run.lost, run.duplicated, run.failed, run.retried)
+	for _, d := range run.lostDetail {
+		fmt.Println("    not succeeded:", d)
+	}
 	if err := writeFailover(g.out, o, run); err != nil {
 		return err
 	}
@@ -451,8 +465,25 @@ func writeFailover(out string, o failoverOptions, r *failoverRun) error {
 	})
 	rep.p("Worker recovery is bounded below by --worker-grace (%v): the leader waits that long for a dropped stream to come back before it re-queues the attempts (gossip may declare the worker dead sooner). Ratio of p50 worker recovery to the grace: %.2f.", o.workerGrace, percentile(r.workerMs, 50)/float64(o.workerGrace.Milliseconds()))
 	rep.p("")
-	rep.p("Acknowledged tasks at the end: **%d**, lost results: **%d**, duplicated results: **%d** (must be 0); %d tasks ran a second attempt after their worker's kill.", r.acknowledged, r.lost, r.duplicated, r.retried)
+	rep.p("Acknowledged tasks at the end: **%d**; lost results (acknowledged, never reaching a terminal state in the table): **%d**; duplicated results (more than one successful attempt): **%d** (both must be 0); failed (ended without success, the failure recorded with its reason, listed below): **%d**; %d tasks ran more than one attempt.", r.acknowledged, r.lost, r.duplicated, r.failed, r.retried)
 	rep.p("")
+	if len(r.lostDetail) > 0 {
+		rep.p("Tasks acknowledged that did not succeed (a live worker declared down counts as a lost attempt: after a leader kill, the new leader gives each worker --worker-grace from its election to reconnect):")
+		rep.p("")
+		for _, d := range r.lostDetail {
+			rep.p("- `%s`", d)
+		}
+		rep.p("")
+	}
 	rep.p("![failover](failover.png)")
 	return rep.save()
+}
+
+// terminal reports whether a task in state s will change no more.
+func terminal(s client.TaskState) bool {
+	switch s {
+	case client.TaskSucceeded, client.TaskFailed, client.TaskCancelled, client.TaskTimedOut:
+		return true
+	}
+	return false
 }
