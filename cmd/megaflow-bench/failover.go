@@ -40,7 +40,7 @@ on loopback and, --reps times each:
   worker: submits 4 tasks (sleep 4), waits until they run, kill -9s the worker
     running most of them, and measures the time until every one of its tasks
     runs on another worker (the table's start time of the new attempt); then
-    starts a fresh worker.
+    starts a fresh worker, and waits for the graph to finish.
 At the end every acknowledged task must have succeeded exactly once: lost
 (acknowledged, never succeeded) and duplicated (more than one successful
 attempt) results are counted and must be 0. Build the binaries first (make build).`,
@@ -381,6 +381,14 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 		run.workerMs = append(run.workerMs, float64(last.Sub(t0))/1e6)
 		if err := aliveWorkers(2); err != nil {
 			return err
+		}
+		// Let the graph finish before the next kills, so each repetition's
+		// tasks see one worker kill (and spend one of their 3 retries).
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		_, err = cl.Wait(wctx, wg)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("rep %d: wait for %s: %w", i, wg, err)
 		}
 		fmt.Printf("  rep %2d: leader kill -> committed submit %6.0f ms; worker kill -> %d tasks running elsewhere %6.0f ms\n",
 			i+1, run.leaderMs[i], len(moved), run.workerMs[i])
