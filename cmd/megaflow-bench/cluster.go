@@ -217,7 +217,7 @@ func (c *cluster) killWorker(id string) {
 
 // waitWorkers waits until the leader's table shows n alive workers.
 func (c *cluster) waitWorkers(ctx context.Context, cl *client.Client, n int) error {
-	return waitUntil(ctx, 60*time.Second, fmt.Sprintf("%d alive workers", n), func() bool {
+	return waitUntil(ctx, 3*time.Minute, fmt.Sprintf("%d alive workers", n), func() bool {
 		ws, err := cl.ListWorkers(ctx, client.ReadOptions{})
 		if err != nil {
 			return false
