@@ -65,7 +65,7 @@ proto:
 # The head against bare Raft (bench/README.md), then the container runtimes
 # against `docker run --rm` and a bare fork/exec (about 3 minutes on 2
 # cores), then megaflow-bench's short runs (scale, throughput against Dask,
-# failover, replay; about 20 minutes) into $(BENCH_OUT). BENCH_FLAGS=--full
+# failover, replay; 31 minutes on a busy 2-core machine) into $(BENCH_OUT). BENCH_FLAGS=--full
 # runs the full ones (bench/README.md gives their durations).
 BENCH_OUT   ?= bench/results
 BENCH_FLAGS ?=

@@ -37,7 +37,7 @@ func replayCmd(g *globals) *cobra.Command {
 	o := replayOptions{
 		pods:  "bench/data/alibaba_gpu_v2023/openb_pod_list_default.csv",
 		nodes: "bench/data/alibaba_gpu_v2023/openb_node_list_gpu_node.csv",
-		skip:  6000, tasks: 300, compress: 2000, maxLife: 86400,
+		skip:  6000, tasks: 150, compress: 2000, maxLife: 86400,
 	}
 	cmd := &cobra.Command{
 		Use:   "replay",
@@ -56,7 +56,7 @@ whole GPU (MegaFlow schedules whole GPUs). Reports queueing delay percentiles
 ideal (every task starting at its arrival).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.full && !cmd.Flags().Changed("tasks") {
-				o.tasks = 1000
+				o.tasks = 500
 			}
 			if o.tasks < 1 || o.skip < 0 || o.compress < 1 || o.maxLife <= 0 || o.nodeCount < 0 {
 				return fmt.Errorf("--tasks %d must be >= 1, --skip %d and --node-count %d >= 0, --compress %g >= 1, --max-lifetime %g > 0", o.tasks, o.skip, o.nodeCount, o.compress, o.maxLife)
@@ -68,7 +68,7 @@ ideal (every task starting at its arrival).`,
 	f.StringVar(&o.pods, "trace", o.pods, "pod list CSV (Alibaba GPU trace v2023 columns)")
 	f.StringVar(&o.nodes, "nodes", o.nodes, "node list CSV (sn, cpu_milli, memory_mib, gpu, model)")
 	f.IntVar(&o.skip, "skip", o.skip, "tasks to skip (by creation time) before the replayed window")
-	f.IntVar(&o.tasks, "tasks", o.tasks, "tasks to replay (--full: 1000)")
+	f.IntVar(&o.tasks, "tasks", o.tasks, "tasks to replay (--full: 500)")
 	f.IntVar(&o.nodeCount, "node-count", 0, "simulated nodes (0: nodes x tasks / all tasks in the trace)")
 	f.Float64Var(&o.compress, "compress", o.compress, "time compression: trace time / wall time")
 	f.Float64Var(&o.maxLife, "max-lifetime", o.maxLife, "cap on a task's lifetime, trace seconds")
