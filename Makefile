@@ -8,7 +8,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run image test test-short proto bench vet fmt clean
+.PHONY: all build release run image test test-short proto bench bench-harness vet fmt clean
 
 all: build
 
@@ -63,12 +63,25 @@ proto:
 		proto/megaflow/v1/*.proto
 
 # The head against bare Raft (bench/README.md), then the container runtimes
-# against `docker run --rm` and a bare fork/exec. About 3 minutes on 2 cores.
-bench:
+# against `docker run --rm` and a bare fork/exec (about 3 minutes on 2
+# cores), then megaflow-bench's short runs (scale, throughput against Dask,
+# failover, replay; 31 minutes on a busy 2-core machine) into $(BENCH_OUT). BENCH_FLAGS=--full
+# runs the full ones (bench/README.md gives their durations).
+BENCH_OUT   ?= bench/results
+BENCH_FLAGS ?=
+bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
 	$(GO) test -run '^$$' -bench TaskOverhead -benchtime 10x ./runtime/docker
 	$(GO) test -run '^$$' -bench StartOverhead -benchtime 200x ./runtime/process
 	$(GO) test -run '^$$' -bench ArtifactWrite -benchtime 1x ./internal/blob/s3blob
+	$(MAKE) bench-harness
+
+bench-harness: build
+	$(GO) build -o $(BIN)/megaflow-bench ./cmd/megaflow-bench
+	$(BIN)/megaflow-bench scale --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(BIN)/megaflow-bench throughput --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(BIN)/megaflow-bench failover --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(BIN)/megaflow-bench replay --out $(BENCH_OUT) $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN) .tools

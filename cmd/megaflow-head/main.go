@@ -84,6 +84,7 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&queueStrategies, "queue-strategies", "", "placement per queue, spread or binpack, e.g. eval=binpack (default: spread)")
 	f.IntVar(&cfg.RateBurst, "rate-burst", cfg.RateBurst, "calls a tenant may make at once above --rate-limit (0: the rate, rounded up)")
 	f.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", cfg.MaxQueueWait, "fail a task queued this long with an infeasible reason (0: never)")
+	f.DurationVar(&cfg.WorkerGrace, "worker-grace", cfg.WorkerGrace, "how long a worker may go without a stream to the leader before its attempts are re-queued")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")

@@ -15,7 +15,10 @@
 // Like the real runtimes: names are unique until Remove (ErrConflict),
 // unknown ids are ErrNotFound, Stop answers 143 (or 137 after the grace
 // when SIGTERM is ignored), List matches labels, Remove of a running
-// container kills it. Only tests import this package.
+// container kills it. Tests import this package, and so does the benchmark
+// harness (cmd/megaflow-bench), whose simulated instances are fake
+// containers with a modelled start-up time (StartDelay) and duration
+// (OnFunc).
 package fake
 
 import (
@@ -56,6 +59,11 @@ type Behavior struct {
 	// StartErr makes Start (or Exec) fail with it and create nothing; use
 	// contract.ErrImageNotFound and friends to fake the real classes.
 	StartErr error
+	// StartDelay is how long Start (or Exec) takes, on the Clock, before
+	// the container (or exec) runs: an image pull and container creation,
+	// or an exec's set-up. Duration counts from the end of it. When ctx
+	// ends first, Start fails with ctx's error and creates nothing.
+	StartDelay time.Duration
 }
 
 // Call is one recorded call to the Runtime.
@@ -80,6 +88,7 @@ type Call struct {
 type rule struct {
 	match func(contract.Spec) bool
 	b     Behavior
+	fn    func(contract.Spec) (Behavior, bool) // when set, replaces match and b
 }
 
 // Runtime is the fake. Create it with New; safe for concurrent use.
@@ -131,7 +140,18 @@ func (r *Runtime) Default(b Behavior) {
 func (r *Runtime) On(match func(contract.Spec) bool, b Behavior) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.rules = append(r.rules, rule{match, b})
+	r.rules = append(r.rules, rule{match: match, b: b})
+}
+
+// OnFunc adds a rule whose Behavior is computed per spec: specs for which
+// fn returns true get the Behavior it returns. fn is called once per Start
+// and per Exec, with the Runtime's lock held: it must not call the Runtime.
+// Simulations (bench's instance model) use it to give each container a
+// duration and start-up time that depend on what else runs.
+func (r *Runtime) OnFunc(fn func(contract.Spec) (Behavior, bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rules = append(r.rules, rule{fn: fn})
 }
 
 // OnCommand adds a rule for specs whose Command[0] is program.
@@ -224,6 +244,12 @@ func (r *Runtime) end(i int, id string, err error) {
 
 func (r *Runtime) behavior(s contract.Spec) Behavior {
 	for _, ru := range r.rules {
+		if ru.fn != nil {
+			if b, ok := ru.fn(s); ok {
+				return b
+			}
+			continue
+		}
 		if ru.match(s) {
 			return ru.b
 		}
@@ -247,6 +273,13 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (id string, err
 	if b.StartErr != nil {
 		r.mu.Unlock()
 		return "", fmt.Errorf("fake start %s: %w", spec.Name, b.StartErr)
+	}
+	if b.StartDelay > 0 {
+		r.mu.Unlock()
+		if err := r.delay(ctx, b.StartDelay); err != nil {
+			return "", fmt.Errorf("fake start %s: %w", spec.Name, err)
+		}
+		r.mu.Lock()
 	}
 	if spec.Name != "" {
 		for _, c := range r.ctrs {
@@ -273,6 +306,16 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (id string, err
 	}
 	go r.run(c, timer)
 	return c.id, nil
+}
+
+// delay waits d on the Clock, or until ctx ends (its error).
+func (r *Runtime) delay(ctx context.Context, d time.Duration) error {
+	select {
+	case <-r.clock.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // run ends c when its time is up or it is killed.
@@ -439,6 +482,11 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (exit
 	r.mu.Unlock()
 	if b.StartErr != nil {
 		return contract.Exit{Code: -1}, fmt.Errorf("fake exec in %s: %w", id, b.StartErr)
+	}
+	if b.StartDelay > 0 {
+		if err := r.delay(ctx, b.StartDelay); err != nil {
+			return contract.Exit{Code: -1}, fmt.Errorf("fake exec in %s: %w", id, err)
+		}
 	}
 	var timer <-chan time.Time
 	if !b.Hang {

@@ -149,3 +149,69 @@ func TestInjectedFailuresAndExec(t *testing.T) {
 		t.Errorf("calls: %+v", calls[:2])
 	}
 }
+
+func TestOnFuncAndStartDelay(t *testing.T) {
+	clock := NewManualClock(time.Unix(1000, 0))
+	r := New(clock)
+	r.OnCommand("plain", Behavior{})
+	r.OnFunc(func(s contract.Spec) (Behavior, bool) {
+		if s.Env["SLOW"] == "" {
+			return Behavior{}, false
+		}
+		return Behavior{StartDelay: time.Minute, Duration: time.Hour, ExitCode: 7}, true
+	})
+	r.Default(Behavior{ExitCode: 9})
+	ctx := context.Background()
+
+	// A spec fn declines falls through to the default.
+	id, err := r.Start(ctx, contract.Spec{Name: "other", Command: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit, err := r.Wait(ctx, id); err != nil || exit.Code != 9 {
+		t.Fatalf("default: exit %+v, %v; want code 9", exit, err)
+	}
+
+	// Start blocks for the StartDelay on the clock; Duration counts after it.
+	started := make(chan string, 1)
+	go func() {
+		id, err := r.Start(ctx, contract.Spec{Name: "slow", Command: []string{"x"}, Env: map[string]string{"SLOW": "1"}})
+		if err != nil {
+			t.Error(err)
+		}
+		started <- id
+	}()
+	waitFor(t, "Start waits on the clock", func() bool { return clock.Waiters() == 1 })
+	select {
+	case <-started:
+		t.Fatal("Start returned before its StartDelay passed")
+	default:
+	}
+	clock.Advance(time.Minute)
+	slow := <-started
+	waitFor(t, "the container's timer", func() bool { return clock.Waiters() == 1 })
+	clock.Advance(time.Hour)
+	exit, err := r.Wait(ctx, slow)
+	if err != nil || exit.Code != 7 || !exit.StartedAt.Equal(time.Unix(1060, 0)) {
+		t.Fatalf("slow: exit %+v, %v; want code 7, started at 1060", exit, err)
+	}
+
+	// A cancelled start creates nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Start(cctx, contract.Spec{Name: "cancelled", Env: map[string]string{"SLOW": "1"}})
+		done <- err
+	}()
+	waitFor(t, "Start waits on the clock", func() bool { return clock.Waiters() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled start: %v, want context.Canceled", err)
+	}
+	cs, _ := r.List(ctx, nil)
+	for _, c := range cs {
+		if c.Name == "cancelled" {
+			t.Fatal("a cancelled start left a container")
+		}
+	}
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// throughputOptions are the flags of `megaflow-bench throughput`.
+type throughputOptions struct {
+	clients []int
+	tasks   int // per client count, split among the clients
+	batch   int
+	python  string
+	script  string
+	noDask  bool
+}
+
+func throughputCmd(g *globals) *cobra.Command {
+	o := throughputOptions{clients: []int{1, 4, 16}, tasks: 3200, batch: 100, python: "/usr/bin/python3", script: "bench/peer/dask_noop.py"}
+	cmd := &cobra.Command{
+		Use:   "throughput",
+		Short: "no-op tasks end to end through 3 heads, against Dask distributed in the same run",
+		Long: `throughput submits no-op tasks (the fake runtime exits 0 at once) through a
+3-head cluster with 2 workers, from 1, 4 and 16 concurrent clients: each client
+submits batches of --batch tasks (one graph each) and waits for every result
+before the next batch. Between MegaFlow's runs, the same workload goes through
+Dask distributed (a LocalCluster with 2 worker processes, bench/peer/dask_noop.py)
+on the same machine. Reports tasks/s (submit to result recorded), p50/p99
+submit-to-start latency, and MegaFlow/Dask ratios (target >= 10x).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.full && !cmd.Flags().Changed("tasks") {
+				o.tasks = 16_000
+			}
+			if o.tasks < 1 || o.batch < 1 {
+				return fmt.Errorf("--tasks %d and --batch %d must be at least 1", o.tasks, o.batch)
+			}
+			for _, c := range o.clients {
+				if c < 1 || c > 256 {
+					return fmt.Errorf("--clients %d is outside [1, 256]", c)
+				}
+			}
+			return runThroughput(cmd.Context(), g, o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&o.clients, "clients", o.clients, "concurrent client counts")
+	f.IntVar(&o.tasks, "tasks", o.tasks, "no-op tasks per client count, split evenly among the clients (--full: 16000)")
+	f.IntVar(&o.batch, "batch", o.batch, "tasks a client submits at once (a graph; a client.map for Dask)")
+	f.StringVar(&o.python, "python", o.python, "the Python that has Debian's python3-distributed")
+	f.StringVar(&o.script, "dask-script", o.script, "the Dask peer's script")
+	f.BoolVar(&o.noDask, "no-dask", false, "skip the Dask peer")
+	return cmd
+}
+
+// tpResult is one side's run at one client count.
+type tpResult struct {
+	system         string
+	clients, tasks int
+	wall           time.Duration
+	p50, p99       float64 // submit-to-start latency, ms
+	err            error   // why the side could not run (the peer only)
+}
+
+func (r tpResult) rate() float64 { return float64(r.tasks) / r.wall.Seconds() }
+
+func runThroughput(ctx context.Context, g *globals, o throughputOptions) error {
+	log, closer, err := newLogger(filepath.Join(g.out, "throughput.log"), g.verbose)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	fmt.Printf("throughput: %d no-op tasks per client count, batches of %d, clients %v\n", o.tasks, o.batch, o.clients)
+	var ours, peer []tpResult
+	for _, c := range o.clients {
+		per := max(1, o.tasks/c)
+		r, err := megaflowNoop(ctx, log, c, per, o.batch)
+		if err != nil {
+			return fmt.Errorf("megaflow, %d clients: %w", c, err)
+		}
+		ours = append(ours, r)
+		fmt.Printf("  megaflow %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms\n", c, r.rate(), r.p50, r.p99)
+		if o.noDask {
+			continue
+		}
+		d := daskNoop(ctx, o, c, per)
+		peer = append(peer, d)
+		if d.err != nil {
+			fmt.Printf("  dask     %2d clients: could not run: %v\n", c, d.err)
+		} else {
+			fmt.Printf("  dask     %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; megaflow/dask %.2fx\n", c, d.rate(), d.p50, d.p99, r.rate()/d.rate())
+		}
+	}
+	return writeThroughput(g.out, o, ours, peer)
+}
+
+// megaflowNoop runs clients clients of per tasks each on a fresh cluster.
+func megaflowNoop(ctx context.Context, log *slog.Logger, clients, per, batch int) (tpResult, error) {
+	res := tpResult{system: "megaflow", clients: clients, tasks: clients * per}
+	dir, err := os.MkdirTemp("", "megaflow-bench-tp-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	c, err := newCluster(ctx, dir, 3, log, nil)
+	if err != nil {
+		return res, err
+	}
+	defer c.Stop()
+	for range 2 {
+		rt := fake.New(nil) // every container exits 0 at once
+		if _, err := c.addWorker(rt, worker.Capacity{CPUMillis: 1_000_000, MemoryBytes: 1 << 40}, func(cfg *worker.Config) {
+			cfg.MaxConcurrentStarts = 1024
+		}); err != nil {
+			return res, err
+		}
+	}
+	cls := make([]*client.Client, clients)
+	for i := range cls {
+		if cls[i], err = c.dial(ctx); err != nil {
+			return res, err
+		}
+		defer cls[i].Close()
+	}
+	if err := c.waitWorkers(ctx, cls[0], 2); err != nil {
+		return res, err
+	}
+	noop := func(name string) *client.TaskSpec {
+		return &client.TaskSpec{Name: name, Image: "megaflow/noop:1", Command: []string{"true"},
+			Resources: &client.Resources{CpuMillis: 100, MemoryBytes: 64 << 20}}
+	}
+	// Warm-up: one batch per client, as the Dask side does.
+	for i, cl := range cls {
+		gs := &client.GraphSpec{Id: fmt.Sprintf("warmup-%d", i), Tenant: "bench"}
+		for j := range 10 {
+			gs.Tasks = append(gs.Tasks, noop(fmt.Sprintf("t%d", j)))
+		}
+		if _, err := cl.Submit(ctx, gs); err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
+		if _, err := cl.Wait(ctx, gs.Id); err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var lat []float64
+	var firstErr error
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i, cl := range cls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done, b := 0, 0; done < per; b++ {
+				n := min(batch, per-done)
+				gs := &client.GraphSpec{Id: fmt.Sprintf("c%d-b%d", i, b), Tenant: "bench"}
+				for j := range n {
+					gs.Tasks = append(gs.Tasks, noop(fmt.Sprintf("t%d", j)))
+				}
+				sub := time.Now()
+				err := func() error {
+					if _, err := cl.Submit(rctx, gs); err != nil {
+						return err
+					}
+					gr, err := cl.Wait(rctx, gs.Id)
+					if err != nil {
+						return err
+					}
+					if gr.State != client.GraphSucceeded {
+						return fmt.Errorf("graph %s ended %s", gs.Id, gr.State)
+					}
+					var ls []float64
+					for tok := ""; ; {
+						ts, nt, err := cl.ListTasks(rctx, client.TaskFilter{GraphID: gs.Id, PageSize: 1000, PageToken: tok, OmitSpec: true})
+						if err != nil {
+							return err
+						}
+						for _, t := range ts {
+							a := t.Attempts[len(t.Attempts)-1]
+							ls = append(ls, float64(time.Unix(0, a.StartUnixNanos).Sub(sub))/1e6)
+						}
+						if tok = nt; tok == "" {
+							break
+						}
+					}
+					mu.Lock()
+					lat = append(lat, ls...)
+					mu.Unlock()
+					return nil
+				}()
+				if err != nil {
+					mu.Lock()
+					firstErr = orErr(firstErr, fmt.Errorf("client %d batch %d: %w", i, b, err))
+					mu.Unlock()
+					return
+				}
+				done += n
+			}
+		}()
+	}
+	wg.Wait()
+	res.wall = time.Since(t0)
+	if firstErr != nil {
+		return res, firstErr
+	}
+	res.p50, res.p99 = percentile(lat, 50), percentile(lat, 99)
+	return res, nil
+}
+
+// orErr returns a if it is set, else b.
+func orErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// daskNoop runs the Dask peer script; a failure is returned in the result.
+func daskNoop(ctx context.Context, o throughputOptions, clients, per int) tpResult {
+	res := tpResult{system: "dask", clients: clients, tasks: clients * per}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, o.python, o.script, "--clients", strconv.Itoa(clients), "--tasks", strconv.Itoa(per), "--batch", strconv.Itoa(o.batch))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		res.err = fmt.Errorf("%s %s: %w: %s", o.python, o.script, err, msg)
+		return res
+	}
+	var out struct {
+		Tasks       int     `json:"tasks"`
+		WallS       float64 `json:"wall_s"`
+		P50         float64 `json:"latency_p50_ms"`
+		P99         float64 `json:"latency_p99_ms"`
+		DaskVersion string  `json:"dask_version"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &out); err != nil {
+		res.err = fmt.Errorf("the Dask peer printed %q, not its JSON result: %w", stdout.String(), err)
+		return res
+	}
+	if out.Tasks != res.tasks {
+		res.err = fmt.Errorf("the Dask peer ran %d tasks, want %d", out.Tasks, res.tasks)
+		return res
+	}
+	res.system = "dask " + out.DaskVersion
+	res.wall = time.Duration(out.WallS * float64(time.Second))
+	res.p50, res.p99 = out.P50, out.P99
+	return res
+}
+
+func writeThroughput(out string, o throughputOptions, ours, peer []tpResult) error {
+	var rows [][]string
+	for _, r := range append(append([]tpResult(nil), ours...), peer...) {
+		if r.err != nil {
+			rows = append(rows, []string{r.system, strconv.Itoa(r.clients), strconv.Itoa(r.tasks), "", "", "", "", r.err.Error()})
+			continue
+		}
+		rows = append(rows, []string{r.system, strconv.Itoa(r.clients), strconv.Itoa(r.tasks), f3(r.wall.Seconds()), f2(r.rate()), f2(r.p50), f2(r.p99), ""})
+	}
+	if err := writeCSV(filepath.Join(out, "throughput.csv"), []string{"system", "clients", "tasks", "wall_s", "tasks_per_s", "submit_to_start_p50_ms", "submit_to_start_p99_ms", "error"}, rows); err != nil {
+		return err
+	}
+	sOurs := series{name: "MegaFlow (3 heads, 2 workers)"}
+	sPeer := series{name: "Dask distributed (LocalCluster, 2 worker processes)"}
+	lOurs := series{name: "MegaFlow p50"}
+	lPeer := series{name: "Dask p50"}
+	for _, r := range ours {
+		sOurs.xs, sOurs.ys = append(sOurs.xs, float64(r.clients)), append(sOurs.ys, r.rate())
+		lOurs.xs, lOurs.ys = append(lOurs.xs, float64(r.clients)), append(lOurs.ys, r.p50)
+	}
+	for _, r := range peer {
+		if r.err == nil {
+			sPeer.xs, sPeer.ys = append(sPeer.xs, float64(r.clients)), append(sPeer.ys, r.rate())
+			lPeer.xs, lPeer.ys = append(lPeer.xs, float64(r.clients)), append(lPeer.ys, r.p50)
+		}
+	}
+	if err := linePlot(filepath.Join(out, "throughput.png"), axes{title: "No-op tasks end to end: committed tasks/s vs clients", x: "concurrent clients", y: "tasks/s (submit to result recorded)", logX: true, yFrom0: true}, sOurs, sPeer); err != nil {
+		return err
+	}
+	if err := linePlot(filepath.Join(out, "throughput_latency.png"), axes{title: "No-op tasks: submit-to-start latency p50 vs clients", x: "concurrent clients", y: "p50 latency (ms)", logX: true, yFrom0: true}, lOurs, lPeer); err != nil {
+		return err
+	}
+	rep := newReport(out, "throughput.md", "megaflow-bench throughput")
+	rep.p("No-op tasks end to end. MegaFlow: 3 heads (Raft over TCP loopback, BoltDB, gossip, gRPC) and 2 workers in this process, the fake runtime (a container exits 0 at once); a batch is one graph of %d tasks, submitted through the client library, waited for (Watch) and read back. Dask: Debian's python3-distributed, a LocalCluster of 2 worker processes with 1 thread each, one Client per client thread, a batch is client.map of %d no-op calls then gather. Each client waits for a batch's results before submitting the next. Both sides get a warm-up batch per client; they run alternately on the same machine (MegaFlow first at each client count). Submit-to-start: the attempt's start time in the table (MegaFlow) or the time the function began (Dask), minus the batch's submit time.", o.batch, o.batch)
+	rep.p("")
+	var trows [][]string
+	for i, r := range ours {
+		row := []string{strconv.Itoa(r.clients), strconv.Itoa(r.tasks), fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.1f / %.1f", r.p50, r.p99)}
+		if i < len(peer) && peer[i].err == nil {
+			d := peer[i]
+			row = append(row, fmt.Sprintf("%.0f", d.rate()), fmt.Sprintf("%.1f / %.1f", d.p50, d.p99), fmt.Sprintf("**%.2f**", r.rate()/d.rate()))
+		} else if i < len(peer) {
+			row = append(row, "could not run", "", peer[i].err.Error())
+		} else {
+			row = append(row, "not run", "", "")
+		}
+		trows = append(trows, row)
+	}
+	rep.table([]string{"clients", "tasks", "MegaFlow tasks/s", "MegaFlow submit-to-start p50 / p99 ms", "Dask tasks/s", "Dask p50 / p99 ms", "MegaFlow / Dask tasks/s (target >= 10)"}, trows)
+	rep.p("![throughput](throughput.png)")
+	rep.p("")
+	rep.p("![latency](throughput_latency.png)")
+	return rep.save()
+}
