@@ -452,7 +452,10 @@ type TaskSpec struct {
 	// Container network mode; empty: "none".
 	Network string `protobuf:"bytes,20,opt,name=network,proto3" json:"network,omitempty"`
 	// Linux capabilities to keep (all are dropped otherwise).
-	Capabilities  []string `protobuf:"bytes,21,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	Capabilities []string `protobuf:"bytes,21,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// Worker runtime the task requires: "docker" (the image's isolation is
+	// needed: never a process worker), "process", or "" for any worker.
+	Runtime       string `protobuf:"bytes,140,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -632,6 +635,13 @@ func (x *TaskSpec) GetCapabilities() []string {
 		return x.Capabilities
 	}
 	return nil
+}
+
+func (x *TaskSpec) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 // GraphSpec is a rollout graph as the client submits it.
@@ -1877,7 +1887,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12.\n" +
 	"\x13readiness_http_path\x18\x03 \x01(\tR\x11readinessHttpPath\x12\x1b\n" +
 	"\ttcp_probe\x18\x04 \x01(\bR\btcpProbe\x12%\n" +
-	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\x9d\a\n" +
+	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\xb8\a\n" +
 	"\bTaskSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -1903,7 +1913,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\aservice\x18\x12 \x01(\v2\x18.megaflow.v1.ServiceSpecR\aservice\x12#\n" +
 	"\ruses_services\x18\x13 \x03(\tR\fusesServices\x12\x18\n" +
 	"\anetwork\x18\x14 \x01(\tR\anetwork\x12\"\n" +
-	"\fcapabilities\x18\x15 \x03(\tR\fcapabilities\x1a6\n" +
+	"\fcapabilities\x18\x15 \x03(\tR\fcapabilities\x12\x19\n" +
+	"\aruntime\x18\x8c\x01 \x01(\tR\aruntime\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
