@@ -137,3 +137,14 @@ func MatchLabels(have, want map[string]string) bool {
 	}
 	return true
 }
+
+// ImageLister is an optional extra of a Runtime: the container images its
+// engine holds locally, so that the worker can advertise them and the
+// scheduler can prefer workers that hold a task's image (image locality).
+// The process runtime has no images and does not implement it.
+type ImageLister interface {
+	// Images returns the references ("repo:tag") of the images held
+	// locally, sorted, without duplicates; untagged images are left out.
+	// Errors: ErrUnavailable, ctx's error.
+	Images(ctx context.Context) ([]string, error)
+}
