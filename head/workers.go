@@ -167,6 +167,15 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		if err != nil {
 			return err
 		}
+		if info := m.GetHeartbeat().GetInfo(); info != nil {
+			// The worker's advertisement changed (images, GPU health).
+			if info.GetId() != sess.workerID {
+				return errs.ToStatus(errs.New(errs.InvalidArgument, "worker stream of %s: heartbeat carries the info of worker %q; a stream speaks for its own worker only", sess.workerID, info.GetId()))
+			}
+			if _, _, err := s.h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: time.Now().UnixNano()}); err != nil {
+				return errs.ToStatus(err)
+			}
+		}
 		batch := m.GetEvents()
 		if batch == nil {
 			continue // heartbeat: the stream being alive is what counts

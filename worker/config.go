@@ -111,6 +111,12 @@ type Config struct {
 	// persistent task's command is exec'd beside it. nil: DefaultPoolKeeper;
 	// an empty non-nil slice: the image's own command.
 	PoolKeeper []string
+	// ImageRefreshInterval is how often the worker re-reads the images its
+	// runtime holds to advertise them (image locality); it also re-reads
+	// them after a container of a new image started. 0: 30 s.
+	ImageRefreshInterval time.Duration
+	// MaxAdvertisedImages bounds the images advertised to the head. 0: 256.
+	MaxAdvertisedImages int
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
 }

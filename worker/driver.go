@@ -255,6 +255,9 @@ func (d *driver) start(deadline time.Time) {
 		defer ccancel()
 		d.log.Debug("starting container", "name", spec.Name, "image", spec.Image)
 		id, err := d.w.rt.Start(cctx, spec)
+		if err == nil {
+			d.w.imageStarted(spec.Image)
+		}
 		return attempt.StartDone{ContainerID: id, Err: err}
 	})
 }

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
@@ -145,7 +144,8 @@ func (w *Worker) headGone(addr string) bool {
 
 // hello is the WorkerHello: the worker's info and every attempt it holds.
 func (w *Worker) hello() *wire.WorkerHello {
-	h := &wire.WorkerHello{Info: proto.CloneOf(w.info)}
+	w.markInfoSent()
+	h := &wire.WorkerHello{Info: w.currentInfo()}
 	for _, a := range w.Attempts() {
 		if a.State == attempt.Done {
 			continue
@@ -289,7 +289,8 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 			if w.headGone(addr) {
 				return true, fmt.Errorf("gossip reports the leader at %s gone", addr)
 			}
-			hbMsg := &wire.WorkerMessage{Msg: &wire.WorkerMessage_Heartbeat{Heartbeat: &wire.Heartbeat{UnixNanos: w.clock.Now().UnixNano()}}}
+			hbMsg := &wire.WorkerMessage{Msg: &wire.WorkerMessage_Heartbeat{Heartbeat: &wire.Heartbeat{UnixNanos: w.clock.Now().UnixNano(),
+				Info: w.takeInfoUpdate()}}}
 			if err := send(hbMsg); err != nil {
 				return true, err
 			}

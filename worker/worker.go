@@ -33,6 +33,10 @@ type Worker struct {
 	info   *wire.WorkerInfo
 	pool   *pool // warm containers; nil when the runtime has no Execer
 
+	advMu     sync.Mutex
+	adv       advert        // images advertised (images.go)
+	imagePoke chan struct{} // a new image started: refresh the list
+
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
 	closing    bool      // Shutdown began: assignments are refused
@@ -98,6 +102,14 @@ func New(cfg Config) (*Worker, error) {
 		attempts: make(map[attempt.Key]*handle),
 		stopped:  make(chan struct{}),
 		runDone:  make(chan struct{}),
+
+		imagePoke: make(chan struct{}, 1),
+	}
+	if w.cfg.ImageRefreshInterval <= 0 {
+		w.cfg.ImageRefreshInterval = DefaultImageRefreshInterval
+	}
+	if w.cfg.MaxAdvertisedImages <= 0 {
+		w.cfg.MaxAdvertisedImages = DefaultMaxAdvertisedImages
 	}
 	w.info = &wire.WorkerInfo{
 		Id: cfg.NodeID,
@@ -218,6 +230,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		"cpu_millis", w.cfg.Capacity.CPUMillis, "memory_bytes", w.cfg.Capacity.MemoryBytes,
 		"gpus", w.cfg.Capacity.GPUs, "max_concurrent_starts", w.cfg.MaxConcurrentStarts)
 
+	if lister, ok := w.rt.(contract.ImageLister); ok {
+		first := make(chan struct{})
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.imageLoop(ctx, lister, first)
+		}()
+		select { // the first Hello carries the images where the engine answers quickly
+		case <-first:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	if !w.adoptExisting(ctx) {
 		return nil
 	}

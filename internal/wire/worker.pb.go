@@ -694,8 +694,12 @@ func (x *EventBatch) GetEvents() []*AttemptEvent {
 }
 
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UnixNanos     int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UnixNanos int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// The worker's info when it changed since the Hello or the last
+	// heartbeat that carried it (images held, GPU health); the leader commits
+	// it as a WorkerUpsert. Its id must be the stream's worker.
+	Info          *WorkerInfo `protobuf:"bytes,140,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -735,6 +739,13 @@ func (x *Heartbeat) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *Heartbeat) GetInfo() *WorkerInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
 }
 
 type WorkerMessage struct {
@@ -1286,10 +1297,11 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +
-	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\"*\n" +
+	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\"X\n" +
 	"\tHeartbeat\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\"\xb3\x01\n" +
+	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12,\n" +
+	"\x04info\x18\x8c\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\"\xb3\x01\n" +
 	"\rWorkerMessage\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.megaflow.v1.WorkerHelloH\x00R\x05hello\x121\n" +
 	"\x06events\x18\x02 \x01(\v2\x17.megaflow.v1.EventBatchH\x00R\x06events\x126\n" +
@@ -1388,23 +1400,24 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
 	7,  // 9: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
-	6,  // 10: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
-	8,  // 11: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
-	9,  // 12: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	19, // 13: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	17, // 14: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	12, // 15: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	13, // 16: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	11, // 17: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	12, // 18: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	14, // 19: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	10, // 20: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	15, // 21: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	21, // [21:22] is the sub-list for method output_type
-	20, // [20:21] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	2,  // 10: megaflow.v1.Heartbeat.info:type_name -> megaflow.v1.WorkerInfo
+	6,  // 11: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
+	8,  // 12: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
+	9,  // 13: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
+	19, // 14: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	17, // 15: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	12, // 16: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 17: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 18: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 19: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	14, // 20: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	10, // 21: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	15, // 22: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	22, // [22:23] is the sub-list for method output_type
+	21, // [21:22] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
