@@ -373,7 +373,7 @@ func (w *Worker) checkGPUs(uuids []string) error {
 		return nil
 	}
 	if err := w.cfg.GPUCheck(uuids); err != nil {
-		return fmt.Errorf("GPU check refused the start: %w", err)
+		return fmt.Errorf("GPU check refused the start (%w): %w", attempt.ErrNotRetryable, err)
 	}
 	return nil
 }

@@ -538,10 +538,14 @@ type AttemptEvent struct {
 	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Reason   string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The task's JSON result (with EXITED 0), at most 64 KiB.
-	Result        []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
-	UnixNanos     int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	OomKilled     bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
-	ContainerId   string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Result      []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	UnixNanos   int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	OomKilled   bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	ContainerId string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// A FAILED or non-zero EXITED attempt that a retry cannot fix (image not
+	// found, invalid command, refused by the GPU check): the head fails the
+	// task at once instead of spending its retries.
+	NotRetryable  bool `protobuf:"varint,140,opt,name=not_retryable,json=notRetryable,proto3" json:"not_retryable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +641,13 @@ func (x *AttemptEvent) GetContainerId() string {
 		return x.ContainerId
 	}
 	return ""
+}
+
+func (x *AttemptEvent) GetNotRetryable() bool {
+	if x != nil {
+		return x.NotRetryable
+	}
+	return false
 }
 
 // EventBatch carries events in order. seq numbers batches of one worker
@@ -1281,7 +1292,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xa2\x02\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xc8\x02\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1293,7 +1304,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"unix_nanos\x18\a \x01(\x03R\tunixNanos\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\b \x01(\bR\toomKilled\x12!\n" +
-	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\"Q\n" +
+	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12$\n" +
+	"\rnot_retryable\x18\x8c\x01 \x01(\bR\fnotRetryable\"Q\n" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +

@@ -104,6 +104,11 @@ var (
 	ErrImageNotFound = errors.New("image not found")
 	ErrConflict      = errors.New("container name already in use")
 	ErrUnavailable   = errors.New("container runtime unavailable")
+	// ErrInvalidSpec is a spec the runtime refuses whatever the retry: the
+	// command's program is not found or not executable, the working
+	// directory does not exist, the engine rejects the configuration (an
+	// HTTP 400 on start). A task failing with it is not retried.
+	ErrInvalidSpec = errors.New("invalid container spec")
 )
 
 // Execer is an optional extra of a Runtime: running a command inside a
