@@ -94,3 +94,9 @@ type FailQueuedResult struct {
 	// or given another reason meanwhile.
 	Failed uint32
 }
+
+// PoolWarmResult is the result of OpPoolWarm.
+type PoolWarmResult struct {
+	// Removed is true when a size-0 target deleted an existing one.
+	Removed bool
+}

@@ -148,3 +148,12 @@ func applyFailQueued(txn *state.Txn, cmd *wire.FailQueuedCommand) (*FailQueuedRe
 	}
 	return res, nil
 }
+
+// applyPoolWarm sets or removes a pre-warm target (state.Txn.SetPoolTarget).
+func applyPoolWarm(txn *state.Txn, cmd *wire.PoolWarmCommand) (*PoolWarmResult, error) {
+	removed, err := txn.SetPoolTarget(cmd.GetTarget(), cmd.GetUnixNanos())
+	if err != nil {
+		return nil, err
+	}
+	return &PoolWarmResult{Removed: removed}, nil
+}

@@ -1148,6 +1148,7 @@ type HeadMessage struct {
 	//	*HeadMessage_Assign
 	//	*HeadMessage_Stop
 	//	*HeadMessage_Ack
+	//	*HeadMessage_PoolTargets
 	Msg           isHeadMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1226,6 +1227,15 @@ func (x *HeadMessage) GetAck() *Ack {
 	return nil
 }
 
+func (x *HeadMessage) GetPoolTargets() *PoolTargets {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_PoolTargets); ok {
+			return x.PoolTargets
+		}
+	}
+	return nil
+}
+
 type isHeadMessage_Msg interface {
 	isHeadMessage_Msg()
 }
@@ -1246,6 +1256,12 @@ type HeadMessage_Ack struct {
 	Ack *Ack `protobuf:"bytes,4,opt,name=ack,proto3,oneof"`
 }
 
+type HeadMessage_PoolTargets struct {
+	// The pre-warm targets that match this worker, all of them; sent after
+	// the Welcome and whenever they change.
+	PoolTargets *PoolTargets `protobuf:"bytes,140,opt,name=pool_targets,json=poolTargets,proto3,oneof"`
+}
+
 func (*HeadMessage_Welcome) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Assign) isHeadMessage_Msg() {}
@@ -1253,6 +1269,53 @@ func (*HeadMessage_Assign) isHeadMessage_Msg() {}
 func (*HeadMessage_Stop) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Ack) isHeadMessage_Msg() {}
+
+func (*HeadMessage_PoolTargets) isHeadMessage_Msg() {}
+
+// PoolTargets is the full list of pre-warm targets for one worker.
+type PoolTargets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Targets       []*PoolTarget          `protobuf:"bytes,1,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolTargets) Reset() {
+	*x = PoolTargets{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolTargets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolTargets) ProtoMessage() {}
+
+func (x *PoolTargets) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolTargets.ProtoReflect.Descriptor instead.
+func (*PoolTargets) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PoolTargets) GetTargets() []*PoolTarget {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
 
 var File_megaflow_v1_worker_proto protoreflect.FileDescriptor
 
@@ -1343,13 +1406,16 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12.\n" +
 	"\x05stops\x18\x03 \x03(\v2\x18.megaflow.v1.StopAttemptR\x05stops\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xcf\x01\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x8f\x02\n" +
 	"\vHeadMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.megaflow.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\x06assign\x18\x02 \x01(\v2\x17.megaflow.v1.AssignmentH\x00R\x06assign\x12.\n" +
 	"\x04stop\x18\x03 \x01(\v2\x18.megaflow.v1.StopAttemptH\x00R\x04stop\x12$\n" +
-	"\x03ack\x18\x04 \x01(\v2\x10.megaflow.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg*v\n" +
+	"\x03ack\x18\x04 \x01(\v2\x10.megaflow.v1.AckH\x00R\x03ack\x12>\n" +
+	"\fpool_targets\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PoolTargetsH\x00R\vpoolTargetsB\x05\n" +
+	"\x03msg\"@\n" +
+	"\vPoolTargets\x121\n" +
+	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets*v\n" +
 	"\fWorkerStatus\x12\x1d\n" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n" +
@@ -1378,7 +1444,7 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_megaflow_v1_worker_proto_goTypes = []any{
 	(WorkerStatus)(0),      // 0: megaflow.v1.WorkerStatus
 	(AttemptEventKind)(0),  // 1: megaflow.v1.AttemptEventKind
@@ -1396,18 +1462,20 @@ var file_megaflow_v1_worker_proto_goTypes = []any{
 	(*Welcome)(nil),        // 13: megaflow.v1.Welcome
 	(*Ack)(nil),            // 14: megaflow.v1.Ack
 	(*HeadMessage)(nil),    // 15: megaflow.v1.HeadMessage
-	nil,                    // 16: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                    // 17: megaflow.v1.Assignment.EnvEntry
-	(*Resources)(nil),      // 18: megaflow.v1.Resources
-	(*TaskSpec)(nil),       // 19: megaflow.v1.TaskSpec
+	(*PoolTargets)(nil),    // 16: megaflow.v1.PoolTargets
+	nil,                    // 17: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                    // 18: megaflow.v1.Assignment.EnvEntry
+	(*Resources)(nil),      // 19: megaflow.v1.Resources
+	(*TaskSpec)(nil),       // 20: megaflow.v1.TaskSpec
+	(*PoolTarget)(nil),     // 21: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	18, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
-	16, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
+	19, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	17, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	18, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	19, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
@@ -1416,20 +1484,22 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	6,  // 11: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
 	8,  // 12: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
 	9,  // 13: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	19, // 14: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	17, // 15: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	20, // 14: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	18, // 15: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
 	12, // 16: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
 	13, // 17: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
 	11, // 18: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
 	12, // 19: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
 	14, // 20: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	10, // 21: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	15, // 22: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	22, // [22:23] is the sub-list for method output_type
-	21, // [21:22] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	16, // 21: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	21, // 22: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	10, // 23: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	15, // 24: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	24, // [24:25] is the sub-list for method output_type
+	23, // [23:24] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1448,6 +1518,7 @@ func file_megaflow_v1_worker_proto_init() {
 		(*HeadMessage_Assign)(nil),
 		(*HeadMessage_Stop)(nil),
 		(*HeadMessage_Ack)(nil),
+		(*HeadMessage_PoolTargets)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1455,7 +1526,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
