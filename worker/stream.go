@@ -311,6 +311,8 @@ func (w *Worker) handleHeadMessage(ctx context.Context, m *wire.HeadMessage) {
 		for _, f := range w.outbox.ack(msg.Ack.GetSeq()) {
 			f()
 		}
+	case *wire.HeadMessage_PoolTargets:
+		w.setPoolTargets(ctx, msg.PoolTargets.GetTargets())
 	case *wire.HeadMessage_Welcome:
 		w.log.Debug("second Welcome on a stream", "leader_id", msg.Welcome.GetLeaderId(), "term", msg.Welcome.GetTerm())
 	default:
