@@ -79,6 +79,9 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			Images: w.Info.GetImages(), Runtime: w.Info.GetRuntime(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
 		}
 		for _, d := range w.Info.GetGpus() {
+			if d.GetUnhealthy() != "" {
+				continue // no new work until it is healthy again
+			}
 			sw.GPUs = append(sw.GPUs, scheduler.GPU{UUID: d.GetUuid(), Model: d.GetModel(), MemoryBytes: d.GetMemoryBytes(),
 				InUse: w.GPUHolder(d.GetUuid()) != "", NVLinkPeers: d.GetNvlinkPeers()})
 		}

@@ -174,6 +174,14 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		if err != nil {
 			return err
 		}
+		if gh := m.GetGpuHealth(); gh != nil {
+			// Unhealthy GPUs: marked in the table, their attempts lost.
+			cmd := &wire.GpuHealthCommand{WorkerId: sess.workerID, Unhealthy: gh.GetUnhealthy(), UnixNanos: time.Now().UnixNano()}
+			if _, _, err := s.h.apply(ctx, fsm.OpGpuHealth, cmd); err != nil {
+				return errs.ToStatus(err)
+			}
+			continue
+		}
 		if info := m.GetHeartbeat().GetInfo(); info != nil {
 			// The worker's advertisement changed (images, GPU health).
 			if info.GetId() != sess.workerID {

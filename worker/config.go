@@ -61,6 +61,12 @@ type Config struct {
 	// devices exist, are healthy and run no foreign compute process). An
 	// error refuses the start: the attempt ends FAILED with its message.
 	GPUCheck func(uuids []string) error
+	// GPUHealth, when set, delivers the health changes of the worker's GPUs
+	// (from gpu.Watcher, adapted by the caller, who owns and stops it). An
+	// unhealthy GPU is reported to the leader, which gives it no new work
+	// and retries the attempts on it elsewhere; the worker stops those
+	// attempts. nil: GPUs are assumed healthy.
+	GPUHealth <-chan GPUHealthEvent
 	// Labels are the worker's labels, matched by tasks' node selectors.
 	Labels map[string]string
 	// MaxConcurrentStarts caps the container starts in flight; further

@@ -22,6 +22,7 @@ import (
 type handle struct {
 	key  attempt.Key
 	mbox *mailbox
+	gpus []string // the GPUs the assignment pinned (nil when adopted)
 	// stopped closes once the attempt's container no longer runs (its final
 	// event is queued) or its driver ended: a newer attempt of the task may
 	// start then.

@@ -33,6 +33,9 @@ const (
 type advert struct {
 	images []string
 	dirty  bool // changed since the leader last got it
+
+	unhealthy   map[string]string // GPU UUID -> why it is unhealthy
+	healthDirty bool              // unhealthy changed since the leader last got it
 }
 
 // currentInfo returns a copy of the worker's info with the images
@@ -42,6 +45,9 @@ func (w *Worker) currentInfo() *wire.WorkerInfo {
 	w.advMu.Lock()
 	defer w.advMu.Unlock()
 	info.Images = slices.Clone(w.adv.images)
+	for _, d := range info.Gpus {
+		d.Unhealthy = w.adv.unhealthy[d.GetUuid()]
+	}
 	return info
 }
 

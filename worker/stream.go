@@ -231,13 +231,27 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 		}
 		return nil
 	}
+	sendHealth := func(all bool) error {
+		if r := w.takeGPUHealth(all); r != nil {
+			return send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_GpuHealth{GpuHealth: r}})
+		}
+		return nil
+	}
 	flush := func() error {
+		// A GPU health change goes before the events it caused (the stops
+		// of the attempts on an unhealthy GPU).
+		if err := sendHealth(false); err != nil {
+			return err
+		}
 		for b := w.outbox.cut(); b != nil; b = w.outbox.cut() {
 			if err := send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Events{Events: b}}); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	if err := sendHealth(true); err != nil {
+		return true, err
 	}
 	for _, b := range w.outbox.unackedMessages() {
 		if err := send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Events{Events: b}}); err != nil {
@@ -278,6 +292,10 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 				continue
 			}
 			if err := flush(); err != nil {
+				return true, err
+			}
+		case <-w.gpuPoke:
+			if err := sendHealth(false); err != nil {
 				return true, err
 			}
 		case <-lingerC:

@@ -36,6 +36,7 @@ type Worker struct {
 	advMu     sync.Mutex
 	adv       advert        // images advertised (images.go)
 	imagePoke chan struct{} // a new image started: refresh the list
+	gpuPoke   chan struct{} // the unhealthy GPUs changed: report them
 
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
@@ -104,6 +105,7 @@ func New(cfg Config) (*Worker, error) {
 		runDone:  make(chan struct{}),
 
 		imagePoke: make(chan struct{}, 1),
+		gpuPoke:   make(chan struct{}, 1),
 	}
 	if w.cfg.ImageRefreshInterval <= 0 {
 		w.cfg.ImageRefreshInterval = DefaultImageRefreshInterval
@@ -242,6 +244,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
+	}
+	if w.cfg.GPUHealth != nil {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.gpuHealthLoop(ctx, w.cfg.GPUHealth)
+		}()
 	}
 	if !w.adoptExisting(ctx) {
 		return nil
@@ -395,6 +404,7 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 // w.mu is held.
 func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, first attempt.Event, a *wire.Assignment, preds []*handle) {
 	h := newHandle(cfg.Key)
+	h.gpus = a.GetGpuUuids()
 	w.attempts[cfg.Key] = h
 	d := newDriver(ctx, w, h, attempt.New(cfg), a, preds)
 	// The first event is applied here, so that the handle shows the

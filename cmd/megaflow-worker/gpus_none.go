@@ -2,7 +2,12 @@
 
 package main
 
-import "github.com/megaflow/megaflow/internal/wire"
+import (
+	"log/slog"
+
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/worker"
+)
 
 // discoverGPUs reports that this binary was built without cgo, which
 // go-nvml needs: a GPU worker is built with CGO_ENABLED=1 (make build does
@@ -13,3 +18,8 @@ func discoverGPUs() ([]*wire.GpuDevice, string) {
 
 // gpuCheck is never called: without NVML the worker offers no GPUs.
 func gpuCheck([]string) error { return nil }
+
+// watchGPUs is never called: without NVML the worker offers no GPUs.
+func watchGPUs([]*wire.GpuDevice, *slog.Logger) (<-chan worker.GPUHealthEvent, func()) {
+	return nil, func() {}
+}

@@ -249,7 +249,10 @@ type GpuDevice struct {
 	MemoryBytes int64 `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	// UUIDs of the devices joined to this one by NVLink (directly or through
 	// an NVSwitch).
-	NvlinkPeers   []string `protobuf:"bytes,4,rep,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
+	NvlinkPeers []string `protobuf:"bytes,4,rep,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
+	// Why the device is unhealthy (an XID critical error, disappeared); empty
+	// while healthy. An unhealthy device gets no new work.
+	Unhealthy     string `protobuf:"bytes,140,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +313,13 @@ func (x *GpuDevice) GetNvlinkPeers() []string {
 		return x.NvlinkPeers
 	}
 	return nil
+}
+
+func (x *GpuDevice) GetUnhealthy() string {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return ""
 }
 
 // Worker is a worker's row in the table.
@@ -766,6 +776,7 @@ type WorkerMessage struct {
 	//	*WorkerMessage_Hello
 	//	*WorkerMessage_Events
 	//	*WorkerMessage_Heartbeat
+	//	*WorkerMessage_GpuHealth
 	Msg           isWorkerMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -835,6 +846,15 @@ func (x *WorkerMessage) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *WorkerMessage) GetGpuHealth() *GpuHealthReport {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkerMessage_GpuHealth); ok {
+			return x.GpuHealth
+		}
+	}
+	return nil
+}
+
 type isWorkerMessage_Msg interface {
 	isWorkerMessage_Msg()
 }
@@ -851,11 +871,19 @@ type WorkerMessage_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type WorkerMessage_GpuHealth struct {
+	// The worker's unhealthy GPUs, all of them; sent when they change and
+	// after each Welcome. The leader commits it as a GpuHealthCommand.
+	GpuHealth *GpuHealthReport `protobuf:"bytes,140,opt,name=gpu_health,json=gpuHealth,proto3,oneof"`
+}
+
 func (*WorkerMessage_Hello) isWorkerMessage_Msg() {}
 
 func (*WorkerMessage_Events) isWorkerMessage_Msg() {}
 
 func (*WorkerMessage_Heartbeat) isWorkerMessage_Msg() {}
+
+func (*WorkerMessage_GpuHealth) isWorkerMessage_Msg() {}
 
 // Assignment tells a worker to run one attempt of a task.
 type Assignment struct {
@@ -1317,6 +1345,52 @@ func (x *PoolTargets) GetTargets() []*PoolTarget {
 	return nil
 }
 
+// GpuHealthReport is the complete set of a worker's unhealthy GPUs.
+type GpuHealthReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UUID -> why it is unhealthy; a device not listed is healthy.
+	Unhealthy     map[string]string `protobuf:"bytes,1,rep,name=unhealthy,proto3" json:"unhealthy,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuHealthReport) Reset() {
+	*x = GpuHealthReport{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuHealthReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuHealthReport) ProtoMessage() {}
+
+func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuHealthReport.ProtoReflect.Descriptor instead.
+func (*GpuHealthReport) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GpuHealthReport) GetUnhealthy() map[string]string {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return nil
+}
+
 var File_megaflow_v1_worker_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_worker_proto_rawDesc = "" +
@@ -1334,12 +1408,13 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
 	"\tGpuDevice\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
 	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12!\n" +
-	"\fnvlink_peers\x18\x04 \x03(\tR\vnvlinkPeers\"\xae\x02\n" +
+	"\fnvlink_peers\x18\x04 \x03(\tR\vnvlinkPeers\x12\x1d\n" +
+	"\tunhealthy\x18\x8c\x01 \x01(\tR\tunhealthy\"\xae\x02\n" +
 	"\x06Worker\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x121\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x19.megaflow.v1.WorkerStatusR\x06status\x12\x16\n" +
@@ -1376,11 +1451,13 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12,\n" +
-	"\x04info\x18\x8c\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\"\xb3\x01\n" +
+	"\x04info\x18\x8c\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\"\xf3\x01\n" +
 	"\rWorkerMessage\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.megaflow.v1.WorkerHelloH\x00R\x05hello\x121\n" +
 	"\x06events\x18\x02 \x01(\v2\x17.megaflow.v1.EventBatchH\x00R\x06events\x126\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeat\x12>\n" +
+	"\n" +
+	"gpu_health\x18\x8c\x01 \x01(\v2\x1c.megaflow.v1.GpuHealthReportH\x00R\tgpuHealthB\x05\n" +
 	"\x03msg\"\xea\x02\n" +
 	"\n" +
 	"Assignment\x12\x17\n" +
@@ -1415,7 +1492,12 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\fpool_targets\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PoolTargetsH\x00R\vpoolTargetsB\x05\n" +
 	"\x03msg\"@\n" +
 	"\vPoolTargets\x121\n" +
-	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets*v\n" +
+	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets\"\x9a\x01\n" +
+	"\x0fGpuHealthReport\x12I\n" +
+	"\tunhealthy\x18\x01 \x03(\v2+.megaflow.v1.GpuHealthReport.UnhealthyEntryR\tunhealthy\x1a<\n" +
+	"\x0eUnhealthyEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*v\n" +
 	"\fWorkerStatus\x12\x1d\n" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n" +
@@ -1444,38 +1526,40 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_megaflow_v1_worker_proto_goTypes = []any{
-	(WorkerStatus)(0),      // 0: megaflow.v1.WorkerStatus
-	(AttemptEventKind)(0),  // 1: megaflow.v1.AttemptEventKind
-	(*WorkerInfo)(nil),     // 2: megaflow.v1.WorkerInfo
-	(*GpuDevice)(nil),      // 3: megaflow.v1.GpuDevice
-	(*Worker)(nil),         // 4: megaflow.v1.Worker
-	(*RunningAttempt)(nil), // 5: megaflow.v1.RunningAttempt
-	(*WorkerHello)(nil),    // 6: megaflow.v1.WorkerHello
-	(*AttemptEvent)(nil),   // 7: megaflow.v1.AttemptEvent
-	(*EventBatch)(nil),     // 8: megaflow.v1.EventBatch
-	(*Heartbeat)(nil),      // 9: megaflow.v1.Heartbeat
-	(*WorkerMessage)(nil),  // 10: megaflow.v1.WorkerMessage
-	(*Assignment)(nil),     // 11: megaflow.v1.Assignment
-	(*StopAttempt)(nil),    // 12: megaflow.v1.StopAttempt
-	(*Welcome)(nil),        // 13: megaflow.v1.Welcome
-	(*Ack)(nil),            // 14: megaflow.v1.Ack
-	(*HeadMessage)(nil),    // 15: megaflow.v1.HeadMessage
-	(*PoolTargets)(nil),    // 16: megaflow.v1.PoolTargets
-	nil,                    // 17: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                    // 18: megaflow.v1.Assignment.EnvEntry
-	(*Resources)(nil),      // 19: megaflow.v1.Resources
-	(*TaskSpec)(nil),       // 20: megaflow.v1.TaskSpec
-	(*PoolTarget)(nil),     // 21: megaflow.v1.PoolTarget
+	(WorkerStatus)(0),       // 0: megaflow.v1.WorkerStatus
+	(AttemptEventKind)(0),   // 1: megaflow.v1.AttemptEventKind
+	(*WorkerInfo)(nil),      // 2: megaflow.v1.WorkerInfo
+	(*GpuDevice)(nil),       // 3: megaflow.v1.GpuDevice
+	(*Worker)(nil),          // 4: megaflow.v1.Worker
+	(*RunningAttempt)(nil),  // 5: megaflow.v1.RunningAttempt
+	(*WorkerHello)(nil),     // 6: megaflow.v1.WorkerHello
+	(*AttemptEvent)(nil),    // 7: megaflow.v1.AttemptEvent
+	(*EventBatch)(nil),      // 8: megaflow.v1.EventBatch
+	(*Heartbeat)(nil),       // 9: megaflow.v1.Heartbeat
+	(*WorkerMessage)(nil),   // 10: megaflow.v1.WorkerMessage
+	(*Assignment)(nil),      // 11: megaflow.v1.Assignment
+	(*StopAttempt)(nil),     // 12: megaflow.v1.StopAttempt
+	(*Welcome)(nil),         // 13: megaflow.v1.Welcome
+	(*Ack)(nil),             // 14: megaflow.v1.Ack
+	(*HeadMessage)(nil),     // 15: megaflow.v1.HeadMessage
+	(*PoolTargets)(nil),     // 16: megaflow.v1.PoolTargets
+	(*GpuHealthReport)(nil), // 17: megaflow.v1.GpuHealthReport
+	nil,                     // 18: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                     // 19: megaflow.v1.Assignment.EnvEntry
+	nil,                     // 20: megaflow.v1.GpuHealthReport.UnhealthyEntry
+	(*Resources)(nil),       // 21: megaflow.v1.Resources
+	(*TaskSpec)(nil),        // 22: megaflow.v1.TaskSpec
+	(*PoolTarget)(nil),      // 23: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	19, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
-	17, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
+	21, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	18, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	19, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	21, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
@@ -1484,22 +1568,24 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	6,  // 11: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
 	8,  // 12: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
 	9,  // 13: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	20, // 14: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	18, // 15: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	12, // 16: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	13, // 17: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	11, // 18: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	12, // 19: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	14, // 20: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	16, // 21: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
-	21, // 22: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
-	10, // 23: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	15, // 24: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	24, // [24:25] is the sub-list for method output_type
-	23, // [23:24] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	17, // 14: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
+	22, // 15: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	19, // 16: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	12, // 17: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 18: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 19: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 20: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	14, // 21: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	16, // 22: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	23, // 23: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	20, // 24: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 25: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	15, // 26: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	26, // [26:27] is the sub-list for method output_type
+	25, // [25:26] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1512,6 +1598,7 @@ func file_megaflow_v1_worker_proto_init() {
 		(*WorkerMessage_Hello)(nil),
 		(*WorkerMessage_Events)(nil),
 		(*WorkerMessage_Heartbeat)(nil),
+		(*WorkerMessage_GpuHealth)(nil),
 	}
 	file_megaflow_v1_worker_proto_msgTypes[13].OneofWrappers = []any{
 		(*HeadMessage_Welcome)(nil),
@@ -1526,7 +1613,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
