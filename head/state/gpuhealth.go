@@ -87,4 +87,3 @@ func (w *Worker) UnhealthyGPUs() map[string]string {
 	}
 	return out
 }
-
