@@ -2,6 +2,10 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -142,4 +146,13 @@ func (w *Worker) imageLoop(ctx context.Context, lister contract.ImageLister, fir
 		}
 		refresh()
 	}
+}
+
+// newInstance names this worker process: "host pid N #random", so that the
+// head can tell two processes announcing one worker id apart.
+func newInstance() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s pid %d #%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }

@@ -63,6 +63,10 @@ func (w *Worker) runStream(ctx context.Context) {
 				break
 			}
 			lastErr = err
+			if errs.ClassOf(err) == errs.AlreadyExists {
+				// Another worker process uses this id: say so loudly, every round.
+				w.log.Error("the leader refused this worker", "head", addr, "err", err)
+			}
 			var e *errs.Error
 			if errors.As(err, &e) && e.Class == errs.NotLeader && e.LeaderAddr != "" && e.LeaderAddr != addr && redirects < maxRedirects {
 				w.log.Debug("following NOT_LEADER redirect", "head", addr, "leader", e.LeaderAddr)

@@ -124,6 +124,7 @@ func New(cfg Config) (*Worker, error) {
 		Runtime:             cfg.Runtime.Name(),
 		MaxConcurrentStarts: int32(cfg.MaxConcurrentStarts),
 		Gpus:                cfg.GPUs,
+		Instance:            newInstance(),
 	}
 	if len(cfg.GPUs) > 0 {
 		w.info.Capacity.Gpus = int32(len(cfg.GPUs))
@@ -138,6 +139,9 @@ func New(cfg Config) (*Worker, error) {
 	w.gossip = g
 	return w, nil
 }
+
+// Instance returns this worker process's WorkerInfo.instance.
+func (w *Worker) Instance() string { return w.info.GetInstance() }
 
 // ID returns the worker's node id.
 func (w *Worker) ID() string { return w.cfg.NodeID }

@@ -148,7 +148,11 @@ type WorkerInfo struct {
 	// gRPC address of the worker (logs), if any.
 	Addr string `protobuf:"bytes,7,opt,name=addr,proto3" json:"addr,omitempty"`
 	// The worker's healthy GPUs, found through NVML; scheduled by UUID.
-	Gpus          []*GpuDevice `protobuf:"bytes,8,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	Gpus []*GpuDevice `protobuf:"bytes,8,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	// Which worker process this is ("host pid N #random"), new at each start:
+	// two processes announcing one id at once are told apart, and the second
+	// is refused.
+	Instance      string `protobuf:"bytes,140,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,6 +241,13 @@ func (x *WorkerInfo) GetGpus() []*GpuDevice {
 		return x.Gpus
 	}
 	return nil
+}
+
+func (x *WorkerInfo) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
 }
 
 // GpuDevice is one GPU a worker offers.
@@ -1395,7 +1406,7 @@ var File_megaflow_v1_worker_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xee\x02\n" +
+	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\x8b\x03\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
@@ -1405,7 +1416,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x06images\x18\x05 \x03(\tR\x06images\x122\n" +
 	"\x15max_concurrent_starts\x18\x06 \x01(\x05R\x13maxConcurrentStarts\x12\x12\n" +
 	"\x04addr\x18\a \x01(\tR\x04addr\x12*\n" +
-	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x1a9\n" +
+	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x12\x1b\n" +
+	"\binstance\x18\x8c\x01 \x01(\tR\binstance\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
