@@ -76,9 +76,12 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 		}
 		sw := scheduler.Worker{
 			ID: w.ID(), Capacity: w.Capacity(), Allocated: w.Allocated, Labels: w.Info.GetLabels(),
-			Images: w.Info.GetImages(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
+			Images: w.Info.GetImages(), Runtime: w.Info.GetRuntime(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
 		}
 		for _, d := range w.Info.GetGpus() {
+			if d.GetUnhealthy() != "" {
+				continue // no new work until it is healthy again
+			}
 			sw.GPUs = append(sw.GPUs, scheduler.GPU{UUID: d.GetUuid(), Model: d.GetModel(), MemoryBytes: d.GetMemoryBytes(),
 				InUse: w.GPUHolder(d.GetUuid()) != "", NVLinkPeers: d.GetNvlinkPeers()})
 		}
@@ -106,6 +109,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			ID: t.ID, Tenant: t.Tenant, Queue: t.Queue(), Priority: t.Priority, QueueSeq: t.QueueSeq,
 			Resources: state.ResourcesOf(res), GPUModel: res.GetGpuModel(), GPUMemoryBytes: res.GetGpuMemoryBytes(),
 			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(), Session: t.Spec.GetSession(),
+			Runtime: t.Spec.GetRuntime(),
 		})
 	}
 	if len(in.Tasks) == 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
@@ -28,8 +29,40 @@ var _ wire.WorkerServiceServer = (*workerService)(nil)
 // session is a worker's live stream on this leader.
 type session struct {
 	workerID string
+	instance string       // WorkerInfo.instance of the worker process
+	lastSeen atomic.Int64 // unix nanos of the last message received
 	send     chan *wire.HeadMessage
 	done     chan struct{}
+}
+
+// duplicateWindow is how recently a worker's stream must have spoken for a
+// second worker process announcing the same id to be refused: a worker
+// sends a heartbeat every 2 s by default, and a restarted worker whose old
+// stream went quiet longer ago takes its id over.
+const duplicateWindow = 10 * time.Second
+
+// liveStream returns the worker's live stream, if any.
+func (ss *sessions) liveStream(id string) *session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.live[id]
+}
+
+// duplicateOf returns an error when another worker process that spoke
+// within duplicateWindow holds worker info.Id's stream: two workers were
+// given one id, which would confuse the table. Nil otherwise.
+func (ss *sessions) duplicateOf(info *wire.WorkerInfo, now time.Time) error {
+	old := ss.liveStream(info.GetId())
+	if old == nil || old.instance == "" || info.GetInstance() == "" || old.instance == info.GetInstance() {
+		return nil
+	}
+	ago := now.Sub(time.Unix(0, old.lastSeen.Load()))
+	if ago > duplicateWindow {
+		return nil
+	}
+	return errs.New(errs.AlreadyExists, "worker id %q is in use by another worker process (%s, heard from %v ago); this one is %s: "+
+		"give each worker a unique --node-id (a restarted worker is let in once its old stream has been quiet for %v)",
+		info.GetId(), old.instance, ago.Round(time.Millisecond), info.GetInstance(), duplicateWindow)
 }
 
 // sessions tracks the live worker streams of this leader, and when each
@@ -108,10 +141,15 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	ctx := stream.Context()
 	info := hello.Info
 	log := h.logger.With("worker", info.Id)
+	if err := h.sessions.duplicateOf(info, time.Now()); err != nil {
+		log.Warn("refusing a second worker process with the same id", "err", err)
+		return errs.ToStatus(err)
+	}
 	if _, _, err := h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: time.Now().UnixNano()}); err != nil {
 		return errs.ToStatus(err)
 	}
-	sess := &session{workerID: info.Id, send: make(chan *wire.HeadMessage, 256), done: make(chan struct{})}
+	sess := &session{workerID: info.Id, instance: info.GetInstance(), send: make(chan *wire.HeadMessage, 256), done: make(chan struct{})}
+	sess.lastSeen.Store(time.Now().UnixNano())
 	if old := h.sessions.attach(sess); old != nil {
 		close(old.done)
 	}
@@ -134,10 +172,17 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	go func() { recvErr <- s.recvLoop(ctx, sess, stream) }()
 
 	lost := h.leaderLost()
+	var pools *wire.PoolTargets // the pre-warm targets last sent
 	for {
 		changed := h.fsm.Changed()
 		if err := h.pushAssignments(stream, info.Id, sent); err != nil {
 			return err
+		}
+		if m := poolTargetsMessage(h.fsm.View(), info.Id, pools); m != nil {
+			if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_PoolTargets{PoolTargets: m}}); err != nil {
+				return err
+			}
+			pools = m
 		}
 		select {
 		case <-changed:
@@ -166,6 +211,24 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		m, err := stream.Recv()
 		if err != nil {
 			return err
+		}
+		sess.lastSeen.Store(time.Now().UnixNano())
+		if gh := m.GetGpuHealth(); gh != nil {
+			// Unhealthy GPUs: marked in the table, their attempts lost.
+			cmd := &wire.GpuHealthCommand{WorkerId: sess.workerID, Unhealthy: gh.GetUnhealthy(), UnixNanos: time.Now().UnixNano()}
+			if _, _, err := s.h.apply(ctx, fsm.OpGpuHealth, cmd); err != nil {
+				return errs.ToStatus(err)
+			}
+			continue
+		}
+		if info := m.GetHeartbeat().GetInfo(); info != nil {
+			// The worker's advertisement changed (images, GPU health).
+			if info.GetId() != sess.workerID {
+				return errs.ToStatus(errs.New(errs.InvalidArgument, "worker stream of %s: heartbeat carries the info of worker %q; a stream speaks for its own worker only", sess.workerID, info.GetId()))
+			}
+			if _, _, err := s.h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: time.Now().UnixNano()}); err != nil {
+				return errs.ToStatus(err)
+			}
 		}
 		batch := m.GetEvents()
 		if batch == nil {

@@ -62,6 +62,12 @@ type Config struct {
 	// devices exist, are healthy and run no foreign compute process). An
 	// error refuses the start: the attempt ends FAILED with its message.
 	GPUCheck func(uuids []string) error
+	// GPUHealth, when set, delivers the health changes of the worker's GPUs
+	// (from gpu.Watcher, adapted by the caller, who owns and stops it). An
+	// unhealthy GPU is reported to the leader, which gives it no new work
+	// and retries the attempts on it elsewhere; the worker stops those
+	// attempts. nil: GPUs are assumed healthy.
+	GPUHealth <-chan GPUHealthEvent
 	// Labels are the worker's labels, matched by tasks' node selectors.
 	Labels map[string]string
 	// MaxConcurrentStarts caps the container starts in flight; further
@@ -112,6 +118,12 @@ type Config struct {
 	// persistent task's command is exec'd beside it. nil: DefaultPoolKeeper;
 	// an empty non-nil slice: the image's own command.
 	PoolKeeper []string
+	// ImageRefreshInterval is how often the worker re-reads the images its
+	// runtime holds to advertise them (image locality); it also re-reads
+	// them after a container of a new image started. 0: 30 s.
+	ImageRefreshInterval time.Duration
+	// MaxAdvertisedImages bounds the images advertised to the head. 0: 256.
+	MaxAdvertisedImages int
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
 	// HTTPAddr is the host:port of the HTTP listener serving /metrics,

@@ -23,6 +23,7 @@ import (
 type handle struct {
 	key  attempt.Key
 	mbox *mailbox
+	gpus []string // the GPUs the assignment pinned (nil when adopted)
 	// stopped closes once the attempt's container no longer runs (its final
 	// event is queued) or its driver ended: a newer attempt of the task may
 	// start then.
@@ -266,6 +267,9 @@ func (d *driver) start(deadline time.Time) {
 			d.w.metrics.startFailures.WithLabelValues(startFailureClass(err)).Inc()
 		}
 		d.w.metrics.startSeconds.WithLabelValues(result).Observe(time.Since(began).Seconds())
+		if err == nil {
+			d.w.imageStarted(spec.Image)
+		}
 		return attempt.StartDone{ContainerID: id, Err: err}
 	})
 }
@@ -384,7 +388,7 @@ func (w *Worker) checkGPUs(uuids []string) error {
 		return nil
 	}
 	if err := w.cfg.GPUCheck(uuids); err != nil {
-		return fmt.Errorf("GPU check refused the start: %w", err)
+		return fmt.Errorf("GPU check refused the start (%w): %w", attempt.ErrNotRetryable, err)
 	}
 	return nil
 }

@@ -128,7 +128,8 @@ type pool struct {
 	sessions map[string]*warm // session key -> bound container
 	creating map[string]bool  // names of containers being created
 	seq      uint64
-	changed  chan struct{} // closed and replaced whenever a container frees up or goes
+	targets  map[poolKey]int // pre-warm targets from the head: warm containers kept per key
+	changed  chan struct{}   // closed and replaced whenever a container frees up or goes
 	// wg counts the pool's background removals and creations; Run waits
 	// for it after the drivers ended.
 	wg sync.WaitGroup
@@ -187,7 +188,7 @@ func (p *pool) acquire(ctx context.Context, key poolKey, spec contract.Spec, ses
 			p.mu.Unlock()
 			return c, nil
 		}
-		if len(kp.all)+kp.creating < p.w.cfg.PoolMax {
+		if len(kp.all)+kp.creating < p.maxLocked(key) {
 			kp.creating++
 			p.mu.Unlock()
 			c, err := p.create(ctx, key, kp.tmpl, true)
@@ -204,7 +205,7 @@ func (p *pool) acquire(ctx context.Context, key poolKey, spec contract.Spec, ses
 		}
 		ch := p.changed
 		p.mu.Unlock()
-		if err := waitChange(ctx, ch, fmt.Sprintf("a warm container (all %d busy)", p.w.cfg.PoolMax)); err != nil {
+		if err := waitChange(ctx, ch, fmt.Sprintf("a warm container (all %d busy)", p.maxOf(key))); err != nil {
 			return nil, err
 		}
 	}
@@ -394,11 +395,11 @@ func (p *pool) tick(ctx context.Context) {
 	}
 	var wants []want
 	for key, kp := range p.keys {
-		for len(kp.all) > p.w.cfg.PoolMin && len(kp.idle) > 0 && now.Sub(kp.idle[0].lastUsed) >= idle {
+		for len(kp.all) > p.minLocked(key) && len(kp.idle) > 0 && now.Sub(kp.idle[0].lastUsed) >= idle {
 			p.w.log.Info("removing an idle warm container", "container", kp.idle[0].id, "idle_for", now.Sub(kp.idle[0].lastUsed))
 			p.dropLocked(kp.idle[0])
 		}
-		if n := p.w.cfg.PoolMin - len(kp.all) - kp.creating; n > 0 {
+		if n := p.minLocked(key) - len(kp.all) - kp.creating; n > 0 {
 			kp.creating += n
 			wants = append(wants, want{key, kp.tmpl, n})
 		}

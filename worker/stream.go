@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
@@ -64,6 +63,10 @@ func (w *Worker) runStream(ctx context.Context) {
 				break
 			}
 			lastErr = err
+			if errs.ClassOf(err) == errs.AlreadyExists {
+				// Another worker process uses this id: say so loudly, every round.
+				w.log.Error("the leader refused this worker", "head", addr, "err", err)
+			}
 			var e *errs.Error
 			if errors.As(err, &e) && e.Class == errs.NotLeader && e.LeaderAddr != "" && e.LeaderAddr != addr && redirects < maxRedirects {
 				w.log.Debug("following NOT_LEADER redirect", "head", addr, "leader", e.LeaderAddr)
@@ -145,7 +148,8 @@ func (w *Worker) headGone(addr string) bool {
 
 // hello is the WorkerHello: the worker's info and every attempt it holds.
 func (w *Worker) hello() *wire.WorkerHello {
-	h := &wire.WorkerHello{Info: proto.CloneOf(w.info)}
+	w.markInfoSent()
+	h := &wire.WorkerHello{Info: w.currentInfo()}
 	for _, a := range w.Attempts() {
 		if a.State == attempt.Done {
 			continue
@@ -231,13 +235,27 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 		}
 		return nil
 	}
+	sendHealth := func(all bool) error {
+		if r := w.takeGPUHealth(all); r != nil {
+			return send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_GpuHealth{GpuHealth: r}})
+		}
+		return nil
+	}
 	flush := func() error {
+		// A GPU health change goes before the events it caused (the stops
+		// of the attempts on an unhealthy GPU).
+		if err := sendHealth(false); err != nil {
+			return err
+		}
 		for b := w.outbox.cut(); b != nil; b = w.outbox.cut() {
 			if err := send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Events{Events: b}}); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	if err := sendHealth(true); err != nil {
+		return true, err
 	}
 	for _, b := range w.outbox.unackedMessages() {
 		if err := send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Events{Events: b}}); err != nil {
@@ -280,6 +298,10 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 			if err := flush(); err != nil {
 				return true, err
 			}
+		case <-w.gpuPoke:
+			if err := sendHealth(false); err != nil {
+				return true, err
+			}
 		case <-lingerC:
 			linger = nil
 			if err := flush(); err != nil {
@@ -289,7 +311,8 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 			if w.headGone(addr) {
 				return true, fmt.Errorf("gossip reports the leader at %s gone", addr)
 			}
-			hbMsg := &wire.WorkerMessage{Msg: &wire.WorkerMessage_Heartbeat{Heartbeat: &wire.Heartbeat{UnixNanos: w.clock.Now().UnixNano()}}}
+			hbMsg := &wire.WorkerMessage{Msg: &wire.WorkerMessage_Heartbeat{Heartbeat: &wire.Heartbeat{UnixNanos: w.clock.Now().UnixNano(),
+				Info: w.takeInfoUpdate()}}}
 			if err := send(hbMsg); err != nil {
 				return true, err
 			}
@@ -310,6 +333,8 @@ func (w *Worker) handleHeadMessage(ctx context.Context, m *wire.HeadMessage) {
 		for _, f := range w.outbox.ack(msg.Ack.GetSeq()) {
 			f()
 		}
+	case *wire.HeadMessage_PoolTargets:
+		w.setPoolTargets(ctx, msg.PoolTargets.GetTargets())
 	case *wire.HeadMessage_Welcome:
 		w.log.Debug("second Welcome on a stream", "leader_id", msg.Welcome.GetLeaderId(), "term", msg.Welcome.GetTerm())
 	default:

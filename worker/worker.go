@@ -34,9 +34,13 @@ type Worker struct {
 	info   *wire.WorkerInfo
 	pool   *pool // warm containers; nil when the runtime has no Execer
 
-	registry *obs.Registry // this worker's metrics (no global registry)
-	metrics  *workerMetrics
-	http     *obs.Server // nil when Config.HTTPAddr is empty
+	registry  *obs.Registry // this worker's metrics (no global registry)
+	metrics   *workerMetrics
+	http      *obs.Server // nil when Config.HTTPAddr is empty
+	advMu     sync.Mutex
+	adv       advert        // images advertised (images.go)
+	imagePoke chan struct{} // a new image started: refresh the list
+	gpuPoke   chan struct{} // the unhealthy GPUs changed: report them
 
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
@@ -103,6 +107,15 @@ func New(cfg Config) (*Worker, error) {
 		attempts: make(map[attempt.Key]*handle),
 		stopped:  make(chan struct{}),
 		runDone:  make(chan struct{}),
+
+		imagePoke: make(chan struct{}, 1),
+		gpuPoke:   make(chan struct{}, 1),
+	}
+	if w.cfg.ImageRefreshInterval <= 0 {
+		w.cfg.ImageRefreshInterval = DefaultImageRefreshInterval
+	}
+	if w.cfg.MaxAdvertisedImages <= 0 {
+		w.cfg.MaxAdvertisedImages = DefaultMaxAdvertisedImages
 	}
 	w.info = &wire.WorkerInfo{
 		Id: cfg.NodeID,
@@ -115,6 +128,7 @@ func New(cfg Config) (*Worker, error) {
 		Runtime:             cfg.Runtime.Name(),
 		MaxConcurrentStarts: int32(cfg.MaxConcurrentStarts),
 		Gpus:                cfg.GPUs,
+		Instance:            newInstance(),
 	}
 	if len(cfg.GPUs) > 0 {
 		w.info.Capacity.Gpus = int32(len(cfg.GPUs))
@@ -149,6 +163,9 @@ func New(cfg Config) (*Worker, error) {
 	w.gossip = g
 	return w, nil
 }
+
+// Instance returns this worker process's WorkerInfo.instance.
+func (w *Worker) Instance() string { return w.info.GetInstance() }
 
 // ID returns the worker's node id.
 func (w *Worker) ID() string { return w.cfg.NodeID }
@@ -252,6 +269,26 @@ func (w *Worker) Run(ctx context.Context) error {
 		"cpu_millis", w.cfg.Capacity.CPUMillis, "memory_bytes", w.cfg.Capacity.MemoryBytes,
 		"gpus", w.cfg.Capacity.GPUs, "max_concurrent_starts", w.cfg.MaxConcurrentStarts, "http", w.HTTPAddr())
 
+	if lister, ok := w.rt.(contract.ImageLister); ok {
+		first := make(chan struct{})
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.imageLoop(ctx, lister, first)
+		}()
+		select { // the first Hello carries the images where the engine answers quickly
+		case <-first:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	if w.cfg.GPUHealth != nil {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.gpuHealthLoop(ctx, w.cfg.GPUHealth)
+		}()
+	}
 	if !w.adoptExisting(ctx) {
 		return nil
 	}
@@ -410,6 +447,7 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 // w.mu is held.
 func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, first attempt.Event, a *wire.Assignment, preds []*handle) {
 	h := newHandle(cfg.Key)
+	h.gpus = a.GetGpuUuids()
 	w.attempts[cfg.Key] = h
 	d := newDriver(ctx, w, h, attempt.New(cfg), a, preds)
 	// The first event is applied here, so that the handle shows the

@@ -3,9 +3,11 @@
 package main
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
+	"log/slog"
 
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/worker"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // discoverGPUs reports that this binary was built without cgo, which
@@ -17,6 +19,11 @@ func discoverGPUs() ([]*wire.GpuDevice, string) {
 
 // gpuCheck is never called: without NVML the worker offers no GPUs.
 func gpuCheck([]string) error { return nil }
+
+// watchGPUs is never called: without NVML the worker offers no GPUs.
+func watchGPUs([]*wire.GpuDevice, *slog.Logger) (<-chan worker.GPUHealthEvent, func()) {
+	return nil, func() {}
+}
 
 // gpuCollector is never called: without NVML the worker offers no GPUs.
 func gpuCollector([]*wire.GpuDevice) prometheus.Collector { return nil }

@@ -118,6 +118,9 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 			cfg.GPUs = devs
 			cfg.Capacity.GPUs = int32(len(devs))
 			cfg.GPUCheck = gpuCheck
+			health, stopWatch := watchGPUs(devs, logger)
+			defer stopWatch()
+			cfg.GPUHealth = health
 			cfg.Collectors = append(cfg.Collectors, gpuCollector(devs))
 		} else if why != "" {
 			logger.Info("no GPUs offered", "why", why)

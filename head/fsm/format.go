@@ -23,10 +23,11 @@ import (
 //	recStaged  wire.SubmitGraphCommand (one staged chunk)
 //	recWorker  wire.Worker
 //	recQuota   wire.Quota (a tenant's quota, or the cluster limit)
+//	recPool    wire.PoolTarget (a pre-warm target)
 //	recEnd     uvarint number of records before it
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
-// id, quotas by tenant, end. A worker's GPUs in use are not written: the restore derives them
+// id, quotas by tenant, pre-warm targets by image and tenant, end. A worker's GPUs in use are not written: the restore derives them
 // from the tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
 // workers existed have no worker records and read the same. The end
@@ -42,6 +43,7 @@ const (
 	recStaged byte = 4
 	recWorker byte = 5
 	recQuota  byte = 6
+	recPool   byte = 15 // the scheduling branch's number, clear of the others'
 	recEnd    byte = 0xff
 )
 
@@ -109,6 +111,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for _, p := range v.PoolTargets() {
+			if !add(p) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -139,6 +146,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recWorker, r.ToWire())
 			case *state.Quota:
 				buf, err = appendMessage(buf, recQuota, r.ToWire())
+			case *wire.PoolTarget:
+				buf, err = appendMessage(buf, recPool, r)
 			}
 			if err != nil {
 				return encoded{}, err
@@ -264,6 +273,8 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				err = r.Worker(x)
 			case *state.Quota:
 				err = r.Quota(x)
+			case *wire.PoolTarget:
+				err = r.PoolTarget(x)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -364,6 +375,12 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}
 			rows = append(rows, row)
+		case recPool:
+			w := &wire.PoolTarget{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: pool target: %w", n, err)
+			}
+			rows = append(rows, w)
 		case recEnd:
 			want, k := binary.Uvarint(buf)
 			if k <= 0 {

@@ -161,6 +161,14 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		cmd := &wire.FailQueuedCommand{}
 		decode(op, index, payload, cmd)
 		res, err = applyFailQueued(txn, cmd)
+	case OpPoolWarm:
+		cmd := &wire.PoolWarmCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyPoolWarm(txn, cmd)
+	case OpGpuHealth:
+		cmd := &wire.GpuHealthCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyGpuHealth(txn, cmd)
 	default:
 		if op&OpIgnorable != 0 {
 			return nil

@@ -35,6 +35,11 @@ const (
 	OpSetQuota Op = 9
 	// OpFailQueued carries a wire.FailQueuedCommand.
 	OpFailQueued Op = 10
+	// OpPoolWarm carries a wire.PoolWarmCommand (ops 15-17 are the
+	// scheduling branch's range).
+	OpPoolWarm Op = 15
+	// OpGpuHealth carries a wire.GpuHealthCommand.
+	OpGpuHealth Op = 16
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -51,6 +56,8 @@ var opNames = map[Op]string{
 	OpAttemptsLost: "AttemptsLost",
 	OpSetQuota:     "SetQuota",
 	OpFailQueued:   "FailQueued",
+	OpPoolWarm:     "PoolWarm",
+	OpGpuHealth:    "GpuHealth",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.

@@ -94,3 +94,17 @@ type FailQueuedResult struct {
 	// or given another reason meanwhile.
 	Failed uint32
 }
+
+// PoolWarmResult is the result of OpPoolWarm.
+type PoolWarmResult struct {
+	// Removed is true when a size-0 target deleted an existing one.
+	Removed bool
+}
+
+// GpuHealthResult is the result of OpGpuHealth.
+type GpuHealthResult struct {
+	// Unhealthy counts the worker's GPUs now unhealthy.
+	Unhealthy int
+	// Lost counts what losing the attempts on unhealthy GPUs did.
+	Lost state.Losses
+}

@@ -148,3 +148,28 @@ func applyFailQueued(txn *state.Txn, cmd *wire.FailQueuedCommand) (*FailQueuedRe
 	}
 	return res, nil
 }
+
+// applyPoolWarm sets or removes a pre-warm target (state.Txn.SetPoolTarget).
+func applyPoolWarm(txn *state.Txn, cmd *wire.PoolWarmCommand) (*PoolWarmResult, error) {
+	removed, err := txn.SetPoolTarget(cmd.GetTarget(), cmd.GetUnixNanos())
+	if err != nil {
+		return nil, err
+	}
+	return &PoolWarmResult{Removed: removed}, nil
+}
+
+// applyGpuHealth records a worker's unhealthy GPUs and loses the attempts
+// holding them (state.Txn.SetGPUHealth). An unknown worker changes nothing.
+func applyGpuHealth(txn *state.Txn, cmd *wire.GpuHealthCommand) (*GpuHealthResult, error) {
+	if cmd.GetWorkerId() == "" {
+		return nil, errs.New(errs.InvalidArgument, "gpu health: no worker id")
+	}
+	n, lost, err := txn.SetGPUHealth(cmd.GetWorkerId(), cmd.GetUnhealthy(), cmd.GetUnixNanos())
+	if errs.ClassOf(err) == errs.NotFound {
+		return &GpuHealthResult{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &GpuHealthResult{Unhealthy: n, Lost: lost}, nil
+}

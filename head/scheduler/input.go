@@ -53,6 +53,10 @@ type Worker struct {
 	Labels map[string]string
 	// Images are the container images the worker holds locally.
 	Images []string
+	// Runtime is the worker's container runtime ("docker", "process",
+	// "fake"); "" for unknown. A task whose Runtime is set goes only to
+	// workers with that runtime.
+	Runtime string
 	// GPUs are every GPU device of the worker, free or in use. They are the
 	// only source of GPUs: a worker without devices here runs no GPU task,
 	// whatever Capacity.GPUs says.
@@ -107,6 +111,11 @@ type Task struct {
 	NodeSelector map[string]string
 	// Image is the task's container image; workers holding it are preferred.
 	Image string
+	// Runtime, if set, is the only worker runtime the task may run on
+	// ("docker": the image's isolation is required, so never a process
+	// worker; "process"). It is matched like a node selector on the label
+	// RuntimeLabel, and reasons name it so.
+	Runtime string
 	// QueuedSinceUnixNanos is when the task entered QUEUED, in nanoseconds
 	// since the Unix epoch. Place does not read it; it is carried for the
 	// leader's reports, and for aging should a policy want it.
@@ -125,6 +134,11 @@ type Task struct {
 	// pins nothing: the task is placed like any other.
 	PinnedWorker string
 }
+
+// RuntimeLabel is the pseudo label under which Place matches Task.Runtime
+// against Worker.Runtime. Worker labels given under this key are replaced
+// by the worker's runtime.
+const RuntimeLabel = "megaflow.io/runtime"
 
 // Quota is a limit and the current usage it is checked against: a tenant's,
 // or the cluster's. Zero limits are no limit.

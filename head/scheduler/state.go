@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	stdmaps "maps"
 	"math/bits"
 	"slices"
 	"strings"
@@ -83,6 +84,13 @@ func newWorkers(in []Worker, seed uint64) []*worker {
 			labels: w.Labels, starts: w.StartsInFlight, maxSt: w.MaxConcurrentStarts,
 			heapIdx: -1,
 		}
+		if w.Runtime != "" {
+			s.labels = stdmaps.Clone(w.Labels)
+			if s.labels == nil {
+				s.labels = map[string]string{}
+			}
+			s.labels[RuntimeLabel] = w.Runtime
+		}
 		if len(w.Images) > 0 {
 			s.images = make(map[string]bool, len(w.Images))
 			for _, im := range w.Images {
@@ -119,12 +127,20 @@ func newTasks(in []Task, pol Policy) []ptask {
 			// GPU model and memory mean nothing without GPUs.
 			p.gpus, p.model, p.gpuMem = 0, "", 0
 		}
+		sel := t.NodeSelector
+		if t.Runtime != "" {
+			sel = stdmaps.Clone(sel)
+			if sel == nil {
+				sel = map[string]string{}
+			}
+			sel[RuntimeLabel] = t.Runtime
+		}
 		var sk strings.Builder
-		for _, k := range sortedKeys(t.NodeSelector) {
-			p.sel = append(p.sel, kv{k, t.NodeSelector[k]})
+		for _, k := range sortedKeys(sel) {
+			p.sel = append(p.sel, kv{k, sel[k]})
 			sk.WriteString(k)
 			sk.WriteByte(0)
-			sk.WriteString(t.NodeSelector[k])
+			sk.WriteString(sel[k])
 			sk.WriteByte(0)
 		}
 		p.fit = fitKey{cpu: p.cpu, mem: p.mem, gpus: p.gpus, gpuMem: p.gpuMem, model: p.model, sel: sk.String()}

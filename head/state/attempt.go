@@ -88,7 +88,7 @@ func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 		cur = t.started(cur, unixNanos)
 		if ev.GetExitCode() != 0 {
 			end.state, end.reason = failed, exitReason(ev)
-			t.failOrRetry(cur, failed, end, unixNanos)
+			t.failOrRetryUnless(cur, ev.GetNotRetryable(), end, unixNanos)
 			break
 		}
 		if n := len(ev.GetResult()); n > MaxResultBytes {
@@ -100,7 +100,7 @@ func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 		t.endAttempt(cur, succeeded, "", end, unixNanos, func(n *Task) { n.Result = ev.GetResult() })
 	case evFailed:
 		end.state, end.reason = failed, failReason(ev)
-		t.failOrRetry(cur, failed, end, unixNanos)
+		t.failOrRetryUnless(cur, ev.GetNotRetryable(), end, unixNanos)
 	case evTimedOut:
 		cur = t.started(cur, unixNanos)
 		end.state, end.reason = timedOut, ev.GetReason()
@@ -257,6 +257,20 @@ func (t *Txn) failOrRetry(cur *Task, final wire.TaskState, end attemptEnd, nanos
 		return
 	}
 	t.endAttempt(cur, final, end.reason, end, nanos, nil)
+}
+
+// failOrRetryUnless is failOrRetry to FAILED, except that an attempt the
+// worker marked not retryable fails the task at once, its retries unspent,
+// with the reason saying so.
+func (t *Txn) failOrRetryUnless(cur *Task, notRetryable bool, end attemptEnd, nanos int64) {
+	if notRetryable {
+		if cur.RetriesUsed < uint32(max(cur.Spec.GetMaxRetries(), 0)) {
+			end.reason += " (not retried: a retry cannot fix this)"
+		}
+		t.endAttempt(cur, failed, end.reason, end, nanos, nil)
+		return
+	}
+	t.failOrRetry(cur, failed, end, nanos)
 }
 
 // started moves an ASSIGNED task to RUNNING before an event that shows its

@@ -59,6 +59,9 @@ func (t *Txn) Place(p *wire.PlannedAttempt, leaderTerm uint64, unixNanos int64) 
 					return nil, errs.New(errs.FailedPrecondition, "task %q: GPU %q named twice", id, u)
 				}
 			}
+			if r := w.UnhealthyGPUs()[u]; r != "" {
+				return nil, errs.New(errs.FailedPrecondition, "worker %q: GPU %q is unhealthy (%s)", wid, u, r)
+			}
 			if h := w.GPUHolder(u); h != "" {
 				return nil, errs.New(errs.FailedPrecondition, "worker %q: GPU %q is held by task %q", wid, u, h)
 			}

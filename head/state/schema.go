@@ -12,6 +12,7 @@ const (
 	tableMeta    = "meta"
 	tableWorkers = "workers"
 	tableQuotas  = "quotas"
+	tablePools   = "pools"
 
 	indexID     = "id"
 	indexTenant = "tenant"
@@ -126,6 +127,15 @@ func schema() *memdb.DBSchema {
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
 					object: func(o any) ([]byte, bool) { return stringKey(o.(*Quota).Tenant, 0), true },
+					args:   stringArgs,
+				}},
+			},
+		},
+		tablePools: {
+			Name: tablePools,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*PoolTarget).key(), 0), true },
 					args:   stringArgs,
 				}},
 			},

@@ -264,6 +264,8 @@ var invalidCases = []invalidCase{
 		want: `task "setup": uses_services: "model/a" is listed twice`},
 
 	// Container.
+	{name: "runtime unknown", mut: t1("setup", func(t *wire.TaskSpec) { t.Runtime = "podman" }),
+		want: `task "setup": runtime: "podman" is not a runtime; use "docker" (containers: never a process worker), "process", or leave it empty for any worker`},
 	{name: "network container mode", mut: t1("setup", func(t *wire.TaskSpec) { t.Network = "container:abc" }),
 		want: `task "setup": network: "container:abc" has ':' at byte 9; use "none" (the default), "bridge", "host"`},
 	{name: "network leading dot", mut: t1("setup", func(t *wire.TaskSpec) { t.Network = ".net" }),

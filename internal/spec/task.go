@@ -118,6 +118,11 @@ func (v *validator) checkTask(i int, t *wire.TaskSpec) error {
 	}
 
 	// container
+	switch t.Runtime {
+	case "", "docker", "process":
+	default:
+		return v.taskErr(i, "runtime", "%q is not a runtime; use \"docker\" (containers: never a process worker), \"process\", or leave it empty for any worker", t.Runtime)
+	}
 	if p := networkProblem(t.Network); p != "" {
 		return v.taskErr(i, "network", "%s", p)
 	}

@@ -769,6 +769,123 @@ func (x *SetQuotaCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// PoolWarmCommand sets (size > 0) or removes (size 0) a pre-warm target.
+type PoolWarmCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *PoolTarget            `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolWarmCommand) Reset() {
+	*x = PoolWarmCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolWarmCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolWarmCommand) ProtoMessage() {}
+
+func (x *PoolWarmCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolWarmCommand.ProtoReflect.Descriptor instead.
+func (*PoolWarmCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PoolWarmCommand) GetTarget() *PoolTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *PoolWarmCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+// GpuHealthCommand sets which GPUs of a worker are unhealthy (all others
+// become healthy) and loses the active attempts holding an unhealthy one,
+// so that they are retried on healthy devices.
+type GpuHealthCommand struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// UUID -> reason.
+	Unhealthy     map[string]string `protobuf:"bytes,2,rep,name=unhealthy,proto3" json:"unhealthy,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	UnixNanos     int64             `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuHealthCommand) Reset() {
+	*x = GpuHealthCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuHealthCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuHealthCommand) ProtoMessage() {}
+
+func (x *GpuHealthCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuHealthCommand.ProtoReflect.Descriptor instead.
+func (*GpuHealthCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GpuHealthCommand) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *GpuHealthCommand) GetUnhealthy() map[string]string {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return nil
+}
+
+func (x *GpuHealthCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
@@ -840,7 +957,19 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\x0fSetQuotaCommand\x12(\n" +
 	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x02 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"a\n" +
+	"\x0fPoolWarmCommand\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.megaflow.v1.PoolTargetR\x06target\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"\xd8\x01\n" +
+	"\x10GpuHealthCommand\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12J\n" +
+	"\tunhealthy\x18\x02 \x03(\v2,.megaflow.v1.GpuHealthCommand.UnhealthyEntryR\tunhealthy\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x1a<\n" +
+	"\x0eUnhealthyEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_command_proto_rawDescOnce sync.Once
@@ -854,7 +983,7 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_megaflow_v1_command_proto_goTypes = []any{
 	(*SubmitGraphCommand)(nil),  // 0: megaflow.v1.SubmitGraphCommand
 	(*CancelCommand)(nil),       // 1: megaflow.v1.CancelCommand
@@ -867,27 +996,33 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 	(*AttemptsLostCommand)(nil), // 8: megaflow.v1.AttemptsLostCommand
 	(*FailQueuedCommand)(nil),   // 9: megaflow.v1.FailQueuedCommand
 	(*SetQuotaCommand)(nil),     // 10: megaflow.v1.SetQuotaCommand
-	nil,                         // 11: megaflow.v1.PlanCommand.UnplacedEntry
-	(*GraphSpec)(nil),           // 12: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),            // 13: megaflow.v1.TaskSpec
-	(*WorkerInfo)(nil),          // 14: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),        // 15: megaflow.v1.AttemptEvent
-	(*Quota)(nil),               // 16: megaflow.v1.Quota
+	(*PoolWarmCommand)(nil),     // 11: megaflow.v1.PoolWarmCommand
+	(*GpuHealthCommand)(nil),    // 12: megaflow.v1.GpuHealthCommand
+	nil,                         // 13: megaflow.v1.PlanCommand.UnplacedEntry
+	nil,                         // 14: megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	(*GraphSpec)(nil),           // 15: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),            // 16: megaflow.v1.TaskSpec
+	(*WorkerInfo)(nil),          // 17: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),        // 18: megaflow.v1.AttemptEvent
+	(*Quota)(nil),               // 19: megaflow.v1.Quota
+	(*PoolTarget)(nil),          // 20: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	12, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	13, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	14, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	15, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	16, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	17, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 3: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	11, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	15, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	13, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	18, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
 	5,  // 6: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	16, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	19, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	20, // 8: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	14, // 9: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }
@@ -903,7 +1038,7 @@ func file_megaflow_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1796,6 +1796,184 @@ func (x *GetLimitsResponse) GetMeta() *ReadMeta {
 	return nil
 }
 
+type PoolWarmRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *PoolTarget            `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolWarmRequest) Reset() {
+	*x = PoolWarmRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolWarmRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolWarmRequest) ProtoMessage() {}
+
+func (x *PoolWarmRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolWarmRequest.ProtoReflect.Descriptor instead.
+func (*PoolWarmRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PoolWarmRequest) GetTarget() *PoolTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+type PoolWarmResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The log index that committed the target.
+	Index         uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolWarmResponse) Reset() {
+	*x = PoolWarmResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolWarmResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolWarmResponse) ProtoMessage() {}
+
+func (x *PoolWarmResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolWarmResponse.ProtoReflect.Descriptor instead.
+func (*PoolWarmResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PoolWarmResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type PoolListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolListRequest) Reset() {
+	*x = PoolListRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolListRequest) ProtoMessage() {}
+
+func (x *PoolListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolListRequest.ProtoReflect.Descriptor instead.
+func (*PoolListRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PoolListRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type PoolListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By image, then tenant.
+	Targets       []*PoolTarget `protobuf:"bytes,1,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolListResponse) Reset() {
+	*x = PoolListResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolListResponse) ProtoMessage() {}
+
+func (x *PoolListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolListResponse.ProtoReflect.Descriptor instead.
+func (*PoolListResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PoolListResponse) GetTargets() []*PoolTarget {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
@@ -1921,7 +2099,15 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"rate_burst\x18\x03 \x01(\x05R\trateBurst\x12,\n" +
 	"\acluster\x18\x04 \x01(\v2\x12.megaflow.v1.QuotaR\acluster\x121\n" +
 	"\x15max_queue_wait_millis\x18\x05 \x01(\x03R\x12maxQueueWaitMillis\x12)\n" +
-	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xca\b\n" +
+	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"B\n" +
+	"\x0fPoolWarmRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.megaflow.v1.PoolTargetR\x06target\"(\n" +
+	"\x10PoolWarmResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"?\n" +
+	"\x0fPoolListRequest\x12,\n" +
+	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"E\n" +
+	"\x10PoolListResponse\x121\n" +
+	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets2\xdc\t\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -1939,7 +2125,9 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\vListWorkers\x12\x1f.megaflow.v1.ListWorkersRequest\x1a .megaflow.v1.ListWorkersResponse\x12G\n" +
 	"\bSetQuota\x12\x1c.megaflow.v1.SetQuotaRequest\x1a\x1d.megaflow.v1.SetQuotaResponse\x12J\n" +
 	"\tGetQuotas\x12\x1d.megaflow.v1.GetQuotasRequest\x1a\x1e.megaflow.v1.GetQuotasResponse\x12J\n" +
-	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponse\x12G\n" +
+	"\bPoolWarm\x12\x1c.megaflow.v1.PoolWarmRequest\x1a\x1d.megaflow.v1.PoolWarmResponse\x12G\n" +
+	"\bPoolList\x12\x1c.megaflow.v1.PoolListRequest\x1a\x1d.megaflow.v1.PoolListResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -1953,7 +2141,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
@@ -1985,80 +2173,92 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*GetQuotasResponse)(nil),     // 27: megaflow.v1.GetQuotasResponse
 	(*GetLimitsRequest)(nil),      // 28: megaflow.v1.GetLimitsRequest
 	(*GetLimitsResponse)(nil),     // 29: megaflow.v1.GetLimitsResponse
-	(*GraphSpec)(nil),             // 30: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 31: megaflow.v1.Graph
-	(GraphState)(0),               // 32: megaflow.v1.GraphState
-	(*Task)(nil),                  // 33: megaflow.v1.Task
-	(TaskState)(0),                // 34: megaflow.v1.TaskState
-	(*Event)(nil),                 // 35: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 36: megaflow.v1.HeadInfo
-	(*Worker)(nil),                // 37: megaflow.v1.Worker
-	(*Quota)(nil),                 // 38: megaflow.v1.Quota
-	(*QuotaUsage)(nil),            // 39: megaflow.v1.QuotaUsage
+	(*PoolWarmRequest)(nil),       // 30: megaflow.v1.PoolWarmRequest
+	(*PoolWarmResponse)(nil),      // 31: megaflow.v1.PoolWarmResponse
+	(*PoolListRequest)(nil),       // 32: megaflow.v1.PoolListRequest
+	(*PoolListResponse)(nil),      // 33: megaflow.v1.PoolListResponse
+	(*GraphSpec)(nil),             // 34: megaflow.v1.GraphSpec
+	(*Graph)(nil),                 // 35: megaflow.v1.Graph
+	(GraphState)(0),               // 36: megaflow.v1.GraphState
+	(*Task)(nil),                  // 37: megaflow.v1.Task
+	(TaskState)(0),                // 38: megaflow.v1.TaskState
+	(*Event)(nil),                 // 39: megaflow.v1.Event
+	(*HeadInfo)(nil),              // 40: megaflow.v1.HeadInfo
+	(*Worker)(nil),                // 41: megaflow.v1.Worker
+	(*Quota)(nil),                 // 42: megaflow.v1.Quota
+	(*QuotaUsage)(nil),            // 43: megaflow.v1.QuotaUsage
+	(*PoolTarget)(nil),            // 44: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	30, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	34, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	31, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	35, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	32, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	36, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	31, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	35, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	33, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	37, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	34, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	38, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	33, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	37, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	35, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	36, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	39, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	40, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	37, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	41, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	38, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	42, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
 	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
-	39, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
-	39, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
-	39, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	43, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	43, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	43, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
 	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
-	38, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	42, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
 	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
-	2,  // 29: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 30: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 31: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 32: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 33: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 34: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 35: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 36: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 37: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 38: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 39: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	24, // 40: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
-	26, // 41: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
-	28, // 42: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
-	3,  // 43: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 44: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 45: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 46: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 47: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 48: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 49: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 50: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 51: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 52: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 53: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 54: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 55: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 56: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	43, // [43:57] is the sub-list for method output_type
-	29, // [29:43] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	44, // 29: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
+	0,  // 30: megaflow.v1.PoolListRequest.read:type_name -> megaflow.v1.ReadOptions
+	44, // 31: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
+	2,  // 32: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 33: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 34: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 35: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 36: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 37: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 38: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 39: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 40: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 41: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 42: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 43: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 44: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 45: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	30, // 46: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
+	32, // 47: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
+	3,  // 48: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 49: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 50: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 51: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 52: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 53: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 54: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 55: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 56: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 57: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 58: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 59: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 60: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 61: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	31, // 62: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
+	33, // 63: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
+	48, // [48:64] is the sub-list for method output_type
+	32, // [32:48] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -2074,7 +2274,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

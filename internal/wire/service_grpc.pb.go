@@ -33,6 +33,8 @@ const (
 	MegaflowService_SetQuota_FullMethodName      = "/megaflow.v1.MegaflowService/SetQuota"
 	MegaflowService_GetQuotas_FullMethodName     = "/megaflow.v1.MegaflowService/GetQuotas"
 	MegaflowService_GetLimits_FullMethodName     = "/megaflow.v1.MegaflowService/GetLimits"
+	MegaflowService_PoolWarm_FullMethodName      = "/megaflow.v1.MegaflowService/PoolWarm"
+	MegaflowService_PoolList_FullMethodName      = "/megaflow.v1.MegaflowService/PoolList"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -73,6 +75,12 @@ type MegaflowServiceClient interface {
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
+	// PoolWarm sets how many warm containers of an image the matching workers
+	// keep (persistent mode), ahead of a burst; size 0 removes the target.
+	// It is committed in the table and survives leader changes.
+	PoolWarm(ctx context.Context, in *PoolWarmRequest, opts ...grpc.CallOption) (*PoolWarmResponse, error)
+	// PoolList returns every pre-warm target.
+	PoolList(ctx context.Context, in *PoolListRequest, opts ...grpc.CallOption) (*PoolListResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -232,6 +240,26 @@ func (c *megaflowServiceClient) GetLimits(ctx context.Context, in *GetLimitsRequ
 	return out, nil
 }
 
+func (c *megaflowServiceClient) PoolWarm(ctx context.Context, in *PoolWarmRequest, opts ...grpc.CallOption) (*PoolWarmResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PoolWarmResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_PoolWarm_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) PoolList(ctx context.Context, in *PoolListRequest, opts ...grpc.CallOption) (*PoolListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PoolListResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_PoolList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -270,6 +298,12 @@ type MegaflowServiceServer interface {
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
+	// PoolWarm sets how many warm containers of an image the matching workers
+	// keep (persistent mode), ahead of a burst; size 0 removes the target.
+	// It is committed in the table and survives leader changes.
+	PoolWarm(context.Context, *PoolWarmRequest) (*PoolWarmResponse, error)
+	// PoolList returns every pre-warm target.
+	PoolList(context.Context, *PoolListRequest) (*PoolListResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -321,6 +355,12 @@ func (UnimplementedMegaflowServiceServer) GetQuotas(context.Context, *GetQuotasR
 }
 func (UnimplementedMegaflowServiceServer) GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
+}
+func (UnimplementedMegaflowServiceServer) PoolWarm(context.Context, *PoolWarmRequest) (*PoolWarmResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PoolWarm not implemented")
+}
+func (UnimplementedMegaflowServiceServer) PoolList(context.Context, *PoolListRequest) (*PoolListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PoolList not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -588,6 +628,42 @@ func _MegaflowService_GetLimits_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_PoolWarm_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PoolWarmRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).PoolWarm(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_PoolWarm_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).PoolWarm(ctx, req.(*PoolWarmRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_PoolList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PoolListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).PoolList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_PoolList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).PoolList(ctx, req.(*PoolListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -646,6 +722,14 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetLimits",
 			Handler:    _MegaflowService_GetLimits_Handler,
+		},
+		{
+			MethodName: "PoolWarm",
+			Handler:    _MegaflowService_PoolWarm_Handler,
+		},
+		{
+			MethodName: "PoolList",
+			Handler:    _MegaflowService_PoolList_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

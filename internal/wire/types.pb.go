@@ -452,7 +452,10 @@ type TaskSpec struct {
 	// Container network mode; empty: "none".
 	Network string `protobuf:"bytes,20,opt,name=network,proto3" json:"network,omitempty"`
 	// Linux capabilities to keep (all are dropped otherwise).
-	Capabilities  []string `protobuf:"bytes,21,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	Capabilities []string `protobuf:"bytes,21,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// Worker runtime the task requires: "docker" (the image's isolation is
+	// needed: never a process worker), "process", or "" for any worker.
+	Runtime       string `protobuf:"bytes,140,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -632,6 +635,13 @@ func (x *TaskSpec) GetCapabilities() []string {
 		return x.Capabilities
 	}
 	return nil
+}
+
+func (x *TaskSpec) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 // GraphSpec is a rollout graph as the client submits it.
@@ -1860,6 +1870,116 @@ func (x *QuotaUsage) GetUsed() *Resources {
 	return nil
 }
 
+// PoolTarget asks the workers matching worker_selector to keep size warm
+// containers of image (persistent mode) for tenant's tasks with the given
+// resources: the same pool a persistent task of that image, tenant and
+// resources uses. One target per (image, tenant).
+type PoolTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Container image, as in TaskSpec.image.
+	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// Warm containers per matching worker, 0 to 64; 0 removes the target.
+	Size int32 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Worker labels that must match exactly; empty: every worker.
+	WorkerSelector map[string]string `protobuf:"bytes,3,rep,name=worker_selector,json=workerSelector,proto3" json:"worker_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Tenant whose tasks use the containers; empty: "default".
+	Tenant string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// CPU millicores and memory bytes of the tasks (the containers' limits).
+	CpuMillis   int64 `protobuf:"varint,5,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	MemoryBytes int64 `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// Set by the head: when the target was last set.
+	ModifyIndex     uint64 `protobuf:"varint,7,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	UpdateUnixNanos int64  `protobuf:"varint,8,opt,name=update_unix_nanos,json=updateUnixNanos,proto3" json:"update_unix_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PoolTarget) Reset() {
+	*x = PoolTarget{}
+	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolTarget) ProtoMessage() {}
+
+func (x *PoolTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolTarget.ProtoReflect.Descriptor instead.
+func (*PoolTarget) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PoolTarget) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *PoolTarget) GetSize() int32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *PoolTarget) GetWorkerSelector() map[string]string {
+	if x != nil {
+		return x.WorkerSelector
+	}
+	return nil
+}
+
+func (x *PoolTarget) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PoolTarget) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *PoolTarget) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *PoolTarget) GetModifyIndex() uint64 {
+	if x != nil {
+		return x.ModifyIndex
+	}
+	return 0
+}
+
+func (x *PoolTarget) GetUpdateUnixNanos() int64 {
+	if x != nil {
+		return x.UpdateUnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_types_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_types_proto_rawDesc = "" +
@@ -1877,7 +1997,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12.\n" +
 	"\x13readiness_http_path\x18\x03 \x01(\tR\x11readinessHttpPath\x12\x1b\n" +
 	"\ttcp_probe\x18\x04 \x01(\bR\btcpProbe\x12%\n" +
-	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\x9d\a\n" +
+	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\xb8\a\n" +
 	"\bTaskSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -1903,7 +2023,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\aservice\x18\x12 \x01(\v2\x18.megaflow.v1.ServiceSpecR\aservice\x12#\n" +
 	"\ruses_services\x18\x13 \x03(\tR\fusesServices\x12\x18\n" +
 	"\anetwork\x18\x14 \x01(\tR\anetwork\x12\"\n" +
-	"\fcapabilities\x18\x15 \x03(\tR\fcapabilities\x1a6\n" +
+	"\fcapabilities\x18\x15 \x03(\tR\fcapabilities\x12\x19\n" +
+	"\aruntime\x18\x8c\x01 \x01(\tR\aruntime\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
@@ -2043,7 +2164,21 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"QuotaUsage\x12(\n" +
 	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x05R\arunning\x12*\n" +
-	"\x04used\x18\x03 \x01(\v2\x16.megaflow.v1.ResourcesR\x04used*Q\n" +
+	"\x04used\x18\x03 \x01(\v2\x16.megaflow.v1.ResourcesR\x04used\"\xf8\x02\n" +
+	"\n" +
+	"PoolTarget\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x05R\x04size\x12T\n" +
+	"\x0fworker_selector\x18\x03 \x03(\v2+.megaflow.v1.PoolTarget.WorkerSelectorEntryR\x0eworkerSelector\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x05 \x01(\x03R\tcpuMillis\x12!\n" +
+	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x12!\n" +
+	"\fmodify_index\x18\a \x01(\x04R\vmodifyIndex\x12*\n" +
+	"\x11update_unix_nanos\x18\b \x01(\x03R\x0fupdateUnixNanos\x1aA\n" +
+	"\x13WorkerSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*Q\n" +
 	"\bTaskKind\x12\x19\n" +
 	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTASK_KIND_BATCH\x10\x01\x12\x15\n" +
@@ -2083,7 +2218,7 @@ func file_megaflow_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_megaflow_v1_types_proto_goTypes = []any{
 	(TaskKind)(0),        // 0: megaflow.v1.TaskKind
 	(ExecutionMode)(0),   // 1: megaflow.v1.ExecutionMode
@@ -2102,25 +2237,27 @@ var file_megaflow_v1_types_proto_goTypes = []any{
 	(*HeadInfo)(nil),     // 14: megaflow.v1.HeadInfo
 	(*Quota)(nil),        // 15: megaflow.v1.Quota
 	(*QuotaUsage)(nil),   // 16: megaflow.v1.QuotaUsage
-	nil,                  // 17: megaflow.v1.TaskSpec.EnvEntry
-	nil,                  // 18: megaflow.v1.TaskSpec.NodeSelectorEntry
-	nil,                  // 19: megaflow.v1.GraphSpec.LabelsEntry
-	nil,                  // 20: megaflow.v1.Graph.LabelsEntry
+	(*PoolTarget)(nil),   // 17: megaflow.v1.PoolTarget
+	nil,                  // 18: megaflow.v1.TaskSpec.EnvEntry
+	nil,                  // 19: megaflow.v1.TaskSpec.NodeSelectorEntry
+	nil,                  // 20: megaflow.v1.GraphSpec.LabelsEntry
+	nil,                  // 21: megaflow.v1.Graph.LabelsEntry
+	nil,                  // 22: megaflow.v1.PoolTarget.WorkerSelectorEntry
 }
 var file_megaflow_v1_types_proto_depIdxs = []int32{
-	17, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
+	18, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
 	4,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
 	1,  // 2: megaflow.v1.TaskSpec.mode:type_name -> megaflow.v1.ExecutionMode
-	18, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
+	19, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
 	0,  // 4: megaflow.v1.TaskSpec.kind:type_name -> megaflow.v1.TaskKind
 	5,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
-	19, // 6: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
+	20, // 6: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
 	6,  // 7: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
 	2,  // 8: megaflow.v1.Attempt.state:type_name -> megaflow.v1.TaskState
 	6,  // 9: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
 	2,  // 10: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
 	8,  // 11: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
-	20, // 12: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
+	21, // 12: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
 	3,  // 13: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
 	10, // 14: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
 	12, // 15: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
@@ -2128,11 +2265,12 @@ var file_megaflow_v1_types_proto_depIdxs = []int32{
 	3,  // 17: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
 	15, // 18: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
 	4,  // 19: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	22, // 20: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_types_proto_init() }
@@ -2146,7 +2284,7 @@ func file_megaflow_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_types_proto_rawDesc), len(file_megaflow_v1_types_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

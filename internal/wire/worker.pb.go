@@ -148,7 +148,11 @@ type WorkerInfo struct {
 	// gRPC address of the worker (logs), if any.
 	Addr string `protobuf:"bytes,7,opt,name=addr,proto3" json:"addr,omitempty"`
 	// The worker's healthy GPUs, found through NVML; scheduled by UUID.
-	Gpus          []*GpuDevice `protobuf:"bytes,8,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	Gpus []*GpuDevice `protobuf:"bytes,8,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	// Which worker process this is ("host pid N #random"), new at each start:
+	// two processes announcing one id at once are told apart, and the second
+	// is refused.
+	Instance      string `protobuf:"bytes,140,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +243,13 @@ func (x *WorkerInfo) GetGpus() []*GpuDevice {
 	return nil
 }
 
+func (x *WorkerInfo) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
 // GpuDevice is one GPU a worker offers.
 type GpuDevice struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -249,7 +260,10 @@ type GpuDevice struct {
 	MemoryBytes int64 `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	// UUIDs of the devices joined to this one by NVLink (directly or through
 	// an NVSwitch).
-	NvlinkPeers   []string `protobuf:"bytes,4,rep,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
+	NvlinkPeers []string `protobuf:"bytes,4,rep,name=nvlink_peers,json=nvlinkPeers,proto3" json:"nvlink_peers,omitempty"`
+	// Why the device is unhealthy (an XID critical error, disappeared); empty
+	// while healthy. An unhealthy device gets no new work.
+	Unhealthy     string `protobuf:"bytes,140,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +324,13 @@ func (x *GpuDevice) GetNvlinkPeers() []string {
 		return x.NvlinkPeers
 	}
 	return nil
+}
+
+func (x *GpuDevice) GetUnhealthy() string {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return ""
 }
 
 // Worker is a worker's row in the table.
@@ -538,10 +559,14 @@ type AttemptEvent struct {
 	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Reason   string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The task's JSON result (with EXITED 0), at most 64 KiB.
-	Result        []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
-	UnixNanos     int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	OomKilled     bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
-	ContainerId   string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Result      []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	UnixNanos   int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	OomKilled   bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	ContainerId string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// A FAILED or non-zero EXITED attempt that a retry cannot fix (image not
+	// found, invalid command, refused by the GPU check): the head fails the
+	// task at once instead of spending its retries.
+	NotRetryable  bool `protobuf:"varint,140,opt,name=not_retryable,json=notRetryable,proto3" json:"not_retryable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -639,6 +664,13 @@ func (x *AttemptEvent) GetContainerId() string {
 	return ""
 }
 
+func (x *AttemptEvent) GetNotRetryable() bool {
+	if x != nil {
+		return x.NotRetryable
+	}
+	return false
+}
+
 // EventBatch carries events in order. seq numbers batches of one worker
 // process; the head acks the highest seq committed.
 type EventBatch struct {
@@ -694,8 +726,12 @@ func (x *EventBatch) GetEvents() []*AttemptEvent {
 }
 
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UnixNanos     int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UnixNanos int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// The worker's info when it changed since the Hello or the last
+	// heartbeat that carried it (images held, GPU health); the leader commits
+	// it as a WorkerUpsert. Its id must be the stream's worker.
+	Info          *WorkerInfo `protobuf:"bytes,140,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -737,6 +773,13 @@ func (x *Heartbeat) GetUnixNanos() int64 {
 	return 0
 }
 
+func (x *Heartbeat) GetInfo() *WorkerInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
 type WorkerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -744,6 +787,7 @@ type WorkerMessage struct {
 	//	*WorkerMessage_Hello
 	//	*WorkerMessage_Events
 	//	*WorkerMessage_Heartbeat
+	//	*WorkerMessage_GpuHealth
 	Msg           isWorkerMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -813,6 +857,15 @@ func (x *WorkerMessage) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *WorkerMessage) GetGpuHealth() *GpuHealthReport {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkerMessage_GpuHealth); ok {
+			return x.GpuHealth
+		}
+	}
+	return nil
+}
+
 type isWorkerMessage_Msg interface {
 	isWorkerMessage_Msg()
 }
@@ -829,11 +882,19 @@ type WorkerMessage_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type WorkerMessage_GpuHealth struct {
+	// The worker's unhealthy GPUs, all of them; sent when they change and
+	// after each Welcome. The leader commits it as a GpuHealthCommand.
+	GpuHealth *GpuHealthReport `protobuf:"bytes,140,opt,name=gpu_health,json=gpuHealth,proto3,oneof"`
+}
+
 func (*WorkerMessage_Hello) isWorkerMessage_Msg() {}
 
 func (*WorkerMessage_Events) isWorkerMessage_Msg() {}
 
 func (*WorkerMessage_Heartbeat) isWorkerMessage_Msg() {}
+
+func (*WorkerMessage_GpuHealth) isWorkerMessage_Msg() {}
 
 // Assignment tells a worker to run one attempt of a task.
 type Assignment struct {
@@ -1126,6 +1187,7 @@ type HeadMessage struct {
 	//	*HeadMessage_Assign
 	//	*HeadMessage_Stop
 	//	*HeadMessage_Ack
+	//	*HeadMessage_PoolTargets
 	Msg           isHeadMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1204,6 +1266,15 @@ func (x *HeadMessage) GetAck() *Ack {
 	return nil
 }
 
+func (x *HeadMessage) GetPoolTargets() *PoolTargets {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_PoolTargets); ok {
+			return x.PoolTargets
+		}
+	}
+	return nil
+}
+
 type isHeadMessage_Msg interface {
 	isHeadMessage_Msg()
 }
@@ -1224,6 +1295,12 @@ type HeadMessage_Ack struct {
 	Ack *Ack `protobuf:"bytes,4,opt,name=ack,proto3,oneof"`
 }
 
+type HeadMessage_PoolTargets struct {
+	// The pre-warm targets that match this worker, all of them; sent after
+	// the Welcome and whenever they change.
+	PoolTargets *PoolTargets `protobuf:"bytes,140,opt,name=pool_targets,json=poolTargets,proto3,oneof"`
+}
+
 func (*HeadMessage_Welcome) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Assign) isHeadMessage_Msg() {}
@@ -1232,11 +1309,104 @@ func (*HeadMessage_Stop) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Ack) isHeadMessage_Msg() {}
 
+func (*HeadMessage_PoolTargets) isHeadMessage_Msg() {}
+
+// PoolTargets is the full list of pre-warm targets for one worker.
+type PoolTargets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Targets       []*PoolTarget          `protobuf:"bytes,1,rep,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolTargets) Reset() {
+	*x = PoolTargets{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolTargets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolTargets) ProtoMessage() {}
+
+func (x *PoolTargets) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolTargets.ProtoReflect.Descriptor instead.
+func (*PoolTargets) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PoolTargets) GetTargets() []*PoolTarget {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+// GpuHealthReport is the complete set of a worker's unhealthy GPUs.
+type GpuHealthReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UUID -> why it is unhealthy; a device not listed is healthy.
+	Unhealthy     map[string]string `protobuf:"bytes,1,rep,name=unhealthy,proto3" json:"unhealthy,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuHealthReport) Reset() {
+	*x = GpuHealthReport{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuHealthReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuHealthReport) ProtoMessage() {}
+
+func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuHealthReport.ProtoReflect.Descriptor instead.
+func (*GpuHealthReport) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GpuHealthReport) GetUnhealthy() map[string]string {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return nil
+}
+
 var File_megaflow_v1_worker_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xee\x02\n" +
+	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\x8b\x03\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
@@ -1246,15 +1416,17 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x06images\x18\x05 \x03(\tR\x06images\x122\n" +
 	"\x15max_concurrent_starts\x18\x06 \x01(\x05R\x13maxConcurrentStarts\x12\x12\n" +
 	"\x04addr\x18\a \x01(\tR\x04addr\x12*\n" +
-	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x1a9\n" +
+	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x12\x1b\n" +
+	"\binstance\x18\x8c\x01 \x01(\tR\binstance\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
 	"\tGpuDevice\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
 	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12!\n" +
-	"\fnvlink_peers\x18\x04 \x03(\tR\vnvlinkPeers\"\xae\x02\n" +
+	"\fnvlink_peers\x18\x04 \x03(\tR\vnvlinkPeers\x12\x1d\n" +
+	"\tunhealthy\x18\x8c\x01 \x01(\tR\tunhealthy\"\xae\x02\n" +
 	"\x06Worker\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x121\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x19.megaflow.v1.WorkerStatusR\x06status\x12\x16\n" +
@@ -1270,7 +1442,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xa2\x02\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xc8\x02\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1282,18 +1454,22 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"unix_nanos\x18\a \x01(\x03R\tunixNanos\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\b \x01(\bR\toomKilled\x12!\n" +
-	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\"Q\n" +
+	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12$\n" +
+	"\rnot_retryable\x18\x8c\x01 \x01(\bR\fnotRetryable\"Q\n" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +
-	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\"*\n" +
+	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\"X\n" +
 	"\tHeartbeat\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\"\xb3\x01\n" +
+	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12,\n" +
+	"\x04info\x18\x8c\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\"\xf3\x01\n" +
 	"\rWorkerMessage\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.megaflow.v1.WorkerHelloH\x00R\x05hello\x121\n" +
 	"\x06events\x18\x02 \x01(\v2\x17.megaflow.v1.EventBatchH\x00R\x06events\x126\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeat\x12>\n" +
+	"\n" +
+	"gpu_health\x18\x8c\x01 \x01(\v2\x1c.megaflow.v1.GpuHealthReportH\x00R\tgpuHealthB\x05\n" +
 	"\x03msg\"\xea\x02\n" +
 	"\n" +
 	"Assignment\x12\x17\n" +
@@ -1319,13 +1495,21 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12.\n" +
 	"\x05stops\x18\x03 \x03(\v2\x18.megaflow.v1.StopAttemptR\x05stops\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xcf\x01\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x8f\x02\n" +
 	"\vHeadMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.megaflow.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\x06assign\x18\x02 \x01(\v2\x17.megaflow.v1.AssignmentH\x00R\x06assign\x12.\n" +
 	"\x04stop\x18\x03 \x01(\v2\x18.megaflow.v1.StopAttemptH\x00R\x04stop\x12$\n" +
-	"\x03ack\x18\x04 \x01(\v2\x10.megaflow.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg*v\n" +
+	"\x03ack\x18\x04 \x01(\v2\x10.megaflow.v1.AckH\x00R\x03ack\x12>\n" +
+	"\fpool_targets\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PoolTargetsH\x00R\vpoolTargetsB\x05\n" +
+	"\x03msg\"@\n" +
+	"\vPoolTargets\x121\n" +
+	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets\"\x9a\x01\n" +
+	"\x0fGpuHealthReport\x12I\n" +
+	"\tunhealthy\x18\x01 \x03(\v2+.megaflow.v1.GpuHealthReport.UnhealthyEntryR\tunhealthy\x1a<\n" +
+	"\x0eUnhealthyEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*v\n" +
 	"\fWorkerStatus\x12\x1d\n" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n" +
@@ -1354,57 +1538,66 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_megaflow_v1_worker_proto_goTypes = []any{
-	(WorkerStatus)(0),      // 0: megaflow.v1.WorkerStatus
-	(AttemptEventKind)(0),  // 1: megaflow.v1.AttemptEventKind
-	(*WorkerInfo)(nil),     // 2: megaflow.v1.WorkerInfo
-	(*GpuDevice)(nil),      // 3: megaflow.v1.GpuDevice
-	(*Worker)(nil),         // 4: megaflow.v1.Worker
-	(*RunningAttempt)(nil), // 5: megaflow.v1.RunningAttempt
-	(*WorkerHello)(nil),    // 6: megaflow.v1.WorkerHello
-	(*AttemptEvent)(nil),   // 7: megaflow.v1.AttemptEvent
-	(*EventBatch)(nil),     // 8: megaflow.v1.EventBatch
-	(*Heartbeat)(nil),      // 9: megaflow.v1.Heartbeat
-	(*WorkerMessage)(nil),  // 10: megaflow.v1.WorkerMessage
-	(*Assignment)(nil),     // 11: megaflow.v1.Assignment
-	(*StopAttempt)(nil),    // 12: megaflow.v1.StopAttempt
-	(*Welcome)(nil),        // 13: megaflow.v1.Welcome
-	(*Ack)(nil),            // 14: megaflow.v1.Ack
-	(*HeadMessage)(nil),    // 15: megaflow.v1.HeadMessage
-	nil,                    // 16: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                    // 17: megaflow.v1.Assignment.EnvEntry
-	(*Resources)(nil),      // 18: megaflow.v1.Resources
-	(*TaskSpec)(nil),       // 19: megaflow.v1.TaskSpec
+	(WorkerStatus)(0),       // 0: megaflow.v1.WorkerStatus
+	(AttemptEventKind)(0),   // 1: megaflow.v1.AttemptEventKind
+	(*WorkerInfo)(nil),      // 2: megaflow.v1.WorkerInfo
+	(*GpuDevice)(nil),       // 3: megaflow.v1.GpuDevice
+	(*Worker)(nil),          // 4: megaflow.v1.Worker
+	(*RunningAttempt)(nil),  // 5: megaflow.v1.RunningAttempt
+	(*WorkerHello)(nil),     // 6: megaflow.v1.WorkerHello
+	(*AttemptEvent)(nil),    // 7: megaflow.v1.AttemptEvent
+	(*EventBatch)(nil),      // 8: megaflow.v1.EventBatch
+	(*Heartbeat)(nil),       // 9: megaflow.v1.Heartbeat
+	(*WorkerMessage)(nil),   // 10: megaflow.v1.WorkerMessage
+	(*Assignment)(nil),      // 11: megaflow.v1.Assignment
+	(*StopAttempt)(nil),     // 12: megaflow.v1.StopAttempt
+	(*Welcome)(nil),         // 13: megaflow.v1.Welcome
+	(*Ack)(nil),             // 14: megaflow.v1.Ack
+	(*HeadMessage)(nil),     // 15: megaflow.v1.HeadMessage
+	(*PoolTargets)(nil),     // 16: megaflow.v1.PoolTargets
+	(*GpuHealthReport)(nil), // 17: megaflow.v1.GpuHealthReport
+	nil,                     // 18: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                     // 19: megaflow.v1.Assignment.EnvEntry
+	nil,                     // 20: megaflow.v1.GpuHealthReport.UnhealthyEntry
+	(*Resources)(nil),       // 21: megaflow.v1.Resources
+	(*TaskSpec)(nil),        // 22: megaflow.v1.TaskSpec
+	(*PoolTarget)(nil),      // 23: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	18, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
-	16, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
+	21, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	18, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	18, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	21, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
 	7,  // 9: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
-	6,  // 10: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
-	8,  // 11: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
-	9,  // 12: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	19, // 13: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	17, // 14: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	12, // 15: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	13, // 16: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	11, // 17: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	12, // 18: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	14, // 19: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	10, // 20: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	15, // 21: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	21, // [21:22] is the sub-list for method output_type
-	20, // [20:21] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	2,  // 10: megaflow.v1.Heartbeat.info:type_name -> megaflow.v1.WorkerInfo
+	6,  // 11: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
+	8,  // 12: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
+	9,  // 13: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
+	17, // 14: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
+	22, // 15: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	19, // 16: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	12, // 17: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 18: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 19: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 20: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	14, // 21: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	16, // 22: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	23, // 23: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	20, // 24: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 25: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	15, // 26: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	26, // [26:27] is the sub-list for method output_type
+	25, // [25:26] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1417,12 +1610,14 @@ func file_megaflow_v1_worker_proto_init() {
 		(*WorkerMessage_Hello)(nil),
 		(*WorkerMessage_Events)(nil),
 		(*WorkerMessage_Heartbeat)(nil),
+		(*WorkerMessage_GpuHealth)(nil),
 	}
 	file_megaflow_v1_worker_proto_msgTypes[13].OneofWrappers = []any{
 		(*HeadMessage_Welcome)(nil),
 		(*HeadMessage_Assign)(nil),
 		(*HeadMessage_Stop)(nil),
 		(*HeadMessage_Ack)(nil),
+		(*HeadMessage_PoolTargets)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1430,7 +1625,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

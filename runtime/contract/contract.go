@@ -104,6 +104,11 @@ var (
 	ErrImageNotFound = errors.New("image not found")
 	ErrConflict      = errors.New("container name already in use")
 	ErrUnavailable   = errors.New("container runtime unavailable")
+	// ErrInvalidSpec is a spec the runtime refuses whatever the retry: the
+	// command's program is not found or not executable, the working
+	// directory does not exist, the engine rejects the configuration (an
+	// HTTP 400 on start). A task failing with it is not retried.
+	ErrInvalidSpec = errors.New("invalid container spec")
 )
 
 // Execer is an optional extra of a Runtime: running a command inside a
@@ -136,4 +141,15 @@ func MatchLabels(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// ImageLister is an optional extra of a Runtime: the container images its
+// engine holds locally, so that the worker can advertise them and the
+// scheduler can prefer workers that hold a task's image (image locality).
+// The process runtime has no images and does not implement it.
+type ImageLister interface {
+	// Images returns the references ("repo:tag") of the images held
+	// locally, sorted, without duplicates; untagged images are left out.
+	// Errors: ErrUnavailable, ctx's error.
+	Images(ctx context.Context) ([]string, error)
 }

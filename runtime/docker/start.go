@@ -75,6 +75,11 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		r.removeQuietly(ctx, created.ID)
 		// A 404 here is something the container refers to (a network),
 		// not the container: no class for it.
+		if ctx.Err() == nil && cerrdefs.IsInvalidArgument(err) {
+			// The engine refused what the spec asks (e.g. "exec: \"x\":
+			// executable file not found in $PATH"): a retry cannot help.
+			return "", fmt.Errorf("docker start %s: %w: %v", what, contract.ErrInvalidSpec, err)
+		}
 		return "", r.wrap(ctx, "start", what, err, nil)
 	}
 	if logf != nil {

@@ -28,6 +28,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,6 +104,7 @@ type Runtime struct {
 	calls    []Call
 	seq      int
 	ctrs     map[string]*ctr // by id, until Remove
+	images   []string        // what Images returns, sorted
 }
 
 // ctr is one fake container.
@@ -209,6 +211,27 @@ func (r *Runtime) Running() int {
 		}
 	}
 	return n
+}
+
+var _ contract.ImageLister = (*Runtime)(nil)
+
+// SetImages sets the images the fake holds (what Images returns); tests
+// call it to fake an engine that pulled or removed images.
+func (r *Runtime) SetImages(images ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.images = slices.Compact(slices.Sorted(slices.Values(images)))
+}
+
+// Images returns the images SetImages set, sorted. It is not recorded in
+// Calls (the worker polls it). Errors: contract.ErrUnavailable while down.
+func (r *Runtime) Images(ctx context.Context) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		return nil, fmt.Errorf("fake images: %w", contract.ErrUnavailable)
+	}
+	return slices.Clone(r.images), nil
 }
 
 // Name returns "fake".

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -96,7 +97,7 @@ func (r *Runtime) Name() string { return "process" }
 //
 // Errors: contract.ErrConflict (spec.Name is in use by a process not yet
 // removed), or why the program could not be started (not found, not
-// executable, a bad working directory). ctx is only checked on entry:
+// executable, a bad working directory: contract.ErrInvalidSpec). ctx is only checked on entry:
 // starting a process does not block.
 func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error) {
 	if err := ctx.Err(); err != nil {
@@ -134,6 +135,11 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	if err != nil {
 		if spec.Name != "" {
 			delete(r.names, spec.Name)
+		}
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			// No such program, not executable, or no working directory:
+			// the same spec fails the same way on a retry.
+			return "", fmt.Errorf("process start %s: %w: %w", spec.Name, contract.ErrInvalidSpec, err)
 		}
 		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
 	}

@@ -34,6 +34,7 @@ package attempt
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/megaflow/megaflow/internal/wire"
@@ -236,7 +237,9 @@ func (m *Machine) startDone(ev StartDone, now time.Time) []Effect {
 		if m.cause != nil {
 			return m.finish(m.event(m.cause.kind, m.cause.reason, now))
 		}
-		return m.finish(m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, startFailure(m.cfg.Image, ev.Err), now))
+		e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, startFailure(m.cfg.Image, ev.Err), now)
+		e.NotRetryable = !Retryable(ev.Err)
+		return m.finish(e)
 	}
 	m.containerID = ev.ContainerID
 	m.waitInFlight = true
@@ -254,6 +257,29 @@ func (m *Machine) startDone(ev StartDone, now time.Time) []Effect {
 	started := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STARTED, "", now)
 	return []Effect{Report{Event: started}, WaitContainer{ContainerID: m.containerID}}
 }
+
+// ErrNotRetryable marks a start error that a retry of the task cannot fix
+// (wrap it with %w); the worker's GPU check refusal carries it.
+var ErrNotRetryable = errors.New("not retryable")
+
+// Retryable reports whether a failed start may succeed when the task is
+// tried again: false for a missing image (no registry is reachable: the
+// worker cannot pull), a spec the runtime refuses (contract.ErrInvalidSpec:
+// no such program, a missing working directory) and errors marked with
+// ErrNotRetryable; true for the rest (the runtime unavailable, timeouts,
+// anything unknown), so that an unknown error never loses a retry it could
+// have used.
+func Retryable(err error) bool {
+	return !errors.Is(err, contract.ErrImageNotFound) && !errors.Is(err, contract.ErrInvalidSpec) &&
+		!errors.Is(err, ErrNotRetryable)
+}
+
+// Exit codes a shell and a container init use for a command that could not
+// run (POSIX): 126 found but not executable, 127 not found.
+const (
+	ExitNotExecutable = 126
+	ExitNotFound      = 127
+)
 
 // startFailure is the reason of a FAILED event for a start error.
 func startFailure(image string, err error) string {
@@ -308,6 +334,16 @@ func (m *Machine) exitEvent(exit contract.Exit, result []byte, note string, now 
 	}
 	e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED, exit.Reason, now)
 	e.ExitCode = int32(exit.Code)
+	if exit.Code == ExitNotFound || exit.Code == ExitNotExecutable {
+		// The init (tini) or a shell could not run the command: the same
+		// command fails the same way on every retry.
+		e.NotRetryable = true
+		what := "not found"
+		if exit.Code == ExitNotExecutable {
+			what = "not executable"
+		}
+		e.Reason = strings.TrimSpace(fmt.Sprintf("command %s (exit code %d; fix the task's command or image) %s", what, exit.Code, exit.Reason))
+	}
 	if exit.Code == 0 {
 		e.Result = result
 		if note != "" {

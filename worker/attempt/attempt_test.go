@@ -1,6 +1,7 @@
 package attempt
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,6 +50,9 @@ func fmtEffects(effs []Effect) string {
 			}
 			if ev.OomKilled {
 				s += " oom"
+			}
+			if ev.NotRetryable {
+				s += " not-retryable"
 			}
 			if ev.Reason != "" {
 				s += fmt.Sprintf(" reason=%q", ev.Reason)
@@ -129,9 +133,20 @@ func TestStep(t *testing.T) {
 		{"missing image fails with a clear reason and nothing to remove", withImage, []step{
 			{0, Begin{}, "start(deadline none)"},
 			{time.Second, StartDone{Err: errImage},
-				`final FAILED code=0 reason="image \"nope:latest\" not found (pull it on the worker or fix the task's image): pull: image not found" at +1s`},
+				`final FAILED code=0 not-retryable reason="image \"nope:latest\" not found (pull it on the worker or fix the task's image): pull: image not found" at +1s`},
 			{2 * time.Second, Acked{}, "forget"},
 		}, Done},
+		{"a command that is not found is not retryable", base, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1"},
+			{time.Second, WaitDone{Exit: contract.Exit{Code: 127}},
+				`final EXITED c1 code=127 not-retryable reason="command not found (exit code 127; fix the task's command or image)" at +1s`},
+		}, Reported},
+		{"an invalid spec is not retryable", base, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, StartDone{Err: fmt.Errorf("process start x: %w: no such file", contract.ErrInvalidSpec)},
+				`final FAILED code=0 not-retryable reason="start container: process start x: invalid container spec: no such file" at +0s`},
+		}, Reported},
 		{"runtime down at start", base, []step{
 			{0, Begin{}, "start(deadline none)"},
 			{0, StartDone{Err: errDown}, `final FAILED code=0 reason="container runtime unavailable: docker: container runtime unavailable" at +0s`},
@@ -300,6 +315,25 @@ func TestFormatBytes(t *testing.T) {
 	} {
 		if got := FormatBytes(n); got != want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// Retryable is false for what a retry cannot fix, true for the rest.
+func TestRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("docker start: %w", contract.ErrImageNotFound), false},
+		{fmt.Errorf("docker start: %w", contract.ErrInvalidSpec), false},
+		{fmt.Errorf("GPU check refused the start (%w): device gone", ErrNotRetryable), false},
+		{fmt.Errorf("docker start: %w", contract.ErrUnavailable), true},
+		{context.DeadlineExceeded, true},
+		{errors.New("bad mount"), true},
+	} {
+		if got := Retryable(tc.err); got != tc.want {
+			t.Errorf("Retryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,67 @@
+package head
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// PoolWarm commits a pre-warm target (OpPoolWarm): the workers matching its
+// selector keep target.size warm containers of its image. A follower
+// forwards the call to the leader. Errors: InvalidArgument naming the bad
+// field (nothing is committed), NotLeader/Unavailable.
+func (s *service) PoolWarm(ctx context.Context, req *wire.PoolWarmRequest) (*wire.PoolWarmResponse, error) {
+	tg := req.GetTarget()
+	if err := state.CheckPoolTarget(tg); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	if !s.h.IsLeader() {
+		resp, err := forward(ctx, s.h.fwd, req, wire.MegaflowServiceClient.PoolWarm)
+		return resp, errs.ToStatus(err)
+	}
+	c := proto.CloneOf(tg)
+	c.ModifyIndex, c.UpdateUnixNanos = 0, 0 // the FSM stamps them
+	_, index, err := s.h.apply(ctx, fsm.OpPoolWarm, &wire.PoolWarmCommand{Target: c, UnixNanos: time.Now().UnixNano()})
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	return &wire.PoolWarmResponse{Index: index}, nil
+}
+
+// PoolList returns every pre-warm target, read as req.read asks.
+func (s *service) PoolList(ctx context.Context, req *wire.PoolListRequest) (*wire.PoolListResponse, error) {
+	view, _, err := s.h.read(ctx, req.GetRead())
+	if err == errForward {
+		resp, err := forward(ctx, s.h.fwd, req, wire.MegaflowServiceClient.PoolList)
+		return resp, errs.ToStatus(err)
+	}
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	return &wire.PoolListResponse{Targets: view.PoolTargets()}, nil
+}
+
+// poolTargetsMessage returns the pre-warm targets for worker id as a head
+// message when they differ from last (what the stream sent before; nil at
+// first), else nil. The worker stream's goroutine calls it after each
+// table change.
+func poolTargetsMessage(view *state.View, id string, last *wire.PoolTargets) *wire.PoolTargets {
+	w := view.Worker(id)
+	if w == nil {
+		return nil
+	}
+	cur := &wire.PoolTargets{Targets: view.PoolTargetsFor(w.Info.GetLabels())}
+	if last != nil && proto.Equal(cur, last) {
+		return nil
+	}
+	if last == nil && len(cur.Targets) == 0 {
+		return nil // nothing to say yet
+	}
+	return cur
+}
