@@ -284,11 +284,8 @@ func TestValidateLargeGraphs(t *testing.T) {
 			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
+			// Speed is measured by BenchmarkValidateChain100k, never asserted here.
 			t.Logf("%d tasks in %v", n, took)
-			// Generous: linear time is well under a second even with -race.
-			if took > 10*time.Second {
-				t.Errorf("took %v", took)
-			}
 		})
 	}
 	t.Run("over the limit", func(t *testing.T) {
