@@ -1796,6 +1796,453 @@ func (x *GetLimitsResponse) GetMeta() *ReadMeta {
 	return nil
 }
 
+// LogsRequest names an attempt's log.
+type LogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "<graph id>/<task name>".
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// 1-based attempt number; 0: the task's current (last) attempt.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Keep streaming until the attempt is terminal and its log complete.
+	Follow        bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsRequest) Reset() {
+	*x = LogsRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsRequest) ProtoMessage() {}
+
+func (x *LogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
+func (*LogsRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *LogsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *LogsRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+// LogsResponse is one chunk of a log, in order.
+type LogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// The attempt the log belongs to (the current one when 0 was asked).
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// 1-based chunk number.
+	Chunk         uint32 `protobuf:"varint,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsResponse) Reset() {
+	*x = LogsResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsResponse) ProtoMessage() {}
+
+func (x *LogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
+func (*LogsResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LogsResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *LogsResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *LogsResponse) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+// ArtifactFile is one stored file of an attempt, as its manifest lists it.
+type ArtifactFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Slash-separated path relative to the task's output directory
+	// ("result.json" for a result too large for the table).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Size in bytes.
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Lowercase hex SHA-256 of the content.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	ContentType   string `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactFile) Reset() {
+	*x = ArtifactFile{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactFile) ProtoMessage() {}
+
+func (x *ArtifactFile) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactFile.ProtoReflect.Descriptor instead.
+func (*ArtifactFile) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ArtifactFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ArtifactFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ArtifactFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *ArtifactFile) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+type ArtifactListRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// 0: the current attempt.
+	Attempt       uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactListRequest) Reset() {
+	*x = ArtifactListRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactListRequest) ProtoMessage() {}
+
+func (x *ArtifactListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactListRequest.ProtoReflect.Descriptor instead.
+func (*ArtifactListRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ArtifactListRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ArtifactListRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+type ArtifactListResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Attempt uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Files   []*ArtifactFile        `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// Log size in bytes and chunks.
+	LogBytes  int64  `protobuf:"varint,3,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"`
+	LogChunks uint32 `protobuf:"varint,4,opt,name=log_chunks,json=logChunks,proto3" json:"log_chunks,omitempty"`
+	// Notes from collection: output paths that were missing or refused.
+	Notes         []string `protobuf:"bytes,5,rep,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactListResponse) Reset() {
+	*x = ArtifactListResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactListResponse) ProtoMessage() {}
+
+func (x *ArtifactListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactListResponse.ProtoReflect.Descriptor instead.
+func (*ArtifactListResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ArtifactListResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ArtifactListResponse) GetFiles() []*ArtifactFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ArtifactListResponse) GetLogBytes() int64 {
+	if x != nil {
+		return x.LogBytes
+	}
+	return 0
+}
+
+func (x *ArtifactListResponse) GetLogChunks() uint32 {
+	if x != nil {
+		return x.LogChunks
+	}
+	return 0
+}
+
+func (x *ArtifactListResponse) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+type ArtifactGetRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// 0: the current attempt.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// A path as ArtifactList returns it.
+	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactGetRequest) Reset() {
+	*x = ArtifactGetRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactGetRequest) ProtoMessage() {}
+
+func (x *ArtifactGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactGetRequest.ProtoReflect.Descriptor instead.
+func (*ArtifactGetRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ArtifactGetRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ArtifactGetRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ArtifactGetRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// ArtifactGetResponse: the first message carries file (and no data), the
+// next ones the content in order.
+type ArtifactGetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	File          *ArtifactFile          `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactGetResponse) Reset() {
+	*x = ArtifactGetResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactGetResponse) ProtoMessage() {}
+
+func (x *ArtifactGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactGetResponse.ProtoReflect.Descriptor instead.
+func (*ArtifactGetResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ArtifactGetResponse) GetFile() *ArtifactFile {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+func (x *ArtifactGetResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
@@ -1921,7 +2368,38 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"rate_burst\x18\x03 \x01(\x05R\trateBurst\x12,\n" +
 	"\acluster\x18\x04 \x01(\v2\x12.megaflow.v1.QuotaR\acluster\x121\n" +
 	"\x15max_queue_wait_millis\x18\x05 \x01(\x03R\x12maxQueueWaitMillis\x12)\n" +
-	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xca\b\n" +
+	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"X\n" +
+	"\vLogsRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\"R\n" +
+	"\fLogsResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05chunk\x18\x03 \x01(\rR\x05chunk\"q\n" +
+	"\fArtifactFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12!\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\"H\n" +
+	"\x13ArtifactListRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\"\xb3\x01\n" +
+	"\x14ArtifactListResponse\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\rR\aattempt\x12/\n" +
+	"\x05files\x18\x02 \x03(\v2\x19.megaflow.v1.ArtifactFileR\x05files\x12\x1b\n" +
+	"\tlog_bytes\x18\x03 \x01(\x03R\blogBytes\x12\x1d\n" +
+	"\n" +
+	"log_chunks\x18\x04 \x01(\rR\tlogChunks\x12\x14\n" +
+	"\x05notes\x18\x05 \x03(\tR\x05notes\"[\n" +
+	"\x12ArtifactGetRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\"X\n" +
+	"\x13ArtifactGetResponse\x12-\n" +
+	"\x04file\x18\x01 \x01(\v2\x19.megaflow.v1.ArtifactFileR\x04file\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data2\xb2\n" +
+	"\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -1939,7 +2417,10 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\vListWorkers\x12\x1f.megaflow.v1.ListWorkersRequest\x1a .megaflow.v1.ListWorkersResponse\x12G\n" +
 	"\bSetQuota\x12\x1c.megaflow.v1.SetQuotaRequest\x1a\x1d.megaflow.v1.SetQuotaResponse\x12J\n" +
 	"\tGetQuotas\x12\x1d.megaflow.v1.GetQuotasRequest\x1a\x1e.megaflow.v1.GetQuotasResponse\x12J\n" +
-	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponse\x12=\n" +
+	"\x04Logs\x12\x18.megaflow.v1.LogsRequest\x1a\x19.megaflow.v1.LogsResponse0\x01\x12S\n" +
+	"\fArtifactList\x12 .megaflow.v1.ArtifactListRequest\x1a!.megaflow.v1.ArtifactListResponse\x12R\n" +
+	"\vArtifactGet\x12\x1f.megaflow.v1.ArtifactGetRequest\x1a .megaflow.v1.ArtifactGetResponse0\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -1953,7 +2434,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
@@ -1985,80 +2466,95 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*GetQuotasResponse)(nil),     // 27: megaflow.v1.GetQuotasResponse
 	(*GetLimitsRequest)(nil),      // 28: megaflow.v1.GetLimitsRequest
 	(*GetLimitsResponse)(nil),     // 29: megaflow.v1.GetLimitsResponse
-	(*GraphSpec)(nil),             // 30: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 31: megaflow.v1.Graph
-	(GraphState)(0),               // 32: megaflow.v1.GraphState
-	(*Task)(nil),                  // 33: megaflow.v1.Task
-	(TaskState)(0),                // 34: megaflow.v1.TaskState
-	(*Event)(nil),                 // 35: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 36: megaflow.v1.HeadInfo
-	(*Worker)(nil),                // 37: megaflow.v1.Worker
-	(*Quota)(nil),                 // 38: megaflow.v1.Quota
-	(*QuotaUsage)(nil),            // 39: megaflow.v1.QuotaUsage
+	(*LogsRequest)(nil),           // 30: megaflow.v1.LogsRequest
+	(*LogsResponse)(nil),          // 31: megaflow.v1.LogsResponse
+	(*ArtifactFile)(nil),          // 32: megaflow.v1.ArtifactFile
+	(*ArtifactListRequest)(nil),   // 33: megaflow.v1.ArtifactListRequest
+	(*ArtifactListResponse)(nil),  // 34: megaflow.v1.ArtifactListResponse
+	(*ArtifactGetRequest)(nil),    // 35: megaflow.v1.ArtifactGetRequest
+	(*ArtifactGetResponse)(nil),   // 36: megaflow.v1.ArtifactGetResponse
+	(*GraphSpec)(nil),             // 37: megaflow.v1.GraphSpec
+	(*Graph)(nil),                 // 38: megaflow.v1.Graph
+	(GraphState)(0),               // 39: megaflow.v1.GraphState
+	(*Task)(nil),                  // 40: megaflow.v1.Task
+	(TaskState)(0),                // 41: megaflow.v1.TaskState
+	(*Event)(nil),                 // 42: megaflow.v1.Event
+	(*HeadInfo)(nil),              // 43: megaflow.v1.HeadInfo
+	(*Worker)(nil),                // 44: megaflow.v1.Worker
+	(*Quota)(nil),                 // 45: megaflow.v1.Quota
+	(*QuotaUsage)(nil),            // 46: megaflow.v1.QuotaUsage
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	30, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	37, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	31, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	38, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	32, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	39, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	31, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	38, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	33, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	40, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	34, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	41, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	33, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	40, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	35, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	36, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	42, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	43, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	37, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	44, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	38, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	45, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
 	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
-	39, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
-	39, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
-	39, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	46, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	46, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	46, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
 	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
-	38, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	45, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
 	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
-	2,  // 29: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 30: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 31: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 32: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 33: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 34: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 35: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 36: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 37: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 38: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 39: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	24, // 40: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
-	26, // 41: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
-	28, // 42: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
-	3,  // 43: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 44: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 45: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 46: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 47: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 48: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 49: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 50: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 51: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 52: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 53: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 54: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 55: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 56: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	43, // [43:57] is the sub-list for method output_type
-	29, // [29:43] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	32, // 29: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
+	32, // 30: megaflow.v1.ArtifactGetResponse.file:type_name -> megaflow.v1.ArtifactFile
+	2,  // 31: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 32: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 33: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 34: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 35: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 36: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 37: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 38: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 39: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 40: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 41: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 42: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 43: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 44: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	30, // 45: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
+	33, // 46: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
+	35, // 47: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
+	3,  // 48: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 49: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 50: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 51: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 52: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 53: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 54: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 55: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 56: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 57: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 58: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 59: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 60: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 61: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	31, // 62: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
+	34, // 63: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
+	36, // 64: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
+	48, // [48:65] is the sub-list for method output_type
+	31, // [31:48] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -2074,7 +2570,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,9 @@ const (
 	MegaflowService_SetQuota_FullMethodName      = "/megaflow.v1.MegaflowService/SetQuota"
 	MegaflowService_GetQuotas_FullMethodName     = "/megaflow.v1.MegaflowService/GetQuotas"
 	MegaflowService_GetLimits_FullMethodName     = "/megaflow.v1.MegaflowService/GetLimits"
+	MegaflowService_Logs_FullMethodName          = "/megaflow.v1.MegaflowService/Logs"
+	MegaflowService_ArtifactList_FullMethodName  = "/megaflow.v1.MegaflowService/ArtifactList"
+	MegaflowService_ArtifactGet_FullMethodName   = "/megaflow.v1.MegaflowService/ArtifactGet"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -73,6 +76,21 @@ type MegaflowServiceClient interface {
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
+	// Logs streams an attempt's combined stdout and stderr from the artifact
+	// store, chunk by chunk in order. With follow it streams chunks as they
+	// land and ends once the attempt is terminal and all its chunks are in.
+	// Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
+	// no artifact store), UNAVAILABLE (the store does not answer).
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error)
+	// ArtifactList returns an attempt's manifest: its output files with sizes
+	// and SHA-256. Errors as Logs; NOT_FOUND also while the manifest has not
+	// landed (pending says so).
+	ArtifactList(ctx context.Context, in *ArtifactListRequest, opts ...grpc.CallOption) (*ArtifactListResponse, error)
+	// ArtifactGet streams one output file (or the stored result) of an
+	// attempt: its ArtifactFile first, then the bytes. The head checks the
+	// bytes against the manifest's SHA-256 as it reads and ends the stream
+	// with DATA_LOSS on a mismatch. Errors as ArtifactList.
+	ArtifactGet(ctx context.Context, in *ArtifactGetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ArtifactGetResponse], error)
 }
 
 type megaflowServiceClient struct {
@@ -232,6 +250,54 @@ func (c *megaflowServiceClient) GetLimits(ctx context.Context, in *GetLimitsRequ
 	return out, nil
 }
 
+func (c *megaflowServiceClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MegaflowService_ServiceDesc.Streams[1], MegaflowService_Logs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogsRequest, LogsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_LogsClient = grpc.ServerStreamingClient[LogsResponse]
+
+func (c *megaflowServiceClient) ArtifactList(ctx context.Context, in *ArtifactListRequest, opts ...grpc.CallOption) (*ArtifactListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArtifactListResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_ArtifactList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) ArtifactGet(ctx context.Context, in *ArtifactGetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ArtifactGetResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MegaflowService_ServiceDesc.Streams[2], MegaflowService_ArtifactGet_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ArtifactGetRequest, ArtifactGetResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_ArtifactGetClient = grpc.ServerStreamingClient[ArtifactGetResponse]
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -270,6 +336,21 @@ type MegaflowServiceServer interface {
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
+	// Logs streams an attempt's combined stdout and stderr from the artifact
+	// store, chunk by chunk in order. With follow it streams chunks as they
+	// land and ends once the attempt is terminal and all its chunks are in.
+	// Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
+	// no artifact store), UNAVAILABLE (the store does not answer).
+	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error
+	// ArtifactList returns an attempt's manifest: its output files with sizes
+	// and SHA-256. Errors as Logs; NOT_FOUND also while the manifest has not
+	// landed (pending says so).
+	ArtifactList(context.Context, *ArtifactListRequest) (*ArtifactListResponse, error)
+	// ArtifactGet streams one output file (or the stored result) of an
+	// attempt: its ArtifactFile first, then the bytes. The head checks the
+	// bytes against the manifest's SHA-256 as it reads and ends the stream
+	// with DATA_LOSS on a mismatch. Errors as ArtifactList.
+	ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -321,6 +402,15 @@ func (UnimplementedMegaflowServiceServer) GetQuotas(context.Context, *GetQuotasR
 }
 func (UnimplementedMegaflowServiceServer) GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
+}
+func (UnimplementedMegaflowServiceServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method Logs not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ArtifactList(context.Context, *ArtifactListRequest) (*ArtifactListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ArtifactList not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error {
+	return status.Error(codes.Unimplemented, "method ArtifactGet not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -588,6 +678,46 @@ func _MegaflowService_GetLimits_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MegaflowServiceServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_LogsServer = grpc.ServerStreamingServer[LogsResponse]
+
+func _MegaflowService_ArtifactList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArtifactListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).ArtifactList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_ArtifactList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).ArtifactList(ctx, req.(*ArtifactListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_ArtifactGet_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ArtifactGetRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MegaflowServiceServer).ArtifactGet(m, &grpc.GenericServerStream[ArtifactGetRequest, ArtifactGetResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_ArtifactGetServer = grpc.ServerStreamingServer[ArtifactGetResponse]
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -647,11 +777,25 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetLimits",
 			Handler:    _MegaflowService_GetLimits_Handler,
 		},
+		{
+			MethodName: "ArtifactList",
+			Handler:    _MegaflowService_ArtifactList_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _MegaflowService_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Logs",
+			Handler:       _MegaflowService_Logs_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ArtifactGet",
+			Handler:       _MegaflowService_ArtifactGet_Handler,
 			ServerStreams: true,
 		},
 	},

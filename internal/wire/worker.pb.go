@@ -84,25 +84,30 @@ const (
 	AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED      AttemptEventKind = 3 // it could not run or crashed: reason says why
 	AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT   AttemptEventKind = 4 // killed at its timeout
 	AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED     AttemptEventKind = 5 // stopped because the head asked (cancel)
+	// every artifact of the (ended) attempt is in the store: clears
+	// Attempt.artifacts_pending
+	AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED AttemptEventKind = 100
 )
 
 // Enum value maps for AttemptEventKind.
 var (
 	AttemptEventKind_name = map[int32]string{
-		0: "ATTEMPT_EVENT_KIND_UNSPECIFIED",
-		1: "ATTEMPT_EVENT_KIND_STARTED",
-		2: "ATTEMPT_EVENT_KIND_EXITED",
-		3: "ATTEMPT_EVENT_KIND_FAILED",
-		4: "ATTEMPT_EVENT_KIND_TIMED_OUT",
-		5: "ATTEMPT_EVENT_KIND_STOPPED",
+		0:   "ATTEMPT_EVENT_KIND_UNSPECIFIED",
+		1:   "ATTEMPT_EVENT_KIND_STARTED",
+		2:   "ATTEMPT_EVENT_KIND_EXITED",
+		3:   "ATTEMPT_EVENT_KIND_FAILED",
+		4:   "ATTEMPT_EVENT_KIND_TIMED_OUT",
+		5:   "ATTEMPT_EVENT_KIND_STOPPED",
+		100: "ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED",
 	}
 	AttemptEventKind_value = map[string]int32{
-		"ATTEMPT_EVENT_KIND_UNSPECIFIED": 0,
-		"ATTEMPT_EVENT_KIND_STARTED":     1,
-		"ATTEMPT_EVENT_KIND_EXITED":      2,
-		"ATTEMPT_EVENT_KIND_FAILED":      3,
-		"ATTEMPT_EVENT_KIND_TIMED_OUT":   4,
-		"ATTEMPT_EVENT_KIND_STOPPED":     5,
+		"ATTEMPT_EVENT_KIND_UNSPECIFIED":      0,
+		"ATTEMPT_EVENT_KIND_STARTED":          1,
+		"ATTEMPT_EVENT_KIND_EXITED":           2,
+		"ATTEMPT_EVENT_KIND_FAILED":           3,
+		"ATTEMPT_EVENT_KIND_TIMED_OUT":        4,
+		"ATTEMPT_EVENT_KIND_STOPPED":          5,
+		"ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED": 100,
 	}
 )
 
@@ -538,12 +543,15 @@ type AttemptEvent struct {
 	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Reason   string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The task's JSON result (with EXITED 0), at most 64 KiB.
-	Result        []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
-	UnixNanos     int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	OomKilled     bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
-	ContainerId   string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Result      []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	UnixNanos   int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	OomKilled   bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	ContainerId string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// With the final event: artifacts of the attempt are still in the
+	// worker's spool (an ARTIFACTS_LANDED event follows once they land).
+	ArtifactsPending bool `protobuf:"varint,100,opt,name=artifacts_pending,json=artifactsPending,proto3" json:"artifacts_pending,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AttemptEvent) Reset() {
@@ -637,6 +645,13 @@ func (x *AttemptEvent) GetContainerId() string {
 		return x.ContainerId
 	}
 	return ""
+}
+
+func (x *AttemptEvent) GetArtifactsPending() bool {
+	if x != nil {
+		return x.ArtifactsPending
+	}
+	return false
 }
 
 // EventBatch carries events in order. seq numbers batches of one worker
@@ -851,9 +866,13 @@ type Assignment struct {
 	Env map[string]string `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The task is the last unfinished one of its session: when it ends, the
 	// worker removes the session's container (it holds the session's state).
-	SessionEnds   bool `protobuf:"varint,9,opt,name=session_ends,json=sessionEnds,proto3" json:"session_ends,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionEnds bool `protobuf:"varint,9,opt,name=session_ends,json=sessionEnds,proto3" json:"session_ends,omitempty"`
+	// Parents whose declared output files the worker downloads into the
+	// task's input directory before it starts: parent task name -> the
+	// parent's succeeded attempt number.
+	ArtifactInputs map[string]uint32 `protobuf:"bytes,100,rep,name=artifact_inputs,json=artifactInputs,proto3" json:"artifact_inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -947,6 +966,13 @@ func (x *Assignment) GetSessionEnds() bool {
 		return x.SessionEnds
 	}
 	return false
+}
+
+func (x *Assignment) GetArtifactInputs() map[string]uint32 {
+	if x != nil {
+		return x.ArtifactInputs
+	}
+	return nil
 }
 
 // StopAttempt tells a worker to stop (kill) one attempt.
@@ -1270,7 +1296,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xa2\x02\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xcf\x02\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1282,7 +1308,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"unix_nanos\x18\a \x01(\x03R\tunixNanos\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\b \x01(\bR\toomKilled\x12!\n" +
-	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\"Q\n" +
+	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12+\n" +
+	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\"Q\n" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +
@@ -1294,7 +1321,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x18.megaflow.v1.WorkerHelloH\x00R\x05hello\x121\n" +
 	"\x06events\x18\x02 \x01(\v2\x17.megaflow.v1.EventBatchH\x00R\x06events\x126\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeatB\x05\n" +
-	"\x03msg\"\xea\x02\n" +
+	"\x03msg\"\x83\x04\n" +
 	"\n" +
 	"Assignment\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
@@ -1306,10 +1333,14 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x04spec\x18\x06 \x01(\v2\x15.megaflow.v1.TaskSpecR\x04spec\x12\x1b\n" +
 	"\tgpu_uuids\x18\a \x03(\tR\bgpuUuids\x122\n" +
 	"\x03env\x18\b \x03(\v2 .megaflow.v1.Assignment.EnvEntryR\x03env\x12!\n" +
-	"\fsession_ends\x18\t \x01(\bR\vsessionEnds\x1a6\n" +
+	"\fsession_ends\x18\t \x01(\bR\vsessionEnds\x12T\n" +
+	"\x0fartifact_inputs\x18d \x03(\v2+.megaflow.v1.Assignment.ArtifactInputsEntryR\x0eartifactInputs\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13ArtifactInputsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"X\n" +
 	"\vStopAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
@@ -1330,14 +1361,15 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DOWN\x10\x02\x12\x16\n" +
-	"\x12WORKER_STATUS_LEFT\x10\x03*\xd6\x01\n" +
+	"\x12WORKER_STATUS_LEFT\x10\x03*\xff\x01\n" +
 	"\x10AttemptEventKind\x12\"\n" +
 	"\x1eATTEMPT_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aATTEMPT_EVENT_KIND_STARTED\x10\x01\x12\x1d\n" +
 	"\x19ATTEMPT_EVENT_KIND_EXITED\x10\x02\x12\x1d\n" +
 	"\x19ATTEMPT_EVENT_KIND_FAILED\x10\x03\x12 \n" +
 	"\x1cATTEMPT_EVENT_KIND_TIMED_OUT\x10\x04\x12\x1e\n" +
-	"\x1aATTEMPT_EVENT_KIND_STOPPED\x10\x052T\n" +
+	"\x1aATTEMPT_EVENT_KIND_STOPPED\x10\x05\x12'\n" +
+	"#ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED\x10d2T\n" +
 	"\rWorkerService\x12C\n" +
 	"\aConnect\x12\x1a.megaflow.v1.WorkerMessage\x1a\x18.megaflow.v1.HeadMessage(\x010\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
@@ -1354,7 +1386,7 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_megaflow_v1_worker_proto_goTypes = []any{
 	(WorkerStatus)(0),      // 0: megaflow.v1.WorkerStatus
 	(AttemptEventKind)(0),  // 1: megaflow.v1.AttemptEventKind
@@ -1374,16 +1406,17 @@ var file_megaflow_v1_worker_proto_goTypes = []any{
 	(*HeadMessage)(nil),    // 15: megaflow.v1.HeadMessage
 	nil,                    // 16: megaflow.v1.WorkerInfo.LabelsEntry
 	nil,                    // 17: megaflow.v1.Assignment.EnvEntry
-	(*Resources)(nil),      // 18: megaflow.v1.Resources
-	(*TaskSpec)(nil),       // 19: megaflow.v1.TaskSpec
+	nil,                    // 18: megaflow.v1.Assignment.ArtifactInputsEntry
+	(*Resources)(nil),      // 19: megaflow.v1.Resources
+	(*TaskSpec)(nil),       // 20: megaflow.v1.TaskSpec
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	18, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	19, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
 	16, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	18, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	19, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
@@ -1391,20 +1424,21 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	6,  // 10: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
 	8,  // 11: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
 	9,  // 12: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	19, // 13: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	20, // 13: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
 	17, // 14: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	12, // 15: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	13, // 16: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	11, // 17: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	12, // 18: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	14, // 19: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	10, // 20: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	15, // 21: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	21, // [21:22] is the sub-list for method output_type
-	20, // [20:21] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	18, // 15: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
+	12, // 16: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 17: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 18: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 19: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	14, // 20: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	10, // 21: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	15, // 22: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	22, // [22:23] is the sub-list for method output_type
+	21, // [21:22] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1430,7 +1464,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
