@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -113,6 +115,20 @@ type Config struct {
 	PoolKeeper []string
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
+
+	// Artifacts is the artifact store (internal/artifact's layout): each
+	// attempt's log is shipped to it in chunks while it runs, then its
+	// declared output files, a result over MaxResultBytes and its
+	// manifest; children's inputs are read from it. nil: no artifacts
+	// (logs stay in DataDir only, no MEGAFLOW_OUTPUT_DIR).
+	Artifacts blob.Store
+	// Spool queues the uploads to Artifacts, so that a store that is down
+	// never holds up an attempt. nil with Artifacts set: an in-memory
+	// spool run by the worker (not durable across restarts).
+	Spool artifact.Spool
+	// LogShipInterval is how often a running attempt's new output is
+	// shipped, which bounds what a worker crash loses. Default 1 s.
+	LogShipInterval time.Duration
 }
 
 // DefaultConfig returns a Config with the defaults and no identity,
@@ -132,6 +148,7 @@ func DefaultConfig() Config {
 		ReconnectMax:        5 * time.Second,
 		PoolMax:             4,
 		PoolIdle:            5 * time.Minute,
+		LogShipInterval:     time.Second,
 	}
 }
 
@@ -189,6 +206,7 @@ func (c *Config) Validate() error {
 		{"BatchDelay", c.BatchDelay, 0},
 		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
 		{"PoolIdle", c.PoolIdle, 10 * time.Millisecond},
+		{"LogShipInterval", c.LogShipInterval, 10 * time.Millisecond},
 	} {
 		if d.v < d.min {
 			add("%s %v is below %v", d.name, d.v, d.min)

@@ -21,7 +21,7 @@ func (d direct) Put(ctx context.Context, key string, r io.Reader, o blob.PutOpti
 	_, err := d.s.Put(ctx, key, r, o)
 	return err
 }
-func (d direct) Pending(string) int                  { return 0 }
+func (d direct) Pending(string) int                 { return 0 }
 func (d direct) Wait(context.Context, string) error { return nil }
 
 var att = Attempt{Tenant: "t", GraphID: "g", TaskName: "train", Number: 2}

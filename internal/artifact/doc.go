@@ -17,7 +17,7 @@
 //	                             limit (the table then holds a Ref)
 //	manifest.json                the Manifest, uploaded last: once it is in
 //	                             the store, every chunk and file it lists is
-//	
+//
 // Plain files rather than one tar+zstd archive: a reader fetches one file
 // without the others, and each file carries its own SHA-256.
 //
