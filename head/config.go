@@ -3,6 +3,7 @@ package head
 import (
 	"errors"
 	"fmt"
+	"github.com/megaflow/megaflow/internal/blob"
 	"log/slog"
 	"math"
 	"net"
@@ -33,6 +34,10 @@ type Config struct {
 	Join []string
 	// Logger receives the head's logs; nil discards them.
 	Logger *slog.Logger
+	// Artifacts is the artifact store the workers upload to, read by the
+	// Logs, ArtifactList and ArtifactGet RPCs; nil: those answer
+	// FAILED_PRECONDITION.
+	Artifacts blob.Store
 
 	// MaxEntryBytes bounds the encoded size of one Raft log entry; graphs
 	// larger than this are committed in several entries, atomically.

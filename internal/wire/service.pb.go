@@ -1804,7 +1804,9 @@ type LogsRequest struct {
 	// 1-based attempt number; 0: the task's current (last) attempt.
 	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Keep streaming until the attempt is terminal and its log complete.
-	Follow        bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	Follow bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	// Start after this chunk (resuming a broken stream); 0: from the first.
+	AfterChunk    uint32 `protobuf:"varint,4,opt,name=after_chunk,json=afterChunk,proto3" json:"after_chunk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1858,6 +1860,13 @@ func (x *LogsRequest) GetFollow() bool {
 		return x.Follow
 	}
 	return false
+}
+
+func (x *LogsRequest) GetAfterChunk() uint32 {
+	if x != nil {
+		return x.AfterChunk
+	}
+	return 0
 }
 
 // LogsResponse is one chunk of a log, in order.
@@ -2368,11 +2377,13 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"rate_burst\x18\x03 \x01(\x05R\trateBurst\x12,\n" +
 	"\acluster\x18\x04 \x01(\v2\x12.megaflow.v1.QuotaR\acluster\x121\n" +
 	"\x15max_queue_wait_millis\x18\x05 \x01(\x03R\x12maxQueueWaitMillis\x12)\n" +
-	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"X\n" +
+	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"y\n" +
 	"\vLogsRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06follow\x18\x03 \x01(\bR\x06follow\"R\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x1f\n" +
+	"\vafter_chunk\x18\x04 \x01(\rR\n" +
+	"afterChunk\"R\n" +
 	"\fLogsResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x14\n" +

@@ -89,7 +89,7 @@ type MegaflowServiceClient interface {
 	// ArtifactGet streams one output file (or the stored result) of an
 	// attempt: its ArtifactFile first, then the bytes. The head checks the
 	// bytes against the manifest's SHA-256 as it reads and ends the stream
-	// with DATA_LOSS on a mismatch. Errors as ArtifactList.
+	// with INTERNAL on a mismatch. Errors as ArtifactList.
 	ArtifactGet(ctx context.Context, in *ArtifactGetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ArtifactGetResponse], error)
 }
 
@@ -349,7 +349,7 @@ type MegaflowServiceServer interface {
 	// ArtifactGet streams one output file (or the stored result) of an
 	// attempt: its ArtifactFile first, then the bytes. The head checks the
 	// bytes against the manifest's SHA-256 as it reads and ends the stream
-	// with DATA_LOSS on a mismatch. Errors as ArtifactList.
+	// with INTERNAL on a mismatch. Errors as ArtifactList.
 	ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
