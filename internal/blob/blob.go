@@ -57,7 +57,8 @@ type PutOptions struct {
 	// then buffers or streams in parts).
 	Size int64
 	// SHA256 is the lowercase hex SHA-256 the content must have; when set,
-	// a mismatch returns ErrChecksum and leaves no object under the key.
+	// a mismatch returns ErrChecksum and stores nothing: the key keeps the
+	// object it had before the Put (none if it had none).
 	SHA256 string
 	// ContentType is recorded with the object.
 	ContentType string
@@ -115,4 +116,22 @@ func ValidKey(key string) error {
 // elements (spec names are).
 func AttemptPrefix(tenant, graph, task string, attempt uint32) string {
 	return fmt.Sprintf("%s/%s/%s/%d/", tenant, graph, task, attempt)
+}
+
+// ValidPrefix reports whether some valid key could start with prefix, with
+// a reason when none can ("../", "/abs", "a//"). "" is valid (every key).
+// Backends refuse List and DeletePrefix of an invalid prefix with
+// ErrInvalidKey rather than search for keys that cannot exist.
+func ValidPrefix(prefix string) error {
+	i := strings.LastIndex(prefix, "/")
+	if strings.ContainsAny(prefix[i+1:], "\\\x00") {
+		return fmt.Errorf("%w: prefix %q: no key can start with it (NUL byte or backslash)", ErrInvalidKey, prefix)
+	}
+	if i < 0 {
+		return nil
+	}
+	if err := ValidKey(prefix[:i]); err != nil {
+		return fmt.Errorf("prefix %q: no key can start with it: %w", prefix, err)
+	}
+	return nil
 }
