@@ -166,18 +166,21 @@ func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, outpu
 	if m != nil && len(m.Notes) > 0 {
 		d.log.Info("output files: notes", "notes", m.Notes)
 	}
-	ev.ArtifactsPending = d.w.spool.Pending(a.Prefix()) > 0
+	ev.ArtifactsPending = artifact.Pending(d.w.spool, a.ManifestKey())
 }
 
-// watchLanded reports ARTIFACTS_LANDED for attempt k once the spool holds
-// nothing of it. The driver calls it after queuing the attempt's final
+// watchLanded reports ARTIFACTS_LANDED for attempt k once its manifest,
+// enqueued last, landed (so everything before it did). The driver calls it after queuing the attempt's final
 // event (with artifacts_pending), so the head sees the two in order. The
 // goroutine belongs to the worker and ends when it stops.
-func (w *Worker) watchLanded(k attempt.Key, prefix string) {
+func (w *Worker) watchLanded(k attempt.Key, manifestKey string) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		if err := w.spool.Wait(w.runCtx, prefix); err != nil {
+		if err := w.spool.Wait(w.runCtx, manifestKey); err != nil {
+			if w.runCtx.Err() == nil {
+				w.log.Error("artifacts of an attempt will not land", "task", k.TaskID, "attempt", k.Attempt, "err", err)
+			}
 			return
 		}
 		w.outbox.add(&wire.AttemptEvent{

@@ -330,7 +330,7 @@ func (d *driver) report(r attempt.Report) {
 	}
 	d.w.outbox.add(ev, onAck)
 	if r.Final && ev.GetArtifactsPending() && d.assign != nil {
-		d.w.watchLanded(d.h.key, artifactAttempt(d.assign, d.h.key).Prefix())
+		d.w.watchLanded(d.h.key, artifactAttempt(d.assign, d.h.key).ManifestKey())
 	}
 }
 

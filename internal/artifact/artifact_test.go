@@ -12,16 +12,19 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/internal/blob"
+	"github.com/megaflow/megaflow/internal/blob/spool"
 )
 
 // direct is a Spool that puts straight into the store (tests only).
+// The durable spool daemons use is a Spool.
+var _ Spool = (*spool.Spool)(nil)
+
 type direct struct{ s blob.Store }
 
-func (d direct) Put(ctx context.Context, key string, r io.Reader, o blob.PutOptions) error {
+func (d direct) Enqueue(ctx context.Context, key string, r io.Reader, o blob.PutOptions) error {
 	_, err := d.s.Put(ctx, key, r, o)
 	return err
 }
-func (d direct) Pending(string) int                 { return 0 }
 func (d direct) Wait(context.Context, string) error { return nil }
 
 var att = Attempt{Tenant: "t", GraphID: "g", TaskName: "train", Number: 2}
@@ -146,11 +149,14 @@ func TestFinishAndFetch(t *testing.T) {
 	if !strings.Contains(string(ref), `"megaflow_artifact":"result.json"`) {
 		t.Errorf("ref = %s", ref)
 	}
-	if n := sp.Pending(att.Prefix()); n != 6 {
-		t.Errorf("pending = %d while the store is down, want 6", n)
+	if !Pending(sp, att.ManifestKey()) || !Pending(sp, att.LogKey(1)) {
+		t.Errorf("nothing pending while the store is down")
 	}
 	store.SetDown(false)
-	must(t, sp.Wait(ctx, att.Prefix()))
+	must(t, sp.Wait(ctx, att.ManifestKey()))
+	if Pending(sp, att.LogKey(1)) {
+		t.Errorf("log chunk 1 still pending after the manifest, enqueued later, landed")
+	}
 
 	chunks, err := LogChunks(ctx, store, att)
 	must(t, err)

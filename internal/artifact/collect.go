@@ -169,7 +169,7 @@ func (c *collector) file(p string) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("collect %q: %w", p, err)
 	}
-	if err := c.sp.Put(c.ctx, c.a.FileKey(p), io.LimitReader(f, file.Size),
+	if err := c.sp.Enqueue(c.ctx, c.a.FileKey(p), io.LimitReader(f, file.Size),
 		blob.PutOptions{Size: file.Size, SHA256: file.SHA256, ContentType: file.ContentType}); err != nil {
 		return fmt.Errorf("collect %q: spool: %w", p, err)
 	}

@@ -54,7 +54,7 @@ func (f Finish) Store(ctx context.Context, sp Spool, a Attempt) (*Manifest, []by
 	if len(f.Result) > 0 {
 		sum := sha256.Sum256(f.Result)
 		file := File{Path: ResultName, Size: int64(len(f.Result)), SHA256: hex.EncodeToString(sum[:]), ContentType: "application/json"}
-		if err := sp.Put(ctx, a.FileKey(ResultName), bytes.NewReader(f.Result),
+		if err := sp.Enqueue(ctx, a.FileKey(ResultName), bytes.NewReader(f.Result),
 			blob.PutOptions{Size: file.Size, SHA256: file.SHA256, ContentType: file.ContentType}); err != nil {
 			errList = append(errList, fmt.Errorf("store result: %w", err))
 		} else {
@@ -66,7 +66,7 @@ func (f Finish) Store(ctx context.Context, sp Spool, a Attempt) (*Manifest, []by
 	if err != nil {
 		return nil, nil, fmt.Errorf("manifest: %w", err)
 	}
-	if err := sp.Put(ctx, a.ManifestKey(), bytes.NewReader(b), blob.PutOptions{Size: int64(len(b)), ContentType: "application/json"}); err != nil {
+	if err := sp.Enqueue(ctx, a.ManifestKey(), bytes.NewReader(b), blob.PutOptions{Size: int64(len(b)), ContentType: "application/json"}); err != nil {
 		errList = append(errList, fmt.Errorf("store manifest: %w", err))
 	}
 	return m, ref, errors.Join(errList...)

@@ -48,7 +48,7 @@ func (s *LogShipper) Ship(ctx context.Context) error {
 	for {
 		n, err := f.ReadAt(buf, s.off)
 		if n > 0 {
-			if perr := s.spool.Put(ctx, s.a.LogKey(s.n+1), bytesReader(buf[:n]),
+			if perr := s.spool.Enqueue(ctx, s.a.LogKey(s.n+1), bytesReader(buf[:n]),
 				blob.PutOptions{Size: int64(n), ContentType: "text/plain; charset=utf-8"}); perr != nil {
 				return fmt.Errorf("ship log chunk %d: %w", s.n+1, perr)
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,20 +13,28 @@ import (
 )
 
 // Spool queues uploads to the artifact store so that a worker never waits
-// on the store: Put returns once the spool holds the content, and the
-// spool uploads it later, oldest first, retrying until it lands. The
-// durable, bounded spool on disk is internal/blob's; MemSpool is the
-// in-memory one tests use.
+// on the store: Enqueue returns once the spool holds the content, and the
+// spool uploads it later, one at a time in enqueue order, retrying until
+// it lands. internal/blob/spool.Spool (durable, on disk, bounded) is the
+// one daemons use; MemSpool is an in-memory one for tests.
+//
+// Because uploads land in enqueue order, an attempt's manifest, enqueued
+// last, landing means everything of the attempt enqueued before it landed.
 type Spool interface {
-	// Put queues r's content for upload under key. It returns once the
-	// spool holds the content; opts.SHA256, when set, is checked by the
-	// store on upload. Errors: the spool is full or its disk failed, ctx's.
-	Put(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) error
-	// Pending counts the queued uploads whose keys start with prefix.
-	Pending(prefix string) int
-	// Wait blocks until no upload whose key starts with prefix is queued.
-	// Errors: ctx's.
-	Wait(ctx context.Context, prefix string) error
+	// Enqueue queues r's content for upload under key and returns once the
+	// spool holds it; opts.SHA256, when set, is checked. Errors: the spool
+	// is full (retry later), its disk failed, ctx's.
+	Enqueue(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) error
+	// Wait blocks until no upload of key is queued. Errors: ctx's, or the
+	// key's upload failed for good.
+	Wait(ctx context.Context, key string) error
+}
+
+// Pending reports whether sp still holds an upload of key.
+func Pending(sp Spool, key string) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return sp.Wait(ctx, key) != nil
 }
 
 // MemSpool is a Spool that holds queued uploads in memory (not durable:
@@ -58,8 +65,8 @@ func (s *MemSpool) notify() {
 	s.changed = make(chan struct{})
 }
 
-// Put implements Spool.
-func (s *MemSpool) Put(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) error {
+// Enqueue implements Spool.
+func (s *MemSpool) Enqueue(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) error {
 	if err := blob.ValidKey(key); err != nil {
 		return err
 	}
@@ -75,26 +82,18 @@ func (s *MemSpool) Put(ctx context.Context, key string, r io.Reader, opts blob.P
 	return nil
 }
 
-// Pending implements Spool.
-func (s *MemSpool) Pending(prefix string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, it := range s.queue {
-		if strings.HasPrefix(it.key, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
 // Wait implements Spool.
-func (s *MemSpool) Wait(ctx context.Context, prefix string) error {
+func (s *MemSpool) Wait(ctx context.Context, key string) error {
 	for {
 		s.mu.Lock()
-		ch := s.changed
+		ch, n := s.changed, 0
+		for _, it := range s.queue {
+			if it.key == key {
+				n++
+			}
+		}
 		s.mu.Unlock()
-		if s.Pending(prefix) == 0 {
+		if n == 0 {
 			return nil
 		}
 		select {
