@@ -224,6 +224,9 @@ func (c *Config) Validate() error {
 	if c.PoolMin < 0 || c.PoolMin > c.PoolMax {
 		add("PoolMin %d is outside [0, PoolMax %d]", c.PoolMin, c.PoolMax)
 	}
+	if c.Spool != nil && c.Artifacts == nil {
+		add("Spool is set but Artifacts is nil: give the store the spool uploads to (--artifacts)")
+	}
 	if c.MaxBatchEvents < 1 || c.MaxBatchEvents > 10000 {
 		add("MaxBatchEvents %d is outside [1, 10000]", c.MaxBatchEvents)
 	}

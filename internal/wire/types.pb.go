@@ -443,6 +443,8 @@ type TaskSpec struct {
 	// Worker labels that must match exactly.
 	NodeSelector map[string]string `protobuf:"bytes,14,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Paths inside the task whose files are collected as artifacts.
+	// Relative to the task's output directory (env MEGAFLOW_OUTPUT_DIR,
+	// /megaflow/out in a container); a directory collects every file below it.
 	OutputPaths []string     `protobuf:"bytes,15,rep,name=output_paths,json=outputPaths,proto3" json:"output_paths,omitempty"`
 	WorkingDir  string       `protobuf:"bytes,16,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
 	Kind        TaskKind     `protobuf:"varint,17,opt,name=kind,proto3,enum=megaflow.v1.TaskKind" json:"kind,omitempty"`
