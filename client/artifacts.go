@@ -59,7 +59,8 @@ func (c *Client) Logs(ctx context.Context, taskID string, o LogsOptions) iter.Se
 				yield(LogChunk{}, err)
 				return
 			}
-			stream, err := stub.Logs(ctx, &wire.LogsRequest{TaskId: taskID, Attempt: number, Follow: o.Follow, AfterChunk: after})
+			stream, err := stub.Logs(ctx, &wire.LogsRequest{TaskId: taskID, Attempt: number, Follow: o.Follow, AfterChunk: after,
+				Read: c.sessionRead()})
 			for err == nil {
 				var res *wire.LogsResponse
 				if res, err = stream.Recv(); err != nil {
@@ -143,7 +144,7 @@ func (r *logsReader) Close() error {
 func (c *Client) Artifacts(ctx context.Context, taskID string, attempt uint32) (*ArtifactList, error) {
 	var res *ArtifactList
 	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
-		res, err = s.ArtifactList(ctx, &wire.ArtifactListRequest{TaskId: taskID, Attempt: attempt})
+		res, err = s.ArtifactList(ctx, &wire.ArtifactListRequest{TaskId: taskID, Attempt: attempt, Read: c.sessionRead()})
 		return err
 	})
 	return res, err
@@ -162,7 +163,7 @@ func (c *Client) GetArtifact(ctx context.Context, taskID string, attempt uint32,
 		if written > 0 {
 			return fmt.Errorf("artifact %q: broke off after %d bytes", path, written)
 		}
-		stream, err := s.ArtifactGet(ctx, &wire.ArtifactGetRequest{TaskId: taskID, Attempt: attempt, Path: path})
+		stream, err := s.ArtifactGet(ctx, &wire.ArtifactGetRequest{TaskId: taskID, Attempt: attempt, Path: path, Read: c.sessionRead()})
 		if err != nil {
 			return err
 		}
@@ -198,4 +199,10 @@ func (c *Client) GetArtifact(ctx context.Context, taskID string, attempt uint32,
 		return nil
 	})
 	return file, err
+}
+
+// sessionRead makes an artifact read wait, on the head that serves it,
+// until that head applied what this client wrote or read before.
+func (c *Client) sessionRead() *wire.ReadOptions {
+	return &wire.ReadOptions{MinIndex: c.sessionIndex()}
 }

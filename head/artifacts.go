@@ -69,8 +69,29 @@ func (s *service) Logs(req *wire.LogsRequest, stream wire.MegaflowService_LogsSe
 	return errs.ToStatus(s.h.logs(stream.Context(), req, stream.Send))
 }
 
+// caughtUp waits until this head applied the client's session index (the
+// artifact reads are served by any head, never forwarded).
+func (h *Head) caughtUp(ctx context.Context, ro *wire.ReadOptions) error {
+	_, _, err := h.read(ctx, &wire.ReadOptions{MinIndex: ro.GetMinIndex(), MaxWaitMillis: ro.GetMaxWaitMillis()})
+	return err
+}
+
 func (h *Head) logs(ctx context.Context, req *wire.LogsRequest, send func(*wire.LogsResponse) error) error {
+	if err := h.caughtUp(ctx, req.GetRead()); err != nil {
+		return err
+	}
 	_, _, att, err := h.artifactAttempt(h.fsm.View(), req.GetTaskId(), req.GetAttempt())
+	for err != nil && req.GetFollow() && req.GetAttempt() == 0 {
+		// Following a task that has not run yet: wait for its first attempt.
+		t := h.fsm.View().Task(req.GetTaskId())
+		if t == nil || len(t.Attempts) > 0 || state.IsTerminal(t.State) || h.cfg.Artifacts == nil {
+			break
+		}
+		if err := sleepCtx(ctx, logsPoll); err != nil {
+			return err
+		}
+		_, _, att, err = h.artifactAttempt(h.fsm.View(), req.GetTaskId(), 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -115,13 +136,21 @@ func (h *Head) logs(ctx context.Context, req *wire.LogsRequest, send func(*wire.
 		if !req.GetFollow() || (m != nil && next > m.LogChunks) || (m == nil && over) {
 			return nil
 		}
-		t := time.NewTimer(logsPoll)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := sleepCtx(ctx, logsPoll); err != nil {
+			return err
 		}
+	}
+}
+
+// sleepCtx waits for d or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -136,7 +165,10 @@ func readObject(ctx context.Context, store blob.Store, key string) ([]byte, erro
 }
 
 // manifest reads the manifest of an attempt, saying when it is pending.
-func (h *Head) manifest(ctx context.Context, taskID string, number uint32) (*artifact.Manifest, artifact.Attempt, error) {
+func (h *Head) manifest(ctx context.Context, ro *wire.ReadOptions, taskID string, number uint32) (*artifact.Manifest, artifact.Attempt, error) {
+	if err := h.caughtUp(ctx, ro); err != nil {
+		return nil, artifact.Attempt{}, err
+	}
 	_, a, att, err := h.artifactAttempt(h.fsm.View(), taskID, number)
 	if err != nil {
 		return nil, att, err
@@ -164,7 +196,7 @@ func fileToWire(f artifact.File) *wire.ArtifactFile {
 
 // ArtifactList returns an attempt's manifest; see the proto.
 func (s *service) ArtifactList(ctx context.Context, req *wire.ArtifactListRequest) (*wire.ArtifactListResponse, error) {
-	m, att, err := s.h.manifest(ctx, req.GetTaskId(), req.GetAttempt())
+	m, att, err := s.h.manifest(ctx, req.GetRead(), req.GetTaskId(), req.GetAttempt())
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
@@ -182,7 +214,7 @@ func (s *service) ArtifactList(ctx context.Context, req *wire.ArtifactListReques
 // manifest; see the proto.
 func (s *service) ArtifactGet(req *wire.ArtifactGetRequest, stream wire.MegaflowService_ArtifactGetServer) error {
 	ctx := stream.Context()
-	m, att, err := s.h.manifest(ctx, req.GetTaskId(), req.GetAttempt())
+	m, att, err := s.h.manifest(ctx, req.GetRead(), req.GetTaskId(), req.GetAttempt())
 	if err != nil {
 		return errs.ToStatus(err)
 	}

@@ -255,7 +255,7 @@ func absPathProblem(p string) string {
 	return ""
 }
 
-// relPathProblem checks an output path: relative (to the working
+// relPathProblem checks an output path: relative (to the output
 // directory), clean, not leaving it through "..", without NUL bytes, 1 to
 // 4096 bytes. "." (the whole output directory) is allowed.
 func relPathProblem(p string) string {

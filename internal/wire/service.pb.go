@@ -1806,7 +1806,10 @@ type LogsRequest struct {
 	// Keep streaming until the attempt is terminal and its log complete.
 	Follow bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
 	// Start after this chunk (resuming a broken stream); 0: from the first.
-	AfterChunk    uint32 `protobuf:"varint,4,opt,name=after_chunk,json=afterChunk,proto3" json:"after_chunk,omitempty"`
+	AfterChunk uint32 `protobuf:"varint,4,opt,name=after_chunk,json=afterChunk,proto3" json:"after_chunk,omitempty"`
+	// Only min_index and max_wait_millis apply: the head answering waits
+	// until it applied min_index (the client's session), then reads.
+	Read          *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1867,6 +1870,13 @@ func (x *LogsRequest) GetAfterChunk() uint32 {
 		return x.AfterChunk
 	}
 	return 0
+}
+
+func (x *LogsRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
 }
 
 // LogsResponse is one chunk of a log, in order.
@@ -2009,7 +2019,9 @@ type ArtifactListRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// 0: the current attempt.
-	Attempt       uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// As LogsRequest.read.
+	Read          *ReadOptions `protobuf:"bytes,3,opt,name=read,proto3" json:"read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2056,6 +2068,13 @@ func (x *ArtifactListRequest) GetAttempt() uint32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *ArtifactListRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
 }
 
 type ArtifactListResponse struct {
@@ -2142,7 +2161,9 @@ type ArtifactGetRequest struct {
 	// 0: the current attempt.
 	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// A path as ArtifactList returns it.
-	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// As LogsRequest.read.
+	Read          *ReadOptions `protobuf:"bytes,4,opt,name=read,proto3" json:"read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2196,6 +2217,13 @@ func (x *ArtifactGetRequest) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *ArtifactGetRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
 }
 
 // ArtifactGetResponse: the first message carries file (and no data), the
@@ -2377,13 +2405,14 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"rate_burst\x18\x03 \x01(\x05R\trateBurst\x12,\n" +
 	"\acluster\x18\x04 \x01(\v2\x12.megaflow.v1.QuotaR\acluster\x121\n" +
 	"\x15max_queue_wait_millis\x18\x05 \x01(\x03R\x12maxQueueWaitMillis\x12)\n" +
-	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"y\n" +
+	"\x04meta\x18\x06 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"\xa7\x01\n" +
 	"\vLogsRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x1f\n" +
 	"\vafter_chunk\x18\x04 \x01(\rR\n" +
-	"afterChunk\"R\n" +
+	"afterChunk\x12,\n" +
+	"\x04read\x18\x05 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"R\n" +
 	"\fLogsResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x14\n" +
@@ -2392,21 +2421,23 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12!\n" +
-	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\"H\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\"v\n" +
 	"\x13ArtifactListRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\rR\aattempt\"\xb3\x01\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12,\n" +
+	"\x04read\x18\x03 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\xb3\x01\n" +
 	"\x14ArtifactListResponse\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12/\n" +
 	"\x05files\x18\x02 \x03(\v2\x19.megaflow.v1.ArtifactFileR\x05files\x12\x1b\n" +
 	"\tlog_bytes\x18\x03 \x01(\x03R\blogBytes\x12\x1d\n" +
 	"\n" +
 	"log_chunks\x18\x04 \x01(\rR\tlogChunks\x12\x14\n" +
-	"\x05notes\x18\x05 \x03(\tR\x05notes\"[\n" +
+	"\x05notes\x18\x05 \x03(\tR\x05notes\"\x89\x01\n" +
 	"\x12ArtifactGetRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
-	"\x04path\x18\x03 \x01(\tR\x04path\"X\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12,\n" +
+	"\x04read\x18\x04 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"X\n" +
 	"\x13ArtifactGetResponse\x12-\n" +
 	"\x04file\x18\x01 \x01(\v2\x19.megaflow.v1.ArtifactFileR\x04file\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data2\xb2\n" +
@@ -2525,47 +2556,50 @@ var file_megaflow_v1_service_proto_depIdxs = []int32{
 	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
 	45, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
 	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
-	32, // 29: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
-	32, // 30: megaflow.v1.ArtifactGetResponse.file:type_name -> megaflow.v1.ArtifactFile
-	2,  // 31: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 32: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 33: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 34: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 35: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 36: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 37: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 38: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 39: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 40: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 41: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	24, // 42: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
-	26, // 43: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
-	28, // 44: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
-	30, // 45: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
-	33, // 46: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
-	35, // 47: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
-	3,  // 48: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 49: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 50: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 51: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 52: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 53: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 54: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 55: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 56: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 57: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 58: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 59: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 60: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 61: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	31, // 62: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
-	34, // 63: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
-	36, // 64: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
-	48, // [48:65] is the sub-list for method output_type
-	31, // [31:48] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	0,  // 29: megaflow.v1.LogsRequest.read:type_name -> megaflow.v1.ReadOptions
+	0,  // 30: megaflow.v1.ArtifactListRequest.read:type_name -> megaflow.v1.ReadOptions
+	32, // 31: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
+	0,  // 32: megaflow.v1.ArtifactGetRequest.read:type_name -> megaflow.v1.ReadOptions
+	32, // 33: megaflow.v1.ArtifactGetResponse.file:type_name -> megaflow.v1.ArtifactFile
+	2,  // 34: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 35: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 36: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 37: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 38: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 39: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 40: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 41: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 42: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 43: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 44: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 45: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 46: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 47: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	30, // 48: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
+	33, // 49: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
+	35, // 50: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
+	3,  // 51: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 52: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 53: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 54: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 55: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 56: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 57: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 58: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 59: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 60: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 61: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 62: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 63: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 64: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	31, // 65: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
+	34, // 66: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
+	36, // 67: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
+	51, // [51:68] is the sub-list for method output_type
+	34, // [34:51] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }

@@ -78,8 +78,9 @@ type MegaflowServiceClient interface {
 	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
 	// Logs streams an attempt's combined stdout and stderr from the artifact
 	// store, chunk by chunk in order. With follow it streams chunks as they
-	// land and ends once the attempt is terminal and all its chunks are in.
-	// Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
+	// land and ends once the attempt is terminal and all its chunks are in;
+	// following the current attempt of a task that has not run yet waits for
+	// its first attempt. Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
 	// no artifact store), UNAVAILABLE (the store does not answer).
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error)
 	// ArtifactList returns an attempt's manifest: its output files with sizes
@@ -338,8 +339,9 @@ type MegaflowServiceServer interface {
 	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
 	// Logs streams an attempt's combined stdout and stderr from the artifact
 	// store, chunk by chunk in order. With follow it streams chunks as they
-	// land and ends once the attempt is terminal and all its chunks are in.
-	// Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
+	// land and ends once the attempt is terminal and all its chunks are in;
+	// following the current attempt of a task that has not run yet waits for
+	// its first attempt. Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
 	// no artifact store), UNAVAILABLE (the store does not answer).
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error
 	// ArtifactList returns an attempt's manifest: its output files with sizes
