@@ -206,3 +206,25 @@ func (c *Client) GetArtifact(ctx context.Context, taskID string, attempt uint32,
 func (c *Client) sessionRead() *wire.ReadOptions {
 	return &wire.ReadOptions{MinIndex: c.sessionIndex()}
 }
+
+// DeleteGraphResult says what DeleteGraph removed: the Raft index of the
+// deletion, the task rows and the stored artifacts (objects).
+type DeleteGraphResult = wire.DeleteGraphResponse
+
+// DeleteGraph deletes finished graph id: its artifacts from the store,
+// then the graph and its tasks from the table. Errors: errs.NotFound,
+// errs.FailedPrecondition (a task has not finished: cancel the graph and
+// wait), errs.Unavailable (no leader, or the store did not answer; the
+// graph stays, retry).
+func (c *Client) DeleteGraph(ctx context.Context, id string) (*DeleteGraphResult, error) {
+	var res *DeleteGraphResult
+	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
+		res, err = s.DeleteGraph(ctx, &wire.DeleteGraphRequest{GraphId: id})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.observe(res.Index)
+	return res, nil
+}

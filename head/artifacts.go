@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
@@ -246,4 +247,48 @@ func (s *service) ArtifactGet(req *wire.ArtifactGetRequest, stream wire.Megaflow
 			return errs.ToStatus(storeErr(err, "artifact %q of %s attempt %d", f.Path, req.GetTaskId(), att.Number))
 		}
 	}
+}
+
+// DeleteGraph deletes a finished graph's artifacts, then the graph; see
+// the proto. The store goes first so that a store that does not answer
+// leaves the graph in the table for a retry, never artifacts without a
+// graph to find them by.
+func (s *service) DeleteGraph(ctx context.Context, req *wire.DeleteGraphRequest) (*wire.DeleteGraphResponse, error) {
+	if req.GetGraphId() == "" {
+		return nil, errs.ToStatus(errs.New(errs.InvalidArgument, "DeleteGraph: graph_id is empty"))
+	}
+	if !s.h.IsLeader() {
+		resp, err := forward(ctx, s.h.fwd, req, wire.MegaflowServiceClient.DeleteGraph)
+		return resp, errs.ToStatus(err)
+	}
+	resp, err := s.h.deleteGraph(ctx, req.GetGraphId())
+	return resp, errs.ToStatus(err)
+}
+
+func (h *Head) deleteGraph(ctx context.Context, id string) (*wire.DeleteGraphResponse, error) {
+	view := h.fsm.View()
+	g := view.Graph(id)
+	if g == nil {
+		return nil, errs.New(errs.NotFound, "graph %q not found", id)
+	}
+	for _, t := range view.TasksOfGraph(id) {
+		if !state.IsTerminal(t.State) || t.ActiveAttempt() != nil {
+			return nil, errs.New(errs.FailedPrecondition,
+				"graph %q: task %q is %s or its attempt still runs; cancel the graph and wait until it ended, then delete it", id, t.ID, t.State)
+		}
+	}
+	out := &wire.DeleteGraphResponse{}
+	if h.cfg.Artifacts != nil {
+		n, err := h.cfg.Artifacts.DeletePrefix(ctx, artifact.GraphPrefix(g.Tenant, id))
+		if err != nil {
+			return nil, storeErr(err, "delete graph %q: artifacts", id)
+		}
+		out.Artifacts = int64(n)
+	}
+	res, index, err := h.apply(ctx, fsm.OpDeleteGraph, &wire.DeleteGraphCommand{GraphId: id, UnixNanos: time.Now().UnixNano()})
+	if err != nil {
+		return nil, err
+	}
+	out.Index, out.Tasks = index, res.(*fsm.DeleteGraphResult).Tasks
+	return out, nil
 }

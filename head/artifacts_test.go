@@ -103,4 +103,19 @@ func TestArtifactsOnRealProcesses(t *testing.T) {
 			t.Errorf("GetArtifact(%s, %d, %s): %v, want NotFound with %q", tc.task, tc.attempt, tc.path, err, tc.want)
 		}
 	}
+
+	// DeleteGraph removes the artifacts, then the graph.
+	res, err := cl.DeleteGraph(ctx, "files")
+	if err != nil || res.Tasks != 2 || res.Artifacts == 0 {
+		t.Fatalf("DeleteGraph: %v, %v", res, err)
+	}
+	if left, err := store.List(ctx, "default/files/"); err != nil || len(left) != 0 {
+		t.Fatalf("after DeleteGraph the store holds %d objects of the graph (%v)", len(left), err)
+	}
+	if _, err := cl.Artifacts(ctx, "files/gen", 0); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("Artifacts of a deleted graph: %v, want NotFound", err)
+	}
+	if _, err := cl.DeleteGraph(ctx, "files"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("second DeleteGraph: %v, want NotFound", err)
+	}
 }

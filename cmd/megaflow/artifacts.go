@@ -189,3 +189,28 @@ func getOne(ctx context.Context, c *client.Client, root *os.Root, task string, a
 	}
 	return f, nil
 }
+
+// deleteCmd is `megaflow delete GRAPH`.
+func deleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete GRAPH",
+		Short: "Delete a finished graph: its artifacts, then its tasks and the graph",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, done, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := c.DeleteGraph(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(res)
+			}
+			fmt.Fprintf(g.stdout, "deleted graph %s: %d task(s), %d stored object(s), at index %d\n", args[0], res.Tasks, res.Artifacts, res.Index)
+			return nil
+		},
+	}
+}

@@ -146,4 +146,11 @@ func TestArtifactsEndToEndDockerS3(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut, `has no file "nope.txt"`) {
 		t.Fatalf("get of a missing file: %d %q", code, errOut)
 	}
+	code, out, errOut = cli(t, heads, "delete", "art")
+	if code != 0 || !strings.Contains(out, "deleted graph art: 2 task(s)") {
+		t.Fatalf("delete art: %d %q %q", code, out, errOut)
+	}
+	if left, err := store.List(ctx, "default/art/"); err != nil || len(left) != 0 {
+		t.Fatalf("after delete the store holds %d objects of the graph (%v)", len(left), err)
+	}
 }

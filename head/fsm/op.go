@@ -35,6 +35,8 @@ const (
 	OpSetQuota Op = 9
 	// OpFailQueued carries a wire.FailQueuedCommand.
 	OpFailQueued Op = 10
+	// OpDeleteGraph carries a wire.DeleteGraphCommand.
+	OpDeleteGraph Op = 11
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -51,6 +53,7 @@ var opNames = map[Op]string{
 	OpAttemptsLost: "AttemptsLost",
 	OpSetQuota:     "SetQuota",
 	OpFailQueued:   "FailQueued",
+	OpDeleteGraph:  "DeleteGraph",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.

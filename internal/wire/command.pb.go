@@ -769,6 +769,60 @@ func (x *SetQuotaCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// DeleteGraphCommand removes a finished graph and its tasks from the table
+// (its artifacts are deleted from the store by the leader beforehand).
+type DeleteGraphCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGraphCommand) Reset() {
+	*x = DeleteGraphCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGraphCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGraphCommand) ProtoMessage() {}
+
+func (x *DeleteGraphCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGraphCommand.ProtoReflect.Descriptor instead.
+func (*DeleteGraphCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeleteGraphCommand) GetGraphId() string {
+	if x != nil {
+		return x.GraphId
+	}
+	return ""
+}
+
+func (x *DeleteGraphCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
@@ -840,6 +894,10 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\x0fSetQuotaCommand\x12(\n" +
 	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x1d\n" +
 	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"N\n" +
+	"\x12DeleteGraphCommand\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12\x1d\n" +
+	"\n" +
 	"unix_nanos\x18\x02 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
@@ -854,7 +912,7 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_megaflow_v1_command_proto_goTypes = []any{
 	(*SubmitGraphCommand)(nil),  // 0: megaflow.v1.SubmitGraphCommand
 	(*CancelCommand)(nil),       // 1: megaflow.v1.CancelCommand
@@ -867,22 +925,23 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 	(*AttemptsLostCommand)(nil), // 8: megaflow.v1.AttemptsLostCommand
 	(*FailQueuedCommand)(nil),   // 9: megaflow.v1.FailQueuedCommand
 	(*SetQuotaCommand)(nil),     // 10: megaflow.v1.SetQuotaCommand
-	nil,                         // 11: megaflow.v1.PlanCommand.UnplacedEntry
-	(*GraphSpec)(nil),           // 12: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),            // 13: megaflow.v1.TaskSpec
-	(*WorkerInfo)(nil),          // 14: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),        // 15: megaflow.v1.AttemptEvent
-	(*Quota)(nil),               // 16: megaflow.v1.Quota
+	(*DeleteGraphCommand)(nil),  // 11: megaflow.v1.DeleteGraphCommand
+	nil,                         // 12: megaflow.v1.PlanCommand.UnplacedEntry
+	(*GraphSpec)(nil),           // 13: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),            // 14: megaflow.v1.TaskSpec
+	(*WorkerInfo)(nil),          // 15: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),        // 16: megaflow.v1.AttemptEvent
+	(*Quota)(nil),               // 17: megaflow.v1.Quota
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	12, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	13, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	14, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	13, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	14, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	15, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 3: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	11, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	15, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	12, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	16, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
 	5,  // 6: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	16, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	17, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
 	8,  // [8:8] is the sub-list for method output_type
 	8,  // [8:8] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
@@ -903,7 +962,7 @@ func file_megaflow_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

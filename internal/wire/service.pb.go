@@ -2280,6 +2280,112 @@ func (x *ArtifactGetResponse) GetData() []byte {
 	return nil
 }
 
+type DeleteGraphRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGraphRequest) Reset() {
+	*x = DeleteGraphRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGraphRequest) ProtoMessage() {}
+
+func (x *DeleteGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGraphRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGraphRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeleteGraphRequest) GetGraphId() string {
+	if x != nil {
+		return x.GraphId
+	}
+	return ""
+}
+
+type DeleteGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raft index of the deletion.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// Tasks removed from the table and objects removed from the store.
+	Tasks         uint32 `protobuf:"varint,2,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	Artifacts     int64  `protobuf:"varint,3,opt,name=artifacts,proto3" json:"artifacts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGraphResponse) Reset() {
+	*x = DeleteGraphResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGraphResponse) ProtoMessage() {}
+
+func (x *DeleteGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGraphResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGraphResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeleteGraphResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DeleteGraphResponse) GetTasks() uint32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
+func (x *DeleteGraphResponse) GetArtifacts() int64 {
+	if x != nil {
+		return x.Artifacts
+	}
+	return 0
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
@@ -2440,8 +2546,13 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x04read\x18\x04 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"X\n" +
 	"\x13ArtifactGetResponse\x12-\n" +
 	"\x04file\x18\x01 \x01(\v2\x19.megaflow.v1.ArtifactFileR\x04file\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data2\xb2\n" +
-	"\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"/\n" +
+	"\x12DeleteGraphRequest\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\tR\agraphId\"_\n" +
+	"\x13DeleteGraphResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
+	"\x05tasks\x18\x02 \x01(\rR\x05tasks\x12\x1c\n" +
+	"\tartifacts\x18\x03 \x01(\x03R\tartifacts2\x84\v\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -2462,7 +2573,8 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponse\x12=\n" +
 	"\x04Logs\x12\x18.megaflow.v1.LogsRequest\x1a\x19.megaflow.v1.LogsResponse0\x01\x12S\n" +
 	"\fArtifactList\x12 .megaflow.v1.ArtifactListRequest\x1a!.megaflow.v1.ArtifactListResponse\x12R\n" +
-	"\vArtifactGet\x12\x1f.megaflow.v1.ArtifactGetRequest\x1a .megaflow.v1.ArtifactGetResponse0\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\vArtifactGet\x12\x1f.megaflow.v1.ArtifactGetRequest\x1a .megaflow.v1.ArtifactGetResponse0\x01\x12P\n" +
+	"\vDeleteGraph\x12\x1f.megaflow.v1.DeleteGraphRequest\x1a .megaflow.v1.DeleteGraphResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -2476,7 +2588,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
@@ -2515,46 +2627,48 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ArtifactListResponse)(nil),  // 34: megaflow.v1.ArtifactListResponse
 	(*ArtifactGetRequest)(nil),    // 35: megaflow.v1.ArtifactGetRequest
 	(*ArtifactGetResponse)(nil),   // 36: megaflow.v1.ArtifactGetResponse
-	(*GraphSpec)(nil),             // 37: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 38: megaflow.v1.Graph
-	(GraphState)(0),               // 39: megaflow.v1.GraphState
-	(*Task)(nil),                  // 40: megaflow.v1.Task
-	(TaskState)(0),                // 41: megaflow.v1.TaskState
-	(*Event)(nil),                 // 42: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 43: megaflow.v1.HeadInfo
-	(*Worker)(nil),                // 44: megaflow.v1.Worker
-	(*Quota)(nil),                 // 45: megaflow.v1.Quota
-	(*QuotaUsage)(nil),            // 46: megaflow.v1.QuotaUsage
+	(*DeleteGraphRequest)(nil),    // 37: megaflow.v1.DeleteGraphRequest
+	(*DeleteGraphResponse)(nil),   // 38: megaflow.v1.DeleteGraphResponse
+	(*GraphSpec)(nil),             // 39: megaflow.v1.GraphSpec
+	(*Graph)(nil),                 // 40: megaflow.v1.Graph
+	(GraphState)(0),               // 41: megaflow.v1.GraphState
+	(*Task)(nil),                  // 42: megaflow.v1.Task
+	(TaskState)(0),                // 43: megaflow.v1.TaskState
+	(*Event)(nil),                 // 44: megaflow.v1.Event
+	(*HeadInfo)(nil),              // 45: megaflow.v1.HeadInfo
+	(*Worker)(nil),                // 46: megaflow.v1.Worker
+	(*Quota)(nil),                 // 47: megaflow.v1.Quota
+	(*QuotaUsage)(nil),            // 48: megaflow.v1.QuotaUsage
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	37, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	39, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	38, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	40, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	39, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	41, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	38, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	40, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	40, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	42, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	41, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	43, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	40, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	42, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	42, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	43, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	44, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	45, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	44, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	46, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	45, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	47, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
 	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
-	46, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
-	46, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
-	46, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	48, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	48, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	48, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
 	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
-	45, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	47, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
 	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 29: megaflow.v1.LogsRequest.read:type_name -> megaflow.v1.ReadOptions
 	0,  // 30: megaflow.v1.ArtifactListRequest.read:type_name -> megaflow.v1.ReadOptions
@@ -2578,25 +2692,27 @@ var file_megaflow_v1_service_proto_depIdxs = []int32{
 	30, // 48: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
 	33, // 49: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
 	35, // 50: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
-	3,  // 51: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 52: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 53: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 54: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 55: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 56: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 57: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 58: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 59: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 60: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 61: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 62: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 63: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 64: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	31, // 65: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
-	34, // 66: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
-	36, // 67: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
-	51, // [51:68] is the sub-list for method output_type
-	34, // [34:51] is the sub-list for method input_type
+	37, // 51: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
+	3,  // 52: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 53: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 54: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 55: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 56: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 57: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 58: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 59: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 60: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 61: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 62: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 63: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 64: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 65: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	31, // 66: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
+	34, // 67: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
+	36, // 68: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
+	38, // 69: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
+	52, // [52:70] is the sub-list for method output_type
+	34, // [34:52] is the sub-list for method input_type
 	34, // [34:34] is the sub-list for extension type_name
 	34, // [34:34] is the sub-list for extension extendee
 	0,  // [0:34] is the sub-list for field type_name
@@ -2615,7 +2731,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	MegaflowService_Logs_FullMethodName          = "/megaflow.v1.MegaflowService/Logs"
 	MegaflowService_ArtifactList_FullMethodName  = "/megaflow.v1.MegaflowService/ArtifactList"
 	MegaflowService_ArtifactGet_FullMethodName   = "/megaflow.v1.MegaflowService/ArtifactGet"
+	MegaflowService_DeleteGraph_FullMethodName   = "/megaflow.v1.MegaflowService/DeleteGraph"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -92,6 +93,12 @@ type MegaflowServiceClient interface {
 	// bytes against the manifest's SHA-256 as it reads and ends the stream
 	// with INTERNAL on a mismatch. Errors as ArtifactList.
 	ArtifactGet(ctx context.Context, in *ArtifactGetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ArtifactGetResponse], error)
+	// DeleteGraph deletes a finished graph's artifacts from the store, then
+	// the graph and its tasks from the table. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (a task is not terminal or an attempt still runs:
+	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
+	// not answer: nothing was deleted from the table; retry).
+	DeleteGraph(ctx context.Context, in *DeleteGraphRequest, opts ...grpc.CallOption) (*DeleteGraphResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -299,6 +306,16 @@ func (c *megaflowServiceClient) ArtifactGet(ctx context.Context, in *ArtifactGet
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MegaflowService_ArtifactGetClient = grpc.ServerStreamingClient[ArtifactGetResponse]
 
+func (c *megaflowServiceClient) DeleteGraph(ctx context.Context, in *DeleteGraphRequest, opts ...grpc.CallOption) (*DeleteGraphResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGraphResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_DeleteGraph_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -353,6 +370,12 @@ type MegaflowServiceServer interface {
 	// bytes against the manifest's SHA-256 as it reads and ends the stream
 	// with INTERNAL on a mismatch. Errors as ArtifactList.
 	ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error
+	// DeleteGraph deletes a finished graph's artifacts from the store, then
+	// the graph and its tasks from the table. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (a task is not terminal or an attempt still runs:
+	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
+	// not answer: nothing was deleted from the table; retry).
+	DeleteGraph(context.Context, *DeleteGraphRequest) (*DeleteGraphResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -413,6 +436,9 @@ func (UnimplementedMegaflowServiceServer) ArtifactList(context.Context, *Artifac
 }
 func (UnimplementedMegaflowServiceServer) ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error {
 	return status.Error(codes.Unimplemented, "method ArtifactGet not implemented")
+}
+func (UnimplementedMegaflowServiceServer) DeleteGraph(context.Context, *DeleteGraphRequest) (*DeleteGraphResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteGraph not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -720,6 +746,24 @@ func _MegaflowService_ArtifactGet_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MegaflowService_ArtifactGetServer = grpc.ServerStreamingServer[ArtifactGetResponse]
 
+func _MegaflowService_DeleteGraph_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGraphRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).DeleteGraph(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_DeleteGraph_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).DeleteGraph(ctx, req.(*DeleteGraphRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -782,6 +826,10 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ArtifactList",
 			Handler:    _MegaflowService_ArtifactList_Handler,
+		},
+		{
+			MethodName: "DeleteGraph",
+			Handler:    _MegaflowService_DeleteGraph_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
