@@ -35,7 +35,7 @@ func TestArtifactsOnRealProcesses(t *testing.T) {
 		cfg.LogShipInterval = 20 * time.Millisecond
 	}})
 	cl := c.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -67,7 +67,7 @@ func TestArtifactsOnRealProcesses(t *testing.T) {
 	if res := waitGraph(ctx, t, cl, "files"); res.State != client.GraphSucceeded {
 		t.Fatalf("graph %v", res.State)
 	}
-	testcluster.WaitFor(t, 30*time.Second, "use's log complete", func() bool {
+	testcluster.WaitFor(t, 2*time.Minute, "use's log complete", func() bool {
 		var b bytes.Buffer
 		for ch, err := range cl.Logs(ctx, "files/use", client.LogsOptions{}) {
 			if err != nil {

@@ -39,7 +39,7 @@ func TestArtifactsEndToEndDockerS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s3.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	store, err := backends.Open(ctx, s3.StoreURL("art", "cluster1"), "")
 	if err != nil {
@@ -83,11 +83,11 @@ func TestArtifactsEndToEndDockerS3(t *testing.T) {
 	if _, err := cl.Submit(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.WaitFor(t, time.Minute, "gen SUCCEEDED with its artifacts pending while the store is down", func() bool {
+	testcluster.WaitFor(t, 3*time.Minute, "gen SUCCEEDED with its artifacts pending while the store is down", func() bool {
 		task, _, err := cl.GetTask(ctx, "art/gen", client.ReadOptions{})
 		return err == nil && task.State == client.TaskSucceeded && task.Attempts[0].ArtifactsPending
 	})
-	testcluster.WaitFor(t, time.Minute, "use placed although the store is down", func() bool {
+	testcluster.WaitFor(t, 3*time.Minute, "use placed although the store is down", func() bool {
 		task, _, err := cl.GetTask(ctx, "art/use", client.ReadOptions{})
 		return err == nil && len(task.Attempts) > 0
 	})
@@ -100,7 +100,7 @@ func TestArtifactsEndToEndDockerS3(t *testing.T) {
 		t.Fatalf("graph %v", res)
 	}
 	for _, id := range []string{"art/gen", "art/use"} {
-		testcluster.WaitFor(t, time.Minute, id+" artifacts landed", func() bool {
+		testcluster.WaitFor(t, 3*time.Minute, id+" artifacts landed", func() bool {
 			task, _, err := cl.GetTask(ctx, id, client.ReadOptions{})
 			return err == nil && !task.Attempts[len(task.Attempts)-1].ArtifactsPending
 		})
