@@ -3,6 +3,7 @@ package head
 import (
 	"errors"
 	"fmt"
+	"github.com/megaflow/megaflow/internal/blob"
 	"log/slog"
 	"math"
 	"net"
@@ -37,6 +38,18 @@ type Config struct {
 	Join []string
 	// Logger receives the head's logs; nil discards them.
 	Logger *slog.Logger
+	// Artifacts is the artifact store the workers upload to, read by the
+	// Logs, ArtifactList and ArtifactGet RPCs; nil: those answer
+	// FAILED_PRECONDITION.
+	Artifacts blob.Store
+	// ArtifactRetention is how long the artifacts of a finished graph are
+	// kept before the leader deletes them from the store; a graph's label
+	// megaflow.io/artifact-retention overrides it. 0: kept until the graph
+	// is deleted. Default 0.
+	ArtifactRetention time.Duration
+	// ArtifactSweepInterval is how often the leader looks for expired
+	// artifacts. Default 10 min.
+	ArtifactSweepInterval time.Duration
 
 	// MaxEntryBytes bounds the encoded size of one Raft log entry; graphs
 	// larger than this are committed in several entries, atomically.
@@ -93,18 +106,19 @@ type Config struct {
 // or addresses.
 func DefaultConfig() Config {
 	return Config{
-		MaxEntryBytes:     1 << 20,
-		ApplyTimeout:      10 * time.Second,
-		EventRetention:    100_000,
-		StagedTTL:         5 * time.Minute,
-		WorkerGrace:       15 * time.Second,
-		Scheduler:         scheduler.DefaultPolicy(),
-		ScheduleInterval:  5 * time.Millisecond,
-		SnapshotThreshold: 8192,
-		SnapshotInterval:  2 * time.Minute,
-		TrailingLogs:      10240,
-		RetryBackoff:      time.Second,
-		RetryBackoffMax:   time.Minute,
+		MaxEntryBytes:         1 << 20,
+		ApplyTimeout:          10 * time.Second,
+		EventRetention:        100_000,
+		StagedTTL:             5 * time.Minute,
+		ArtifactSweepInterval: 10 * time.Minute,
+		WorkerGrace:           15 * time.Second,
+		Scheduler:             scheduler.DefaultPolicy(),
+		ScheduleInterval:      5 * time.Millisecond,
+		SnapshotThreshold:     8192,
+		SnapshotInterval:      2 * time.Minute,
+		TrailingLogs:          10240,
+		RetryBackoff:          time.Second,
+		RetryBackoffMax:       time.Minute,
 	}
 }
 
@@ -145,6 +159,10 @@ func (c *Config) Validate() error {
 	}
 	if c.ScheduleInterval <= 0 || c.ScheduleInterval > time.Second {
 		errsList = append(errsList, fmt.Errorf("ScheduleInterval %v must be in (0, 1s]", c.ScheduleInterval))
+	}
+	if c.ArtifactRetention < 0 || c.ArtifactSweepInterval < 10*time.Millisecond {
+		errsList = append(errsList, fmt.Errorf("ArtifactRetention %v must not be negative and ArtifactSweepInterval %v must be at least 10ms",
+			c.ArtifactRetention, c.ArtifactSweepInterval))
 	}
 	if c.StagedTTL <= 0 {
 		errsList = append(errsList, fmt.Errorf("StagedTTL %v must be positive", c.StagedTTL))

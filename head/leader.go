@@ -47,6 +47,12 @@ func (h *Head) leaderLoop(ctx context.Context) {
 		h.scheduleLoop(ctx)
 	}()
 	defer func() { <-schedDone }()
+	retentionDone := make(chan struct{})
+	go func() {
+		defer close(retentionDone)
+		h.retentionLoop(ctx)
+	}()
+	defer func() { <-retentionDone }()
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

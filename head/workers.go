@@ -330,7 +330,7 @@ func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID
 		}
 		sent[k] = true
 		a := &wire.Assignment{TaskId: t.ID, Attempt: cur.Number, LeaderTerm: cur.LeaderTerm, GraphId: t.GraphID,
-			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: h.taskEnv(view, t)}
+			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: h.taskEnv(view, t), ArtifactInputs: artifactInputs(view, t)}
 		if s := t.Spec.GetSession(); s != "" {
 			if open[t.GraphID] == nil {
 				open[t.GraphID] = unfinishedBySession(view, t.GraphID)
@@ -378,6 +378,27 @@ func (h *Head) taskEnv(view *state.View, t *state.Task) map[string]string {
 		}
 	}
 	return env
+}
+
+// artifactInputs names the parents of t whose declared output files t
+// receives as inputs: parent task name -> its succeeded attempt number.
+// Parents that declared no output_paths, or did not succeed (a task that
+// runs on upstream failure), are left out.
+func artifactInputs(view *state.View, t *state.Task) map[string]uint32 {
+	var out map[string]uint32
+	for _, dep := range t.Spec.GetDependsOn() {
+		p := view.Task(t.GraphID + "/" + dep)
+		if p == nil || p.State != wire.TaskState_TASK_STATE_SUCCEEDED || len(p.Spec.GetOutputPaths()) == 0 {
+			continue
+		}
+		if a := p.CurrentAttempt(); a != nil {
+			if out == nil {
+				out = map[string]uint32{}
+			}
+			out[dep] = a.Number
+		}
+	}
+	return out
 }
 
 func envName(s string) string {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -126,6 +128,20 @@ type Config struct {
 	MaxAdvertisedImages int
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
+
+	// Artifacts is the artifact store (internal/artifact's layout): each
+	// attempt's log is shipped to it in chunks while it runs, then its
+	// declared output files, a result over MaxResultBytes and its
+	// manifest; children's inputs are read from it. nil: no artifacts
+	// (logs stay in DataDir only, no MEGAFLOW_OUTPUT_DIR).
+	Artifacts blob.Store
+	// Spool queues the uploads to Artifacts, so that a store that is down
+	// never holds up an attempt. nil with Artifacts set: an in-memory
+	// spool run by the worker (not durable across restarts).
+	Spool artifact.Spool
+	// LogShipInterval is how often a running attempt's new output is
+	// shipped, which bounds what a worker crash loses. Default 1 s.
+	LogShipInterval time.Duration
 	// HTTPAddr is the host:port of the HTTP listener serving /metrics,
 	// /healthz and /readyz; empty: none. Port 0 picks a free port (tests).
 	HTTPAddr string
@@ -151,6 +167,7 @@ func DefaultConfig() Config {
 		ReconnectMax:        5 * time.Second,
 		PoolMax:             4,
 		PoolIdle:            5 * time.Minute,
+		LogShipInterval:     time.Second,
 	}
 }
 
@@ -213,6 +230,7 @@ func (c *Config) Validate() error {
 		{"BatchDelay", c.BatchDelay, 0},
 		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
 		{"PoolIdle", c.PoolIdle, 10 * time.Millisecond},
+		{"LogShipInterval", c.LogShipInterval, 10 * time.Millisecond},
 	} {
 		if d.v < d.min {
 			add("%s %v is below %v", d.name, d.v, d.min)
@@ -229,6 +247,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PoolMin < 0 || c.PoolMin > c.PoolMax {
 		add("PoolMin %d is outside [0, PoolMax %d]", c.PoolMin, c.PoolMax)
+	}
+	if c.Spool != nil && c.Artifacts == nil {
+		add("Spool is set but Artifacts is nil: give the store the spool uploads to (--artifacts)")
 	}
 	if c.MaxBatchEvents < 1 || c.MaxBatchEvents > 10000 {
 		add("MaxBatchEvents %d is outside [1, 10000]", c.MaxBatchEvents)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
@@ -96,6 +97,7 @@ type driver struct {
 	execRun       *execRun // the exec, once StartContainer began (persistent)
 	forgotten     bool
 	stoppedClosed bool
+	shipper       *artifact.LogShipper // the log's shipper, once the wait began (artifacts on)
 }
 
 func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a *wire.Assignment, preds []*handle) *driver {
@@ -243,6 +245,17 @@ func (d *driver) start(deadline time.Time) {
 				return attempt.StartDone{Err: fmt.Errorf("waiting for attempt %d to stop: %w", p.key.Attempt, sctx.Err())}
 			}
 		}
+		if d.w.artifactsOn() {
+			if err := d.w.prepareFiles(&spec, d.h.key); err != nil {
+				return attempt.StartDone{Err: err}
+			}
+			ictx, icancel := context.WithTimeout(sctx, d.w.cfg.StartTimeout)
+			err := d.w.fetchInputs(ictx, d.assign, d.h.key)
+			icancel()
+			if err != nil {
+				return attempt.StartDone{Err: err}
+			}
+		}
 		slotWait := time.Now()
 		if err := d.w.sem.acquire(sctx); err != nil {
 			return attempt.StartDone{Err: fmt.Errorf("waiting for a start slot: %w", err)}
@@ -277,7 +290,9 @@ func (d *driver) start(deadline time.Time) {
 func (d *driver) wait(id string) {
 	path := logPath(d.w.cfg.DataDir, d.h.key)
 	d.goOp(func(ctx context.Context) attempt.Event {
+		stopShipping := d.startShipping(ctx)
 		exit, err := d.w.rt.Wait(ctx, id)
+		stopShipping()
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.Warn("waiting for container failed", "container", id, "err", err)
@@ -286,8 +301,9 @@ func (d *driver) wait(id string) {
 		}
 		ev := attempt.WaitDone{Exit: exit}
 		if exit.Code == 0 && !exit.OOMKilled {
-			ev.Result, ev.ResultNote = readResult(path)
+			ev.Result, ev.ResultNote = readResult(path, d.w.maxResultBytes())
 		}
+		d.storeArtifacts(ctx, &ev, true)
 		return ev
 	})
 }
@@ -331,6 +347,9 @@ func (d *driver) report(r attempt.Report) {
 		d.log.Debug("attempt "+eventName(ev.GetKind()), "container", ev.GetContainerId())
 	}
 	d.w.outbox.add(ev, onAck)
+	if r.Final && ev.GetArtifactsPending() && d.assign != nil {
+		d.w.watchLanded(d.h.key, artifactAttempt(d.assign, d.h.key).ManifestKey())
+	}
 }
 
 // containerSpec builds the container of attempt k from its assignment.

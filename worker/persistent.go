@@ -134,7 +134,7 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 			healthy, why = false, fmt.Sprintf("its exec ended with code %d (killed by a signal?)", exit.Code)
 		}
 		if err == nil && exit.Code == 0 && !exit.OOMKilled {
-			run.result, run.note = readResult(spec.LogPath)
+			run.result, run.note = readResult(spec.LogPath, d.w.maxResultBytes())
 		}
 		if healthy && session != "" && d.assign.GetSessionEnds() {
 			// The session's last task: its container holds the session's
@@ -158,7 +158,9 @@ func (d *driver) waitExec() {
 		if run.failed != "" {
 			return attempt.WaitDone{Failed: run.failed}
 		}
-		return attempt.WaitDone{Exit: run.exit, Result: run.result, ResultNote: run.note}
+		ev := attempt.WaitDone{Exit: run.exit, Result: run.result, ResultNote: run.note}
+		d.storeArtifacts(ctx, &ev, false)
+		return ev
 	})
 }
 

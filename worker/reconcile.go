@@ -58,7 +58,7 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 				ev.Exit = contract.Exit{Code: -1, Reason: "found stopped without an exit status"}
 			}
 			if ev.Exit.Code == 0 && !ev.Exit.OOMKilled {
-				ev.Result, ev.ResultNote = readResult(logPath(w.cfg.DataDir, f.key))
+				ev.Result, ev.ResultNote = readResult(logPath(w.cfg.DataDir, f.key), MaxResultBytes)
 			}
 		}
 		w.log.Info("found a container of this worker", "task", f.key.TaskID, "attempt", f.key.Attempt,

@@ -15,12 +15,14 @@ import (
 // file) that starts with "MEGAFLOW_RESULT " holds the task's JSON result,
 // at most MaxResultBytes, which the worker sends with the EXITED event of a
 // zero exit. The line must be among the last ResultScanBytes of output.
-// A richer output mechanism comes with artifacts.
+// With an artifact store, a result over MaxResultBytes goes to the store
+// (result.json) and the event carries an artifact.Ref to it instead.
 const ResultPrefix = "MEGAFLOW_RESULT "
 
 // Bounds on results.
 const (
-	// MaxResultBytes is the largest result, in bytes of JSON.
+	// MaxResultBytes is the largest result the task table holds, in bytes
+	// of JSON.
 	MaxResultBytes = 64 << 10
 	// ResultScanBytes is how much of the end of the log is searched.
 	ResultScanBytes = 1 << 20
@@ -29,7 +31,10 @@ const (
 // readResult finds the result line in the log file at path. It returns the
 // JSON, or a note saying why a result line was ignored; both are empty when
 // there is no result line (or no log file).
-func readResult(path string) (result []byte, note string) {
+// A result over limit (bytes) is ignored with a note; the worker passes
+// MaxResultBytes, or ResultScanBytes when it stores larger results as
+// artifacts.
+func readResult(path string, limit int) (result []byte, note string) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -47,12 +52,12 @@ func readResult(path string) (result []byte, note string) {
 	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
 		return nil, "MEGAFLOW_RESULT not read: " + err.Error()
 	}
-	return parseResult(buf, off > 0)
+	return parseResult(buf, off > 0, limit)
 }
 
 // parseResult finds the last result line in tail; partial says tail starts
 // in the middle of a line, which is then skipped.
-func parseResult(tail []byte, partial bool) ([]byte, string) {
+func parseResult(tail []byte, partial bool, limit int) ([]byte, string) {
 	if partial {
 		i := bytes.IndexByte(tail, '\n')
 		if i < 0 {
@@ -79,11 +84,20 @@ func parseResult(tail []byte, partial bool) ([]byte, string) {
 		return nil, ""
 	}
 	payload := bytes.TrimSpace(line[len(prefix):])
-	if len(payload) > MaxResultBytes {
-		return nil, fmt.Sprintf("MEGAFLOW_RESULT line ignored: the result is %d bytes, the limit is %d", len(payload), MaxResultBytes)
+	if len(payload) > limit {
+		return nil, fmt.Sprintf("MEGAFLOW_RESULT line ignored: the result is %d bytes, the limit is %d", len(payload), limit)
 	}
 	if !json.Valid(payload) {
 		return nil, "MEGAFLOW_RESULT line ignored: not valid JSON"
 	}
 	return bytes.Clone(payload), ""
+}
+
+// maxResultBytes is the largest result the worker reads from a log: over
+// MaxResultBytes only when such results can go to the artifact store.
+func (w *Worker) maxResultBytes() int {
+	if w.artifactsOn() {
+		return ResultScanBytes
+	}
+	return MaxResultBytes
 }

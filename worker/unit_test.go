@@ -150,7 +150,7 @@ func TestParseResult(t *testing.T) {
 		{"partial with a result after", "xx MEGAFLOW_RESULT 5\nMEGAFLOW_RESULT 6\n", true, "6", ""},
 		{"only a partial line", "MEGAFLOW_RESULT 5", true, "", ""},
 	} {
-		r, why := parseResult([]byte(tc.out), tc.partial)
+		r, why := parseResult([]byte(tc.out), tc.partial, MaxResultBytes)
 		if string(r) != tc.result || why != tc.why {
 			t.Errorf("%s: parseResult = %q, %q; want %q, %q", tc.name, r, why, tc.result, tc.why)
 		}
@@ -160,20 +160,20 @@ func TestParseResult(t *testing.T) {
 func TestReadResultScansTheTail(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "1.log")
-	if r, why := readResult(p); r != nil || why != "" {
+	if r, why := readResult(p, MaxResultBytes); r != nil || why != "" {
 		t.Errorf("missing file: %q %q", r, why)
 	}
 	early := "MEGAFLOW_RESULT 1\n" + strings.Repeat(strings.Repeat("z", 99)+"\n", ResultScanBytes/100+10)
 	if err := os.WriteFile(p, []byte(early), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r, why := readResult(p); r != nil || why != "" {
+	if r, why := readResult(p, MaxResultBytes); r != nil || why != "" {
 		t.Errorf("a result line before the scanned tail was used: %q %q", r, why)
 	}
 	if err := os.WriteFile(p, []byte(early+"MEGAFLOW_RESULT {\"late\":true}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := readResult(p); string(r) != `{"late":true}` {
+	if r, _ := readResult(p, MaxResultBytes); string(r) != `{"late":true}` {
 		t.Errorf("readResult = %q", r)
 	}
 }

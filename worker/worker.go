@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -33,6 +34,12 @@ type Worker struct {
 	outbox *outbox
 	info   *wire.WorkerInfo
 	pool   *pool // warm containers; nil when the runtime has no Execer
+	// spool queues artifact uploads (nil: artifacts off); memSpool is the
+	// in-memory one Run runs when Config.Spool was nil.
+	spool    artifact.Spool
+	memSpool *artifact.MemSpool
+	// runCtx is Run's context, set before Run starts any goroutine.
+	runCtx context.Context
 
 	registry  *obs.Registry // this worker's metrics (no global registry)
 	metrics   *workerMetrics
@@ -153,6 +160,13 @@ func New(cfg Config) (*Worker, error) {
 		}
 		w.http = srv
 	}
+	if cfg.Artifacts != nil {
+		w.spool = cfg.Spool
+		if w.spool == nil {
+			w.memSpool = artifact.NewMemSpool(cfg.Artifacts)
+			w.spool = w.memSpool
+		}
+	}
 	g, err := w.newGossip()
 	if err != nil {
 		if w.http != nil {
@@ -237,6 +251,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.pool.wg.Wait() // removals the drivers asked for
 		}
 	}()
+	w.runCtx = ctx
+	if w.memSpool != nil {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.memSpool.Run(ctx)
+		}()
+	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()

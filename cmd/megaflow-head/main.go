@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/logging"
 )
 
@@ -31,6 +32,7 @@ func main() {
 func newCommand() *cobra.Command {
 	cfg := head.DefaultConfig()
 	var join, logFormat, logLevel, queueWeights, queueStrategies string
+	var artifactsURL string
 	cmd := &cobra.Command{
 		Use:   "megaflow-head",
 		Short: "Run a MegaFlow head: a Raft member holding the task table",
@@ -55,6 +57,12 @@ Raft cluster together. A head started later with --join and no
 					cfg.Join = append(cfg.Join, j)
 				}
 			}
+			store, err := backends.Open(cmd.Context(), artifactsURL, cfg.DataDir)
+			if err != nil {
+				return fmt.Errorf("megaflow-head: --artifacts: %w", err)
+			}
+			defer store.Close()
+			cfg.Artifacts = store
 			h, err := head.New(cfg)
 			if err != nil {
 				return fmt.Errorf("megaflow-head: %w", err)
@@ -85,6 +93,8 @@ Raft cluster together. A head started later with --join and no
 	f.IntVar(&cfg.RateBurst, "rate-burst", cfg.RateBurst, "calls a tenant may make at once above --rate-limit (0: the rate, rounded up)")
 	f.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", cfg.MaxQueueWait, "fail a task queued this long with an infeasible reason (0: never)")
 	f.DurationVar(&cfg.WorkerGrace, "worker-grace", cfg.WorkerGrace, "how long a worker may go without a stream to the leader before its attempts are re-queued")
+	f.StringVar(&artifactsURL, "artifacts", "", "artifact store the workers upload to, read by megaflow logs/artifacts: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3)")
+	f.DurationVar(&cfg.ArtifactRetention, "artifact-retention", 0, "delete the artifacts of a finished graph this long after it ended (0: keep them until the graph is deleted; a graph's label megaflow.io/artifact-retention overrides it)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")

@@ -18,12 +18,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/megaflow/megaflow/internal/artifact/backends"
+	"github.com/megaflow/megaflow/internal/blob/spool"
 	"github.com/megaflow/megaflow/internal/logging"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
@@ -49,6 +52,8 @@ type flags struct {
 	gpus                int32
 	nvml                bool
 	shutdownGrace       time.Duration
+	artifacts           string
+	spoolMaxBytes       int64
 }
 
 func newCommand(out io.Writer) *cobra.Command {
@@ -94,6 +99,8 @@ them to the leader and takes over those the leader still wants.`,
 	fl.IntVar(&cfg.PoolMax, "pool-max", cfg.PoolMax, "warm containers at most per (image, tenant) for persistent tasks")
 	fl.DurationVar(&cfg.PoolIdle, "pool-idle", cfg.PoolIdle, "how long an idle warm container beyond --pool-min, or an idle session's container, is kept")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
+	fl.StringVar(&f.artifacts, "artifacts", "", "artifact store for logs, output files and large results: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3, the same as the heads')")
+	fl.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", 1<<30, "local upload spool (<data-dir>/spool) bound in bytes: uploads wait there while the store is down")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")
@@ -132,6 +139,11 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 	}
 	defer closeRT()
 	cfg.Runtime = rt
+	closeArtifacts, err := openArtifacts(&cfg, f, logger)
+	if err != nil {
+		return err
+	}
+	defer closeArtifacts()
 	w, err := worker.New(cfg)
 	if err != nil {
 		return fmt.Errorf("megaflow-worker: %w", err)
@@ -162,6 +174,30 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 		runErr = err
 	}
 	return runErr
+}
+
+// openArtifacts opens the artifact store and the worker's upload spool in
+// <data-dir>/spool (uploads left there by a previous run resume) and
+// returns the function that closes both.
+func openArtifacts(cfg *worker.Config, f flags, logger *slog.Logger) (func(), error) {
+	store, err := backends.Open(context.Background(), f.artifacts, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("--artifacts: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "spool"))
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	sc := spool.DefaultConfig(dir)
+	sc.MaxBytes, sc.Logger = f.spoolMaxBytes, logger
+	sp, err := spool.New(sc, store)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("--spool-max-bytes: %w", err)
+	}
+	cfg.Artifacts, cfg.Spool = store, sp
+	return func() { sp.Close(); store.Close() }, nil
 }
 
 // applyFlags moves the list and capacity flags into cfg.

@@ -169,6 +169,10 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		cmd := &wire.GpuHealthCommand{}
 		decode(op, index, payload, cmd)
 		res, err = applyGpuHealth(txn, cmd)
+	case OpDeleteGraph:
+		cmd := &wire.DeleteGraphCommand{}
+		decode(op, index, payload, cmd)
+		res, err = applyDeleteGraph(txn, cmd)
 	default:
 		if op&OpIgnorable != 0 {
 			return nil

@@ -40,6 +40,8 @@ const (
 	OpPoolWarm Op = 15
 	// OpGpuHealth carries a wire.GpuHealthCommand.
 	OpGpuHealth Op = 16
+	// OpDeleteGraph carries a wire.DeleteGraphCommand.
+	OpDeleteGraph Op = 11
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -58,6 +60,7 @@ var opNames = map[Op]string{
 	OpFailQueued:   "FailQueued",
 	OpPoolWarm:     "PoolWarm",
 	OpGpuHealth:    "GpuHealth",
+	OpDeleteGraph:  "DeleteGraph",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.

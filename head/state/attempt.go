@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,7 @@ const (
 	evFailed   = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED
 	evTimedOut = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT
 	evStopped  = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED
+	evLanded   = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED
 )
 
 // ApplyAttemptEvent applies one event a worker reported about one attempt,
@@ -65,7 +67,47 @@ const (
 // A failure sent back to QUEUED is not placed before unixNanos +
 // retryBackoffNanos (Task.NotBeforeUnixNanos): the backoff is the leader's
 // choice, carried in the command; a lost attempt re-queues without one.
+//
+// Artifacts: a final event that applied with artifacts_pending marks its
+// attempt ArtifactsPending; ARTIFACTS_LANDED clears it on the attempt of
+// that number if workerID ran it, whatever the attempt's state (it comes
+// after the end), and changes nothing else.
 func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos, retryBackoffNanos int64) bool {
+	if ev.GetKind() == evLanded {
+		return t.setArtifactsPending(ev.GetTaskId(), ev.GetAttempt(), workerID, false, unixNanos)
+	}
+	if !t.applyAttemptEvent(workerID, ev, unixNanos, retryBackoffNanos) {
+		return false
+	}
+	if ev.GetArtifactsPending() && ev.GetKind() != evStarted {
+		t.setArtifactsPending(ev.GetTaskId(), ev.GetAttempt(), workerID, true, unixNanos)
+	}
+	return true
+}
+
+// setArtifactsPending sets ArtifactsPending of attempt number of the task
+// if workerID ran it; it reports whether that changed the row.
+func (t *Txn) setArtifactsPending(taskID string, number uint32, workerID string, pending bool, nanos int64) bool {
+	cur := t.Task(taskID)
+	if cur == nil {
+		return false
+	}
+	for i := range cur.Attempts {
+		a := &cur.Attempts[i]
+		if a.Number != number || a.WorkerID != workerID || a.ArtifactsPending == pending {
+			continue
+		}
+		n := cur.clone()
+		n.Attempts = slices.Clone(n.Attempts)
+		n.Attempts[i].ArtifactsPending = pending
+		n.UpdateUnixNanos, n.ModifyIndex = nanos, t.index
+		t.putTask(cur, n)
+		return true
+	}
+	return false
+}
+
+func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos, retryBackoffNanos int64) bool {
 	cur := t.Task(ev.GetTaskId())
 	if cur == nil {
 		return false

@@ -91,6 +91,9 @@ type Attempt struct {
 	// LeaderTerm is the Raft term of the leader that made the assignment.
 	LeaderTerm uint64
 	GPUUUIDs   []string
+	// ArtifactsPending: the attempt ended with artifacts still in its
+	// worker's spool; cleared by the worker's ARTIFACTS_LANDED event.
+	ArtifactsPending bool
 }
 
 // Active reports whether the attempt still holds its worker: ASSIGNED or
@@ -216,6 +219,8 @@ func (a *Attempt) toWire() *wire.Attempt {
 		ExitCode:        a.ExitCode,
 		LeaderTerm:      a.LeaderTerm,
 		GpuUuids:        a.GPUUUIDs,
+
+		ArtifactsPending: a.ArtifactsPending,
 	}
 }
 
@@ -266,6 +271,8 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 				ExitCode:        a.GetExitCode(),
 				LeaderTerm:      a.GetLeaderTerm(),
 				GPUUUIDs:        a.GetGpuUuids(),
+
+				ArtifactsPending: a.GetArtifactsPending(),
 			}
 		}
 	}

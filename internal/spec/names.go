@@ -255,22 +255,22 @@ func absPathProblem(p string) string {
 	return ""
 }
 
-// relPathProblem checks an output path: relative (to the working
+// relPathProblem checks an output path: relative (to the output
 // directory), clean, not leaving it through "..", without NUL bytes, 1 to
-// 4096 bytes. "." (the whole working directory) is allowed.
+// 4096 bytes. "." (the whole output directory) is allowed.
 func relPathProblem(p string) string {
 	if p == "" {
-		return "is empty; give a path relative to the working directory, e.g. \"out/metrics.json\""
+		return "is empty; give a path relative to the output directory ($MEGAFLOW_OUTPUT_DIR), e.g. \"metrics.json\""
 	}
 	if q := pathTextProblem(p); q != "" {
 		return q
 	}
 	if strings.HasPrefix(p, "/") {
-		return fmt.Sprintf("%q is absolute; give a path relative to the working directory, e.g. %q", p, strings.TrimLeft(p, "/"))
+		return fmt.Sprintf("%q is absolute; give a path relative to the output directory ($MEGAFLOW_OUTPUT_DIR), e.g. %q", p, strings.TrimLeft(p, "/"))
 	}
 	c := path.Clean(p)
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return fmt.Sprintf("%q leaves the working directory through \"..\"; collect only files below it", p)
+		return fmt.Sprintf("%q leaves the output directory through \"..\"; collect only files below it", p)
 	}
 	if c != p {
 		return fmt.Sprintf("%q is not clean; write it as %q", p, c)

@@ -88,7 +88,9 @@ import (
 //     most 64 bytes;
 //   - working_dir: empty or an absolute, clean path;
 //   - output_paths: at most lim.MaxOutputPaths, each relative to the
-//     working directory, clean, not leaving it through "..", listed once;
+//     task's output directory (MEGAFLOW_OUTPUT_DIR), clean, not leaving it
+//     through "..", listed once (symlinks out of it are refused when the
+//     worker collects the files);
 //   - node_selector: as labels;
 //   - capabilities: uppercase Linux capability names with or without the
 //     "CAP_" prefix (NET_ADMIN or CAP_NET_ADMIN), each once; whether the

@@ -886,6 +886,60 @@ func (x *GpuHealthCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// DeleteGraphCommand removes a finished graph and its tasks from the table
+// (its artifacts are deleted from the store by the leader beforehand).
+type DeleteGraphCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGraphCommand) Reset() {
+	*x = DeleteGraphCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGraphCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGraphCommand) ProtoMessage() {}
+
+func (x *DeleteGraphCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGraphCommand.ProtoReflect.Descriptor instead.
+func (*DeleteGraphCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteGraphCommand) GetGraphId() string {
+	if x != nil {
+		return x.GraphId
+	}
+	return ""
+}
+
+func (x *DeleteGraphCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
@@ -969,7 +1023,11 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x1a<\n" +
 	"\x0eUnhealthyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
+	"\x12DeleteGraphCommand\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_command_proto_rawDescOnce sync.Once
@@ -983,7 +1041,7 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_megaflow_v1_command_proto_goTypes = []any{
 	(*SubmitGraphCommand)(nil),  // 0: megaflow.v1.SubmitGraphCommand
 	(*CancelCommand)(nil),       // 1: megaflow.v1.CancelCommand
@@ -998,26 +1056,27 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 	(*SetQuotaCommand)(nil),     // 10: megaflow.v1.SetQuotaCommand
 	(*PoolWarmCommand)(nil),     // 11: megaflow.v1.PoolWarmCommand
 	(*GpuHealthCommand)(nil),    // 12: megaflow.v1.GpuHealthCommand
-	nil,                         // 13: megaflow.v1.PlanCommand.UnplacedEntry
-	nil,                         // 14: megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	(*GraphSpec)(nil),           // 15: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),            // 16: megaflow.v1.TaskSpec
-	(*WorkerInfo)(nil),          // 17: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),        // 18: megaflow.v1.AttemptEvent
-	(*Quota)(nil),               // 19: megaflow.v1.Quota
-	(*PoolTarget)(nil),          // 20: megaflow.v1.PoolTarget
+	(*DeleteGraphCommand)(nil),  // 13: megaflow.v1.DeleteGraphCommand
+	nil,                         // 14: megaflow.v1.PlanCommand.UnplacedEntry
+	nil,                         // 15: megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	(*GraphSpec)(nil),           // 16: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),            // 17: megaflow.v1.TaskSpec
+	(*WorkerInfo)(nil),          // 18: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),        // 19: megaflow.v1.AttemptEvent
+	(*Quota)(nil),               // 20: megaflow.v1.Quota
+	(*PoolTarget)(nil),          // 21: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	15, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	16, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	17, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	16, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	17, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	18, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 3: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	13, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	18, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	14, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	19, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
 	5,  // 6: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	19, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	20, // 8: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
-	14, // 9: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	20, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	21, // 8: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	15, // 9: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
@@ -1038,7 +1097,7 @@ func file_megaflow_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1974,6 +1974,596 @@ func (x *PoolListResponse) GetTargets() []*PoolTarget {
 	return nil
 }
 
+// LogsRequest names an attempt's log.
+type LogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "<graph id>/<task name>".
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// 1-based attempt number; 0: the task's current (last) attempt.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Keep streaming until the attempt is terminal and its log complete.
+	Follow bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	// Start after this chunk (resuming a broken stream); 0: from the first.
+	AfterChunk uint32 `protobuf:"varint,4,opt,name=after_chunk,json=afterChunk,proto3" json:"after_chunk,omitempty"`
+	// Only min_index and max_wait_millis apply: the head answering waits
+	// until it applied min_index (the client's session), then reads.
+	Read          *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsRequest) Reset() {
+	*x = LogsRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsRequest) ProtoMessage() {}
+
+func (x *LogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
+func (*LogsRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *LogsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *LogsRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *LogsRequest) GetAfterChunk() uint32 {
+	if x != nil {
+		return x.AfterChunk
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+// LogsResponse is one chunk of a log, in order.
+type LogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// The attempt the log belongs to (the current one when 0 was asked).
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// 1-based chunk number.
+	Chunk         uint32 `protobuf:"varint,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsResponse) Reset() {
+	*x = LogsResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsResponse) ProtoMessage() {}
+
+func (x *LogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
+func (*LogsResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *LogsResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *LogsResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *LogsResponse) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+// ArtifactFile is one stored file of an attempt, as its manifest lists it.
+type ArtifactFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Slash-separated path relative to the task's output directory
+	// ("result.json" for a result too large for the table).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Size in bytes.
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Lowercase hex SHA-256 of the content.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	ContentType   string `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactFile) Reset() {
+	*x = ArtifactFile{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactFile) ProtoMessage() {}
+
+func (x *ArtifactFile) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactFile.ProtoReflect.Descriptor instead.
+func (*ArtifactFile) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ArtifactFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ArtifactFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ArtifactFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *ArtifactFile) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+type ArtifactListRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// 0: the current attempt.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// As LogsRequest.read.
+	Read          *ReadOptions `protobuf:"bytes,3,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactListRequest) Reset() {
+	*x = ArtifactListRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactListRequest) ProtoMessage() {}
+
+func (x *ArtifactListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactListRequest.ProtoReflect.Descriptor instead.
+func (*ArtifactListRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ArtifactListRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ArtifactListRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ArtifactListRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type ArtifactListResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Attempt uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Files   []*ArtifactFile        `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// Log size in bytes and chunks.
+	LogBytes  int64  `protobuf:"varint,3,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"`
+	LogChunks uint32 `protobuf:"varint,4,opt,name=log_chunks,json=logChunks,proto3" json:"log_chunks,omitempty"`
+	// Notes from collection: output paths that were missing or refused.
+	Notes         []string `protobuf:"bytes,5,rep,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactListResponse) Reset() {
+	*x = ArtifactListResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactListResponse) ProtoMessage() {}
+
+func (x *ArtifactListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactListResponse.ProtoReflect.Descriptor instead.
+func (*ArtifactListResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ArtifactListResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ArtifactListResponse) GetFiles() []*ArtifactFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ArtifactListResponse) GetLogBytes() int64 {
+	if x != nil {
+		return x.LogBytes
+	}
+	return 0
+}
+
+func (x *ArtifactListResponse) GetLogChunks() uint32 {
+	if x != nil {
+		return x.LogChunks
+	}
+	return 0
+}
+
+func (x *ArtifactListResponse) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+type ArtifactGetRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// 0: the current attempt.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// A path as ArtifactList returns it.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// As LogsRequest.read.
+	Read          *ReadOptions `protobuf:"bytes,4,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactGetRequest) Reset() {
+	*x = ArtifactGetRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactGetRequest) ProtoMessage() {}
+
+func (x *ArtifactGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactGetRequest.ProtoReflect.Descriptor instead.
+func (*ArtifactGetRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ArtifactGetRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ArtifactGetRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ArtifactGetRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ArtifactGetRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+// ArtifactGetResponse: the first message carries file (and no data), the
+// next ones the content in order.
+type ArtifactGetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	File          *ArtifactFile          `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArtifactGetResponse) Reset() {
+	*x = ArtifactGetResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArtifactGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArtifactGetResponse) ProtoMessage() {}
+
+func (x *ArtifactGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArtifactGetResponse.ProtoReflect.Descriptor instead.
+func (*ArtifactGetResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ArtifactGetResponse) GetFile() *ArtifactFile {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+func (x *ArtifactGetResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type DeleteGraphRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GraphId       string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGraphRequest) Reset() {
+	*x = DeleteGraphRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGraphRequest) ProtoMessage() {}
+
+func (x *DeleteGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGraphRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGraphRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DeleteGraphRequest) GetGraphId() string {
+	if x != nil {
+		return x.GraphId
+	}
+	return ""
+}
+
+type DeleteGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raft index of the deletion.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// Tasks removed from the table and objects removed from the store.
+	Tasks         uint32 `protobuf:"varint,2,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	Artifacts     int64  `protobuf:"varint,3,opt,name=artifacts,proto3" json:"artifacts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGraphResponse) Reset() {
+	*x = DeleteGraphResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGraphResponse) ProtoMessage() {}
+
+func (x *DeleteGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGraphResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGraphResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DeleteGraphResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DeleteGraphResponse) GetTasks() uint32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
+func (x *DeleteGraphResponse) GetArtifacts() int64 {
+	if x != nil {
+		return x.Artifacts
+	}
+	return 0
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
@@ -2107,7 +2697,48 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x0fPoolListRequest\x12,\n" +
 	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"E\n" +
 	"\x10PoolListResponse\x121\n" +
-	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets2\xdc\t\n" +
+	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets\"\xa7\x01\n" +
+	"\vLogsRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\x12\x1f\n" +
+	"\vafter_chunk\x18\x04 \x01(\rR\n" +
+	"afterChunk\x12,\n" +
+	"\x04read\x18\x05 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"R\n" +
+	"\fLogsResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05chunk\x18\x03 \x01(\rR\x05chunk\"q\n" +
+	"\fArtifactFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12!\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\"v\n" +
+	"\x13ArtifactListRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12,\n" +
+	"\x04read\x18\x03 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\xb3\x01\n" +
+	"\x14ArtifactListResponse\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\rR\aattempt\x12/\n" +
+	"\x05files\x18\x02 \x03(\v2\x19.megaflow.v1.ArtifactFileR\x05files\x12\x1b\n" +
+	"\tlog_bytes\x18\x03 \x01(\x03R\blogBytes\x12\x1d\n" +
+	"\n" +
+	"log_chunks\x18\x04 \x01(\rR\tlogChunks\x12\x14\n" +
+	"\x05notes\x18\x05 \x03(\tR\x05notes\"\x89\x01\n" +
+	"\x12ArtifactGetRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12,\n" +
+	"\x04read\x18\x04 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"X\n" +
+	"\x13ArtifactGetResponse\x12-\n" +
+	"\x04file\x18\x01 \x01(\v2\x19.megaflow.v1.ArtifactFileR\x04file\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"/\n" +
+	"\x12DeleteGraphRequest\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\tR\agraphId\"_\n" +
+	"\x13DeleteGraphResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
+	"\x05tasks\x18\x02 \x01(\rR\x05tasks\x12\x1c\n" +
+	"\tartifacts\x18\x03 \x01(\x03R\tartifacts2\x96\f\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -2127,7 +2758,11 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\tGetQuotas\x12\x1d.megaflow.v1.GetQuotasRequest\x1a\x1e.megaflow.v1.GetQuotasResponse\x12J\n" +
 	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponse\x12G\n" +
 	"\bPoolWarm\x12\x1c.megaflow.v1.PoolWarmRequest\x1a\x1d.megaflow.v1.PoolWarmResponse\x12G\n" +
-	"\bPoolList\x12\x1c.megaflow.v1.PoolListRequest\x1a\x1d.megaflow.v1.PoolListResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\bPoolList\x12\x1c.megaflow.v1.PoolListRequest\x1a\x1d.megaflow.v1.PoolListResponse\x12=\n" +
+	"\x04Logs\x12\x18.megaflow.v1.LogsRequest\x1a\x19.megaflow.v1.LogsResponse0\x01\x12S\n" +
+	"\fArtifactList\x12 .megaflow.v1.ArtifactListRequest\x1a!.megaflow.v1.ArtifactListResponse\x12R\n" +
+	"\vArtifactGet\x12\x1f.megaflow.v1.ArtifactGetRequest\x1a .megaflow.v1.ArtifactGetResponse0\x01\x12P\n" +
+	"\vDeleteGraph\x12\x1f.megaflow.v1.DeleteGraphRequest\x1a .megaflow.v1.DeleteGraphResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -2141,7 +2776,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
@@ -2177,88 +2812,110 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*PoolWarmResponse)(nil),      // 31: megaflow.v1.PoolWarmResponse
 	(*PoolListRequest)(nil),       // 32: megaflow.v1.PoolListRequest
 	(*PoolListResponse)(nil),      // 33: megaflow.v1.PoolListResponse
-	(*GraphSpec)(nil),             // 34: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 35: megaflow.v1.Graph
-	(GraphState)(0),               // 36: megaflow.v1.GraphState
-	(*Task)(nil),                  // 37: megaflow.v1.Task
-	(TaskState)(0),                // 38: megaflow.v1.TaskState
-	(*Event)(nil),                 // 39: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 40: megaflow.v1.HeadInfo
-	(*Worker)(nil),                // 41: megaflow.v1.Worker
-	(*Quota)(nil),                 // 42: megaflow.v1.Quota
-	(*QuotaUsage)(nil),            // 43: megaflow.v1.QuotaUsage
-	(*PoolTarget)(nil),            // 44: megaflow.v1.PoolTarget
+	(*LogsRequest)(nil),           // 34: megaflow.v1.LogsRequest
+	(*LogsResponse)(nil),          // 35: megaflow.v1.LogsResponse
+	(*ArtifactFile)(nil),          // 36: megaflow.v1.ArtifactFile
+	(*ArtifactListRequest)(nil),   // 37: megaflow.v1.ArtifactListRequest
+	(*ArtifactListResponse)(nil),  // 38: megaflow.v1.ArtifactListResponse
+	(*ArtifactGetRequest)(nil),    // 39: megaflow.v1.ArtifactGetRequest
+	(*ArtifactGetResponse)(nil),   // 40: megaflow.v1.ArtifactGetResponse
+	(*DeleteGraphRequest)(nil),    // 41: megaflow.v1.DeleteGraphRequest
+	(*DeleteGraphResponse)(nil),   // 42: megaflow.v1.DeleteGraphResponse
+	(*GraphSpec)(nil),             // 43: megaflow.v1.GraphSpec
+	(*Graph)(nil),                 // 44: megaflow.v1.Graph
+	(GraphState)(0),               // 45: megaflow.v1.GraphState
+	(*Task)(nil),                  // 46: megaflow.v1.Task
+	(TaskState)(0),                // 47: megaflow.v1.TaskState
+	(*Event)(nil),                 // 48: megaflow.v1.Event
+	(*HeadInfo)(nil),              // 49: megaflow.v1.HeadInfo
+	(*Worker)(nil),                // 50: megaflow.v1.Worker
+	(*Quota)(nil),                 // 51: megaflow.v1.Quota
+	(*QuotaUsage)(nil),            // 52: megaflow.v1.QuotaUsage
+	(*PoolTarget)(nil),            // 53: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	34, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	43, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	35, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	44, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	36, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	45, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	35, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	44, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	37, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	46, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	38, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	47, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	37, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	46, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	39, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	40, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	48, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	49, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	41, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	50, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	42, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	51, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
 	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
-	43, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
-	43, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
-	43, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	52, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	52, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	52, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
 	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
-	42, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	51, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
 	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
-	44, // 29: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
+	53, // 29: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
 	0,  // 30: megaflow.v1.PoolListRequest.read:type_name -> megaflow.v1.ReadOptions
-	44, // 31: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
-	2,  // 32: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 33: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 34: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 35: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 36: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 37: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 38: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 39: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 40: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 41: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 42: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	24, // 43: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
-	26, // 44: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
-	28, // 45: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
-	30, // 46: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
-	32, // 47: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
-	3,  // 48: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 49: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 50: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 51: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 52: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 53: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 54: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 55: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 56: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 57: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 58: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 59: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 60: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 61: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	31, // 62: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
-	33, // 63: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
-	48, // [48:64] is the sub-list for method output_type
-	32, // [32:48] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	53, // 31: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
+	0,  // 32: megaflow.v1.LogsRequest.read:type_name -> megaflow.v1.ReadOptions
+	0,  // 33: megaflow.v1.ArtifactListRequest.read:type_name -> megaflow.v1.ReadOptions
+	36, // 34: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
+	0,  // 35: megaflow.v1.ArtifactGetRequest.read:type_name -> megaflow.v1.ReadOptions
+	36, // 36: megaflow.v1.ArtifactGetResponse.file:type_name -> megaflow.v1.ArtifactFile
+	2,  // 37: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 38: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 39: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 40: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 41: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 42: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 43: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 44: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 45: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 46: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 47: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 48: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 49: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 50: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	30, // 51: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
+	32, // 52: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
+	34, // 53: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
+	37, // 54: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
+	39, // 55: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
+	41, // 56: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
+	3,  // 57: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 58: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 59: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 60: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 61: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 62: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 63: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 64: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 65: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 66: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 67: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 68: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 69: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 70: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	31, // 71: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
+	33, // 72: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
+	35, // 73: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
+	38, // 74: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
+	40, // 75: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
+	42, // 76: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
+	57, // [57:77] is the sub-list for method output_type
+	37, // [37:57] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -2274,7 +2931,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

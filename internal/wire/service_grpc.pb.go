@@ -35,6 +35,10 @@ const (
 	MegaflowService_GetLimits_FullMethodName     = "/megaflow.v1.MegaflowService/GetLimits"
 	MegaflowService_PoolWarm_FullMethodName      = "/megaflow.v1.MegaflowService/PoolWarm"
 	MegaflowService_PoolList_FullMethodName      = "/megaflow.v1.MegaflowService/PoolList"
+	MegaflowService_Logs_FullMethodName          = "/megaflow.v1.MegaflowService/Logs"
+	MegaflowService_ArtifactList_FullMethodName  = "/megaflow.v1.MegaflowService/ArtifactList"
+	MegaflowService_ArtifactGet_FullMethodName   = "/megaflow.v1.MegaflowService/ArtifactGet"
+	MegaflowService_DeleteGraph_FullMethodName   = "/megaflow.v1.MegaflowService/DeleteGraph"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -81,6 +85,28 @@ type MegaflowServiceClient interface {
 	PoolWarm(ctx context.Context, in *PoolWarmRequest, opts ...grpc.CallOption) (*PoolWarmResponse, error)
 	// PoolList returns every pre-warm target.
 	PoolList(ctx context.Context, in *PoolListRequest, opts ...grpc.CallOption) (*PoolListResponse, error)
+	// Logs streams an attempt's combined stdout and stderr from the artifact
+	// store, chunk by chunk in order. With follow it streams chunks as they
+	// land and ends once the attempt is terminal and all its chunks are in;
+	// following the current attempt of a task that has not run yet waits for
+	// its first attempt. Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
+	// no artifact store), UNAVAILABLE (the store does not answer).
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error)
+	// ArtifactList returns an attempt's manifest: its output files with sizes
+	// and SHA-256. Errors as Logs; NOT_FOUND also while the manifest has not
+	// landed (pending says so).
+	ArtifactList(ctx context.Context, in *ArtifactListRequest, opts ...grpc.CallOption) (*ArtifactListResponse, error)
+	// ArtifactGet streams one output file (or the stored result) of an
+	// attempt: its ArtifactFile first, then the bytes. The head checks the
+	// bytes against the manifest's SHA-256 as it reads and ends the stream
+	// with INTERNAL on a mismatch. Errors as ArtifactList.
+	ArtifactGet(ctx context.Context, in *ArtifactGetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ArtifactGetResponse], error)
+	// DeleteGraph deletes a finished graph's artifacts from the store, then
+	// the graph and its tasks from the table. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (a task is not terminal or an attempt still runs:
+	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
+	// not answer: nothing was deleted from the table; retry).
+	DeleteGraph(ctx context.Context, in *DeleteGraphRequest, opts ...grpc.CallOption) (*DeleteGraphResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -260,6 +286,64 @@ func (c *megaflowServiceClient) PoolList(ctx context.Context, in *PoolListReques
 	return out, nil
 }
 
+func (c *megaflowServiceClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MegaflowService_ServiceDesc.Streams[1], MegaflowService_Logs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogsRequest, LogsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_LogsClient = grpc.ServerStreamingClient[LogsResponse]
+
+func (c *megaflowServiceClient) ArtifactList(ctx context.Context, in *ArtifactListRequest, opts ...grpc.CallOption) (*ArtifactListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArtifactListResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_ArtifactList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) ArtifactGet(ctx context.Context, in *ArtifactGetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ArtifactGetResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MegaflowService_ServiceDesc.Streams[2], MegaflowService_ArtifactGet_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ArtifactGetRequest, ArtifactGetResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_ArtifactGetClient = grpc.ServerStreamingClient[ArtifactGetResponse]
+
+func (c *megaflowServiceClient) DeleteGraph(ctx context.Context, in *DeleteGraphRequest, opts ...grpc.CallOption) (*DeleteGraphResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGraphResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_DeleteGraph_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -304,6 +388,28 @@ type MegaflowServiceServer interface {
 	PoolWarm(context.Context, *PoolWarmRequest) (*PoolWarmResponse, error)
 	// PoolList returns every pre-warm target.
 	PoolList(context.Context, *PoolListRequest) (*PoolListResponse, error)
+	// Logs streams an attempt's combined stdout and stderr from the artifact
+	// store, chunk by chunk in order. With follow it streams chunks as they
+	// land and ends once the attempt is terminal and all its chunks are in;
+	// following the current attempt of a task that has not run yet waits for
+	// its first attempt. Errors: NOT_FOUND (task or attempt), FAILED_PRECONDITION (the head has
+	// no artifact store), UNAVAILABLE (the store does not answer).
+	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error
+	// ArtifactList returns an attempt's manifest: its output files with sizes
+	// and SHA-256. Errors as Logs; NOT_FOUND also while the manifest has not
+	// landed (pending says so).
+	ArtifactList(context.Context, *ArtifactListRequest) (*ArtifactListResponse, error)
+	// ArtifactGet streams one output file (or the stored result) of an
+	// attempt: its ArtifactFile first, then the bytes. The head checks the
+	// bytes against the manifest's SHA-256 as it reads and ends the stream
+	// with INTERNAL on a mismatch. Errors as ArtifactList.
+	ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error
+	// DeleteGraph deletes a finished graph's artifacts from the store, then
+	// the graph and its tasks from the table. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (a task is not terminal or an attempt still runs:
+	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
+	// not answer: nothing was deleted from the table; retry).
+	DeleteGraph(context.Context, *DeleteGraphRequest) (*DeleteGraphResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -361,6 +467,18 @@ func (UnimplementedMegaflowServiceServer) PoolWarm(context.Context, *PoolWarmReq
 }
 func (UnimplementedMegaflowServiceServer) PoolList(context.Context, *PoolListRequest) (*PoolListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PoolList not implemented")
+}
+func (UnimplementedMegaflowServiceServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method Logs not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ArtifactList(context.Context, *ArtifactListRequest) (*ArtifactListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ArtifactList not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error {
+	return status.Error(codes.Unimplemented, "method ArtifactGet not implemented")
+}
+func (UnimplementedMegaflowServiceServer) DeleteGraph(context.Context, *DeleteGraphRequest) (*DeleteGraphResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteGraph not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -664,6 +782,64 @@ func _MegaflowService_PoolList_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MegaflowServiceServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_LogsServer = grpc.ServerStreamingServer[LogsResponse]
+
+func _MegaflowService_ArtifactList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArtifactListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).ArtifactList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_ArtifactList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).ArtifactList(ctx, req.(*ArtifactListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_ArtifactGet_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ArtifactGetRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MegaflowServiceServer).ArtifactGet(m, &grpc.GenericServerStream[ArtifactGetRequest, ArtifactGetResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MegaflowService_ArtifactGetServer = grpc.ServerStreamingServer[ArtifactGetResponse]
+
+func _MegaflowService_DeleteGraph_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGraphRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).DeleteGraph(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_DeleteGraph_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).DeleteGraph(ctx, req.(*DeleteGraphRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -731,11 +907,29 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "PoolList",
 			Handler:    _MegaflowService_PoolList_Handler,
 		},
+		{
+			MethodName: "ArtifactList",
+			Handler:    _MegaflowService_ArtifactList_Handler,
+		},
+		{
+			MethodName: "DeleteGraph",
+			Handler:    _MegaflowService_DeleteGraph_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _MegaflowService_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Logs",
+			Handler:       _MegaflowService_Logs_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ArtifactGet",
+			Handler:       _MegaflowService_ArtifactGet_Handler,
 			ServerStreams: true,
 		},
 	},

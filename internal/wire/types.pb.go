@@ -443,6 +443,8 @@ type TaskSpec struct {
 	// Worker labels that must match exactly.
 	NodeSelector map[string]string `protobuf:"bytes,14,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Paths inside the task whose files are collected as artifacts.
+	// Relative to the task's output directory (env MEGAFLOW_OUTPUT_DIR,
+	// /megaflow/out in a container); a directory collects every file below it.
 	OutputPaths []string     `protobuf:"bytes,15,rep,name=output_paths,json=outputPaths,proto3" json:"output_paths,omitempty"`
 	WorkingDir  string       `protobuf:"bytes,16,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
 	Kind        TaskKind     `protobuf:"varint,17,opt,name=kind,proto3,enum=megaflow.v1.TaskKind" json:"kind,omitempty"`
@@ -756,10 +758,13 @@ type Attempt struct {
 	FinishUnixNanos int64     `protobuf:"varint,7,opt,name=finish_unix_nanos,json=finishUnixNanos,proto3" json:"finish_unix_nanos,omitempty"`
 	ExitCode        int32     `protobuf:"varint,8,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	// Raft term of the leader that made the assignment.
-	LeaderTerm    uint64   `protobuf:"varint,9,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	GpuUuids      []string `protobuf:"bytes,10,rep,name=gpu_uuids,json=gpuUuids,proto3" json:"gpu_uuids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderTerm uint64   `protobuf:"varint,9,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	GpuUuids   []string `protobuf:"bytes,10,rep,name=gpu_uuids,json=gpuUuids,proto3" json:"gpu_uuids,omitempty"`
+	// The worker still holds artifacts of this attempt (log chunks, output
+	// files, manifest) in its spool, not yet in the artifact store.
+	ArtifactsPending bool `protobuf:"varint,100,opt,name=artifacts_pending,json=artifactsPending,proto3" json:"artifacts_pending,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -860,6 +865,13 @@ func (x *Attempt) GetGpuUuids() []string {
 		return x.GpuUuids
 	}
 	return nil
+}
+
+func (x *Attempt) GetArtifactsPending() bool {
+	if x != nil {
+		return x.ArtifactsPending
+	}
+	return false
 }
 
 // Task is a task's row in the replicated task table.
@@ -2041,7 +2053,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\a \x01(\tR\x04name\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x03\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12,\n" +
@@ -2054,7 +2066,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\vleader_term\x18\t \x01(\x04R\n" +
 	"leaderTerm\x12\x1b\n" +
 	"\tgpu_uuids\x18\n" +
-	" \x03(\tR\bgpuUuids\"\xc3\x05\n" +
+	" \x03(\tR\bgpuUuids\x12+\n" +
+	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\"\xc3\x05\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bgraph_id\x18\x02 \x01(\tR\agraphId\x12\x16\n" +

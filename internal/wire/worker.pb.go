@@ -84,25 +84,30 @@ const (
 	AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED      AttemptEventKind = 3 // it could not run or crashed: reason says why
 	AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT   AttemptEventKind = 4 // killed at its timeout
 	AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED     AttemptEventKind = 5 // stopped because the head asked (cancel)
+	// every artifact of the (ended) attempt is in the store: clears
+	// Attempt.artifacts_pending
+	AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED AttemptEventKind = 100
 )
 
 // Enum value maps for AttemptEventKind.
 var (
 	AttemptEventKind_name = map[int32]string{
-		0: "ATTEMPT_EVENT_KIND_UNSPECIFIED",
-		1: "ATTEMPT_EVENT_KIND_STARTED",
-		2: "ATTEMPT_EVENT_KIND_EXITED",
-		3: "ATTEMPT_EVENT_KIND_FAILED",
-		4: "ATTEMPT_EVENT_KIND_TIMED_OUT",
-		5: "ATTEMPT_EVENT_KIND_STOPPED",
+		0:   "ATTEMPT_EVENT_KIND_UNSPECIFIED",
+		1:   "ATTEMPT_EVENT_KIND_STARTED",
+		2:   "ATTEMPT_EVENT_KIND_EXITED",
+		3:   "ATTEMPT_EVENT_KIND_FAILED",
+		4:   "ATTEMPT_EVENT_KIND_TIMED_OUT",
+		5:   "ATTEMPT_EVENT_KIND_STOPPED",
+		100: "ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED",
 	}
 	AttemptEventKind_value = map[string]int32{
-		"ATTEMPT_EVENT_KIND_UNSPECIFIED": 0,
-		"ATTEMPT_EVENT_KIND_STARTED":     1,
-		"ATTEMPT_EVENT_KIND_EXITED":      2,
-		"ATTEMPT_EVENT_KIND_FAILED":      3,
-		"ATTEMPT_EVENT_KIND_TIMED_OUT":   4,
-		"ATTEMPT_EVENT_KIND_STOPPED":     5,
+		"ATTEMPT_EVENT_KIND_UNSPECIFIED":      0,
+		"ATTEMPT_EVENT_KIND_STARTED":          1,
+		"ATTEMPT_EVENT_KIND_EXITED":           2,
+		"ATTEMPT_EVENT_KIND_FAILED":           3,
+		"ATTEMPT_EVENT_KIND_TIMED_OUT":        4,
+		"ATTEMPT_EVENT_KIND_STOPPED":          5,
+		"ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED": 100,
 	}
 )
 
@@ -566,9 +571,12 @@ type AttemptEvent struct {
 	// A FAILED or non-zero EXITED attempt that a retry cannot fix (image not
 	// found, invalid command, refused by the GPU check): the head fails the
 	// task at once instead of spending its retries.
-	NotRetryable  bool `protobuf:"varint,140,opt,name=not_retryable,json=notRetryable,proto3" json:"not_retryable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NotRetryable bool `protobuf:"varint,140,opt,name=not_retryable,json=notRetryable,proto3" json:"not_retryable,omitempty"`
+	// With the final event: artifacts of the attempt are still in the
+	// worker's spool (an ARTIFACTS_LANDED event follows once they land).
+	ArtifactsPending bool `protobuf:"varint,100,opt,name=artifacts_pending,json=artifactsPending,proto3" json:"artifacts_pending,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AttemptEvent) Reset() {
@@ -667,6 +675,13 @@ func (x *AttemptEvent) GetContainerId() string {
 func (x *AttemptEvent) GetNotRetryable() bool {
 	if x != nil {
 		return x.NotRetryable
+	}
+	return false
+}
+
+func (x *AttemptEvent) GetArtifactsPending() bool {
+	if x != nil {
+		return x.ArtifactsPending
 	}
 	return false
 }
@@ -912,9 +927,13 @@ type Assignment struct {
 	Env map[string]string `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The task is the last unfinished one of its session: when it ends, the
 	// worker removes the session's container (it holds the session's state).
-	SessionEnds   bool `protobuf:"varint,9,opt,name=session_ends,json=sessionEnds,proto3" json:"session_ends,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionEnds bool `protobuf:"varint,9,opt,name=session_ends,json=sessionEnds,proto3" json:"session_ends,omitempty"`
+	// Parents whose declared output files the worker downloads into the
+	// task's input directory before it starts: parent task name -> the
+	// parent's succeeded attempt number.
+	ArtifactInputs map[string]uint32 `protobuf:"bytes,100,rep,name=artifact_inputs,json=artifactInputs,proto3" json:"artifact_inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -1008,6 +1027,13 @@ func (x *Assignment) GetSessionEnds() bool {
 		return x.SessionEnds
 	}
 	return false
+}
+
+func (x *Assignment) GetArtifactInputs() map[string]uint32 {
+	if x != nil {
+		return x.ArtifactInputs
+	}
+	return nil
 }
 
 // StopAttempt tells a worker to stop (kill) one attempt.
@@ -1442,7 +1468,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xc8\x02\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xf5\x02\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1455,7 +1481,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"oom_killed\x18\b \x01(\bR\toomKilled\x12!\n" +
 	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12$\n" +
-	"\rnot_retryable\x18\x8c\x01 \x01(\bR\fnotRetryable\"Q\n" +
+	"\rnot_retryable\x18\x8c\x01 \x01(\bR\fnotRetryable\x12+\n" +
+	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\"Q\n" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +
@@ -1470,7 +1497,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeat\x12>\n" +
 	"\n" +
 	"gpu_health\x18\x8c\x01 \x01(\v2\x1c.megaflow.v1.GpuHealthReportH\x00R\tgpuHealthB\x05\n" +
-	"\x03msg\"\xea\x02\n" +
+	"\x03msg\"\x83\x04\n" +
 	"\n" +
 	"Assignment\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
@@ -1482,10 +1509,14 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x04spec\x18\x06 \x01(\v2\x15.megaflow.v1.TaskSpecR\x04spec\x12\x1b\n" +
 	"\tgpu_uuids\x18\a \x03(\tR\bgpuUuids\x122\n" +
 	"\x03env\x18\b \x03(\v2 .megaflow.v1.Assignment.EnvEntryR\x03env\x12!\n" +
-	"\fsession_ends\x18\t \x01(\bR\vsessionEnds\x1a6\n" +
+	"\fsession_ends\x18\t \x01(\bR\vsessionEnds\x12T\n" +
+	"\x0fartifact_inputs\x18d \x03(\v2+.megaflow.v1.Assignment.ArtifactInputsEntryR\x0eartifactInputs\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13ArtifactInputsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"X\n" +
 	"\vStopAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
@@ -1514,14 +1545,15 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DOWN\x10\x02\x12\x16\n" +
-	"\x12WORKER_STATUS_LEFT\x10\x03*\xd6\x01\n" +
+	"\x12WORKER_STATUS_LEFT\x10\x03*\xff\x01\n" +
 	"\x10AttemptEventKind\x12\"\n" +
 	"\x1eATTEMPT_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aATTEMPT_EVENT_KIND_STARTED\x10\x01\x12\x1d\n" +
 	"\x19ATTEMPT_EVENT_KIND_EXITED\x10\x02\x12\x1d\n" +
 	"\x19ATTEMPT_EVENT_KIND_FAILED\x10\x03\x12 \n" +
 	"\x1cATTEMPT_EVENT_KIND_TIMED_OUT\x10\x04\x12\x1e\n" +
-	"\x1aATTEMPT_EVENT_KIND_STOPPED\x10\x052T\n" +
+	"\x1aATTEMPT_EVENT_KIND_STOPPED\x10\x05\x12'\n" +
+	"#ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED\x10d2T\n" +
 	"\rWorkerService\x12C\n" +
 	"\aConnect\x12\x1a.megaflow.v1.WorkerMessage\x1a\x18.megaflow.v1.HeadMessage(\x010\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
@@ -1538,7 +1570,7 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_megaflow_v1_worker_proto_goTypes = []any{
 	(WorkerStatus)(0),       // 0: megaflow.v1.WorkerStatus
 	(AttemptEventKind)(0),   // 1: megaflow.v1.AttemptEventKind
@@ -1560,18 +1592,19 @@ var file_megaflow_v1_worker_proto_goTypes = []any{
 	(*GpuHealthReport)(nil), // 17: megaflow.v1.GpuHealthReport
 	nil,                     // 18: megaflow.v1.WorkerInfo.LabelsEntry
 	nil,                     // 19: megaflow.v1.Assignment.EnvEntry
-	nil,                     // 20: megaflow.v1.GpuHealthReport.UnhealthyEntry
-	(*Resources)(nil),       // 21: megaflow.v1.Resources
-	(*TaskSpec)(nil),        // 22: megaflow.v1.TaskSpec
-	(*PoolTarget)(nil),      // 23: megaflow.v1.PoolTarget
+	nil,                     // 20: megaflow.v1.Assignment.ArtifactInputsEntry
+	nil,                     // 21: megaflow.v1.GpuHealthReport.UnhealthyEntry
+	(*Resources)(nil),       // 22: megaflow.v1.Resources
+	(*TaskSpec)(nil),        // 23: megaflow.v1.TaskSpec
+	(*PoolTarget)(nil),      // 24: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	21, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	22, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
 	18, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	21, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	22, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
@@ -1581,23 +1614,24 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	8,  // 12: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
 	9,  // 13: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
 	17, // 14: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
-	22, // 15: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	23, // 15: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
 	19, // 16: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	12, // 17: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	13, // 18: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	11, // 19: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	12, // 20: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	14, // 21: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	16, // 22: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
-	23, // 23: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
-	20, // 24: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
-	10, // 25: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	15, // 26: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	26, // [26:27] is the sub-list for method output_type
-	25, // [25:26] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	20, // 17: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
+	12, // 18: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 19: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 20: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 21: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	14, // 22: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	16, // 23: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	24, // 24: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	21, // 25: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 26: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	15, // 27: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	27, // [27:28] is the sub-list for method output_type
+	26, // [26:27] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1625,7 +1659,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

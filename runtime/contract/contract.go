@@ -70,7 +70,26 @@ type Spec struct {
 	GPUUUIDs []string
 	// LogPath is the file the container's output is appended to.
 	LogPath string
+	// Mounts are host directories the container sees (the attempt's output
+	// and input directories). The docker runtime bind-mounts them; the
+	// process runtime has no separate filesystem and ignores them (the
+	// worker then passes host paths in Env instead; see Isolated).
+	Mounts []Mount
 }
+
+// Mount is a host directory bind-mounted into a container.
+type Mount struct {
+	// Source is the absolute host path; Target the absolute container path.
+	Source string
+	Target string
+	// ReadOnly mounts it read-only.
+	ReadOnly bool
+}
+
+// Isolated reports whether runtime rt gives each container its own
+// filesystem, so that Spec.Mounts are needed to share directories with
+// it: true for every runtime but "process".
+func Isolated(rt Runtime) bool { return rt.Name() != "process" }
 
 // Exit is how a container ended.
 type Exit struct {

@@ -12,6 +12,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -181,6 +182,9 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 		CapDrop:     []string{"ALL"},
 		CapAdd:      slices.Clone(spec.Capabilities),
 		Init:        &init,
+	}
+	for _, m := range spec.Mounts {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host}
 }

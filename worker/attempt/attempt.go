@@ -126,8 +126,11 @@ type Machine struct {
 
 	startInFlight bool
 	waitInFlight  bool
-	stopInFlight  bool
-	removeWanted  bool // acked while a Stop was in flight: remove when it returns
+	// artifactsPending is the last WaitDone's ArtifactsPending, copied
+	// into the final event.
+	artifactsPending bool
+	stopInFlight     bool
+	removeWanted     bool // acked while a Stop was in flight: remove when it returns
 
 	waitRetryAt, stopRetryAt time.Time
 	waitBackoff, stopBackoff time.Duration
@@ -297,6 +300,7 @@ func (m *Machine) waitDone(ev WaitDone, now time.Time) []Effect {
 		return nil
 	}
 	m.waitInFlight = false
+	m.artifactsPending = ev.ArtifactsPending
 	if ev.Err != nil {
 		if errors.Is(ev.Err, contract.ErrNotFound) {
 			m.containerID = "" // nothing left to remove
@@ -456,6 +460,7 @@ func (m *Machine) deadlineArmed() bool {
 func (m *Machine) finish(e *wire.AttemptEvent) []Effect {
 	m.state = Reported
 	m.waitRetryAt, m.stopRetryAt = time.Time{}, time.Time{}
+	e.ArtifactsPending = m.artifactsPending
 	return []Effect{Report{Event: e, Final: true}}
 }
 

@@ -56,6 +56,9 @@ type WaitDone struct {
 	Failed string
 	// Err is why the wait failed; Exit is then meaningless.
 	Err error
+	// ArtifactsPending says the attempt's artifacts are still in the
+	// worker's spool; the final event carries it.
+	ArtifactsPending bool
 }
 
 // StopDone is the result of StopContainer.

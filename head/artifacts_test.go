@@ -1,0 +1,121 @@
+package head_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/process"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// Artifacts on real processes (no isolation: MEGAFLOW_OUTPUT_DIR and
+// MEGAFLOW_INPUT_DIR are host paths): a followed log streams while the
+// task runs and ends when it ended; a child reads its parent's output file;
+// the client lists and downloads files; bad requests get clear errors.
+func TestArtifactsOnRealProcesses(t *testing.T) {
+	store := artifact.NewMemStore()
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { cfg.Artifacts = store }})
+	rt, err := process.New(process.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Configure: func(cfg *worker.Config) {
+		cfg.Artifacts = store
+		cfg.LogShipInterval = 20 * time.Millisecond
+	}})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	gate := filepath.Join(t.TempDir(), "gate")
+	g := &client.GraphSpec{Id: "files", Tasks: []*client.TaskSpec{
+		sh("gen", `echo first; while [ ! -f `+gate+` ]; do sleep 0.02; done; echo second; `+
+			`mkdir -p "$MEGAFLOW_OUTPUT_DIR/d"; printf 'v=7' > "$MEGAFLOW_OUTPUT_DIR/d/x.txt"`),
+		sh("use", `cat "$MEGAFLOW_INPUT_DIR/gen/d/x.txt"; echo`, "gen"),
+	}}
+	g.Tasks[0].OutputPaths = []string{"d"}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	// Follow gen's log: "first" arrives while gen waits for the gate.
+	var got bytes.Buffer
+	for ch, err := range cl.Logs(ctx, "files/gen", client.LogsOptions{Follow: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(ch.Data)
+		if got.String() == "first\n" {
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got.String() != "first\nsecond\n" {
+		t.Fatalf("followed log %q", got.String())
+	}
+	if res := waitGraph(ctx, t, cl, "files"); res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res.State)
+	}
+	testcluster.WaitFor(t, 2*time.Minute, "use's log complete", func() bool {
+		var b bytes.Buffer
+		for ch, err := range cl.Logs(ctx, "files/use", client.LogsOptions{}) {
+			if err != nil {
+				return false
+			}
+			b.Write(ch.Data)
+		}
+		return b.String() == "v=7\n"
+	})
+	list, err := cl.Artifacts(ctx, "files/gen", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Files) != 1 || list.Files[0].Path != "d/x.txt" || list.Files[0].Size != 3 || list.LogChunks == 0 {
+		t.Fatalf("artifacts of gen: %v", list)
+	}
+	var file bytes.Buffer
+	if _, err := cl.GetArtifact(ctx, "files/gen", 1, "d/x.txt", &file); err != nil || file.String() != "v=7" {
+		t.Fatalf("get d/x.txt: %q, %v", file.String(), err)
+	}
+	for _, tc := range []struct {
+		task    string
+		attempt uint32
+		path    string
+		want    string
+	}{
+		{"files/nope", 0, "d/x.txt", `task "files/nope" not found`},
+		{"files/gen", 7, "d/x.txt", `task "files/gen" has no attempt 7`},
+		{"files/gen", 1, "../x", `has no file "../x"`},
+	} {
+		_, err := cl.GetArtifact(ctx, tc.task, tc.attempt, tc.path, &file)
+		if !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("GetArtifact(%s, %d, %s): %v, want NotFound with %q", tc.task, tc.attempt, tc.path, err, tc.want)
+		}
+	}
+
+	// DeleteGraph removes the artifacts, then the graph.
+	res, err := cl.DeleteGraph(ctx, "files")
+	if err != nil || res.Tasks != 2 || res.Artifacts == 0 {
+		t.Fatalf("DeleteGraph: %v, %v", res, err)
+	}
+	if left, err := store.List(ctx, "default/files/"); err != nil || len(left) != 0 {
+		t.Fatalf("after DeleteGraph the store holds %d objects of the graph (%v)", len(left), err)
+	}
+	if _, err := cl.Artifacts(ctx, "files/gen", 0); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("Artifacts of a deleted graph: %v, want NotFound", err)
+	}
+	if _, err := cl.DeleteGraph(ctx, "files"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("second DeleteGraph: %v, want NotFound", err)
+	}
+}

@@ -1,0 +1,74 @@
+package head
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// LabelArtifactRetention is the graph label that sets how long the
+// artifacts of a finished graph are kept, as a Go duration ("72h"),
+// overriding Config.ArtifactRetention; "0" keeps them.
+const LabelArtifactRetention = "megaflow.io/artifact-retention"
+
+// expiredArtifacts returns the finished graphs among graphs whose artifacts
+// have outlived their retention at now (the graph's label, else def; 0:
+// kept), skipping those in done, in the order of graphs. A label that does not parse
+// is ignored (def applies). It is pure.
+func expiredArtifacts(graphs iter.Seq[*state.Graph], now time.Time, def time.Duration, done map[string]bool) []*state.Graph {
+	var out []*state.Graph
+	for g := range graphs {
+		if g.State == wire.GraphState_GRAPH_STATE_RUNNING || g.FinishUnixNanos == 0 || done[g.ID] {
+			continue
+		}
+		keep := def
+		if v, ok := g.Labels[LabelArtifactRetention]; ok {
+			if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+				keep = d
+			}
+		}
+		if keep > 0 && now.UnixNano()-g.FinishUnixNanos > int64(keep) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// retentionLoop runs on the leader while it leads (the leader loop owns
+// it): every ArtifactSweepInterval it deletes the artifacts of finished
+// graphs past their retention from the store. The graphs stay in the
+// table (DeleteGraph removes both). Graphs swept during this leadership
+// are remembered; a new leader sweeps each once more, which deletes
+// nothing.
+func (h *Head) retentionLoop(ctx context.Context) {
+	if h.cfg.Artifacts == nil {
+		return
+	}
+	done := map[string]bool{}
+	tick := time.NewTicker(h.cfg.ArtifactSweepInterval)
+	defer tick.Stop()
+	for {
+		for _, g := range expiredArtifacts(h.fsm.View().Graphs(), time.Now(), h.cfg.ArtifactRetention, done) {
+			n, err := h.cfg.Artifacts.DeletePrefix(ctx, artifact.GraphPrefix(g.Tenant, g.ID))
+			if err != nil {
+				if ctx.Err() == nil {
+					h.logger.Warn("deleting expired artifacts failed; next sweep retries", "graph", g.ID, "err", err)
+				}
+				break
+			}
+			done[g.ID] = true
+			if n > 0 {
+				h.logger.Info("deleted expired artifacts", "graph", g.ID, "objects", n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

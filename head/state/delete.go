@@ -1,0 +1,29 @@
+package state
+
+import "github.com/megaflow/megaflow/internal/errs"
+
+// DeleteGraph removes graph id and its tasks from the table and returns
+// how many tasks it removed. Only a finished graph may go: every task
+// terminal and no attempt still holding a worker, so no accounting moves.
+// The FSM calls it for OpDeleteGraph. Errors: NotFound (no such graph),
+// FailedPrecondition (naming the first task that is not done); nothing
+// changes then.
+func (t *Txn) DeleteGraph(id string) (uint32, error) {
+	g := t.Graph(id)
+	if g == nil {
+		return 0, errs.New(errs.NotFound, "graph %q not found", id)
+	}
+	tasks := t.TasksOfGraph(id)
+	for _, task := range tasks {
+		if !IsTerminal(task.State) || task.ActiveAttempt() != nil {
+			return 0, errs.New(errs.FailedPrecondition,
+				"graph %q: task %q is %s with its attempt still on a worker or not finished; cancel the graph and wait until it ended, then delete it",
+				id, task.ID, task.State)
+		}
+	}
+	for _, task := range tasks {
+		must(t.mem.Delete(tableTasks, task))
+	}
+	must(t.mem.Delete(tableGraphs, g))
+	return uint32(len(tasks)), nil
+}

@@ -1,0 +1,192 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+// Where a task finds its files inside a container (docker runtime); the
+// process runtime gets the host directories instead. Both are in the env
+// as MEGAFLOW_OUTPUT_DIR and MEGAFLOW_INPUT_DIR.
+const (
+	// ContainerOutputDir is where a task writes the files its
+	// output_paths (relative to this directory) name.
+	ContainerOutputDir = "/megaflow/out"
+	// ContainerInputDir holds the parents' output files, under
+	// <parent task name>/<path>.
+	ContainerInputDir = "/megaflow/in"
+)
+
+// inputPoll is how often a child's worker looks again for a parent's
+// manifest that has not landed yet.
+const inputPoll = 200 * time.Millisecond
+
+// attemptDir is attempt k's directory for its output and input files:
+// dataDir/attempts/<task id as in logPath>/<attempt>.
+func attemptDir(dataDir string, k attempt.Key) string {
+	lp := logPath(dataDir, k)
+	return filepath.Join(dataDir, "attempts", filepath.Base(filepath.Dir(lp)), strconv.FormatUint(uint64(k.Attempt), 10))
+}
+
+// artifactsOn reports whether the worker stores artifacts.
+func (w *Worker) artifactsOn() bool { return w.spool != nil }
+
+// artifactAttempt names attempt k's artifacts.
+func artifactAttempt(a *wire.Assignment, k attempt.Key) artifact.Attempt {
+	return artifact.ForTask(a.GetTenant(), a.GetGraphId(), k.TaskID, k.Attempt)
+}
+
+// prepareFiles creates attempt k's output and input directories and
+// points spec at them: bind mounts and MEGAFLOW_OUTPUT_DIR /
+// MEGAFLOW_INPUT_DIR (container paths for an isolated runtime, host paths
+// for the process runtime). The driver calls it before the start.
+func (w *Worker) prepareFiles(spec *contract.Spec, k attempt.Key) error {
+	dir := attemptDir(w.cfg.DataDir, k)
+	out, in := filepath.Join(dir, "out"), filepath.Join(dir, "in")
+	for _, d := range []string{out, in} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("attempt directory: %w", err)
+		}
+	}
+	// The task may run as any user: it must be able to write its outputs.
+	if err := os.Chmod(out, 0o777); err != nil {
+		return fmt.Errorf("attempt directory: %w", err)
+	}
+	if contract.Isolated(w.rt) {
+		spec.Mounts = append(spec.Mounts,
+			contract.Mount{Source: out, Target: ContainerOutputDir},
+			contract.Mount{Source: in, Target: ContainerInputDir, ReadOnly: true})
+		spec.Env["MEGAFLOW_OUTPUT_DIR"] = ContainerOutputDir
+		spec.Env["MEGAFLOW_INPUT_DIR"] = ContainerInputDir
+	} else {
+		spec.Env["MEGAFLOW_OUTPUT_DIR"] = out
+		spec.Env["MEGAFLOW_INPUT_DIR"] = in
+	}
+	return nil
+}
+
+// fetchInputs downloads the output files of the parents the assignment
+// names into attempt k's input directory, waiting for manifests still in
+// their workers' spools until ctx ends.
+func (w *Worker) fetchInputs(ctx context.Context, a *wire.Assignment, k attempt.Key) error {
+	in := filepath.Join(attemptDir(w.cfg.DataDir, k), "in")
+	for name, number := range a.GetArtifactInputs() {
+		if artifact.PathProblem(name) != "" || name == "." {
+			return fmt.Errorf("inputs: parent name %q is not a valid directory name", name)
+		}
+		parent := artifact.Attempt{Tenant: a.GetTenant(), GraphID: a.GetGraphId(), TaskName: name, Number: number}
+		if _, err := artifact.FetchInputs(ctx, w.cfg.Artifacts, parent, filepath.Join(in, name), inputPoll); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shipLoop ships attempt k's log every LogShipInterval until ctx ends.
+// It runs in a goroutine of the wait that owns sh.
+func (w *Worker) shipLoop(ctx context.Context, sh *artifact.LogShipper, log func(error)) {
+	for {
+		t := w.clock.NewTimer(w.cfg.LogShipInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if err := sh.Ship(ctx); err != nil && ctx.Err() == nil {
+			log(err)
+		}
+	}
+}
+
+// startShipping starts shipping the driver's log while its container runs
+// and returns the function that stops it (and waits for it).
+func (d *driver) startShipping(ctx context.Context) (stop func()) {
+	if !d.w.artifactsOn() || d.assign == nil {
+		return func() {}
+	}
+	if d.shipper == nil {
+		d.shipper = artifact.NewLogShipper(artifactAttempt(d.assign, d.h.key), logPath(d.w.cfg.DataDir, d.h.key), d.w.spool)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.w.shipLoop(ctx, d.shipper, func(err error) { d.log.Warn("shipping log failed; will retry", "err", err) })
+	}()
+	return func() { cancel(); <-done }
+}
+
+// storeArtifacts queues the attempt's last log chunk, output files, large
+// result and manifest once its process exited, and sets ev's result to a
+// reference when the result went to the store. It reports whether
+// anything is still in the spool. Errors are logged and noted in the
+// manifest; they never hold up the final event.
+func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, outputs bool) {
+	if !d.w.artifactsOn() || d.assign == nil {
+		return
+	}
+	a := artifactAttempt(d.assign, d.h.key)
+	if d.shipper == nil {
+		d.shipper = artifact.NewLogShipper(a, logPath(d.w.cfg.DataDir, d.h.key), d.w.spool)
+	}
+	f := artifact.Finish{Log: d.shipper}
+	dir := attemptDir(d.w.cfg.DataDir, d.h.key)
+	if outputs {
+		f.OutDir, f.Paths = filepath.Join(dir, "out"), d.assign.GetSpec().GetOutputPaths()
+	}
+	if len(ev.Result) > MaxResultBytes {
+		f.Result = ev.Result
+	}
+	m, ref, err := f.Store(ctx, d.w.spool, a)
+	if err != nil {
+		d.log.Warn("storing artifacts failed", "err", err)
+	} else if outputs {
+		// The spool holds copies now.
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			d.log.Warn("removing the attempt directory failed", "dir", dir, "err", rerr)
+		}
+	}
+	if len(f.Result) > 0 {
+		if ref != nil {
+			ev.Result = ref
+		} else {
+			ev.Result, ev.ResultNote = nil, fmt.Sprintf("MEGAFLOW_RESULT ignored: %d bytes, over %d, and storing it failed: %v", len(f.Result), MaxResultBytes, err)
+		}
+	}
+	if m != nil && len(m.Notes) > 0 {
+		d.log.Info("output files: notes", "notes", m.Notes)
+	}
+	ev.ArtifactsPending = artifact.Pending(d.w.spool, a.ManifestKey())
+}
+
+// watchLanded reports ARTIFACTS_LANDED for attempt k once its manifest,
+// enqueued last, landed (so everything before it did). The driver calls it after queuing the attempt's final
+// event (with artifacts_pending), so the head sees the two in order. The
+// goroutine belongs to the worker and ends when it stops.
+func (w *Worker) watchLanded(k attempt.Key, manifestKey string) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		if err := w.spool.Wait(w.runCtx, manifestKey); err != nil {
+			if w.runCtx.Err() == nil {
+				w.log.Error("artifacts of an attempt will not land", "task", k.TaskID, "attempt", k.Attempt, "err", err)
+			}
+			return
+		}
+		w.outbox.add(&wire.AttemptEvent{
+			TaskId: k.TaskID, Attempt: k.Attempt,
+			Kind:      wire.AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED,
+			UnixNanos: w.clock.Now().UnixNano(),
+		}, nil)
+	}()
+}
