@@ -53,6 +53,10 @@ type Task struct {
 	NotBeforeUnixNanos int64
 	// QueuedUnixNanos is when the task last entered QUEUED (leader time).
 	QueuedUnixNanos int64
+	// Restarts counts the attempts of a service task that ended and were
+	// replaced under its restart policy (service.go); they are not charged
+	// to max_retries.
+	Restarts uint32
 	// CreateUnixNanos and UpdateUnixNanos are leader-chosen times in
 	// nanoseconds since the Unix epoch.
 	CreateUnixNanos int64
@@ -91,6 +95,11 @@ type Attempt struct {
 	// LeaderTerm is the Raft term of the leader that made the assignment.
 	LeaderTerm uint64
 	GPUUUIDs   []string
+	// Endpoint is where a service attempt serves ("http://host:port"),
+	// set by its SERVICE_READY event; "" until then and for batch tasks.
+	Endpoint string
+	// ReadyUnixNanos is when Endpoint was set (leader time); 0: not ready.
+	ReadyUnixNanos int64
 }
 
 // Active reports whether the attempt still holds its worker: ASSIGNED or
@@ -202,6 +211,7 @@ func (t *Task) FillWire(w *wire.Task) {
 	w.Dependents = t.Dependents
 	w.NotBeforeUnixNanos = t.NotBeforeUnixNanos
 	w.QueuedUnixNanos = t.QueuedUnixNanos
+	w.Restarts = t.Restarts
 }
 
 func (a *Attempt) toWire() *wire.Attempt {
@@ -216,6 +226,8 @@ func (a *Attempt) toWire() *wire.Attempt {
 		ExitCode:        a.ExitCode,
 		LeaderTerm:      a.LeaderTerm,
 		GpuUuids:        a.GPUUUIDs,
+		Endpoint:        a.Endpoint,
+		ReadyUnixNanos:  a.ReadyUnixNanos,
 	}
 }
 
@@ -248,6 +260,7 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 
 		NotBeforeUnixNanos: w.GetNotBeforeUnixNanos(),
 		QueuedUnixNanos:    w.GetQueuedUnixNanos(),
+		Restarts:           w.GetRestarts(),
 	}
 	if t.Spec == nil {
 		t.Spec = &wire.TaskSpec{Name: t.Name()}
@@ -266,6 +279,8 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 				ExitCode:        a.GetExitCode(),
 				LeaderTerm:      a.GetLeaderTerm(),
 				GPUUUIDs:        a.GetGpuUuids(),
+				Endpoint:        a.GetEndpoint(),
+				ReadyUnixNanos:  a.GetReadyUnixNanos(),
 			}
 		}
 	}

@@ -33,6 +33,7 @@ const (
 	MegaflowService_SetQuota_FullMethodName      = "/megaflow.v1.MegaflowService/SetQuota"
 	MegaflowService_GetQuotas_FullMethodName     = "/megaflow.v1.MegaflowService/GetQuotas"
 	MegaflowService_GetLimits_FullMethodName     = "/megaflow.v1.MegaflowService/GetLimits"
+	MegaflowService_ListServices_FullMethodName  = "/megaflow.v1.MegaflowService/ListServices"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -73,6 +74,10 @@ type MegaflowServiceClient interface {
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
+	// ListServices returns the services (tasks of kind service that have not
+	// ended) by name, with their ready endpoints. Errors: INVALID_ARGUMENT
+	// (bad name filter).
+	ListServices(ctx context.Context, in *ServiceListRequest, opts ...grpc.CallOption) (*ServiceListResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -232,6 +237,16 @@ func (c *megaflowServiceClient) GetLimits(ctx context.Context, in *GetLimitsRequ
 	return out, nil
 }
 
+func (c *megaflowServiceClient) ListServices(ctx context.Context, in *ServiceListRequest, opts ...grpc.CallOption) (*ServiceListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServiceListResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_ListServices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -270,6 +285,10 @@ type MegaflowServiceServer interface {
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
+	// ListServices returns the services (tasks of kind service that have not
+	// ended) by name, with their ready endpoints. Errors: INVALID_ARGUMENT
+	// (bad name filter).
+	ListServices(context.Context, *ServiceListRequest) (*ServiceListResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -321,6 +340,9 @@ func (UnimplementedMegaflowServiceServer) GetQuotas(context.Context, *GetQuotasR
 }
 func (UnimplementedMegaflowServiceServer) GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ListServices(context.Context, *ServiceListRequest) (*ServiceListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListServices not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -588,6 +610,24 @@ func _MegaflowService_GetLimits_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_ListServices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ServiceListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).ListServices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_ListServices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).ListServices(ctx, req.(*ServiceListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -646,6 +686,10 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetLimits",
 			Handler:    _MegaflowService_GetLimits_Handler,
+		},
+		{
+			MethodName: "ListServices",
+			Handler:    _MegaflowService_ListServices_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -84,25 +84,30 @@ const (
 	AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED      AttemptEventKind = 3 // it could not run or crashed: reason says why
 	AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT   AttemptEventKind = 4 // killed at its timeout
 	AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED     AttemptEventKind = 5 // stopped because the head asked (cancel)
+	// A service attempt passed its readiness probe; endpoint says where it
+	// serves. Not final: the attempt keeps running.
+	AttemptEventKind_ATTEMPT_EVENT_KIND_SERVICE_READY AttemptEventKind = 120
 )
 
 // Enum value maps for AttemptEventKind.
 var (
 	AttemptEventKind_name = map[int32]string{
-		0: "ATTEMPT_EVENT_KIND_UNSPECIFIED",
-		1: "ATTEMPT_EVENT_KIND_STARTED",
-		2: "ATTEMPT_EVENT_KIND_EXITED",
-		3: "ATTEMPT_EVENT_KIND_FAILED",
-		4: "ATTEMPT_EVENT_KIND_TIMED_OUT",
-		5: "ATTEMPT_EVENT_KIND_STOPPED",
+		0:   "ATTEMPT_EVENT_KIND_UNSPECIFIED",
+		1:   "ATTEMPT_EVENT_KIND_STARTED",
+		2:   "ATTEMPT_EVENT_KIND_EXITED",
+		3:   "ATTEMPT_EVENT_KIND_FAILED",
+		4:   "ATTEMPT_EVENT_KIND_TIMED_OUT",
+		5:   "ATTEMPT_EVENT_KIND_STOPPED",
+		120: "ATTEMPT_EVENT_KIND_SERVICE_READY",
 	}
 	AttemptEventKind_value = map[string]int32{
-		"ATTEMPT_EVENT_KIND_UNSPECIFIED": 0,
-		"ATTEMPT_EVENT_KIND_STARTED":     1,
-		"ATTEMPT_EVENT_KIND_EXITED":      2,
-		"ATTEMPT_EVENT_KIND_FAILED":      3,
-		"ATTEMPT_EVENT_KIND_TIMED_OUT":   4,
-		"ATTEMPT_EVENT_KIND_STOPPED":     5,
+		"ATTEMPT_EVENT_KIND_UNSPECIFIED":   0,
+		"ATTEMPT_EVENT_KIND_STARTED":       1,
+		"ATTEMPT_EVENT_KIND_EXITED":        2,
+		"ATTEMPT_EVENT_KIND_FAILED":        3,
+		"ATTEMPT_EVENT_KIND_TIMED_OUT":     4,
+		"ATTEMPT_EVENT_KIND_STOPPED":       5,
+		"ATTEMPT_EVENT_KIND_SERVICE_READY": 120,
 	}
 )
 
@@ -538,10 +543,12 @@ type AttemptEvent struct {
 	ExitCode int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Reason   string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The task's JSON result (with EXITED 0), at most 64 KiB.
-	Result        []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
-	UnixNanos     int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	OomKilled     bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
-	ContainerId   string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Result      []byte `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	UnixNanos   int64  `protobuf:"varint,7,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	OomKilled   bool   `protobuf:"varint,8,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	ContainerId string `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// SERVICE_READY: the attempt's endpoint, "http://host:port".
+	Endpoint      string `protobuf:"bytes,120,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -635,6 +642,13 @@ func (x *AttemptEvent) GetOomKilled() bool {
 func (x *AttemptEvent) GetContainerId() string {
 	if x != nil {
 		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *AttemptEvent) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
 	}
 	return ""
 }
@@ -1270,7 +1284,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xa2\x02\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xbe\x02\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1282,7 +1296,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"unix_nanos\x18\a \x01(\x03R\tunixNanos\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\b \x01(\bR\toomKilled\x12!\n" +
-	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\"Q\n" +
+	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12\x1a\n" +
+	"\bendpoint\x18x \x01(\tR\bendpoint\"Q\n" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +
@@ -1330,14 +1345,15 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DOWN\x10\x02\x12\x16\n" +
-	"\x12WORKER_STATUS_LEFT\x10\x03*\xd6\x01\n" +
+	"\x12WORKER_STATUS_LEFT\x10\x03*\xfc\x01\n" +
 	"\x10AttemptEventKind\x12\"\n" +
 	"\x1eATTEMPT_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aATTEMPT_EVENT_KIND_STARTED\x10\x01\x12\x1d\n" +
 	"\x19ATTEMPT_EVENT_KIND_EXITED\x10\x02\x12\x1d\n" +
 	"\x19ATTEMPT_EVENT_KIND_FAILED\x10\x03\x12 \n" +
 	"\x1cATTEMPT_EVENT_KIND_TIMED_OUT\x10\x04\x12\x1e\n" +
-	"\x1aATTEMPT_EVENT_KIND_STOPPED\x10\x052T\n" +
+	"\x1aATTEMPT_EVENT_KIND_STOPPED\x10\x05\x12$\n" +
+	" ATTEMPT_EVENT_KIND_SERVICE_READY\x10x2T\n" +
 	"\rWorkerService\x12C\n" +
 	"\aConnect\x12\x1a.megaflow.v1.WorkerMessage\x1a\x18.megaflow.v1.HeadMessage(\x010\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
