@@ -56,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.AddCommand(submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
+	root.AddCommand(servicesCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
