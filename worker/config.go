@@ -111,6 +111,22 @@ type Config struct {
 	// persistent task's command is exec'd beside it. nil: DefaultPoolKeeper;
 	// an empty non-nil slice: the image's own command.
 	PoolKeeper []string
+	// AdvertiseHost is the host (IP address or name) in the endpoints of
+	// this worker's services, reachable from the other workers and their
+	// containers. "": GossipAddr's host, or when that is unspecified
+	// (0.0.0.0) the first non-loopback IPv4 address of the machine.
+	AdvertiseHost string
+	// ServicePortMin and ServicePortMax bound the host ports given to
+	// service attempts (TCP, inclusive). Default 30000-32767.
+	ServicePortMin int
+	ServicePortMax int
+	// ServiceReadyTimeout is how long a service attempt may take to pass
+	// its readiness probe (model loading included) before it is stopped
+	// and reported FAILED. Default 15 min.
+	ServiceReadyTimeout time.Duration
+	// ServiceProbeInterval is the time between readiness probes. Default
+	// 500 ms.
+	ServiceProbeInterval time.Duration
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
 }
@@ -132,6 +148,11 @@ func DefaultConfig() Config {
 		ReconnectMax:        5 * time.Second,
 		PoolMax:             4,
 		PoolIdle:            5 * time.Minute,
+
+		ServicePortMin:       30000,
+		ServicePortMax:       32767,
+		ServiceReadyTimeout:  15 * time.Minute,
+		ServiceProbeInterval: 500 * time.Millisecond,
 	}
 }
 
@@ -189,6 +210,8 @@ func (c *Config) Validate() error {
 		{"BatchDelay", c.BatchDelay, 0},
 		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
 		{"PoolIdle", c.PoolIdle, 10 * time.Millisecond},
+		{"ServiceReadyTimeout", c.ServiceReadyTimeout, 10 * time.Millisecond},
+		{"ServiceProbeInterval", c.ServiceProbeInterval, time.Millisecond},
 	} {
 		if d.v < d.min {
 			add("%s %v is below %v", d.name, d.v, d.min)
@@ -205,6 +228,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PoolMin < 0 || c.PoolMin > c.PoolMax {
 		add("PoolMin %d is outside [0, PoolMax %d]", c.PoolMin, c.PoolMax)
+	}
+	if c.ServicePortMin < 1 || c.ServicePortMax > 65535 || c.ServicePortMin > c.ServicePortMax {
+		add("ServicePortMin %d and ServicePortMax %d: want 1 <= min <= max <= 65535 (--service-ports 30000-32767)", c.ServicePortMin, c.ServicePortMax)
 	}
 	if c.MaxBatchEvents < 1 || c.MaxBatchEvents > 10000 {
 		add("MaxBatchEvents %d is outside [1, 10000]", c.MaxBatchEvents)

@@ -70,6 +70,19 @@ type Spec struct {
 	GPUUUIDs []string
 	// LogPath is the file the container's output is appended to.
 	LogPath string
+	// Ports are the TCP ports a service attempt listens on, published on
+	// the worker's host (Docker: on all host addresses; the process
+	// runtime's processes listen on the host port themselves, which must
+	// then equal the container port).
+	Ports []PortBinding
+}
+
+// PortBinding publishes one TCP port of a container on the host.
+type PortBinding struct {
+	// ContainerPort is the port the task listens on inside its container.
+	ContainerPort int
+	// HostPort is the port on the worker's host that reaches it.
+	HostPort int
 }
 
 // Exit is how a container ended.
@@ -136,4 +149,15 @@ func MatchLabels(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Closer is an optional extra of a Runtime whose containers cannot outlive
+// the worker process (the process runtime's children: a restarted worker
+// cannot adopt them). The worker calls Close when it shuts down cleanly,
+// after its stream is closed.
+type Closer interface {
+	// Close stops every container the runtime started and has not removed
+	// (SIGTERM, SIGKILL after grace) and waits for them until ctx ends.
+	// Errors: ctx's error when some did not exit in time.
+	Close(ctx context.Context, grace time.Duration) error
 }
