@@ -33,7 +33,7 @@ func ServiceEnvVar(name string) string {
 // ListServices and the CLI check a name filter with it.
 func CheckServiceName(name string) error {
 	if p := serviceNameProblem(name, DefaultLimits().MaxNameLen); p != "" {
-		return errs.New(errs.InvalidArgument, "service name %.140q %s", name, p)
+		return errs.New(errs.InvalidArgument, "service name: %s", p)
 	}
 	return nil
 }
