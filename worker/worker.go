@@ -259,7 +259,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // Running containers are left running, and their final events not yet
 // acked stay with the exited containers: a worker restarted with the same
 // NodeID announces them in its Hello and takes them over. The exception is
-// a runtime whose containers cannot outlive the worker (contract.Closer,
+// a runtime whose containers cannot outlive the worker (contract.StopAller,
 // the process runtime): Shutdown stops them (SIGTERM, SIGKILL after
 // StopGrace) once Run returned, and the head re-queues their attempts as
 // for any worker that left. Safe to call more than once.
@@ -284,11 +284,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 				err = fmt.Errorf("worker %s: shutdown: %w", w.cfg.NodeID, ctx.Err())
 			}
 		}
-		if c, ok := w.rt.(contract.Closer); ok {
+		if sa, ok := w.rt.(contract.StopAller); ok {
 			// Its containers cannot be adopted by a restarted worker: stop
 			// them now rather than leave orphans. The head re-queues their
 			// attempts when it sees this worker left.
-			err = errors.Join(err, c.Close(ctx, w.cfg.StopGrace))
+			err = errors.Join(err, sa.StopAll(ctx, w.cfg.StopGrace))
 		}
 		err = errors.Join(err, w.gossip.Shutdown())
 		w.log.Info("worker stopped")

@@ -151,13 +151,13 @@ func MatchLabels(have, want map[string]string) bool {
 	return true
 }
 
-// Closer is an optional extra of a Runtime whose containers cannot outlive
-// the worker process (the process runtime's children: a restarted worker
-// cannot adopt them). The worker calls Close when it shuts down cleanly,
-// after its stream is closed.
-type Closer interface {
-	// Close stops every container the runtime started and has not removed
-	// (SIGTERM, SIGKILL after grace) and waits for them until ctx ends.
-	// Errors: ctx's error when some did not exit in time.
-	Close(ctx context.Context, grace time.Duration) error
+// StopAller is an optional extra of a Runtime whose containers cannot
+// outlive the worker process (the process runtime's children: a restarted
+// worker cannot adopt them). The worker calls StopAll when it shuts down
+// cleanly, after its stream is closed.
+type StopAller interface {
+	// StopAll stops every container the runtime started and has not
+	// removed (SIGTERM, SIGKILL after grace) and waits for them until ctx
+	// ends. Errors: ctx's error when some did not exit in time.
+	StopAll(ctx context.Context, grace time.Duration) error
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
-// Close stops every process still running, one that ignores SIGTERM too
+// StopAll stops every process still running, one that ignores SIGTERM too
 // (SIGKILL after the grace), and leaves exited ones alone.
-func TestCloseStopsEveryProcess(t *testing.T) {
+func TestStopAllStopsEveryProcess(t *testing.T) {
 	r := newRuntime(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -35,7 +35,7 @@ func TestCloseStopsEveryProcess(t *testing.T) {
 		return string(b) == "trapped\n"
 	})
 
-	if err := r.Close(ctx, 200*time.Millisecond); err != nil {
+	if err := r.StopAll(ctx, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if e := wait(t, r, polite); e.Code != 128+15 {
@@ -45,9 +45,9 @@ func TestCloseStopsEveryProcess(t *testing.T) {
 		t.Errorf("stubborn exit %+v, want SIGKILL (137)", e)
 	}
 	if alive("sleep", "300.1") || alive("sleep", "300.2") {
-		t.Error("a process outlived Close")
+		t.Error("a process outlived StopAll")
 	}
 	if list, _ := r.List(ctx, nil); len(list) != 3 {
-		t.Errorf("Close removed processes from the list: %v", list)
+		t.Errorf("StopAll removed processes from the list: %v", list)
 	}
 }

@@ -5,7 +5,7 @@
 //
 // It owns the processes it started, in this process's lifetime only: a
 // restarted worker could not adopt them (List would no longer show them),
-// so the worker stops them all through Close (contract.Closer) when it
+// so the worker stops them all through StopAll (contract.StopAller) when it
 // shuts down cleanly. A worker that crashes leaves them running, as
 // orphans nobody reports on. There is no isolation: Image,
 // Network, Capabilities and PidsLimit are ignored, and CPUMillis and
@@ -41,7 +41,7 @@ import (
 
 var (
 	_ contract.Runtime = (*Runtime)(nil)
-	_ contract.Closer  = (*Runtime)(nil)
+	_ contract.StopAller  = (*Runtime)(nil)
 )
 
 // Config configures a Runtime.
@@ -254,12 +254,12 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// Close stops every process group this Runtime started that still runs
+// StopAll stops every process group this Runtime started that still runs
 // (SIGTERM, then SIGKILL after grace), all at once, and waits until each
 // has exited or ctx ends. The processes stay listed until Remove. The
 // worker calls it once, on a clean shutdown. Errors: ctx's error, naming
 // how many processes had not exited.
-func (r *Runtime) Close(ctx context.Context, grace time.Duration) error {
+func (r *Runtime) StopAll(ctx context.Context, grace time.Duration) error {
 	r.mu.Lock()
 	var ids []string
 	for id, p := range r.procs {
@@ -284,7 +284,7 @@ func (r *Runtime) Close(ctx context.Context, grace time.Duration) error {
 	wg.Wait()
 	close(errc)
 	if n := len(errc); n > 0 {
-		return fmt.Errorf("process close: %d of %d processes did not exit: %w", n, len(ids), <-errc)
+		return fmt.Errorf("process stop all: %d of %d processes did not exit: %w", n, len(ids), <-errc)
 	}
 	if len(ids) > 0 {
 		r.log.Info("stopped the processes still running", "count", len(ids))
