@@ -388,6 +388,9 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 			network = "bridge" // "none" cannot be published
 		}
 	}
+	if network == "" && len(s.GetUsesServices()) > 0 {
+		network = "bridge" // it must reach the services' endpoints
+	}
 	if network == "" {
 		network = "none"
 	}

@@ -25,7 +25,8 @@ import (
 // service.port if set, else the host port, published on the host by the
 // Docker runtime), and its public endpoint in MEGAFLOW_SERVICE_ENDPOINT.
 // A Docker service task without a network gets "bridge" (network "none"
-// could not be published).
+// could not be published), and so does a task that names services in
+// uses_services (it must reach their endpoints).
 //
 // Once the container runs, the driver probes readiness on the host port:
 // an HTTP GET of service.readiness_http_path answered 2xx, a TCP connect
