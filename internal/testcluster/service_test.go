@@ -268,4 +268,3 @@ func serverPID(t *testing.T, endpoint string) int {
 	}
 	return r.PID
 }
-

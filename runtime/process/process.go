@@ -40,8 +40,8 @@ import (
 )
 
 var (
-	_ contract.Runtime = (*Runtime)(nil)
-	_ contract.StopAller  = (*Runtime)(nil)
+	_ contract.Runtime   = (*Runtime)(nil)
+	_ contract.StopAller = (*Runtime)(nil)
 )
 
 // Config configures a Runtime.
