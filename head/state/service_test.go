@@ -104,6 +104,12 @@ func TestServiceRestartPolicy(t *testing.T) {
 			if got := s.Snapshot().ServiceEndpoints("model/m"); len(got) != 0 {
 				t.Fatalf("endpoints after the attempt ended: %v", got)
 			}
+			// Snapshots keep what service tasks add to a row.
+			back, err := TaskFromWire(task.ToWire())
+			if err != nil || back.Restarts != task.Restarts || back.Attempts[0].Endpoint != a.Endpoint ||
+				back.Attempts[0].ReadyUnixNanos != a.ReadyUnixNanos || a.ReadyUnixNanos == 0 {
+				t.Fatalf("round trip through the wire form: %+v, %v", back, err)
+			}
 		})
 	}
 }
