@@ -36,26 +36,39 @@ func uniform() float64 {
 
 // retryBackoffs chooses, for each event of a worker's batch, the backoff
 // its task waits should the event fail its attempt with retries left
-// (TaskEventsCommand.retry_backoff_nanos); 0 for events that cannot. The
+// (TaskEventsCommand.retry_backoff_nanos), or the wait before a service
+// task restarts (grown by its restarts, head/state/service.go); 0 for
+// events that cannot. The
 // worker stream handler on the leader calls it before proposing the batch.
 func (h *Head) retryBackoffs(view *state.View, events []*wire.AttemptEvent) []int64 {
 	out := make([]int64, len(events))
 	some := false
 	for i, ev := range events {
+		var t *state.Task
 		switch ev.GetKind() {
 		case wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, wire.AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT:
 		case wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED:
+			// A service task may restart after exiting 0 (restart policy
+			// "always").
 			if ev.GetExitCode() == 0 {
-				continue
+				if t = view.Task(ev.GetTaskId()); t == nil || t.ServiceName() == "" {
+					continue
+				}
 			}
 		default:
 			continue
 		}
-		t := view.Task(ev.GetTaskId())
+		if t == nil {
+			t = view.Task(ev.GetTaskId())
+		}
 		if t == nil {
 			continue
 		}
-		out[i] = int64(retryBackoff(h.cfg.RetryBackoff, h.cfg.RetryBackoffMax, t.RetriesUsed, uniform()))
+		n := t.RetriesUsed
+		if t.ServiceName() != "" && t.Spec.GetService().GetRestartPolicy() != "never" {
+			n = t.Restarts // service restarts back off by their own count
+		}
+		out[i] = int64(retryBackoff(h.cfg.RetryBackoff, h.cfg.RetryBackoffMax, n, uniform()))
 		some = some || out[i] > 0
 	}
 	if !some {

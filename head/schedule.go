@@ -2,6 +2,7 @@ package head
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -55,7 +56,9 @@ const maxQueuedPerQueue = 4096
 // with a live stream, every QUEUED task), places, and commits the plan in
 // one command. The FSM re-checks every placement against the newest table.
 // A round that places nothing and changes no queueing reason commits
-// nothing. Tasks waiting out a retry backoff (not_before in the future) are
+// nothing. Tasks that use a service without a ready endpoint are not
+// placed; their reason says which service they wait for (serviceWait).
+// Tasks waiting out a retry backoff (not_before in the future) are
 // left out; scheduleOnce returns the earliest such time, when the loop
 // runs a round again (zero: none).
 func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
@@ -91,6 +94,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 		return wake // nowhere to place; reasons are refreshed once a worker connects
 	}
 	queued := map[string]*state.Task{}
+	waiting := map[string]string{} // tasks waiting for a service -> new reason
 	perQueue := map[string]int{}
 	now := time.Now().UnixNano()
 	for t := range view.Queued() {
@@ -103,6 +107,12 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 		if perQueue[t.Queue()]++; perQueue[t.Queue()] > maxQueuedPerQueue {
 			continue
 		}
+		if r := serviceWait(view, t); r != "" {
+			if t.Reason != r {
+				waiting[t.ID] = r
+			}
+			continue
+		}
 		queued[t.ID] = t
 		res := t.Spec.GetResources()
 		in.Tasks = append(in.Tasks, scheduler.Task{
@@ -112,13 +122,19 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			Runtime: t.Spec.GetRuntime(),
 		})
 	}
-	if len(in.Tasks) == 0 {
+	if len(in.Tasks) == 0 && len(waiting) == 0 {
 		return wake
 	}
-	scheduler.PinSessions(in.Tasks, sessionAttempts(view, queued))
-	in.Quotas, in.Cluster = schedulerQuotas(view)
-	plan := scheduler.Place(in)
+	var plan scheduler.Plan
+	if len(in.Tasks) > 0 {
+		scheduler.PinSessions(in.Tasks, sessionAttempts(view, queued))
+		in.Quotas, in.Cluster = schedulerQuotas(view)
+		plan = scheduler.Place(in)
+	}
 	cmd := &wire.PlanCommand{LeaderTerm: h.node.Raft().CurrentTerm(), UnixNanos: time.Now().UnixNano()}
+	if len(waiting) > 0 {
+		cmd.Unplaced = waiting
+	}
 	for _, p := range plan.Placements {
 		t := queued[p.TaskID]
 		cmd.Attempts = append(cmd.Attempts, &wire.PlannedAttempt{TaskId: p.TaskID, Attempt: uint32(len(t.Attempts)) + 1,
@@ -212,4 +228,19 @@ func sessionAttempts(view *state.View, queued map[string]*state.Task) []schedule
 		}
 	}
 	return out
+}
+
+// serviceWait returns why task t may not be placed yet: the first service
+// it names in uses_services that has no ready endpoint ("waiting for
+// service \"model/qwen-7b\" to have a ready endpoint"), or "" when every
+// one has. A task using services is placed only once each has at least
+// one; its assignment then carries their endpoints (taskEnv). Services are
+// not depends_on parents: a service never ends to unblock anyone.
+func serviceWait(view *state.View, t *state.Task) string {
+	for _, name := range t.Spec.GetUsesServices() {
+		if len(view.ServiceEndpoints(name)) == 0 {
+			return fmt.Sprintf("waiting for service %q to have a ready endpoint", name)
+		}
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -362,8 +364,13 @@ func unfinishedBySession(view *state.View, graphID string) map[string]int {
 	return out
 }
 
-// taskEnv is the environment a task receives beyond its spec: its identity
-// and its parents' JSON results (MEGAFLOW_PARENT_<NAME>_RESULT).
+// taskEnv is the environment a task receives beyond its spec: its identity,
+// its parents' JSON results (MEGAFLOW_PARENT_<NAME>_RESULT), and for each
+// service it names in uses_services the service's ready endpoints as of
+// the assignment's delivery, comma-separated and sorted
+// (MEGAFLOW_SERVICE_<NAME>=http://10.0.0.5:31000,http://10.0.0.6:31002;
+// NAME is the service name upper-cased with every character other than a
+// letter or digit turned into '_': "model/qwen-7b" gives MODEL_QWEN_7B).
 func (h *Head) taskEnv(view *state.View, t *state.Task) map[string]string {
 	env := map[string]string{
 		"MEGAFLOW_TASK_ID":  t.ID,
@@ -376,6 +383,14 @@ func (h *Head) taskEnv(view *state.View, t *state.Task) map[string]string {
 		if p != nil && len(p.Result) > 0 {
 			env["MEGAFLOW_PARENT_"+envName(dep)+"_RESULT"] = string(p.Result)
 		}
+	}
+	for _, name := range t.Spec.GetUsesServices() {
+		eps := view.ServiceEndpoints(name)
+		urls := make([]string, len(eps))
+		for i, e := range eps {
+			urls[i] = e.URL
+		}
+		env[spec.ServiceEnvVar(name)] = strings.Join(urls, ",")
 	}
 	return env
 }

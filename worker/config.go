@@ -126,6 +126,22 @@ type Config struct {
 	ImageRefreshInterval time.Duration
 	// MaxAdvertisedImages bounds the images advertised to the head. 0: 256.
 	MaxAdvertisedImages int
+	// AdvertiseHost is the host (IP address or name) in the endpoints of
+	// this worker's services, reachable from the other workers and their
+	// containers. "": GossipAddr's host, or when that is unspecified
+	// (0.0.0.0) the first non-loopback IPv4 address of the machine.
+	AdvertiseHost string
+	// ServicePortMin and ServicePortMax bound the host ports given to
+	// service attempts (TCP, inclusive). Default 30000-32767.
+	ServicePortMin int
+	ServicePortMax int
+	// ServiceReadyTimeout is how long a service attempt may take to pass
+	// its readiness probe (model loading included) before it is stopped
+	// and reported FAILED. Default 15 min.
+	ServiceReadyTimeout time.Duration
+	// ServiceProbeInterval is the time between readiness probes. Default
+	// 500 ms.
+	ServiceProbeInterval time.Duration
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
 
@@ -168,6 +184,11 @@ func DefaultConfig() Config {
 		PoolMax:             4,
 		PoolIdle:            5 * time.Minute,
 		LogShipInterval:     time.Second,
+
+		ServicePortMin:       30000,
+		ServicePortMax:       32767,
+		ServiceReadyTimeout:  15 * time.Minute,
+		ServiceProbeInterval: 500 * time.Millisecond,
 	}
 }
 
@@ -231,6 +252,8 @@ func (c *Config) Validate() error {
 		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
 		{"PoolIdle", c.PoolIdle, 10 * time.Millisecond},
 		{"LogShipInterval", c.LogShipInterval, 10 * time.Millisecond},
+		{"ServiceReadyTimeout", c.ServiceReadyTimeout, 10 * time.Millisecond},
+		{"ServiceProbeInterval", c.ServiceProbeInterval, time.Millisecond},
 	} {
 		if d.v < d.min {
 			add("%s %v is below %v", d.name, d.v, d.min)
@@ -250,6 +273,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Spool != nil && c.Artifacts == nil {
 		add("Spool is set but Artifacts is nil: give the store the spool uploads to (--artifacts)")
+	}
+	if c.ServicePortMin < 1 || c.ServicePortMax > 65535 || c.ServicePortMin > c.ServicePortMax {
+		add("ServicePortMin %d and ServicePortMax %d: want 1 <= min <= max <= 65535 (--service-ports 30000-32767)", c.ServicePortMin, c.ServicePortMax)
 	}
 	if c.MaxBatchEvents < 1 || c.MaxBatchEvents > 10000 {
 		add("MaxBatchEvents %d is outside [1, 10000]", c.MaxBatchEvents)

@@ -98,6 +98,9 @@ type driver struct {
 	forgotten     bool
 	stoppedClosed bool
 	shipper       *artifact.LogShipper // the log's shipper, once the wait began (artifacts on)
+
+	svc         *serviceRun        // nil for a batch task (service.go)
+	probeCancel context.CancelFunc // abandons the readiness probe in flight
 }
 
 func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a *wire.Assignment, preds []*handle) *driver {
@@ -122,6 +125,9 @@ func (d *driver) run() {
 		}
 		d.closeStopped()
 		if d.forgotten {
+			if d.svc != nil && d.svc.hostPort != 0 {
+				d.w.ports.release(d.svc.hostPort) // its container is gone
+			}
 			d.w.forget(d.h)
 		}
 	}()
@@ -155,6 +161,10 @@ func (d *driver) apply(ev attempt.Event) {
 	d.h.mu.Unlock()
 	if d.m.State() >= attempt.Reported {
 		d.closeStopped()
+	}
+	if d.probeCancel != nil && d.m.State() != attempt.Running {
+		d.probeCancel()
+		d.probeCancel = nil
 	}
 	for _, e := range effects {
 		d.exec(e, now)
@@ -205,6 +215,8 @@ func (d *driver) exec(e attempt.Effect, now time.Time) {
 		if !e.At.IsZero() {
 			d.timer = d.w.clock.NewTimer(e.At.Sub(now))
 		}
+	case attempt.ProbeReadiness:
+		d.probe()
 	case attempt.Forget:
 		d.forgotten = true
 	default:
@@ -227,7 +239,22 @@ func (d *driver) goOp(f func(ctx context.Context) attempt.Event) {
 func (d *driver) start(deadline time.Time) {
 	sctx, cancel := context.WithCancel(d.ctx)
 	d.startCancel = cancel
-	spec, specErr := d.w.containerSpec(d.assign, d.h.key, deadline)
+	if d.svc != nil && d.svc.hostPort == 0 {
+		want := 0
+		if !d.w.publishesPorts(d.assign.GetSpec().GetNetwork()) {
+			want = d.svc.wantPort // the process listens on the host
+		}
+		port, err := d.w.ports.take(want)
+		if err != nil {
+			d.goOp(func(context.Context) attempt.Event {
+				cancel()
+				return attempt.StartDone{Err: err}
+			})
+			return
+		}
+		d.svc.hostPort = port
+	}
+	spec, specErr := d.w.containerSpec(d.assign, d.h.key, deadline, d.svc)
 	if d.persistent {
 		d.startExec(spec, specErr, sctx, cancel)
 		return
@@ -352,8 +379,9 @@ func (d *driver) report(r attempt.Report) {
 	}
 }
 
-// containerSpec builds the container of attempt k from its assignment.
-func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.Time) (contract.Spec, error) {
+// containerSpec builds the container of attempt k from its assignment;
+// svc, for a service task, holds its host port (service.go).
+func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.Time, svc *serviceRun) (contract.Spec, error) {
 	s := a.GetSpec()
 	if s == nil {
 		return contract.Spec{}, errors.New("the assignment carries no task spec")
@@ -381,10 +409,30 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 		labels[LabelMemory] = strconv.FormatInt(m, 10)
 	}
 	network := s.GetNetwork()
+	var ports []contract.PortBinding
+	if svc != nil {
+		cport := svc.hostPort
+		if w.publishesPorts(network) && svc.wantPort != 0 {
+			cport = svc.wantPort
+		}
+		env["PORT"] = strconv.Itoa(cport)
+		env["MEGAFLOW_SERVICE_PORT"] = strconv.Itoa(cport)
+		env["MEGAFLOW_SERVICE_ENDPOINT"] = w.endpoint(svc.hostPort)
+		labels[LabelServicePort] = strconv.Itoa(svc.hostPort)
+		labels[LabelServiceProbe] = svc.probeLabel()
+		ports = []contract.PortBinding{{ContainerPort: cport, HostPort: svc.hostPort}}
+		if network == "" {
+			network = "bridge" // "none" cannot be published
+		}
+	}
+	if network == "" && len(s.GetUsesServices()) > 0 {
+		network = "bridge" // it must reach the services' endpoints
+	}
 	if network == "" {
 		network = "none"
 	}
 	return contract.Spec{
+		Ports:        ports,
 		Name:         ContainerName(w.cfg.NodeID, k),
 		Image:        s.GetImage(),
 		Command:      s.GetCommand(),

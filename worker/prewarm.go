@@ -37,7 +37,7 @@ func (w *Worker) targetKey(t *wire.PoolTarget) (poolKey, contract.Spec, error) {
 	a := &wire.Assignment{Tenant: t.GetTenant(), Spec: &wire.TaskSpec{Image: t.GetImage(),
 		Resources: &wire.Resources{CpuMillis: t.GetCpuMillis(), MemoryBytes: t.GetMemoryBytes()},
 		Mode:      wire.ExecutionMode_EXECUTION_MODE_PERSISTENT}}
-	spec, err := w.containerSpec(a, attempt.Key{TaskID: "prewarm/" + t.GetImage(), Attempt: 1}, time.Time{})
+	spec, err := w.containerSpec(a, attempt.Key{TaskID: "prewarm/" + t.GetImage(), Attempt: 1}, time.Time{}, nil)
 	if err != nil {
 		return poolKey{}, contract.Spec{}, err
 	}

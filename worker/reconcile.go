@@ -64,7 +64,12 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 		w.log.Info("found a container of this worker", "task", f.key.TaskID, "attempt", f.key.Attempt,
 			"container", c.ID, "running", c.Running)
 		cfg := attempt.Config{Key: f.key, Timeout: f.timeout, MemoryLimit: f.memory, StopGrace: w.cfg.StopGrace}
-		w.startDriverLocked(ctx, cfg, ev, nil, nil)
+		svc := serviceFromLabels(c.Labels)
+		if svc != nil {
+			cfg.Service = true
+			w.ports.claim(svc.hostPort)
+		}
+		w.startDriverLocked(ctx, cfg, ev, nil, nil, svc)
 	}
 	return true
 }

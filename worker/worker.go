@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,10 @@ type Worker struct {
 	adv       advert        // images advertised (images.go)
 	imagePoke chan struct{} // a new image started: refresh the list
 	gpuPoke   chan struct{} // the unhealthy GPUs changed: report them
+
+	advertiseHost string       // host of service endpoints (service.go)
+	ports         *portPool    // host ports of service attempts
+	probeClient   *http.Client // readiness probes
 
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
@@ -115,6 +120,12 @@ func New(cfg Config) (*Worker, error) {
 		stopped:  make(chan struct{}),
 		runDone:  make(chan struct{}),
 
+		advertiseHost: deriveAdvertiseHost(cfg),
+		ports:         newPortPool(cfg.ServicePortMin, cfg.ServicePortMax),
+		probeClient: &http.Client{
+			Transport:     &http.Transport{DisableKeepAlives: true, Proxy: nil},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 		imagePoke: make(chan struct{}, 1),
 		gpuPoke:   make(chan struct{}, 1),
 	}
@@ -339,8 +350,11 @@ func (w *Worker) Run(ctx context.Context) error {
 // stream and stops its goroutines, waiting for Run to return until ctx ends.
 // Running containers are left running, and their final events not yet
 // acked stay with the exited containers: a worker restarted with the same
-// NodeID announces them in its Hello and takes them over. Safe to call more
-// than once.
+// NodeID announces them in its Hello and takes them over. The exception is
+// a runtime whose containers cannot outlive the worker (contract.StopAller,
+// the process runtime): Shutdown stops them (SIGTERM, SIGKILL after
+// StopGrace) once Run returned, and the head re-queues their attempts as
+// for any worker that left. Safe to call more than once.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	var err error
 	w.stopOnce.Do(func() {
@@ -361,6 +375,12 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 			case <-ctx.Done():
 				err = fmt.Errorf("worker %s: shutdown: %w", w.cfg.NodeID, ctx.Err())
 			}
+		}
+		if sa, ok := w.rt.(contract.StopAller); ok {
+			// Its containers cannot be adopted by a restarted worker: stop
+			// them now rather than leave orphans. The head re-queues their
+			// attempts when it sees this worker left.
+			err = errors.Join(err, sa.StopAll(ctx, w.cfg.StopGrace))
 		}
 		err = errors.Join(err, w.gossip.Shutdown())
 		if w.http != nil {
@@ -432,8 +452,10 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 		cfg.MemoryLimit = s.GetResources().GetMemoryBytes()
 		cfg.Image = s.GetImage()
 	}
+	svc := serviceOf(a)
+	cfg.Service = svc != nil
 	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
-	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, preds)
+	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, preds, svc)
 }
 
 // stopAttempt handles a StopAttempt from the leader; the stream goroutine
@@ -465,13 +487,14 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 
 // startDriverLocked registers a new attempt and starts its driver
 // goroutine; first is its first event (Begin or Adopt), a its assignment
-// (nil when adopted), preds the older attempts of its task it waits for.
-// w.mu is held.
-func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, first attempt.Event, a *wire.Assignment, preds []*handle) {
+// (nil when adopted), preds the older attempts of its task it waits for,
+// svc its service (nil for a batch task). w.mu is held.
+func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, first attempt.Event, a *wire.Assignment, preds []*handle, svc *serviceRun) {
 	h := newHandle(cfg.Key)
 	h.gpus = a.GetGpuUuids()
 	w.attempts[cfg.Key] = h
 	d := newDriver(ctx, w, h, attempt.New(cfg), a, preds)
+	d.svc = svc
 	// The first event is applied here, so that the handle shows the
 	// attempt (an adopted container's id) before any Hello is built; the
 	// driver goroutine owns the machine from its start on.

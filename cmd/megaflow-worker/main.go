@@ -8,7 +8,8 @@
 //
 // On SIGINT or SIGTERM the worker leaves the pool and exits; its containers
 // keep running, and the worker restarted with the same --node-id takes them
-// over.
+// over (the process runtime's processes are stopped instead: nothing could
+// take them over).
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +56,7 @@ type flags struct {
 	shutdownGrace       time.Duration
 	artifacts           string
 	spoolMaxBytes       int64
+	servicePorts        string
 }
 
 func newCommand(out io.Writer) *cobra.Command {
@@ -70,7 +73,12 @@ output goes to <data-dir>/logs/<graph>+<task>/<attempt>.log.
 
 On SIGINT or SIGTERM the worker leaves the pool and exits; running containers
 are left running, and the worker restarted with the same --node-id announces
-them to the leader and takes over those the leader still wants.`,
+them to the leader and takes over those the leader still wants. The process
+runtime's processes are stopped instead (nothing could take them over).
+
+Service tasks (kind service) get a host port from --service-ports in PORT;
+once their readiness probe passes, their endpoint
+http://<advertise-host>:<port> is published under their service name.`,
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,6 +106,9 @@ them to the leader and takes over those the leader still wants.`,
 	fl.IntVar(&cfg.PoolMin, "pool-min", cfg.PoolMin, "warm containers kept per (image, tenant) for persistent tasks, even when idle")
 	fl.IntVar(&cfg.PoolMax, "pool-max", cfg.PoolMax, "warm containers at most per (image, tenant) for persistent tasks")
 	fl.DurationVar(&cfg.PoolIdle, "pool-idle", cfg.PoolIdle, "how long an idle warm container beyond --pool-min, or an idle session's container, is kept")
+	fl.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host in the endpoints of this worker's service tasks, reachable from other workers and containers (default: the --gossip-addr host, or the first non-loopback IPv4 address when that is 0.0.0.0)")
+	fl.StringVar(&f.servicePorts, "service-ports", fmt.Sprintf("%d-%d", cfg.ServicePortMin, cfg.ServicePortMax), "host port range MIN-MAX given to service tasks")
+	fl.DurationVar(&cfg.ServiceReadyTimeout, "service-ready-timeout", cfg.ServiceReadyTimeout, "how long a service task may take to pass its readiness probe before it is stopped and restarted")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
 	fl.StringVar(&f.artifacts, "artifacts", "", "artifact store for logs, output files and large results: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3, the same as the heads')")
 	fl.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", 1<<30, "local upload spool (<data-dir>/spool) bound in bytes: uploads wait there while the store is down")
@@ -153,7 +164,7 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 		cfg.NodeID, rt.Name(), c.CPUMillis, attempt.FormatBytes(c.MemoryBytes), c.GPUs, cfg.MaxConcurrentStarts)
 	if rt.Name() == "process" {
 		fmt.Fprintln(out, "megaflow-worker: the process runtime isolates nothing and enforces no CPU or memory limit; "+
-			"its processes are not taken over by a restarted worker")
+			"its processes are stopped when the worker stops (a restarted worker could not take them over)")
 	}
 	if p, ok := rt.(interface{ Ping(context.Context) error }); ok {
 		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -213,6 +224,15 @@ func applyFlags(cfg *worker.Config, f flags) error {
 		return fmt.Errorf("--cpu-millis, --memory-bytes and --gpus must not be negative")
 	}
 	cfg.Capacity = worker.Capacity{CPUMillis: f.cpuMillis, MemoryBytes: f.memBytes, GPUs: f.gpus}
+	if f.servicePorts != "" {
+		lo, hi, ok := strings.Cut(f.servicePorts, "-")
+		min, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		max, err2 := strconv.Atoi(strings.TrimSpace(hi))
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("--service-ports %q: want MIN-MAX, e.g. 30000-32767", f.servicePorts)
+		}
+		cfg.ServicePortMin, cfg.ServicePortMax = min, max
+	}
 	return nil
 }
 

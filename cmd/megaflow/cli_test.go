@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -49,6 +50,21 @@ func TestCLIAgainstACluster(t *testing.T) {
 	code, out, _ = cli(t, heads, "cancel", "g1")
 	if code != 0 || !strings.Contains(out, "cancelled 2 task(s) of g1") {
 		t.Fatalf("cancel: %d %q", code, out)
+	}
+	svc := filepath.Join(dir, "svc.yaml")
+	if err := os.WriteFile(svc, []byte("id: g2\ntasks:\n  - {name: srv, kind: service, service: {name: model/qwen-7b}, image: img, command: [serve]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut = cli(t, heads, "submit", svc); code != 0 {
+		t.Fatalf("submit service: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = cli(t, heads, "services")
+	if code != 0 || !strings.Contains(out, "SERVICE") || !regexp.MustCompile(`model/qwen-7b +0/1 +- +g2/srv`).MatchString(out) {
+		t.Fatalf("services: %d %q", code, out)
+	}
+	code, out, errOut = cli(t, heads, "services", "model//x")
+	if code == 0 || !strings.Contains(errOut, `service name: "model//x" has an empty part`) {
+		t.Fatalf("services model//x: %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = cli(t, heads, "quota", "set", "team-a", "--max-running", "3", "--gpus", "2")
 	if code != 0 || !strings.Contains(out, "quota of tenant team-a set at index") {

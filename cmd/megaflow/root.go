@@ -58,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
 	root.AddCommand(poolCmd(g))
 	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g))
+	root.AddCommand(servicesCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {

@@ -58,6 +58,11 @@ const (
 //     "OOM killed" or "exit code N".
 //   - TIMED_OUT: the same, ending TIMED_OUT.
 //   - STOPPED (the worker stopped it on its own): lost, as LoseAttempt.
+//   - SERVICE_READY (service tasks): the attempt's endpoint is recorded
+//     (service.go); an ASSIGNED attempt starts first.
+//
+// The end of an attempt of a service task whose restart policy restarts it
+// sends the task back to QUEUED instead (service.go).
 //
 // EXITED and TIMED_OUT of an attempt still ASSIGNED start it first (the
 // process ran; its STARTED was not delivered). For a task CANCELLED while
@@ -119,8 +124,14 @@ func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 	if IsTerminal(cur.State) {
 		return t.stoppingEvent(cur, ev, unixNanos)
 	}
+	if serviceRestarts(cur, ev) {
+		t.restartService(cur, ev, unixNanos, retryBackoffNanos)
+		return true
+	}
 	end := attemptEnd{exitCode: ev.GetExitCode(), backoff: max(retryBackoffNanos, 0)}
 	switch ev.GetKind() {
+	case evServiceReady:
+		return t.serviceReady(cur, ev, unixNanos)
 	case evStarted:
 		if cur.State != assigned {
 			return false

@@ -19,6 +19,9 @@ const (
 	indexState  = "state"
 	indexWorker = "worker"
 	indexStatus = "status"
+	// indexService holds the service tasks that have not ended, by
+	// service name (service.go).
+	indexService = "service"
 )
 
 // metaRow is a named counter in the meta table.
@@ -87,6 +90,17 @@ func schema() *memdb.DBSchema {
 							return nil, false
 						}
 						return stringKey(a.WorkerID, len(t.ID)+1), true
+					},
+					args: stringArgs,
+				}},
+				indexService: {Name: indexService, AllowMissing: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						t := o.(*Task)
+						name := t.ServiceName()
+						if name == "" || IsTerminal(t.State) {
+							return nil, false
+						}
+						return stringKey(name, len(t.ID)+1), true
 					},
 					args: stringArgs,
 				}},

@@ -53,6 +53,10 @@ type Task struct {
 	NotBeforeUnixNanos int64
 	// QueuedUnixNanos is when the task last entered QUEUED (leader time).
 	QueuedUnixNanos int64
+	// Restarts counts the attempts of a service task that ended and were
+	// replaced under its restart policy (service.go); they are not charged
+	// to max_retries.
+	Restarts uint32
 	// CreateUnixNanos and UpdateUnixNanos are leader-chosen times in
 	// nanoseconds since the Unix epoch.
 	CreateUnixNanos int64
@@ -94,6 +98,11 @@ type Attempt struct {
 	// ArtifactsPending: the attempt ended with artifacts still in its
 	// worker's spool; cleared by the worker's ARTIFACTS_LANDED event.
 	ArtifactsPending bool
+	// Endpoint is where a service attempt serves ("http://host:port"),
+	// set by its SERVICE_READY event; "" until then and for batch tasks.
+	Endpoint string
+	// ReadyUnixNanos is when Endpoint was set (leader time); 0: not ready.
+	ReadyUnixNanos int64
 }
 
 // Active reports whether the attempt still holds its worker: ASSIGNED or
@@ -205,6 +214,7 @@ func (t *Task) FillWire(w *wire.Task) {
 	w.Dependents = t.Dependents
 	w.NotBeforeUnixNanos = t.NotBeforeUnixNanos
 	w.QueuedUnixNanos = t.QueuedUnixNanos
+	w.Restarts = t.Restarts
 }
 
 func (a *Attempt) toWire() *wire.Attempt {
@@ -221,6 +231,8 @@ func (a *Attempt) toWire() *wire.Attempt {
 		GpuUuids:        a.GPUUUIDs,
 
 		ArtifactsPending: a.ArtifactsPending,
+		Endpoint:         a.Endpoint,
+		ReadyUnixNanos:   a.ReadyUnixNanos,
 	}
 }
 
@@ -253,6 +265,7 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 
 		NotBeforeUnixNanos: w.GetNotBeforeUnixNanos(),
 		QueuedUnixNanos:    w.GetQueuedUnixNanos(),
+		Restarts:           w.GetRestarts(),
 	}
 	if t.Spec == nil {
 		t.Spec = &wire.TaskSpec{Name: t.Name()}
@@ -273,6 +286,8 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 				GPUUUIDs:        a.GetGpuUuids(),
 
 				ArtifactsPending: a.GetArtifactsPending(),
+				Endpoint:         a.GetEndpoint(),
+				ReadyUnixNanos:   a.GetReadyUnixNanos(),
 			}
 		}
 	}

@@ -260,6 +260,16 @@ var invalidCases = []invalidCase{
 	}), want: `task "setup": service.tcp_probe: is set together with readiness_http_path "/health"; probe by HTTP or by TCP, not both`},
 	{name: "uses services charset", mut: t1("setup", func(t *wire.TaskSpec) { t.UsesServices = []string{"model/ok", "model/"} }),
 		want: `task "setup": uses_services: "model/" has an empty part`},
+	{name: "depends on a service", mut: t1("setup", func(t *wire.TaskSpec) { withService(t, func(*wire.ServiceSpec) {}) }),
+		want: `task "rollout": depends_on: "setup" is a service task, which never ends to unblock its dependents; name its service "model/qwen-7b" in uses_services instead`},
+	{name: "persistent service", mut: t1("eval", func(t *wire.TaskSpec) {
+		withService(t, func(*wire.ServiceSpec) {})
+		t.Mode = wire.ExecutionMode_EXECUTION_MODE_PERSISTENT
+	}), want: `task "eval": mode: is EXECUTION_MODE_PERSISTENT on a service task; a service runs in its own container`},
+	{name: "service uses itself", mut: t1("eval", func(t *wire.TaskSpec) {
+		withService(t, func(*wire.ServiceSpec) {})
+		t.UsesServices = []string{"model/qwen-7b"}
+	}), want: `task "eval": uses_services: names "model/qwen-7b", the task's own service; it would wait for itself forever`},
 	{name: "uses services twice", mut: t1("setup", func(t *wire.TaskSpec) { t.UsesServices = []string{"model/a", "model/b", "model/a"} }),
 		want: `task "setup": uses_services: "model/a" is listed twice`},
 

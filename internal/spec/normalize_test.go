@@ -2,6 +2,7 @@ package spec
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -181,5 +182,23 @@ func TestDigestUnencodable(t *testing.T) {
 	}
 	if Validate(g, DefaultLimits()) == nil {
 		t.Error("Validate accepted a spec Digest cannot encode")
+	}
+}
+
+func TestServiceEnvVar(t *testing.T) {
+	for _, c := range []struct{ name, want string }{
+		{"model/qwen-7b", "MEGAFLOW_SERVICE_MODEL_QWEN_7B"},
+		{"model", "MEGAFLOW_SERVICE_MODEL"},
+		{"Model.v2/A_b", "MEGAFLOW_SERVICE_MODEL_V2_A_B"},
+	} {
+		if got := ServiceEnvVar(c.name); got != c.want {
+			t.Errorf("ServiceEnvVar(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+	if err := CheckServiceName("model//x"); err == nil || !strings.Contains(err.Error(), `service name: "model//x" has an empty part`) {
+		t.Errorf("CheckServiceName(model//x) = %v", err)
+	}
+	if err := CheckServiceName("model/qwen-7b"); err != nil {
+		t.Errorf("CheckServiceName(model/qwen-7b) = %v", err)
 	}
 }

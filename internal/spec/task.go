@@ -277,6 +277,10 @@ func (v *validator) checkDependsOn(i int, t *wire.TaskSpec) error {
 		if v.seen[j] == i+1 {
 			return v.taskErr(i, "depends_on", "%q is listed twice; list each dependency once", d)
 		}
+		if o := v.g.Tasks[j]; o.GetKind() == wire.TaskKind_TASK_KIND_SERVICE {
+			return v.taskErr(i, "depends_on", "%q is a service task, which never ends to unblock its dependents; name its service %q in uses_services instead (the task then waits for a ready endpoint)",
+				d, o.GetService().GetName())
+		}
 		v.seen[j] = i + 1
 		v.depIdx = append(v.depIdx, j)
 	}
@@ -312,6 +316,12 @@ func (v *validator) checkService(i int, t *wire.TaskSpec) error {
 	}
 	if s.TcpProbe && s.ReadinessHttpPath != "" {
 		return v.taskErr(i, "service.tcp_probe", "is set together with readiness_http_path %q; probe by HTTP or by TCP, not both", s.ReadinessHttpPath)
+	}
+	if t.Mode == wire.ExecutionMode_EXECUTION_MODE_PERSISTENT {
+		return v.taskErr(i, "mode", "is EXECUTION_MODE_PERSISTENT on a service task; a service runs in its own container: remove mode")
+	}
+	if slices.Contains(t.UsesServices, s.Name) {
+		return v.taskErr(i, "uses_services", "names %q, the task's own service; it would wait for itself forever", s.Name)
 	}
 	return nil
 }

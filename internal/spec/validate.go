@@ -81,8 +81,11 @@ import (
 //     restart_policy "", "always", "on-failure" or "never";
 //     readiness_http_path empty or a URL path starting with '/'; not both
 //     an HTTP path and tcp_probe;
+//     a service task is not persistent and does not use its own service;
 //   - uses_services: service names as above, each once (the services may
 //     belong to other graphs, so they are not looked up);
+//   - depends_on never names a service task (a service never ends to
+//     unblock dependents; name its service in uses_services instead);
 //   - network: "" ("none"), "none", "bridge", "host" or a user-defined
 //     network: a letter or digit then letters, digits, '.', '_' or '-', at
 //     most 64 bytes;

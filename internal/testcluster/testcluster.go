@@ -314,6 +314,10 @@ func (c *Cluster) startWorker(m *WorkerMember) {
 // KillWorker stops worker i as a crash would; its containers keep running.
 func (c *Cluster) KillWorker(i int) { c.Workers[i].slot.kill() }
 
+// StopWorker shuts worker i down cleanly (Worker.Shutdown: it leaves the
+// gossip pool; the process runtime's processes are stopped).
+func (c *Cluster) StopWorker(i int) { c.Workers[i].slot.stop() }
+
 // RestartWorker starts a killed worker again with the same id and data
 // directory.
 func (c *Cluster) RestartWorker(i int) { c.startWorker(c.Workers[i]) }

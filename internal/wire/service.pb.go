@@ -2564,6 +2564,256 @@ func (x *DeleteGraphResponse) GetArtifacts() int64 {
 	return 0
 }
 
+// ServiceListRequest asks for services and their ready endpoints.
+type ServiceListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this service ("model/qwen-7b"); empty: every service.
+	Name          string       `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Read          *ReadOptions `protobuf:"bytes,2,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceListRequest) Reset() {
+	*x = ServiceListRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceListRequest) ProtoMessage() {}
+
+func (x *ServiceListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceListRequest.ProtoReflect.Descriptor instead.
+func (*ServiceListRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ServiceListRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServiceListRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+// ServiceEndpoint is one ready endpoint of a service: a RUNNING attempt of
+// a service task whose readiness probe passed.
+type ServiceEndpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "http://host:port", reachable from other workers and their containers.
+	Url      string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	TaskId   string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt  uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	WorkerId string `protobuf:"bytes,4,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// When it became ready (leader time).
+	ReadyUnixNanos int64 `protobuf:"varint,5,opt,name=ready_unix_nanos,json=readyUnixNanos,proto3" json:"ready_unix_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ServiceEndpoint) Reset() {
+	*x = ServiceEndpoint{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceEndpoint) ProtoMessage() {}
+
+func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
+func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ServiceEndpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *ServiceEndpoint) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ServiceEndpoint) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ServiceEndpoint) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *ServiceEndpoint) GetReadyUnixNanos() int64 {
+	if x != nil {
+		return x.ReadyUnixNanos
+	}
+	return 0
+}
+
+// ServiceStatus is one service name with the tasks serving it.
+type ServiceStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Ready endpoints, sorted by url; what MEGAFLOW_SERVICE_<NAME> holds.
+	Endpoints []*ServiceEndpoint `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// Tasks of kind service with this name that have not ended, sorted.
+	TaskIds       []string `protobuf:"bytes,3,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceStatus) Reset() {
+	*x = ServiceStatus{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceStatus) ProtoMessage() {}
+
+func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
+func (*ServiceStatus) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ServiceStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServiceStatus) GetEndpoints() []*ServiceEndpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *ServiceStatus) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+type ServiceListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by name.
+	Services      []*ServiceStatus `protobuf:"bytes,1,rep,name=services,proto3" json:"services,omitempty"`
+	Meta          *ReadMeta        `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceListResponse) Reset() {
+	*x = ServiceListResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceListResponse) ProtoMessage() {}
+
+func (x *ServiceListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceListResponse.ProtoReflect.Descriptor instead.
+func (*ServiceListResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ServiceListResponse) GetServices() []*ServiceStatus {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *ServiceListResponse) GetMeta() *ReadMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
@@ -2738,7 +2988,23 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x13DeleteGraphResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
 	"\x05tasks\x18\x02 \x01(\rR\x05tasks\x12\x1c\n" +
-	"\tartifacts\x18\x03 \x01(\x03R\tartifacts2\x96\f\n" +
+	"\tartifacts\x18\x03 \x01(\x03R\tartifacts\"V\n" +
+	"\x12ServiceListRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x04read\x18\x02 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\x9d\x01\n" +
+	"\x0fServiceEndpoint\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x1b\n" +
+	"\tworker_id\x18\x04 \x01(\tR\bworkerId\x12(\n" +
+	"\x10ready_unix_nanos\x18\x05 \x01(\x03R\x0ereadyUnixNanos\"z\n" +
+	"\rServiceStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
+	"\tendpoints\x18\x02 \x03(\v2\x1c.megaflow.v1.ServiceEndpointR\tendpoints\x12\x19\n" +
+	"\btask_ids\x18\x03 \x03(\tR\ataskIds\"x\n" +
+	"\x13ServiceListResponse\x126\n" +
+	"\bservices\x18\x01 \x03(\v2\x1a.megaflow.v1.ServiceStatusR\bservices\x12)\n" +
+	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xe9\f\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -2762,7 +3028,8 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x04Logs\x12\x18.megaflow.v1.LogsRequest\x1a\x19.megaflow.v1.LogsResponse0\x01\x12S\n" +
 	"\fArtifactList\x12 .megaflow.v1.ArtifactListRequest\x1a!.megaflow.v1.ArtifactListResponse\x12R\n" +
 	"\vArtifactGet\x12\x1f.megaflow.v1.ArtifactGetRequest\x1a .megaflow.v1.ArtifactGetResponse0\x01\x12P\n" +
-	"\vDeleteGraph\x12\x1f.megaflow.v1.DeleteGraphRequest\x1a .megaflow.v1.DeleteGraphResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\vDeleteGraph\x12\x1f.megaflow.v1.DeleteGraphRequest\x1a .megaflow.v1.DeleteGraphResponse\x12Q\n" +
+	"\fListServices\x12\x1f.megaflow.v1.ServiceListRequest\x1a .megaflow.v1.ServiceListResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -2776,7 +3043,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
@@ -2821,101 +3088,111 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ArtifactGetResponse)(nil),   // 40: megaflow.v1.ArtifactGetResponse
 	(*DeleteGraphRequest)(nil),    // 41: megaflow.v1.DeleteGraphRequest
 	(*DeleteGraphResponse)(nil),   // 42: megaflow.v1.DeleteGraphResponse
-	(*GraphSpec)(nil),             // 43: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 44: megaflow.v1.Graph
-	(GraphState)(0),               // 45: megaflow.v1.GraphState
-	(*Task)(nil),                  // 46: megaflow.v1.Task
-	(TaskState)(0),                // 47: megaflow.v1.TaskState
-	(*Event)(nil),                 // 48: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 49: megaflow.v1.HeadInfo
-	(*Worker)(nil),                // 50: megaflow.v1.Worker
-	(*Quota)(nil),                 // 51: megaflow.v1.Quota
-	(*QuotaUsage)(nil),            // 52: megaflow.v1.QuotaUsage
-	(*PoolTarget)(nil),            // 53: megaflow.v1.PoolTarget
+	(*ServiceListRequest)(nil),    // 43: megaflow.v1.ServiceListRequest
+	(*ServiceEndpoint)(nil),       // 44: megaflow.v1.ServiceEndpoint
+	(*ServiceStatus)(nil),         // 45: megaflow.v1.ServiceStatus
+	(*ServiceListResponse)(nil),   // 46: megaflow.v1.ServiceListResponse
+	(*GraphSpec)(nil),             // 47: megaflow.v1.GraphSpec
+	(*Graph)(nil),                 // 48: megaflow.v1.Graph
+	(GraphState)(0),               // 49: megaflow.v1.GraphState
+	(*Task)(nil),                  // 50: megaflow.v1.Task
+	(TaskState)(0),                // 51: megaflow.v1.TaskState
+	(*Event)(nil),                 // 52: megaflow.v1.Event
+	(*HeadInfo)(nil),              // 53: megaflow.v1.HeadInfo
+	(*Worker)(nil),                // 54: megaflow.v1.Worker
+	(*Quota)(nil),                 // 55: megaflow.v1.Quota
+	(*QuotaUsage)(nil),            // 56: megaflow.v1.QuotaUsage
+	(*PoolTarget)(nil),            // 57: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	43, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	47, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	44, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	48, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	45, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	49, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	44, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	48, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	46, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	50, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	47, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	51, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	46, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	50, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	48, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	49, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	52, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	53, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	50, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	54, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	51, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	55, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
 	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
-	52, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
-	52, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
-	52, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	56, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	56, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	56, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
 	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
-	51, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	55, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
 	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
-	53, // 29: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
+	57, // 29: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
 	0,  // 30: megaflow.v1.PoolListRequest.read:type_name -> megaflow.v1.ReadOptions
-	53, // 31: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
+	57, // 31: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
 	0,  // 32: megaflow.v1.LogsRequest.read:type_name -> megaflow.v1.ReadOptions
 	0,  // 33: megaflow.v1.ArtifactListRequest.read:type_name -> megaflow.v1.ReadOptions
 	36, // 34: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
 	0,  // 35: megaflow.v1.ArtifactGetRequest.read:type_name -> megaflow.v1.ReadOptions
 	36, // 36: megaflow.v1.ArtifactGetResponse.file:type_name -> megaflow.v1.ArtifactFile
-	2,  // 37: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 38: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 39: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 40: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 41: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 42: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 43: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 44: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 45: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 46: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 47: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	24, // 48: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
-	26, // 49: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
-	28, // 50: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
-	30, // 51: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
-	32, // 52: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
-	34, // 53: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
-	37, // 54: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
-	39, // 55: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
-	41, // 56: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
-	3,  // 57: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 58: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 59: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 60: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 61: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 62: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 63: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 64: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 65: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 66: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 67: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 68: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 69: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 70: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	31, // 71: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
-	33, // 72: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
-	35, // 73: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
-	38, // 74: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
-	40, // 75: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
-	42, // 76: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
-	57, // [57:77] is the sub-list for method output_type
-	37, // [37:57] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	0,  // 37: megaflow.v1.ServiceListRequest.read:type_name -> megaflow.v1.ReadOptions
+	44, // 38: megaflow.v1.ServiceStatus.endpoints:type_name -> megaflow.v1.ServiceEndpoint
+	45, // 39: megaflow.v1.ServiceListResponse.services:type_name -> megaflow.v1.ServiceStatus
+	1,  // 40: megaflow.v1.ServiceListResponse.meta:type_name -> megaflow.v1.ReadMeta
+	2,  // 41: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 42: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 43: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 44: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 45: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 46: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 47: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 48: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 49: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 50: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 51: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 52: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 53: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 54: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	30, // 55: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
+	32, // 56: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
+	34, // 57: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
+	37, // 58: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
+	39, // 59: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
+	41, // 60: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
+	43, // 61: megaflow.v1.MegaflowService.ListServices:input_type -> megaflow.v1.ServiceListRequest
+	3,  // 62: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 63: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 64: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 65: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 66: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 67: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 68: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 69: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 70: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 71: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 72: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 73: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 74: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 75: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	31, // 76: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
+	33, // 77: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
+	35, // 78: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
+	38, // 79: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
+	40, // 80: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
+	42, // 81: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
+	46, // 82: megaflow.v1.MegaflowService.ListServices:output_type -> megaflow.v1.ServiceListResponse
+	62, // [62:83] is the sub-list for method output_type
+	41, // [41:62] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -2931,7 +3208,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

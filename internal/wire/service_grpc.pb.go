@@ -39,6 +39,7 @@ const (
 	MegaflowService_ArtifactList_FullMethodName  = "/megaflow.v1.MegaflowService/ArtifactList"
 	MegaflowService_ArtifactGet_FullMethodName   = "/megaflow.v1.MegaflowService/ArtifactGet"
 	MegaflowService_DeleteGraph_FullMethodName   = "/megaflow.v1.MegaflowService/DeleteGraph"
+	MegaflowService_ListServices_FullMethodName  = "/megaflow.v1.MegaflowService/ListServices"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -107,6 +108,10 @@ type MegaflowServiceClient interface {
 	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
 	// not answer: nothing was deleted from the table; retry).
 	DeleteGraph(ctx context.Context, in *DeleteGraphRequest, opts ...grpc.CallOption) (*DeleteGraphResponse, error)
+	// ListServices returns the services (tasks of kind service that have not
+	// ended) by name, with their ready endpoints. Errors: INVALID_ARGUMENT
+	// (bad name filter).
+	ListServices(ctx context.Context, in *ServiceListRequest, opts ...grpc.CallOption) (*ServiceListResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -344,6 +349,16 @@ func (c *megaflowServiceClient) DeleteGraph(ctx context.Context, in *DeleteGraph
 	return out, nil
 }
 
+func (c *megaflowServiceClient) ListServices(ctx context.Context, in *ServiceListRequest, opts ...grpc.CallOption) (*ServiceListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServiceListResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_ListServices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -410,6 +425,10 @@ type MegaflowServiceServer interface {
 	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
 	// not answer: nothing was deleted from the table; retry).
 	DeleteGraph(context.Context, *DeleteGraphRequest) (*DeleteGraphResponse, error)
+	// ListServices returns the services (tasks of kind service that have not
+	// ended) by name, with their ready endpoints. Errors: INVALID_ARGUMENT
+	// (bad name filter).
+	ListServices(context.Context, *ServiceListRequest) (*ServiceListResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -479,6 +498,9 @@ func (UnimplementedMegaflowServiceServer) ArtifactGet(*ArtifactGetRequest, grpc.
 }
 func (UnimplementedMegaflowServiceServer) DeleteGraph(context.Context, *DeleteGraphRequest) (*DeleteGraphResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteGraph not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ListServices(context.Context, *ServiceListRequest) (*ServiceListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListServices not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -840,6 +862,24 @@ func _MegaflowService_DeleteGraph_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_ListServices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ServiceListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).ListServices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_ListServices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).ListServices(ctx, req.(*ServiceListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -914,6 +954,10 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGraph",
 			Handler:    _MegaflowService_DeleteGraph_Handler,
+		},
+		{
+			MethodName: "ListServices",
+			Handler:    _MegaflowService_ListServices_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

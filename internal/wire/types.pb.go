@@ -763,8 +763,14 @@ type Attempt struct {
 	// The worker still holds artifacts of this attempt (log chunks, output
 	// files, manifest) in its spool, not yet in the artifact store.
 	ArtifactsPending bool `protobuf:"varint,100,opt,name=artifacts_pending,json=artifactsPending,proto3" json:"artifacts_pending,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Service tasks: the endpoint ("http://host:port") the attempt published
+	// when its readiness probe passed; empty until then and for batch tasks.
+	// It is live while the task is RUNNING on this attempt.
+	Endpoint string `protobuf:"bytes,120,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// When the endpoint was published (leader time); 0: not ready.
+	ReadyUnixNanos int64 `protobuf:"varint,121,opt,name=ready_unix_nanos,json=readyUnixNanos,proto3" json:"ready_unix_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -874,6 +880,20 @@ func (x *Attempt) GetArtifactsPending() bool {
 	return false
 }
 
+func (x *Attempt) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *Attempt) GetReadyUnixNanos() int64 {
+	if x != nil {
+		return x.ReadyUnixNanos
+	}
+	return 0
+}
+
 // Task is a task's row in the replicated task table.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -911,8 +931,11 @@ type Task struct {
 	NotBeforeUnixNanos int64 `protobuf:"varint,19,opt,name=not_before_unix_nanos,json=notBeforeUnixNanos,proto3" json:"not_before_unix_nanos,omitempty"`
 	// When the task last entered QUEUED (leader time).
 	QueuedUnixNanos int64 `protobuf:"varint,20,opt,name=queued_unix_nanos,json=queuedUnixNanos,proto3" json:"queued_unix_nanos,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Service tasks: attempts ended and replaced under the restart policy
+	// (not charged to max_retries).
+	Restarts      uint32 `protobuf:"varint,120,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -1081,6 +1104,13 @@ func (x *Task) GetNotBeforeUnixNanos() int64 {
 func (x *Task) GetQueuedUnixNanos() int64 {
 	if x != nil {
 		return x.QueuedUnixNanos
+	}
+	return 0
+}
+
+func (x *Task) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
 	}
 	return 0
 }
@@ -2053,7 +2083,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\a \x01(\tR\x04name\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd4\x03\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12,\n" +
@@ -2067,7 +2097,9 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"leaderTerm\x12\x1b\n" +
 	"\tgpu_uuids\x18\n" +
 	" \x03(\tR\bgpuUuids\x12+\n" +
-	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\"\xc3\x05\n" +
+	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\x12\x1a\n" +
+	"\bendpoint\x18x \x01(\tR\bendpoint\x12(\n" +
+	"\x10ready_unix_nanos\x18y \x01(\x03R\x0ereadyUnixNanos\"\xdf\x05\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bgraph_id\x18\x02 \x01(\tR\agraphId\x12\x16\n" +
@@ -2092,7 +2124,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"dependents\x18\x12 \x03(\tR\n" +
 	"dependents\x121\n" +
 	"\x15not_before_unix_nanos\x18\x13 \x01(\x03R\x12notBeforeUnixNanos\x12*\n" +
-	"\x11queued_unix_nanos\x18\x14 \x01(\x03R\x0fqueuedUnixNanos\"\xe6\x01\n" +
+	"\x11queued_unix_nanos\x18\x14 \x01(\x03R\x0fqueuedUnixNanos\x12\x1a\n" +
+	"\brestarts\x18x \x01(\rR\brestarts\"\xe6\x01\n" +
 	"\vStateCounts\x12\x18\n" +
 	"\apending\x18\x01 \x01(\rR\apending\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\rR\x06queued\x12\x1a\n" +

@@ -87,6 +87,9 @@ const (
 	// every artifact of the (ended) attempt is in the store: clears
 	// Attempt.artifacts_pending
 	AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED AttemptEventKind = 100
+	// A service attempt passed its readiness probe; endpoint says where it
+	// serves. Not final: the attempt keeps running.
+	AttemptEventKind_ATTEMPT_EVENT_KIND_SERVICE_READY AttemptEventKind = 120
 )
 
 // Enum value maps for AttemptEventKind.
@@ -99,6 +102,7 @@ var (
 		4:   "ATTEMPT_EVENT_KIND_TIMED_OUT",
 		5:   "ATTEMPT_EVENT_KIND_STOPPED",
 		100: "ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED",
+		120: "ATTEMPT_EVENT_KIND_SERVICE_READY",
 	}
 	AttemptEventKind_value = map[string]int32{
 		"ATTEMPT_EVENT_KIND_UNSPECIFIED":      0,
@@ -108,6 +112,7 @@ var (
 		"ATTEMPT_EVENT_KIND_TIMED_OUT":        4,
 		"ATTEMPT_EVENT_KIND_STOPPED":          5,
 		"ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED": 100,
+		"ATTEMPT_EVENT_KIND_SERVICE_READY":    120,
 	}
 )
 
@@ -575,8 +580,10 @@ type AttemptEvent struct {
 	// With the final event: artifacts of the attempt are still in the
 	// worker's spool (an ARTIFACTS_LANDED event follows once they land).
 	ArtifactsPending bool `protobuf:"varint,100,opt,name=artifacts_pending,json=artifactsPending,proto3" json:"artifacts_pending,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// SERVICE_READY: the attempt's endpoint, "http://host:port".
+	Endpoint      string `protobuf:"bytes,120,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttemptEvent) Reset() {
@@ -684,6 +691,13 @@ func (x *AttemptEvent) GetArtifactsPending() bool {
 		return x.ArtifactsPending
 	}
 	return false
+}
+
+func (x *AttemptEvent) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
 }
 
 // EventBatch carries events in order. seq numbers batches of one worker
@@ -1468,7 +1482,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xf5\x02\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\x91\x03\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1482,7 +1496,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"oom_killed\x18\b \x01(\bR\toomKilled\x12!\n" +
 	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12$\n" +
 	"\rnot_retryable\x18\x8c\x01 \x01(\bR\fnotRetryable\x12+\n" +
-	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\"Q\n" +
+	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\x12\x1a\n" +
+	"\bendpoint\x18x \x01(\tR\bendpoint\"Q\n" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +
@@ -1545,7 +1560,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n" +
 	"\x12WORKER_STATUS_DOWN\x10\x02\x12\x16\n" +
-	"\x12WORKER_STATUS_LEFT\x10\x03*\xff\x01\n" +
+	"\x12WORKER_STATUS_LEFT\x10\x03*\xa5\x02\n" +
 	"\x10AttemptEventKind\x12\"\n" +
 	"\x1eATTEMPT_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aATTEMPT_EVENT_KIND_STARTED\x10\x01\x12\x1d\n" +
@@ -1553,7 +1568,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x19ATTEMPT_EVENT_KIND_FAILED\x10\x03\x12 \n" +
 	"\x1cATTEMPT_EVENT_KIND_TIMED_OUT\x10\x04\x12\x1e\n" +
 	"\x1aATTEMPT_EVENT_KIND_STOPPED\x10\x05\x12'\n" +
-	"#ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED\x10d2T\n" +
+	"#ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED\x10d\x12$\n" +
+	" ATTEMPT_EVENT_KIND_SERVICE_READY\x10x2T\n" +
 	"\rWorkerService\x12C\n" +
 	"\aConnect\x12\x1a.megaflow.v1.WorkerMessage\x1a\x18.megaflow.v1.HeadMessage(\x010\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 

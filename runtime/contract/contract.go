@@ -75,6 +75,19 @@ type Spec struct {
 	// process runtime has no separate filesystem and ignores them (the
 	// worker then passes host paths in Env instead; see Isolated).
 	Mounts []Mount
+	// Ports are the TCP ports a service attempt listens on, published on
+	// the worker's host (Docker: on all host addresses; the process
+	// runtime's processes listen on the host port themselves, which must
+	// then equal the container port).
+	Ports []PortBinding
+}
+
+// PortBinding publishes one TCP port of a container on the host.
+type PortBinding struct {
+	// ContainerPort is the port the task listens on inside its container.
+	ContainerPort int
+	// HostPort is the port on the worker's host that reaches it.
+	HostPort int
 }
 
 // Mount is a host directory bind-mounted into a container.
@@ -171,4 +184,15 @@ type ImageLister interface {
 	// locally, sorted, without duplicates; untagged images are left out.
 	// Errors: ErrUnavailable, ctx's error.
 	Images(ctx context.Context) ([]string, error)
+}
+
+// StopAller is an optional extra of a Runtime whose containers cannot
+// outlive the worker process (the process runtime's children: a restarted
+// worker cannot adopt them). The worker calls StopAll when it shuts down
+// cleanly, after its stream is closed.
+type StopAller interface {
+	// StopAll stops every container the runtime started and has not
+	// removed (SIGTERM, SIGKILL after grace) and waits for them until ctx
+	// ends. Errors: ctx's error when some did not exit in time.
+	StopAll(ctx context.Context, grace time.Duration) error
 }

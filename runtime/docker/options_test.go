@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	mobynet "github.com/moby/moby/api/types/network"
+
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -98,5 +100,23 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A service's port is exposed and published on the host port, on every host
+// address; a spec without ports publishes nothing.
+func TestCreateOptionsPublishesPorts(t *testing.T) {
+	o := createOptions(contract.Spec{Image: "img", Network: "bridge",
+		Ports: []contract.PortBinding{{ContainerPort: 8000, HostPort: 30007}}}, 0)
+	cp, _ := mobynet.PortFrom(8000, mobynet.TCP)
+	if _, ok := o.Config.ExposedPorts[cp]; !ok || len(o.Config.ExposedPorts) != 1 {
+		t.Fatalf("exposed ports %v, want 8000/tcp", o.Config.ExposedPorts)
+	}
+	b := o.HostConfig.PortBindings[cp]
+	if len(o.HostConfig.PortBindings) != 1 || len(b) != 1 || b[0].HostPort != "30007" || b[0].HostIP.IsValid() {
+		t.Fatalf("port bindings %v, want 8000/tcp on host port 30007, every address", o.HostConfig.PortBindings)
+	}
+	if o := createOptions(contract.Spec{Image: "img"}, 0); o.Config.ExposedPorts != nil || o.HostConfig.PortBindings != nil {
+		t.Fatalf("ports published without any asked: %v %v", o.Config.ExposedPorts, o.HostConfig.PortBindings)
 	}
 }

@@ -8,11 +8,13 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	mobynet "github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -28,7 +30,8 @@ const tiniGroupEnv = "TINI_KILL_PROCESS_GROUP"
 // the Runtime until the container exits or is removed. The worker calls it
 // once per attempt. The container gets spec's limits, no swap, every
 // capability dropped except spec.Capabilities, no-new-privileges, an init
-// process, network "none" unless spec says otherwise, spec's labels, and
+// process, network "none" unless spec says otherwise, spec's labels,
+// spec.Ports published on every host address, and
 // spec.GPUUUIDs through the nvidia device driver (with
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES set to them).
 //
@@ -185,6 +188,18 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 	}
 	for _, m := range spec.Mounts {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	for _, pb := range spec.Ports {
+		cp, ok := mobynet.PortFrom(uint16(pb.ContainerPort), mobynet.TCP)
+		if !ok {
+			continue
+		}
+		if cfg.ExposedPorts == nil {
+			cfg.ExposedPorts = mobynet.PortSet{}
+			host.PortBindings = mobynet.PortMap{}
+		}
+		cfg.ExposedPorts[cp] = struct{}{}
+		host.PortBindings[cp] = append(host.PortBindings[cp], mobynet.PortBinding{HostPort: strconv.Itoa(pb.HostPort)})
 	}
 	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host}
 }

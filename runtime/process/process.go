@@ -3,9 +3,11 @@
 // process group, with its stdout and stderr appended to the attempt's log
 // file. It implements contract.Runtime.
 //
-// It owns the processes it started, in this process's lifetime only: after
-// a worker restart List no longer shows them (and they are not killed: the
-// worker's reconciliation cannot adopt them). There is no isolation: Image,
+// It owns the processes it started, in this process's lifetime only: a
+// restarted worker could not adopt them (List would no longer show them),
+// so the worker stops them all through StopAll (contract.StopAller) when it
+// shuts down cleanly. A worker that crashes leaves them running, as
+// orphans nobody reports on. There is no isolation: Image,
 // Network, Capabilities and PidsLimit are ignored, and CPUMillis and
 // MemoryBytes are not enforced. (RLIMIT_AS would bound address space, not
 // memory, and breaks runtimes that reserve large virtual ranges, such as
@@ -38,7 +40,10 @@ import (
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
-var _ contract.Runtime = (*Runtime)(nil)
+var (
+	_ contract.Runtime   = (*Runtime)(nil)
+	_ contract.StopAller = (*Runtime)(nil)
+)
 
 // Config configures a Runtime.
 type Config struct {
@@ -252,6 +257,44 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 		delete(r.names, p.name)
 	}
 	r.mu.Unlock()
+	return nil
+}
+
+// StopAll stops every process group this Runtime started that still runs
+// (SIGTERM, then SIGKILL after grace), all at once, and waits until each
+// has exited or ctx ends. The processes stay listed until Remove. The
+// worker calls it once, on a clean shutdown. Errors: ctx's error, naming
+// how many processes had not exited.
+func (r *Runtime) StopAll(ctx context.Context, grace time.Duration) error {
+	r.mu.Lock()
+	var ids []string
+	for id, p := range r.procs {
+		select {
+		case <-p.done:
+		default:
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(ids))
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Stop(ctx, id, grace); err != nil && !errors.Is(err, contract.ErrNotFound) {
+				errc <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if n := len(errc); n > 0 {
+		return fmt.Errorf("process stop all: %d of %d processes did not exit: %w", n, len(ids), <-errc)
+	}
+	if len(ids) > 0 {
+		r.log.Info("stopped the processes still running", "count", len(ids))
+	}
 	return nil
 }
 

@@ -22,6 +22,10 @@
 //	Adopt(exited) ──────> Reported ──Acked──> Removing ──RemoveDone──> Done
 //	                                  (no container: Acked ──> Done)
 //
+// A service attempt (Config.Service) in Running also has its readiness
+// probed (ProbeReadiness -> ProbeDone): ready reports SERVICE_READY (not
+// final); not ready in time stops it like a timeout, reported FAILED.
+//
 // Reported means the final event (EXITED, FAILED, TIMED_OUT or STOPPED) is
 // queued for the head; the container is removed only once the head acked
 // it, so a worker that dies in between finds the exited container on restart
@@ -111,6 +115,11 @@ type Config struct {
 	StopGrace time.Duration
 	// Image is the task's image, named in the reason of a missing image.
 	Image string
+	// Service marks an attempt of a service task: once its container runs
+	// (started, or adopted and confirmed) the Machine asks for a readiness
+	// probe (ProbeReadiness), reports SERVICE_READY with the endpoint when
+	// it passes, and stops the attempt as FAILED when it does not.
+	Service bool
 }
 
 // Machine is one attempt's state. It is not safe for concurrent use: one
@@ -194,7 +203,14 @@ func (m *Machine) Step(ev Event, now time.Time) []Effect {
 			m.state = Running
 			m.waitInFlight = true
 			out = []Effect{WaitContainer{ContainerID: m.containerID}}
+			if m.cfg.Service {
+				// Probe again: a SERVICE_READY of the previous run may
+				// never have reached the head (a duplicate is ignored).
+				out = append(out, ProbeReadiness{})
+			}
 		}
+	case ProbeDone:
+		out = m.probeDone(ev, now)
 	case Acked:
 		out = m.acked()
 	case Tick:
@@ -258,7 +274,28 @@ func (m *Machine) startDone(ev StartDone, now time.Time) []Effect {
 	m.state = Running
 	m.started = true
 	started := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STARTED, "", now)
-	return []Effect{Report{Event: started}, WaitContainer{ContainerID: m.containerID}}
+	out := []Effect{Report{Event: started}, WaitContainer{ContainerID: m.containerID}}
+	if m.cfg.Service {
+		out = append(out, ProbeReadiness{})
+	}
+	return out
+}
+
+// probeDone handles the readiness probe's result of a running service
+// attempt: SERVICE_READY with the endpoint, or a stop whose final event is
+// FAILED with the probe's error. Once the attempt is stopping or ended the
+// result is moot and ignored.
+func (m *Machine) probeDone(ev ProbeDone, now time.Time) []Effect {
+	if m.state != Running {
+		return nil
+	}
+	if ev.Err != nil {
+		return m.stopRequest(stopCause{kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED,
+			reason: "service not ready: " + ev.Err.Error()}, now)
+	}
+	e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_SERVICE_READY, "", now)
+	e.Endpoint = ev.Endpoint
+	return []Effect{Report{Event: e}}
 }
 
 // ErrNotRetryable marks a start error that a retry of the task cannot fix

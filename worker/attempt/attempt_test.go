@@ -60,6 +60,9 @@ func fmtEffects(effs []Effect) string {
 			if ev.Result != nil {
 				s += " result=" + string(ev.Result)
 			}
+			if ev.Endpoint != "" {
+				s += " endpoint=" + ev.Endpoint
+			}
 			if ev.UnixNanos != 0 {
 				s += " at " + rel(time.Unix(0, ev.UnixNanos).UTC())
 			}
@@ -68,6 +71,8 @@ func fmtEffects(effs []Effect) string {
 			parts = append(parts, "timer "+rel(e.At))
 		case Forget:
 			parts = append(parts, "forget")
+		case ProbeReadiness:
+			parts = append(parts, "probe")
 		default:
 			parts = append(parts, fmt.Sprintf("%T", e))
 		}
@@ -96,6 +101,8 @@ func TestStep(t *testing.T) {
 	withMem.MemoryLimit = 32 << 20
 	withImage := base
 	withImage.Image = "nope:latest"
+	service := base
+	service.Service = true
 
 	cases := []struct {
 		name  string
@@ -204,6 +211,25 @@ func TestStep(t *testing.T) {
 			{3 * time.Second, WaitDone{Exit: contract.Exit{Code: 143}}, `final STOPPED c1 code=143 reason="superseded by attempt 3" at +3s`},
 			{3 * time.Second, Acked{}, "remove c1"},
 		}, Removing},
+		{"service: probed once running, ready reported, then runs on", service, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{time.Second, StartDone{ContainerID: "c1"}, "report STARTED c1 at +1s; wait c1; probe"},
+			{5 * time.Second, ProbeDone{Endpoint: "http://10.0.0.5:30000"}, "report SERVICE_READY c1 code=0 endpoint=http://10.0.0.5:30000 at +5s"},
+			{9 * time.Second, WaitDone{Exit: contract.Exit{Code: 137}}, "final EXITED c1 code=137 at +9s"},
+			{9 * time.Second, ProbeDone{Endpoint: "http://late:1"}, ""},
+		}, Reported},
+		{"service: not ready in time is stopped and FAILED", service, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1; probe"},
+			{time.Minute, ProbeDone{Err: errors.New("no successful probe within 1m0s")}, "stop c1 grace 10s"},
+			{time.Minute, StopDone{}, ""},
+			{time.Minute, WaitDone{Exit: contract.Exit{Code: 143}}, `final FAILED c1 code=143 reason="service not ready: no successful probe within 1m0s" at +1m0s`},
+		}, Reported},
+		{"service: an adopted container is probed again once confirmed", service, []step{
+			{0, Adopt{ContainerID: "c1", Running: true}, ""},
+			{time.Second, Confirm{}, "wait c1; probe"},
+			{2 * time.Second, ProbeDone{Endpoint: "http://10.0.0.5:30000"}, "report SERVICE_READY c1 code=0 endpoint=http://10.0.0.5:30000 at +2s"},
+		}, Running},
 		{"stop before begin", base, []step{
 			{0, StopRequest{Reason: "cancel"}, `final STOPPED code=0 reason="cancel" at +0s`},
 			{0, Begin{}, ""},

@@ -83,6 +83,16 @@ type Acked struct{}
 // Tick says the time asked for by the last SetTimer came.
 type Tick struct{}
 
+// ProbeDone is the result of ProbeReadiness: the service's endpoint
+// ("http://host:port") once its probe passed, or why it did not pass in
+// time.
+type ProbeDone struct {
+	// Endpoint is where the service serves (Err nil).
+	Endpoint string
+	// Err says why the service did not become ready.
+	Err error
+}
+
 func (Begin) isEvent()       {}
 func (Adopt) isEvent()       {}
 func (StartDone) isEvent()   {}
@@ -93,6 +103,7 @@ func (StopRequest) isEvent() {}
 func (Confirm) isEvent()     {}
 func (Acked) isEvent()       {}
 func (Tick) isEvent()        {}
+func (ProbeDone) isEvent()   {}
 
 // Effect is something the driver must do for the Machine; each that calls
 // the runtime answers with the matching ...Done event.
@@ -138,6 +149,12 @@ type Report struct {
 // cancels it.
 type SetTimer struct{ At time.Time }
 
+// ProbeReadiness probes a service attempt's readiness (HTTP GET of its
+// readiness path expecting 2xx, a TCP connect, or nothing) until it passes
+// or the worker's readiness timeout ends; the driver abandons it once the
+// attempt leaves Running. Answer: ProbeDone.
+type ProbeReadiness struct{}
+
 // Forget says the attempt is over: the driver drops it.
 type Forget struct{}
 
@@ -149,3 +166,4 @@ func (RemoveContainer) isEffect() {}
 func (Report) isEffect()          {}
 func (SetTimer) isEffect()        {}
 func (Forget) isEffect()          {}
+func (ProbeReadiness) isEffect()  {}
