@@ -1,7 +1,7 @@
 # MegaFlow build. `make test` is what CI runs (see .ci/run).
 GO        ?= go
 BIN       := bin
-CMDS      := megaflow-head megaflow-worker megaflow
+CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model
 LDFLAGS   := -s -w
 # go-nvml's header marks old NVML calls deprecated; we call none of them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
