@@ -26,12 +26,14 @@ for a in $("$bb" --list); do [ "$a" = busybox ] || ln -s busybox "$ctx/bin/$a"; 
 cp "$bin/megaflow-agent" "$bin/megaflow-model" "$ctx/bin/"
 # The repositories of the SWE-Gym training instances (examples/demo/data).
 repos=$(sed -n 's/^ *"\([^"]*\)__\([^"]*\)-[0-9]*": *[0-9]*,\{0,1\}$/\1\/\2/p' examples/demo/data/resource_factor_SWE-Gym_train.json | awk '!seen[$0]++')
+printf 'FROM scratch\nCOPY bin /bin\nCOPY work /work\nENV PATH=/bin\nWORKDIR /work\n' > "$ctx/Dockerfile"
+out=$(docker build -q -t megaflow/swegym-base:demo "$ctx" 2>&1) || { echo "$out" >&2; exit 1; }
+# One image per repository on top: same layers, own name and config.
 n=0
 for repo in $repos; do
   name=$(echo "${repo#*/}" | tr 'A-Z' 'a-z')
-  tag="megaflow/swegym-$name:demo"
-  printf 'FROM scratch\nCOPY bin /bin\nCOPY work /work\nENV PATH=/bin SWEGYM_REPO=%s\nLABEL org.megaflow.demo.repo=%s\nWORKDIR /work\n' "$repo" "$repo" > "$ctx/Dockerfile"
-  out=$(docker build -q -t "$tag" "$ctx" 2>&1) || { echo "$out" >&2; exit 1; }
+  printf 'FROM megaflow/swegym-base:demo\nENV SWEGYM_REPO=%s\nLABEL org.megaflow.demo.repo=%s\n' "$repo" "$repo" |
+    docker build -q -t "megaflow/swegym-$name:demo" - >/dev/null 2>"$ctx/err" || { cat "$ctx/err" >&2; exit 1; }
   n=$((n + 1))
 done
 echo "built $n demo images megaflow/swegym-<repo>:demo ($(echo $repos | tr ' ' ','))"

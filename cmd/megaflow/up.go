@@ -47,6 +47,7 @@ type localCluster struct {
 	head    *head.Head
 	worker  *worker.Worker
 	runtime string
+	rt      contract.Runtime
 	why     string // how the runtime was chosen
 	logPath string
 
@@ -116,7 +117,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	if err != nil {
 		return nil, err
 	}
-	lc.runtime, lc.why = rt.Name(), why
+	lc.runtime, lc.rt, lc.why = rt.Name(), rt, why
 
 	hc := head.DefaultConfig()
 	hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
@@ -268,4 +269,22 @@ func addLocalFlags(cmd *cobra.Command, o *localOptions) {
 	f.Int64Var(&o.MemoryBytes, "memory-bytes", o.MemoryBytes, "memory the worker offers, in bytes (0: the machine's)")
 	f.IntVar(&o.PoolMax, "pool-max", o.PoolMax, "warm containers at most per image and tenant (persistent tasks and sessions)")
 	f.StringVar(&o.LogLevel, "log-level", o.LogLevel, "level of megaflow.log: debug, info, warn or error")
+}
+
+// missingImages returns the images of names the local Docker Engine does
+// not hold (none with the process runtime).
+func (lc *localCluster) missingImages(ctx context.Context, names []string) []string {
+	d, ok := lc.rt.(*docker.Runtime)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := d.Client().ImageInspect(cctx, n); err != nil {
+			out = append(out, n)
+		}
+		cancel()
+	}
+	return out
 }

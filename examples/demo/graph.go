@@ -122,7 +122,7 @@ func (d *Data) Build(o Options) (*Step, error) {
 		cpu, mem := int64(200*in.Factor), int64(64<<20)*int64(in.Factor)
 		setup := b.Task("setup."+in.ID, img, o.AgentPath, "setup", "--dir", dir, "--repo", in.Repo,
 			"--init-ms", strconv.FormatInt(p.InitMillis, 10)).
-			Session(in.ID).CPU(cpu).Memory(mem).Retries(2).Timeout(5 * time.Minute)
+			Session(in.ID).CPU(cpu).Memory(mem).Retries(2).Timeout(5 * time.Minute).Network(net(o))
 		end := "finished"
 		if !p.Finished {
 			end = "step-limit"
@@ -130,14 +130,20 @@ func (d *Data) Build(o Options) (*Step, error) {
 		rollout := b.Task("rollout."+in.ID, img, o.AgentPath, "rollout", "--dir", dir, "--instance", in.ID,
 			"--step-ms", joinInts(p.StepMillis), "--fail-attempts", strconv.Itoa(p.Attempts-1), "--end", end).
 			After(setup).Session(in.ID).Type("train").CPU(cpu).Memory(mem).Retries(3).Timeout(10 * time.Minute).
-			Network(net(o)).Outputs(path.Join(dir, "trajectory.jsonl"))
+			Network(net(o))
+		if o.Runtime == "docker" {
+			// The trajectory is kept as an artifact (relative to the
+			// working directory; the process runtime's tasks run in the
+			// worker's).
+			rollout.WorkDir(dir).Outputs("trajectory.jsonl")
+		}
 		if o.ModelURL != "" {
 			rollout.Env(EnvModel, o.ModelURL)
 		} else {
 			rollout.UsesServices(Model)
 		}
 		b.Task("eval."+in.ID, img, o.AgentPath, "eval", "--dir", dir).
-			After(rollout).Session(in.ID).Type("eval").CPU(cpu).Memory(mem).Retries(2).Timeout(5 * time.Minute)
+			After(rollout).Session(in.ID).Type("eval").CPU(cpu).Memory(mem).Retries(2).Timeout(5 * time.Minute).Network(net(o))
 	}
 	g, err := b.Build()
 	if err != nil {
@@ -151,9 +157,11 @@ func (d *Data) Build(o Options) (*Step, error) {
 	return step, nil
 }
 
-// net is the network of the tasks that call the model: with docker the
-// model listens on the host's loopback (a caller-run server) or on a port
-// of a service task, so they share the host's network.
+// net is the network of a rollout's tasks: with docker the model listens
+// on the host's loopback (a caller-run server) or on a port of a service
+// task, so the rollout shares the host's network. All tasks of a session
+// get it: the session's one container is created with the first task's
+// settings.
 func net(o Options) string {
 	if o.Runtime == "docker" {
 		return "host"
