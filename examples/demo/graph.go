@@ -119,7 +119,7 @@ func (d *Data) Build(o Options) (*Step, error) {
 		if o.Runtime == "process" {
 			dir = path.Join(o.WorkRoot, o.GraphID, in.ID)
 		}
-		cpu, mem := int64(200*in.Factor), int64(64<<20)*int64(in.Factor)
+		cpu, mem := int64(100*in.Factor), int64(64<<20)*int64(in.Factor)
 		setup := b.Task("setup."+in.ID, img, o.AgentPath, "setup", "--dir", dir, "--repo", in.Repo,
 			"--init-ms", strconv.FormatInt(p.InitMillis, 10)).
 			Session(in.ID).CPU(cpu).Memory(mem).Retries(2).Timeout(5 * time.Minute).Network(net(o))
