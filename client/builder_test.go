@@ -13,7 +13,7 @@ import (
 func TestGraphBuilder(t *testing.T) {
 	b := client.NewGraph("g").Tenant("team-a").Priority(3).Deadline(1500 * time.Millisecond)
 	a := b.Task("a", "img", "sh", "-c", "true").CPU(500).Memory(1<<20).GPUs(1, "H100").Env("K", "V").Session("s").Retries(2).
-		Timeout(90*time.Second + time.Millisecond).Type("train").Outputs("out.json").WorkDir("/w").Selector("zone", "a")
+		Timeout(90*time.Second+time.Millisecond).Type("train").Outputs("out.json").WorkDir("/w").Selector("zone", "a")
 	b.Task("b", "img", "true").After(a).RunOnUpstreamFailure()
 	g, err := b.Build()
 	if err != nil {
