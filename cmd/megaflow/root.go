@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/client"
@@ -121,17 +120,16 @@ func (g *globals) dial(cmd *cobra.Command) (context.Context, *client.Client, fun
 	return ctx, c, func() { c.Close(); cancel() }, nil
 }
 
-// printJSON writes v as one JSON document: protobuf messages through
-// protojson (field names as in the .proto), anything else through
-// encoding/json.
+// printJSON writes v as one JSON document: protobuf messages with the
+// field names of the .proto and 64-bit integers as JSON numbers
+// (protoValue), anything else through encoding/json.
 func (g *globals) printJSON(v any) error {
 	if m, ok := v.(proto.Message); ok {
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
+		pv, err := protoValue(m)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(g.stdout, string(b))
-		return err
+		v = pv
 	}
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")
