@@ -80,7 +80,7 @@ func (f *demoFlags) resolveOpts(runtime, workRoot string) (demo.Options, error) 
 func demoCmd(g *globals) *cobra.Command {
 	f := &demoFlags{opts: demo.DefaultOptions()}
 	lo := localOptions{Runtime: "auto", GRPCAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		WorkerGossipAddr: "127.0.0.1:0", PoolMax: 64, LogLevel: "info"}
+		WorkerGossipAddr: "127.0.0.1:0", PoolMax: 64, MaxConcurrentStarts: 8, LogLevel: "info"}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run one SWE-Gym rollout step on an embedded local cluster and print its summary",

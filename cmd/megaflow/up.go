@@ -38,6 +38,8 @@ type localOptions struct {
 	CPUMillis, MemoryBytes int64
 	// PoolMax caps the warm containers per (image, tenant, limits).
 	PoolMax int
+	// MaxConcurrentStarts caps the worker's container starts in flight.
+	MaxConcurrentStarts int
 	// LogLevel of the log file: debug, info, warn or error.
 	LogLevel string
 }
@@ -137,6 +139,9 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	if o.PoolMax > 0 {
 		wc.PoolMax = o.PoolMax
 	}
+	if o.MaxConcurrentStarts > 0 {
+		wc.MaxConcurrentStarts = o.MaxConcurrentStarts
+	}
 	wc.Logger = logger.With("daemon", "worker")
 	w, err := worker.New(wc)
 	if err != nil {
@@ -206,7 +211,7 @@ func (lc *localCluster) Stop(ctx context.Context) error {
 // describe prints what runs where.
 func (lc *localCluster) describe(w io.Writer) {
 	c := lc.worker.Capacity()
-	fmt.Fprintf(w, "megaflow up: head %s leads, gRPC %s (gossip %s); worker %s offers %.1f cores, %s memory\n",
+	fmt.Fprintf(w, "local cluster: head %s leads, gRPC %s (gossip %s); worker %s offers %.1f cores, %s memory\n",
 		lc.head.ID(), lc.head.GRPCAddr(), lc.head.GossipAddr(), lc.worker.ID(), float64(c.CPUMillis)/1000, bytesIEC(c.MemoryBytes))
 	fmt.Fprintf(w, "runtime: %s (%s)\n", lc.runtime, lc.why)
 	fmt.Fprintf(w, "logs: %s\n", lc.logPath)
@@ -221,7 +226,7 @@ func defaultDataDir() string {
 
 func upCmd(g *globals) *cobra.Command {
 	o := localOptions{Runtime: "auto", GRPCAddr: "127.0.0.1:7070", RaftAddr: "127.0.0.1:7000", GossipAddr: "127.0.0.1:7946",
-		WorkerGossipAddr: "127.0.0.1:7947", PoolMax: 16, LogLevel: "info", DataDir: defaultDataDir()}
+		WorkerGossipAddr: "127.0.0.1:7947", PoolMax: 16, MaxConcurrentStarts: 8, LogLevel: "info", DataDir: defaultDataDir()}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a local cluster in this process: one head and one worker (Ctrl-C stops it)",
@@ -268,6 +273,7 @@ func addLocalFlags(cmd *cobra.Command, o *localOptions) {
 	f.Int64Var(&o.CPUMillis, "cpu-millis", o.CPUMillis, "CPU the worker offers, in millicores (0: all cores)")
 	f.Int64Var(&o.MemoryBytes, "memory-bytes", o.MemoryBytes, "memory the worker offers, in bytes (0: the machine's)")
 	f.IntVar(&o.PoolMax, "pool-max", o.PoolMax, "warm containers at most per image and tenant (persistent tasks and sessions)")
+	f.IntVar(&o.MaxConcurrentStarts, "max-concurrent-starts", o.MaxConcurrentStarts, "container starts the worker runs at once")
 	f.StringVar(&o.LogLevel, "log-level", o.LogLevel, "level of megaflow.log: debug, info, warn or error")
 }
 
