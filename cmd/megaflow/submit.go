@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/errs"
 )
 
 func submitCmd(g *globals) *cobra.Command {
@@ -37,7 +38,7 @@ interrupted while waiting (the graph keeps running).`,
 				data, err = os.ReadFile(args[0])
 			}
 			if err != nil {
-				return err
+				return errs.New(errs.InvalidArgument, "%v; give a graph file (see examples/) or - for standard input", err)
 			}
 			spec, err := client.ParseGraphYAML(args[0], data)
 			if err != nil {
