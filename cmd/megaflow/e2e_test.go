@@ -116,14 +116,14 @@ func TestDemoStepSurvivesKill9OfLeader(t *testing.T) {
 			"--gossip-addr", freeAddr(t), "--join", strings.Join(gossip, ","), "--runtime", "process",
 			"--cpu-millis", "2000", "--memory-bytes", "4294967296", "--nvml=false")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cl, err := client.Dial(ctx, grpc, client.WithBackoff(20*time.Millisecond, 300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	testcluster.WaitFor(t, 60*time.Second, "a leader and two alive workers", func() bool {
+	testcluster.WaitFor(t, 2*time.Minute, "a leader and two alive workers", func() bool {
 		ws, err := cl.ListWorkers(ctx, client.ReadOptions{RequireLeader: true})
 		alive := 0
 		for _, w := range ws {
@@ -148,7 +148,7 @@ func TestDemoStepSurvivesKill9OfLeader(t *testing.T) {
 	submit := startDaemon(t, "submit", bins["megaflow"], "--heads", strings.Join(grpc, ","), "submit", file, "--watch", "-o", "json")
 
 	// Half-way: a third of the tasks done.
-	testcluster.WaitFor(t, 90*time.Second, "a third of the tasks done", func() bool {
+	testcluster.WaitFor(t, 3*time.Minute, "a third of the tasks done", func() bool {
 		g, _, err := cl.GetGraph(ctx, "step-e2e", client.ReadOptions{})
 		return err == nil && g.Counts.GetSucceeded() >= g.TaskCount/3
 	})
