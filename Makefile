@@ -1,14 +1,14 @@
 # MegaFlow build. `make test` is what CI runs (see .ci/run).
 GO        ?= go
 BIN       := bin
-CMDS      := megaflow-head megaflow-worker megaflow
+CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model
 LDFLAGS   := -s -w
 # go-nvml's header marks old NVML calls deprecated; we call none of them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run image test test-short proto bench bench-harness vet fmt clean
+.PHONY: all build release run demo demo-images image test test-short proto bench bench-harness vet fmt clean
 
 all: build
 
@@ -30,7 +30,20 @@ release: build
 		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux-arm64/$$c ./cmd/$$c || exit 1; \
 	done
 
-# The main job: a 3-head cluster on loopback, a rollout graph, a leader kill.
+# The main job: one SWE-Gym rollout step (64 instances by default; pass
+# DEMO_ARGS="--instances 8" to change it) on an embedded cluster, with the
+# demo images built locally. Docker optional: without an engine the worker
+# runs the same programs as plain processes.
+demo: build demo-images
+	bin/megaflow demo $(DEMO_ARGS)
+
+# The demo's environment images (FROM scratch), one per SWE-Gym repository;
+# skipped, with a note, when no Docker Engine answers.
+demo-images: build
+	@if docker version >/dev/null 2>&1; then ./scripts/build-demo-images.sh $(BIN); \
+	else echo "no Docker Engine answers: the demo will use the process runtime"; fi
+
+# A tour: a 3-head cluster on loopback, a rollout graph, a leader kill.
 run: build
 	./scripts/run-local.sh
 

@@ -123,18 +123,20 @@ func DefaultConfig() Config {
 }
 
 // Validate reports every field that is missing or out of range, naming the
-// field and the bound.
+// bound and, for the fields megaflow-head sets from flags, the flag (a
+// user of the binary never sees a Go field name); other fields are named
+// as in Config.
 func (c *Config) Validate() error {
 	var errsList []error
 	if c.NodeID == "" {
-		errsList = append(errsList, errors.New("NodeID is empty: give each head a unique id (--node-id)"))
+		errsList = append(errsList, errors.New("--node-id is empty: give each head a unique id"))
 	}
 	if c.DataDir == "" {
-		errsList = append(errsList, errors.New("DataDir is empty: give a directory for the Raft log and snapshots (--data-dir)"))
+		errsList = append(errsList, errors.New("--data-dir is empty: give a directory for the Raft log and snapshots"))
 	}
-	for _, a := range []struct{ name, addr string }{{"RaftAddr", c.RaftAddr}, {"GRPCAddr", c.GRPCAddr}, {"GossipAddr", c.GossipAddr}} {
+	for _, a := range []struct{ name, addr string }{{"--raft-addr", c.RaftAddr}, {"--grpc-addr", c.GRPCAddr}, {"--gossip-addr", c.GossipAddr}} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			errsList = append(errsList, fmt.Errorf("%s %q is not host:port: %v", a.name, a.addr, err))
+			errsList = append(errsList, fmt.Errorf("%s %q is not host:port (e.g. 127.0.0.1:7070): %v", a.name, a.addr, err))
 		}
 	}
 	if c.HTTPAddr != "" {
@@ -143,7 +145,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.BootstrapExpect < 0 {
-		errsList = append(errsList, fmt.Errorf("BootstrapExpect %d is negative", c.BootstrapExpect))
+		errsList = append(errsList, fmt.Errorf("--bootstrap-expect %d is negative; give the number of heads that bootstrap together, or 0 to join", c.BootstrapExpect))
 	}
 	if c.MaxEntryBytes < 64<<10 {
 		errsList = append(errsList, fmt.Errorf("MaxEntryBytes %d is below 64 KiB", c.MaxEntryBytes))
@@ -168,16 +170,16 @@ func (c *Config) Validate() error {
 		errsList = append(errsList, fmt.Errorf("StagedTTL %v must be positive", c.StagedTTL))
 	}
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
-		errsList = append(errsList, fmt.Errorf("RateLimit %v must be 0 (no limit) or a positive number of calls per second (--rate-limit)", c.RateLimit))
+		errsList = append(errsList, fmt.Errorf("--rate-limit %v: give 0 (no limit) or a positive number of calls per second", c.RateLimit))
 	}
 	if c.RateBurst < 0 {
-		errsList = append(errsList, fmt.Errorf("RateBurst %d is negative; give 0 (the rate, rounded up) or more (--rate-burst)", c.RateBurst))
+		errsList = append(errsList, fmt.Errorf("--rate-burst %d is negative; give 0 (the rate, rounded up) or more", c.RateBurst))
 	}
 	if c.RetryBackoff < 0 || c.RetryBackoffMax < c.RetryBackoff {
 		errsList = append(errsList, fmt.Errorf("RetryBackoff %v and RetryBackoffMax %v: want 0 <= RetryBackoff <= RetryBackoffMax", c.RetryBackoff, c.RetryBackoffMax))
 	}
 	if c.MaxQueueWait < 0 {
-		errsList = append(errsList, fmt.Errorf("MaxQueueWait %v is negative; give 0 (wait forever) or more (--max-queue-wait)", c.MaxQueueWait))
+		errsList = append(errsList, fmt.Errorf("--max-queue-wait %v is negative; give 0 (wait forever) or more", c.MaxQueueWait))
 	}
 	return errors.Join(errsList...)
 }

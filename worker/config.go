@@ -198,18 +198,18 @@ func (c *Config) Validate() error {
 	var list []error
 	add := func(format string, args ...any) { list = append(list, fmt.Errorf(format, args...)) }
 	if c.NodeID == "" {
-		add("NodeID is empty: give each worker a unique, stable id (--node-id)")
+		add("--node-id is empty: give each worker a unique, stable id")
 	} else if p := labelValueProblem(c.NodeID); p != "" {
-		add("NodeID %q %s", c.NodeID, p)
+		add("--node-id %q %s", c.NodeID, p)
 	}
 	if c.ClusterName == "" {
 		add("ClusterName is empty")
 	}
 	if c.DataDir == "" {
-		add("DataDir is empty: give a directory for the attempts' log files (--data-dir)")
+		add("--data-dir is empty: give a directory for the attempts' log files")
 	}
 	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
-		add("GossipAddr %q is not host:port: %v", c.GossipAddr, err)
+		add("--gossip-addr %q is not host:port (e.g. 127.0.0.1:7947): %v", c.GossipAddr, err)
 	}
 	if c.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
@@ -218,42 +218,42 @@ func (c *Config) Validate() error {
 	}
 	for i, a := range c.Join {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			add("Join[%d] %q is not host:port: %v", i, a, err)
+			add("--join: address %d, %q, is not host:port: %v", i+1, a, err)
 		}
 	}
 	for i, a := range c.Heads {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			add("Heads[%d] %q is not host:port: %v", i, a, err)
+			add("--heads: address %d, %q, is not host:port: %v", i+1, a, err)
 		}
 	}
 	if len(c.Join) == 0 && len(c.Heads) == 0 {
-		add("Join and Heads are both empty: name the heads' gossip addresses (--join) or gRPC addresses (--heads)")
+		add("--join and --heads are both empty: name the heads' gossip addresses (--join) or gRPC addresses (--heads)")
 	}
 	if c.Runtime == nil {
-		add("Runtime is nil: choose a container runtime (--runtime docker|process)")
+		add("no container runtime: choose one (--runtime docker|process)")
 	}
 	if c.Capacity.CPUMillis < 0 || c.Capacity.MemoryBytes < 0 || c.Capacity.GPUs < 0 {
 		add("Capacity %+v has a negative field; 0 means detect", c.Capacity)
 	}
 	if c.MaxConcurrentStarts < 1 || c.MaxConcurrentStarts > 1024 {
-		add("MaxConcurrentStarts %d is outside [1, 1024]", c.MaxConcurrentStarts)
+		add("--max-concurrent-starts %d is outside [1, 1024]", c.MaxConcurrentStarts)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 		min  time.Duration
 	}{
-		{"ReconcileInterval", c.ReconcileInterval, 10 * time.Millisecond},
+		{"--reconcile-interval", c.ReconcileInterval, 10 * time.Millisecond},
 		{"HeartbeatInterval", c.HeartbeatInterval, 10 * time.Millisecond},
-		{"StopGrace", c.StopGrace, 0},
+		{"--stop-grace", c.StopGrace, 0},
 		{"StartTimeout", c.StartTimeout, time.Second},
 		{"CallTimeout", c.CallTimeout, 100 * time.Millisecond},
 		{"BatchDelay", c.BatchDelay, 0},
 		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
-		{"PoolIdle", c.PoolIdle, 10 * time.Millisecond},
 		{"LogShipInterval", c.LogShipInterval, 10 * time.Millisecond},
 		{"ServiceReadyTimeout", c.ServiceReadyTimeout, 10 * time.Millisecond},
 		{"ServiceProbeInterval", c.ServiceProbeInterval, time.Millisecond},
+		{"--pool-idle", c.PoolIdle, 10 * time.Millisecond},
 	} {
 		if d.v < d.min {
 			add("%s %v is below %v", d.name, d.v, d.min)
@@ -266,10 +266,10 @@ func (c *Config) Validate() error {
 		add("ReconnectMax %v is below ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
 	}
 	if c.PoolMax < 1 || c.PoolMax > 1024 {
-		add("PoolMax %d is outside [1, 1024]", c.PoolMax)
+		add("--pool-max %d is outside [1, 1024]", c.PoolMax)
 	}
 	if c.PoolMin < 0 || c.PoolMin > c.PoolMax {
-		add("PoolMin %d is outside [0, PoolMax %d]", c.PoolMin, c.PoolMax)
+		add("--pool-min %d is outside [0, --pool-max %d]", c.PoolMin, c.PoolMax)
 	}
 	if c.Spool != nil && c.Artifacts == nil {
 		add("Spool is set but Artifacts is nil: give the store the spool uploads to (--artifacts)")

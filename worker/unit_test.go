@@ -31,21 +31,21 @@ func TestConfigValidate(t *testing.T) {
 		want string
 		edit func(*Config)
 	}{
-		{"NodeID is empty", func(c *Config) { c.NodeID = "" }},
-		{"NodeID \"w/1\"", func(c *Config) { c.NodeID = "w/1" }},
-		{"NodeID \"-w\"", func(c *Config) { c.NodeID = "-w" }},
+		{"--node-id is empty", func(c *Config) { c.NodeID = "" }},
+		{"--node-id \"w/1\"", func(c *Config) { c.NodeID = "w/1" }},
+		{"--node-id \"-w\"", func(c *Config) { c.NodeID = "-w" }},
 		{"ClusterName is empty", func(c *Config) { c.ClusterName = "" }},
-		{"DataDir is empty", func(c *Config) { c.DataDir = "" }},
-		{"GossipAddr", func(c *Config) { c.GossipAddr = "nope" }},
-		{"Join[0]", func(c *Config) { c.Join = []string{"x"} }},
-		{"Heads[1]", func(c *Config) { c.Heads = []string{"127.0.0.1:1", "y"} }},
-		{"Join and Heads are both empty", func(c *Config) { c.Join = nil }},
-		{"Runtime is nil", func(c *Config) { c.Runtime = nil }},
+		{"--data-dir is empty", func(c *Config) { c.DataDir = "" }},
+		{"--gossip-addr", func(c *Config) { c.GossipAddr = "nope" }},
+		{"--join: address 1", func(c *Config) { c.Join = []string{"x"} }},
+		{"--heads: address 2", func(c *Config) { c.Heads = []string{"127.0.0.1:1", "y"} }},
+		{"--join and --heads are both empty", func(c *Config) { c.Join = nil }},
+		{"no container runtime", func(c *Config) { c.Runtime = nil }},
 		{"Capacity", func(c *Config) { c.Capacity.CPUMillis = -1 }},
-		{"MaxConcurrentStarts 0 is outside [1, 1024]", func(c *Config) { c.MaxConcurrentStarts = 0 }},
-		{"ReconcileInterval 0s is below 10ms", func(c *Config) { c.ReconcileInterval = 0 }},
+		{"--max-concurrent-starts 0 is outside [1, 1024]", func(c *Config) { c.MaxConcurrentStarts = 0 }},
+		{"--reconcile-interval 0s is below 10ms", func(c *Config) { c.ReconcileInterval = 0 }},
 		{"HeartbeatInterval", func(c *Config) { c.HeartbeatInterval = time.Millisecond }},
-		{"StopGrace", func(c *Config) { c.StopGrace = -time.Second }},
+		{"--stop-grace", func(c *Config) { c.StopGrace = -time.Second }},
 		{"StartTimeout", func(c *Config) { c.StartTimeout = 0 }},
 		{"CallTimeout", func(c *Config) { c.CallTimeout = 0 }},
 		{"BatchDelay 2s is above 1s", func(c *Config) { c.BatchDelay = 2 * time.Second }},
@@ -61,7 +61,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	c = good()
 	c.NodeID, c.DataDir = "", ""
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "NodeID") || !strings.Contains(err.Error(), "DataDir") {
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--node-id") || !strings.Contains(err.Error(), "--data-dir") {
 		t.Errorf("Validate reports one problem only: %v", err)
 	}
 	if _, err := New(c); err == nil || !strings.HasPrefix(err.Error(), "worker config: ") {

@@ -64,7 +64,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--data-dir", "/tmp/x"}, `required flag(s) "node-id" not set`},
 		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--runtime", "rkt", "--join", "127.0.0.1:1"}, `--runtime "rkt": want docker or process`},
 		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--labels", "novalue"}, `--labels: "novalue" is not k=v`},
-		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--runtime", "process"}, "Join and Heads are both empty"},
+		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--runtime", "process"}, "--join and --heads are both empty"},
 		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--log-format", "xml"}, `log format "xml"`},
 		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--cpu-millis", "-1"}, "must not be negative"},
 	} {

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"encoding/json"
-
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/spf13/cobra"
 
@@ -247,12 +244,11 @@ func age(unixNanos int64) string {
 	return time.Since(time.Unix(0, unixNanos)).Round(time.Second).String()
 }
 
-// protoList turns a slice of messages into JSON-ready maps with proto names.
-func protoList[T interface{ ProtoReflect() protoreflect.Message }](items []T) []json.RawMessage {
-	out := make([]json.RawMessage, len(items))
+// protoList turns a slice of messages into JSON-ready values (protoValue).
+func protoList[T proto.Message](items []T) []any {
+	out := make([]any, len(items))
 	for i, it := range items {
-		b, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(it)
-		out[i] = b
+		out[i], _ = protoValue(it)
 	}
 	return out
 }

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/errs"
 )
 
-// Exit codes: 0 success, 1 an error, 2 bad usage or input.
+// Exit codes: 0 success, 1 an error, 2 bad usage or input (nothing was
+// changed); submit --wait/--watch and demo add 3 (the graph failed), 4
+// (cancelled) and 130 (interrupted while waiting), see watch.go.
 const (
 	exitOK    = 0
 	exitError = 1
@@ -33,11 +34,22 @@ type globals struct {
 	stale   bool
 	stdout  io.Writer
 	stderr  io.Writer
+	// signalled reports whether the command was interrupted (Ctrl-C).
+	signalled func() bool
 }
+
+// interrupted reports whether a signal ended the command's context.
+func (g *globals) interrupted() bool { return g.signalled != nil && g.signalled() }
 
 // run executes the CLI with args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr}
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run under ctx: the command stops when ctx ends (main's
+// ends on SIGINT or SIGTERM).
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr, signalled: func() bool { return ctx.Err() != nil }}
 	root := &cobra.Command{
 		Use:           "megaflow",
 		Short:         "MegaFlow command-line client",
@@ -55,16 +67,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
-	root.AddCommand(poolCmd(g))
-	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g))
-	root.AddCommand(servicesCmd(g))
+	root.AddCommand(upCmd(g), demoCmd(g), submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
+	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g), servicesCmd(g), poolCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return errs.New(errs.InvalidArgument, "%v", err)
 	})
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -111,17 +121,16 @@ func (g *globals) dial(cmd *cobra.Command) (context.Context, *client.Client, fun
 	return ctx, c, func() { c.Close(); cancel() }, nil
 }
 
-// printJSON writes v as one JSON document: protobuf messages through
-// protojson (field names as in the .proto), anything else through
-// encoding/json.
+// printJSON writes v as one JSON document: protobuf messages with the
+// field names of the .proto and 64-bit integers as JSON numbers
+// (protoValue), anything else through encoding/json.
 func (g *globals) printJSON(v any) error {
 	if m, ok := v.(proto.Message); ok {
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(m)
+		pv, err := protoValue(m)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(g.stdout, string(b))
-		return err
+		v = pv
 	}
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")

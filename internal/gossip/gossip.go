@@ -153,7 +153,15 @@ func (g *Gossip) Join(ctx context.Context) error {
 			return nil
 		}
 		lastErr = err
-		g.log.Debug("gossip join failed, retrying", "err", err, "retry_in", backoff)
+		// Seeds starting at the same time fail the first tries: say so
+		// at WARN from the fourth on (about a second), with what to check.
+		level := slog.LevelDebug
+		if attempt > 3 {
+			level = slog.LevelWarn
+		}
+		g.log.Log(ctx, level, "cannot join the gossip pool yet; retrying", "seeds", seeds, "attempt", attempt, "err", err,
+			"retry_in", backoff, "check", "that a head runs at each --join address (its --gossip-addr), that this host reaches it "+
+				"over TCP and UDP on that port, and that no firewall drops it")
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/logging"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/runtime/docker"
+	"github.com/megaflow/megaflow/runtime/process"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// localOptions configure an embedded local cluster: one head and one
+// worker in this process.
+type localOptions struct {
+	// DataDir holds the head's Raft data (DataDir/head), the worker's
+	// attempt logs (DataDir/worker) and both daemons' log (DataDir/megaflow.log).
+	DataDir string
+	// Runtime is "auto" (docker when an engine answers, else process),
+	// "docker" or "process".
+	Runtime string
+	// GRPCAddr, RaftAddr, GossipAddr are the head's addresses;
+	// WorkerGossipAddr the worker's. Port 0 picks a free port.
+	GRPCAddr, RaftAddr, GossipAddr, WorkerGossipAddr string
+	// CPUMillis and MemoryBytes are what the worker offers (0: the machine).
+	CPUMillis, MemoryBytes int64
+	// PoolMax caps the warm containers per (image, tenant, limits).
+	PoolMax int
+	// MaxConcurrentStarts caps the worker's container starts in flight.
+	MaxConcurrentStarts int
+	// LogLevel of the log file: debug, info, warn or error.
+	LogLevel string
+}
+
+// localCluster is a running embedded cluster. Stop ends it.
+type localCluster struct {
+	head    *head.Head
+	worker  *worker.Worker
+	runtime string
+	rt      contract.Runtime
+	why     string // how the runtime was chosen
+	logPath string
+
+	logFile *os.File
+	cancel  context.CancelFunc
+	done    chan error // one value per daemon
+}
+
+// chooseRuntime builds the runtime named by name ("auto" tries docker
+// first) and says why it was chosen.
+func chooseRuntime(ctx context.Context, name string, logger *slog.Logger) (contract.Runtime, func(), string, error) {
+	if name != "auto" && name != "docker" && name != "process" {
+		return nil, nil, "", errs.New(errs.InvalidArgument, "--runtime %q: want auto, docker or process", name)
+	}
+	if name != "process" {
+		rt, err := docker.New(docker.Config{Logger: logger})
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			err = rt.Ping(pctx)
+			cancel()
+			if err == nil {
+				return rt, func() { _ = rt.Close() }, "a Docker Engine answered: each task runs in a container", nil
+			}
+			_ = rt.Close()
+		}
+		if name == "docker" {
+			return nil, nil, "", fmt.Errorf("--runtime docker: no Docker Engine answers (%v); start it, set DOCKER_HOST, or use --runtime process", err)
+		}
+		rt2, perr := process.New(process.Config{Logger: logger})
+		if perr != nil {
+			return nil, nil, "", perr
+		}
+		return rt2, func() {}, fmt.Sprintf("no Docker Engine answered (%v): tasks run as plain processes, without isolation or limits", err), nil
+	}
+	rt, err := process.New(process.Config{Logger: logger})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return rt, func() {}, "--runtime process: tasks run as plain processes, without isolation or limits", nil
+}
+
+// startLocal starts one head (a single-voter Raft cluster) and one worker
+// in this process, waits until the head leads and the worker is alive in
+// its table (60 s at most), and returns them running. The daemons log to
+// DataDir/megaflow.log.
+func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error) {
+	if o.DataDir == "" {
+		return nil, errs.New(errs.InvalidArgument, "--data-dir is empty: give a directory for the cluster's data")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	lc := &localCluster{logPath: filepath.Join(o.DataDir, "megaflow.log"), done: make(chan error, 2)}
+	if lc.logFile, err = os.OpenFile(lc.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			lc.logFile.Close()
+		}
+	}()
+	logger, err := logging.New(lc.logFile, "text", o.LogLevel)
+	if err != nil {
+		return nil, errs.New(errs.InvalidArgument, "--log-level: %v", err)
+	}
+	rt, closeRT, why, err := chooseRuntime(ctx, o.Runtime, logger)
+	if err != nil {
+		return nil, err
+	}
+	lc.runtime, lc.rt, lc.why = rt.Name(), rt, why
+
+	hc := head.DefaultConfig()
+	hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
+	hc.GRPCAddr, hc.RaftAddr, hc.GossipAddr = o.GRPCAddr, o.RaftAddr, o.GossipAddr
+	hc.BootstrapExpect = 1
+	hc.Logger = logger.With("daemon", "head")
+	h, err := head.New(hc)
+	if err != nil {
+		closeRT()
+		return nil, fmt.Errorf("head: %w", err)
+	}
+	wc := worker.DefaultConfig()
+	wc.NodeID, wc.DataDir, wc.GossipAddr = "local-worker", filepath.Join(o.DataDir, "worker"), o.WorkerGossipAddr
+	wc.Heads, wc.Join = []string{h.GRPCAddr()}, []string{h.GossipAddr()}
+	wc.Runtime = rt
+	wc.Capacity = worker.Capacity{CPUMillis: o.CPUMillis, MemoryBytes: o.MemoryBytes}
+	if o.PoolMax > 0 {
+		wc.PoolMax = o.PoolMax
+	}
+	if o.MaxConcurrentStarts > 0 {
+		wc.MaxConcurrentStarts = o.MaxConcurrentStarts
+	}
+	wc.Logger = logger.With("daemon", "worker")
+	w, err := worker.New(wc)
+	if err != nil {
+		_ = h.Shutdown(context.Background())
+		closeRT()
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	lc.head, lc.worker = h, w
+	rctx, cancel := context.WithCancel(context.Background())
+	lc.cancel = func() { cancel(); closeRT() }
+	go func() { lc.done <- h.Run(rctx) }() // owned by lc: Stop cancels and waits
+	go func() { lc.done <- w.Run(rctx) }()
+
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := lc.waitReady(wctx); err != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = lc.Stop(sctx)
+		return nil, fmt.Errorf("the local cluster did not come up: %w (see %s)", err, lc.logPath)
+	}
+	return lc, nil
+}
+
+// waitReady waits until the head leads and lists the worker alive.
+func (lc *localCluster) waitReady(ctx context.Context) error {
+	c, err := client.Dial(ctx, []string{lc.head.GRPCAddr()}, client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ws, err := c.ListWorkers(ctx, client.ReadOptions{RequireLeader: true})
+		if err == nil {
+			for _, w := range ws {
+				if w.GetInfo().GetId() == lc.worker.ID() && w.GetStatus().String() == "WORKER_STATUS_ALIVE" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("the worker is not alive in the head's table")
+			}
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Stop shuts the worker, then the head down cleanly within ctx, and waits
+// for both.
+func (lc *localCluster) Stop(ctx context.Context) error {
+	err := errors.Join(lc.worker.Shutdown(ctx), lc.head.Shutdown(ctx))
+	lc.cancel()
+	for range 2 {
+		if e := <-lc.done; e != nil && !errors.Is(e, context.Canceled) {
+			err = errors.Join(err, e)
+		}
+	}
+	return errors.Join(err, lc.logFile.Close())
+}
+
+// describe prints what runs where.
+func (lc *localCluster) describe(w io.Writer) {
+	c := lc.worker.Capacity()
+	fmt.Fprintf(w, "local cluster: head %s leads, gRPC %s (gossip %s); worker %s offers %.1f cores, %s memory\n",
+		lc.head.ID(), lc.head.GRPCAddr(), lc.head.GossipAddr(), lc.worker.ID(), float64(c.CPUMillis)/1000, bytesIEC(c.MemoryBytes))
+	fmt.Fprintf(w, "runtime: %s (%s)\n", lc.runtime, lc.why)
+	fmt.Fprintf(w, "logs: %s\n", lc.logPath)
+}
+
+func defaultDataDir() string {
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".megaflow", "up")
+	}
+	return filepath.Join(os.TempDir(), "megaflow-up")
+}
+
+func upCmd(g *globals) *cobra.Command {
+	o := localOptions{Runtime: "auto", GRPCAddr: "127.0.0.1:7070", RaftAddr: "127.0.0.1:7000", GossipAddr: "127.0.0.1:7946",
+		WorkerGossipAddr: "127.0.0.1:7947", PoolMax: 16, MaxConcurrentStarts: 8, LogLevel: "info", DataDir: defaultDataDir()}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a local cluster in this process: one head and one worker (Ctrl-C stops it)",
+		Long: `up runs an embedded MegaFlow cluster in this process: one head (a single-voter
+Raft cluster, data under --data-dir/head) and one worker (attempt logs under
+--data-dir/worker). The worker uses the Docker runtime when an engine answers
+and the process runtime otherwise (--runtime forces one); the choice is
+printed. Other megaflow commands reach it at --grpc-addr (the CLI's default
+head). Ctrl-C shuts both down cleanly; a restart on the same --data-dir
+keeps the task table.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			lc, err := startLocal(ctx, o)
+			if err != nil {
+				return err
+			}
+			lc.describe(g.stdout)
+			fmt.Fprintf(g.stdout, "data: %s\nready: try `megaflow submit examples/hello-rollouts.yaml --watch` in another shell; Ctrl-C stops the cluster\n", o.DataDir)
+			<-ctx.Done()
+			fmt.Fprintln(g.stdout, "\nmegaflow up: stopping the worker and the head")
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := lc.Stop(sctx); err != nil {
+				return fmt.Errorf("stop: %w", err)
+			}
+			fmt.Fprintln(g.stdout, "megaflow up: stopped")
+			return nil
+		},
+	}
+	addLocalFlags(cmd, &o)
+	cmd.Flags().StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, "host:port of the head's gRPC API")
+	cmd.Flags().StringVar(&o.RaftAddr, "raft-addr", o.RaftAddr, "host:port of the head's Raft transport")
+	cmd.Flags().StringVar(&o.GossipAddr, "gossip-addr", o.GossipAddr, "host:port of the head's gossip member")
+	cmd.Flags().StringVar(&o.WorkerGossipAddr, "worker-gossip-addr", o.WorkerGossipAddr, "host:port of the worker's gossip member")
+	return cmd
+}
+
+// addLocalFlags adds the flags up and demo share.
+func addLocalFlags(cmd *cobra.Command, o *localOptions) {
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for the head's Raft data, the worker's logs and megaflow.log")
+	f.StringVar(&o.Runtime, "runtime", o.Runtime, "container runtime of the worker: auto (docker when an engine answers), docker or process")
+	f.Int64Var(&o.CPUMillis, "cpu-millis", o.CPUMillis, "CPU the worker offers, in millicores (0: all cores)")
+	f.Int64Var(&o.MemoryBytes, "memory-bytes", o.MemoryBytes, "memory the worker offers, in bytes (0: the machine's)")
+	f.IntVar(&o.PoolMax, "pool-max", o.PoolMax, "warm containers at most per image and tenant (persistent tasks and sessions)")
+	f.IntVar(&o.MaxConcurrentStarts, "max-concurrent-starts", o.MaxConcurrentStarts, "container starts the worker runs at once")
+	f.StringVar(&o.LogLevel, "log-level", o.LogLevel, "level of megaflow.log: debug, info, warn or error")
+}
+
+// missingImages returns the images of names the local Docker Engine does
+// not hold (none with the process runtime).
+func (lc *localCluster) missingImages(ctx context.Context, names []string) []string {
+	d, ok := lc.rt.(*docker.Runtime)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := d.Client().ImageInspect(cctx, n); err != nil {
+			out = append(out, n)
+		}
+		cancel()
+	}
+	return out
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+
+	"github.com/megaflow/megaflow/client"
+)
+
+// Exit codes of `megaflow submit --wait|--watch` and `megaflow demo`
+// beyond the common ones (0 success, 1 an error, 2 bad usage or input).
+const (
+	// exitGraphFailed: the graph ended FAILED (a task failed or timed out
+	// with no retry left).
+	exitGraphFailed = 3
+	// exitGraphCancelled: the graph was cancelled.
+	exitGraphCancelled = 4
+	// exitInterrupted: Ctrl-C while watching; the graph keeps running.
+	exitInterrupted = 130
+)
+
+// graphExit maps a terminal graph to the command's exit code.
+func graphExit(g *client.Graph) *codeError {
+	switch g.State {
+	case client.GraphSucceeded:
+		return nil
+	case client.GraphCancelled:
+		return &codeError{code: exitGraphCancelled, msg: fmt.Sprintf("graph %s cancelled: %s", g.Id, orDash(g.Reason))}
+	}
+	return &codeError{code: exitGraphFailed, msg: fmt.Sprintf("graph %s %s: %d failed, %d timed out (megaflow tasks %s --state failed)",
+		g.Id, graphState(g.State), g.Counts.GetFailed(), g.Counts.GetTimedOut(), g.Id)}
+}
+
+// isTerminal reports whether w is a terminal (a live progress bar makes
+// sense there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// counts is a graph's task counts by state, in the order shown.
+func countsLine(c interface {
+	GetPending() uint32
+	GetQueued() uint32
+	GetAssigned() uint32
+	GetRunning() uint32
+	GetSucceeded() uint32
+	GetFailed() uint32
+	GetCancelled() uint32
+	GetTimedOut() uint32
+}) string {
+	parts := []string{}
+	for _, kv := range []struct {
+		k string
+		v uint32
+	}{{"pending", c.GetPending()}, {"queued", c.GetQueued()}, {"assigned", c.GetAssigned()}, {"running", c.GetRunning()},
+		{"succeeded", c.GetSucceeded()}, {"failed", c.GetFailed()}, {"timed_out", c.GetTimedOut()}, {"cancelled", c.GetCancelled()}} {
+		if kv.v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", kv.k, kv.v))
+		}
+	}
+	return strings.Join(parts, "  ")
+}
+
+func terminalCount(g *client.Graph) int64 {
+	c := g.Counts
+	return int64(c.GetSucceeded() + c.GetFailed() + c.GetCancelled() + c.GetTimedOut())
+}
+
+// watchGraph follows graph id until it is terminal and returns it. Every
+// committed change of the graph (a Watch event, which the client resumes
+// through leader changes) triggers a re-read of its counts, at most every
+// refresh. On a terminal out it draws a live progress bar by state; on any
+// other writer it prints a plain line every plainEvery when the counts
+// changed; with quiet it prints nothing.
+func watchGraph(ctx context.Context, c *client.Client, id string, out io.Writer, quiet bool) (*client.Graph, error) {
+	const refresh, plainEvery = 200 * time.Millisecond, 5 * time.Second
+	g, _, err := c.GetGraph(ctx, id, client.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	changed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // owned by watchGraph: stopped and waited for below
+		defer wg.Done()
+		for _, err := range c.Watch(wctx, client.WatchOptions{GraphID: id, After: client.Cursor{Index: g.ModifyIndex}}) {
+			if err != nil {
+				return // ctx ended, or history lost: the ticker below still re-reads
+			}
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	defer func() { stopWatch(); wg.Wait() }()
+
+	var bar *mpb.Bar
+	var p *mpb.Progress
+	var mu sync.Mutex
+	line := countsLine(g.Counts)
+	if !quiet && isTerminal(out) {
+		p = mpb.NewWithContext(ctx, mpb.WithOutput(out), mpb.WithWidth(32), mpb.WithRefreshRate(refresh))
+		bar = p.AddBar(int64(g.TaskCount),
+			mpb.PrependDecorators(decor.Name(id+" "), decor.CountersNoUnit("%d/%d tasks done", decor.WCSyncSpace)),
+			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_MMSS, decor.WCSyncSpace), decor.Any(func(decor.Statistics) string {
+				mu.Lock()
+				defer mu.Unlock()
+				return "  " + line
+			})))
+		bar.SetCurrent(terminalCount(g))
+	}
+	start := time.Now()
+	lastPlain, lastLine := time.Time{}, ""
+	show := func() {
+		mu.Lock()
+		line = countsLine(g.Counts)
+		l := line
+		mu.Unlock()
+		switch {
+		case bar != nil:
+			bar.SetCurrent(terminalCount(g))
+		case !quiet && (l != lastLine && time.Since(lastPlain) >= plainEvery || client.GraphTerminal(g.State)):
+			fmt.Fprintf(out, "%s  %s  %d/%d done  %s\n", time.Since(start).Round(time.Second), id, terminalCount(g), g.TaskCount, l)
+			lastPlain, lastLine = time.Now(), l
+		}
+	}
+	show()
+	// A slow tick re-reads even without events (a Watch that lost its
+	// history, or a quiet graph), so the loop always ends.
+	tick := time.NewTicker(refresh)
+	defer tick.Stop()
+	slow := 0
+	for !client.GraphTerminal(g.State) {
+		select {
+		case <-ctx.Done():
+			if p != nil {
+				bar.Abort(false)
+				p.Wait()
+			}
+			return nil, ctx.Err()
+		case <-changed:
+			<-tick.C // at most one read per refresh
+		case <-tick.C:
+			if slow++; slow < 10 {
+				continue
+			}
+		}
+		slow = 0
+		ng, _, err := c.GetGraph(ctx, id, client.ReadOptions{})
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return nil, err
+		}
+		g = ng
+		show()
+	}
+	if p != nil {
+		bar.SetTotal(int64(g.TaskCount), true)
+		p.Wait()
+	}
+	return g, nil
+}
+
+// Summary is what `submit --watch -o json` and `demo -o json` print: one
+// JSON object. Numbers are JSON numbers (counts, rates, seconds as
+// floating point), unlike the protojson of other commands' -o json, where
+// 64-bit integers are strings.
+type Summary struct {
+	GraphID string `json:"graph_id"`
+	State   string `json:"state"`
+	// Tasks is how many tasks the graph has; Counts adds up to it.
+	Tasks  int               `json:"tasks"`
+	Counts map[string]uint32 `json:"counts"`
+	// SuccessRate is succeeded / finished (SUCCEEDED, FAILED, TIMED_OUT).
+	SuccessRate float64 `json:"success_rate"`
+	// RewardMean is the mean of the graph's metric (Metric, "reward") over
+	// the RewardCount results that carry it.
+	Metric      string  `json:"metric"`
+	RewardMean  float64 `json:"reward_mean"`
+	RewardCount uint32  `json:"reward_count"`
+	// TaskSecondsP50 and TaskSecondsP99 are nearest-rank percentiles of the
+	// run time of each task's last attempt (start to finish), in seconds.
+	TaskSecondsP50 float64 `json:"task_seconds_p50"`
+	TaskSecondsP99 float64 `json:"task_seconds_p99"`
+	// Attempts is the number of attempts of all tasks; RetriedTasks the
+	// tasks that needed more than one.
+	Attempts     int `json:"attempts"`
+	RetriedTasks int `json:"retried_tasks"`
+	// WallSeconds is the head's wall time of the graph (first start to
+	// last end).
+	WallSeconds float64 `json:"wall_seconds"`
+	ExitCode    int     `json:"exit_code"`
+}
+
+// summarize reads every task of g (pages of 1,000, specs left out) and
+// computes the Summary.
+func summarize(ctx context.Context, c *client.Client, g *client.Graph) (*Summary, error) {
+	s := &Summary{GraphID: g.Id, State: graphState(g.State), Tasks: int(g.TaskCount), Counts: map[string]uint32{}}
+	cn := g.Counts
+	for k, v := range map[string]uint32{"pending": cn.GetPending(), "queued": cn.GetQueued(), "assigned": cn.GetAssigned(),
+		"running": cn.GetRunning(), "succeeded": cn.GetSucceeded(), "failed": cn.GetFailed(), "cancelled": cn.GetCancelled(),
+		"timed_out": cn.GetTimedOut()} {
+		s.Counts[k] = v
+	}
+	m := g.GetMetrics()
+	s.SuccessRate, s.Metric, s.RewardMean, s.RewardCount = m.GetSuccessRate(), m.GetField(), m.GetMean(), m.GetCount()
+	s.WallSeconds = float64(m.GetWallMillis()) / 1000
+	var secs []float64
+	token := ""
+	for {
+		tasks, next, err := c.ListTasks(ctx, client.TaskFilter{GraphID: g.Id, PageSize: 1000, PageToken: token, OmitSpec: true})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tasks {
+			s.Attempts += len(t.Attempts)
+			if len(t.Attempts) > 1 {
+				s.RetriedTasks++
+			}
+			if n := len(t.Attempts); n > 0 {
+				a := t.Attempts[n-1]
+				if a.StartUnixNanos > 0 && a.FinishUnixNanos >= a.StartUnixNanos {
+					secs = append(secs, float64(a.FinishUnixNanos-a.StartUnixNanos)/1e9)
+				}
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	s.TaskSecondsP50, s.TaskSecondsP99 = percentile(secs, 0.50), percentile(secs, 0.99)
+	if e := graphExit(g); e != nil {
+		s.ExitCode = e.code
+	}
+	return s, nil
+}
+
+// percentile returns the nearest-rank q-quantile of v (0 for none).
+func percentile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	i := int(q*float64(len(v))+0.999999) - 1
+	return v[min(max(i, 0), len(v)-1)]
+}
+
+// printSummary writes the summary table.
+func printSummary(w io.Writer, s *Summary) {
+	fmt.Fprintf(w, "\ngraph %s %s\n", s.GraphID, s.State)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var sum uint32
+	for _, k := range []string{"succeeded", "failed", "timed_out", "cancelled", "running", "assigned", "queued", "pending"} {
+		if s.Counts[k] > 0 || k == "succeeded" || k == "failed" {
+			fmt.Fprintf(tw, "  %s\t%d\n", k, s.Counts[k])
+		}
+		sum += s.Counts[k]
+	}
+	fmt.Fprintf(tw, "  total\t%d\t(%d tasks submitted)\n", sum, s.Tasks)
+	fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
+	if s.RewardCount > 0 {
+		fmt.Fprintf(tw, "mean %s\t%.3f\t(%d results)\n", s.Metric, s.RewardMean, s.RewardCount)
+	} else {
+		fmt.Fprintf(tw, "mean %s\t-\t(no result carries it)\n", orDash(s.Metric))
+	}
+	fmt.Fprintf(tw, "task time p50 / p99\t%s / %s\t(last attempt of each task)\n", secs(s.TaskSecondsP50), secs(s.TaskSecondsP99))
+	fmt.Fprintf(tw, "attempts\t%d\t(%d tasks retried)\n", s.Attempts, s.RetriedTasks)
+	fmt.Fprintf(tw, "wall time\t%s\n", secs(s.WallSeconds))
+	tw.Flush()
+}
+
+func secs(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+}
+
+// follow waits for graph id to end (with a live progress bar unless quiet
+// or -o json), prints the summary (a table, or one JSON object with -o
+// json) and returns the exit code's error for a graph that did not
+// succeed.
+func (g *globals) follow(ctx context.Context, c *client.Client, id string, quiet bool) error {
+	gr, err := watchGraph(ctx, c, id, g.stdout, quiet || g.output == "json")
+	if err != nil {
+		if ctx.Err() != nil && g.interrupted() {
+			return &codeError{code: exitInterrupted, msg: fmt.Sprintf("stopped waiting; graph %s keeps running (megaflow status %s)", id, id)}
+		}
+		return err
+	}
+	// The summary reads every task: give it its own deadline.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	s, err := summarize(sctx, c, gr)
+	if err != nil {
+		return err
+	}
+	if g.output == "json" {
+		if err := g.printJSON(s); err != nil {
+			return err
+		}
+	} else {
+		printSummary(g.stdout, s)
+	}
+	if e := graphExit(gr); e != nil {
+		return e
+	}
+	return nil
+}
