@@ -14,10 +14,12 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/examples/demo"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
 // Where the demo's model server runs (--model-service).
@@ -30,10 +32,9 @@ const (
 	modelTask = "task"
 )
 
-// TODO(service tasks): once `service` tasks are merged (the Model Service
-// issue), make modelTask the default of --model-service below and in
-// `demo graph`; modelDriver then stays for heads without them.
-const defaultModelService = modelDriver
+// defaultModelService runs the model as a service task of the cluster;
+// modelDriver stays for heads without service tasks.
+const defaultModelService = modelTask
 
 // demoFlags are the flags of `megaflow demo` and `megaflow demo graph`.
 type demoFlags struct {
@@ -154,9 +155,8 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 		return err
 	}
 	if f.modelService == modelDriver {
-		// TODO(service tasks): with --model-service task the graph runs
-		// the model itself; this in-process server is for heads without
-		// service tasks.
+		// With --model-service task the cluster runs the model itself;
+		// this in-process server is for heads without service tasks.
 		url, stop, err := serveModel()
 		if err != nil {
 			return err
@@ -181,6 +181,25 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 		return err
 	}
 	defer c.Close()
+	if f.modelService == modelTask {
+		// A service runs until cancelled, so it lives in a graph of its
+		// own (uses_services reaches across graphs) and the step graph
+		// ends when its rollouts do; the model graph is cancelled after.
+		model, rest := splitServices(step.Graph)
+		mres, err := c.Submit(ctx, model)
+		if err != nil {
+			return err
+		}
+		say("== submitted graph %s: the model service task, published to the rollouts as %s\n", mres.GraphId, demo.EnvModel)
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if _, err := c.CancelGraph(cctx, mres.GraphId, "the demo step ended"); err != nil {
+				fmt.Fprintln(g.stderr, "megaflow demo: cancel the model graph:", err)
+			}
+		}()
+		step.Graph = rest
+	}
 	res, err := c.Submit(ctx, step.Graph)
 	if err != nil {
 		return err
@@ -189,6 +208,26 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 	err = g.follow(ctx, c, res.GraphId, false)
 	say("demo time, cluster start to summary: %s\n", time.Since(start).Round(100*time.Millisecond))
 	return err
+}
+
+// splitServices returns g's service tasks as a graph of their own, id
+// "<g.id>-model", and g without them.
+func splitServices(g *wire.GraphSpec) (services, rest *wire.GraphSpec) {
+	services = proto.Clone(g).(*wire.GraphSpec)
+	rest = proto.Clone(g).(*wire.GraphSpec)
+	services.Id = g.GetId() + "-model"
+	if services.GetName() != "" {
+		services.Name = g.GetName() + " (model)"
+	}
+	services.Tasks, rest.Tasks = nil, nil
+	for _, t := range g.GetTasks() {
+		if t.GetKind() == wire.TaskKind_TASK_KIND_SERVICE {
+			services.Tasks = append(services.Tasks, proto.Clone(t).(*wire.TaskSpec))
+		} else {
+			rest.Tasks = append(rest.Tasks, proto.Clone(t).(*wire.TaskSpec))
+		}
+	}
+	return services, rest
 }
 
 // serveModel serves demo.ModelHandler on a free loopback port until stop.
