@@ -204,6 +204,11 @@ func TestDockerWorkerKilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.State != client.GraphSucceeded || res.Counts.GetSucceeded() != 50 {
+		for _, task := range testcluster.Tasks(ctx, t, cl, "victim") {
+			if task.State != client.TaskSucceeded {
+				t.Logf("task %s %v %q attempts %v", task.Id, task.State, task.Reason, task.Attempts)
+			}
+		}
 		t.Fatalf("graph %v", res)
 	}
 	rerun := 0

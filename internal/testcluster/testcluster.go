@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -82,15 +83,29 @@ func New(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
+// freeAddr returns a loopback address whose port was free, for TCP and
+// UDP (gossip uses both), a moment ago. Ports come from 15000-29999: below
+// the kernel's ephemeral range (32768+ on Linux), so that a killed head's
+// port is not handed to some outgoing connection before its restart, and
+// below the workers' default service ports (30000+).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 15000+rand.IntN(15000))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("free port: none of 1000 tries in 15000-29999 was free")
+	return ""
 }
 
 func (c *Cluster) config(m *Member, expect int) head.Config {
