@@ -161,7 +161,7 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 			}
 		}
 		heads = append(heads, &proc{name: "head " + id, bin: o.headBin, log: filepath.Join(logDir, id+".log"), args: []string{
-			"--node-id", id, "--data-dir", filepath.Join(dir, id), "--raft-addr", a.raft, "--grpc-addr", a.grpc, "--gossip-addr", a.gossip,
+			"--node-id", id, "--data-dir", filepath.Join(dir, id), "--raft-addr", a.raft, "--grpc-addr", a.grpc, "--gossip-addr", a.gossip, "--http-addr", "127.0.0.1:0",
 			"--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--worker-grace", o.workerGrace.String()}})
 	}
 	var workers []*proc
@@ -187,7 +187,7 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 			return nil, err
 		}
 		p := &proc{name: "worker " + id, bin: o.workerBin, log: filepath.Join(logDir, id+".log"), args: []string{
-			"--node-id", id, "--data-dir", filepath.Join(dir, id), "--gossip-addr", addr, "--join", strings.Join(gossip, ","),
+			"--node-id", id, "--data-dir", filepath.Join(dir, id), "--gossip-addr", addr, "--http-addr", "127.0.0.1:0", "--join", strings.Join(gossip, ","),
 			"--runtime", "process", "--cpu-millis", "4000", "--memory-bytes", strconv.Itoa(4 << 30), "--nvml=false"}}
 		if err := p.start(); err != nil {
 			return nil, err

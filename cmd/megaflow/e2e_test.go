@@ -107,13 +107,13 @@ func TestDemoStepSurvivesKill9OfLeader(t *testing.T) {
 	for i := range 3 {
 		heads = append(heads, startDaemon(t, fmt.Sprintf("h%d", i+1), bins["megaflow-head"],
 			"--node-id", fmt.Sprintf("h%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("h%d", i+1)),
-			"--raft-addr", freeAddr(t), "--grpc-addr", grpc[i], "--gossip-addr", gossip[i],
+			"--raft-addr", freeAddr(t), "--grpc-addr", grpc[i], "--gossip-addr", gossip[i], "--http-addr", "127.0.0.1:0",
 			"--bootstrap-expect", "3", "--join", strings.Join(gossip, ",")))
 	}
 	for i := range 2 {
 		startDaemon(t, fmt.Sprintf("w%d", i+1), bins["megaflow-worker"],
 			"--node-id", fmt.Sprintf("w%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("w%d", i+1)),
-			"--gossip-addr", freeAddr(t), "--join", strings.Join(gossip, ","), "--runtime", "process",
+			"--gossip-addr", freeAddr(t), "--http-addr", "127.0.0.1:0", "--join", strings.Join(gossip, ","), "--runtime", "process",
 			"--cpu-millis", "2000", "--memory-bytes", "4294967296", "--nvml=false")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
