@@ -108,10 +108,12 @@ func TestExecKillFallback(t *testing.T) {
 	e.rt.killGroup = func(int, string) error { return errors.New("not visible from here") }
 	ctx := context.Background()
 	warm := e.start(e.spec("warm", "sleep", "600"))
-	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	exit, err := e.rt.Exec(cctx, warm, contract.Spec{Command: []string{"sleep", "500"}})
-	if !errors.Is(err, context.DeadlineExceeded) || exit.Code != 137 {
+	// 137: the exec's process was killed with its container; 126: a busy
+	// engine had not started it yet when the container was killed.
+	if !errors.Is(err, context.DeadlineExceeded) || (exit.Code != 137 && exit.Code != 126) {
 		t.Fatalf("exec: %+v, %v", exit, err)
 	}
 	if cexit := e.wait(warm); cexit.Code != 137 {
