@@ -66,6 +66,15 @@ type Config struct {
 	// a stream to the leader before it is declared down and its attempts
 	// are re-queued.
 	WorkerGrace time.Duration
+	// GossipDeadGrace is how long a worker that gossip reports dead must
+	// also have been without a stream to the leader (or, on a new leader,
+	// how long since leadership began) before that report declares it down,
+	// ahead of WorkerGrace. Gossip's failure detector has false positives on
+	// a busy host, and workers need a moment to reconnect after a leader
+	// change; a crashed worker is still declared down within about
+	// GossipDeadGrace plus gossip's detection time. A value above
+	// WorkerGrace acts as WorkerGrace.
+	GossipDeadGrace time.Duration
 	// ScheduleInterval is the shortest time between two scheduling rounds
 	// (rounds run when the table changes, batched over this interval).
 	ScheduleInterval time.Duration
@@ -112,6 +121,7 @@ func DefaultConfig() Config {
 		StagedTTL:             5 * time.Minute,
 		ArtifactSweepInterval: 10 * time.Minute,
 		WorkerGrace:           15 * time.Second,
+		GossipDeadGrace:       3 * time.Second,
 		Scheduler:             scheduler.DefaultPolicy(),
 		ScheduleInterval:      5 * time.Millisecond,
 		SnapshotThreshold:     8192,
@@ -158,6 +168,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WorkerGrace <= 0 {
 		errsList = append(errsList, fmt.Errorf("WorkerGrace %v must be positive", c.WorkerGrace))
+	}
+	if c.GossipDeadGrace < 0 {
+		errsList = append(errsList, fmt.Errorf("GossipDeadGrace %v must not be negative", c.GossipDeadGrace))
 	}
 	if c.ScheduleInterval <= 0 || c.ScheduleInterval > time.Second {
 		errsList = append(errsList, fmt.Errorf("ScheduleInterval %v must be in (0, 1s]", c.ScheduleInterval))

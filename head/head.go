@@ -185,6 +185,10 @@ func (h *Head) Registry() *obs.Registry { return h.registry }
 // IsLeader reports whether this head is the Raft leader now.
 func (h *Head) IsLeader() bool { return h.node.IsLeader() }
 
+// WorkerConnected reports whether worker id has a live stream to this
+// head. Only the leader takes worker streams, so on a follower it is false.
+func (h *Head) WorkerConnected(id string) bool { return h.sessions.connected(id) }
+
 // AppliedIndex returns the last Raft index applied to this head's table.
 func (h *Head) AppliedIndex() uint64 { return h.fsm.AppliedIndex() }
 

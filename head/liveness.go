@@ -23,36 +23,41 @@ func (h *Head) leaderLost() <-chan struct{} {
 }
 
 // checkWorkers runs on the leader: a worker the table holds ALIVE is
-// declared down when gossip says it is dead, or when it has had no stream
-// to this leader for WorkerGrace (counted from its last stream, or from
-// when this head became leader) — also after a clean stop (gossip "left"),
-// so that a worker restarted within the grace takes its containers over. Gossip and missed streams are hints; the
+// declared down when it has had no stream to this leader for WorkerGrace,
+// or for GossipDeadGrace while gossip says it is dead (both counted from
+// its last stream, or from when this head became leader). A clean stop
+// (gossip "left") gets the full grace, so that a worker restarted within it
+// takes its containers over. Gossip and missed streams are hints; the
 // verdict is a command in the log, and its attempts are re-queued by it.
 func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
 	now := time.Now()
-	dead := map[string]string{}
+	dead := map[string]bool{}
 	for _, m := range h.gossip.Members() {
 		// A worker that left said goodbye (a clean stop, often a restart):
 		// its containers keep running for it to take over, so it gets the
-		// stream grace like a dropped stream. A dead one crashed.
+		// stream grace like a dropped stream. A dead one crashed, or its
+		// host is too busy to answer probes: its stream decides.
 		if m.Meta.Role == gossip.RoleWorker && m.Status == gossip.StatusDead {
-			dead[m.Meta.NodeID] = "gossip: dead"
+			dead[m.Meta.NodeID] = true
 		}
 	}
 	for _, w := range h.fsm.View().Workers() {
 		if w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE || h.sessions.connected(w.Info.Id) {
 			continue
 		}
-		reason, isDead := dead[w.Info.Id]
-		if !isDead {
-			ended, ok := h.sessions.since(w.Info.Id)
-			if !ok {
-				ended = since
-			}
-			if now.Sub(ended) < h.cfg.WorkerGrace {
-				continue
-			}
+		ended, ok := h.sessions.since(w.Info.Id)
+		if !ok || ended.Before(since) {
+			ended = since
+		}
+		away := now.Sub(ended)
+		var reason string
+		switch {
+		case away >= h.cfg.WorkerGrace:
 			reason = "no stream to the leader for " + h.cfg.WorkerGrace.String()
+		case dead[w.Info.Id] && away >= h.cfg.GossipDeadGrace:
+			reason = "gossip: dead, and no stream to the leader for " + away.Round(time.Millisecond).String()
+		default:
+			continue
 		}
 		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason, UnixNanos: now.UnixNano()}
 		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {

@@ -3,10 +3,12 @@ package head_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/fake"
@@ -149,7 +151,7 @@ func TestLeaderLossRestartsNoTask(t *testing.T) {
 	}
 	for _, task := range allTasks(ctx, t, cl, "g") {
 		if len(task.Attempts) != 1 {
-			t.Fatalf("task %s ran %d attempts after the leader died; want 1", task.Id, len(task.Attempts))
+			t.Fatalf("task %s ran %d attempts after the leader died; want 1: %v", task.Id, len(task.Attempts), task.Attempts)
 		}
 	}
 }
@@ -259,6 +261,69 @@ func TestSessionTasksFollowTheirWorker(t *testing.T) {
 	}
 	if len(used) != 2 {
 		t.Fatalf("sessions used workers %v; want both workers busy", used)
+	}
+}
+
+// A session task whose worker is away (its stream dropped, but the worker
+// is not declared down) waits for that worker to reconnect instead of
+// splitting the session onto another worker.
+func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+		cfg.WorkerGrace, cfg.GossipDeadGrace = time.Minute, time.Minute // the killed worker stays ALIVE in the table
+	}})
+	clock := fake.NewManualClock(time.Now())
+	rts := []*fake.Runtime{fake.New(nil), fake.New(clock)}
+	for i, rt := range rts {
+		rt.Default(fake.Behavior{Hang: true}) // the warm containers' keepers
+		for _, step := range []string{"/bin/setup", "/bin/rollout"} {
+			rt.OnCommand(step, fake.Behavior{Duration: 5 * time.Millisecond})
+		}
+		rt.OnCommand("/bin/gate", fake.Behavior{Duration: time.Hour}) // on w2's manual clock
+		c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Labels: map[string]string{"pool": []string{"a", "b"}[i]}})
+	}
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := &client.Resources{CpuMillis: 500, MemoryBytes: 64 << 20}
+	g := &client.GraphSpec{Id: "g", Tasks: []*client.TaskSpec{
+		{Name: "setup", Image: "env:1", Command: []string{"/bin/setup"}, Mode: client.ModePersistent, Session: "s",
+			Resources: res, NodeSelector: map[string]string{"pool": "a"}},
+		{Name: "gate", Image: "env:1", Command: []string{"/bin/gate"}, Resources: res, NodeSelector: map[string]string{"pool": "b"}},
+		{Name: "rollout", Image: "env:1", Command: []string{"/bin/rollout"}, Mode: client.ModePersistent, Session: "s",
+			Resources: res, DependsOn: []string{"setup", "gate"}},
+	}}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	task := func(name string) *client.Task {
+		task, _, err := cl.GetTask(ctx, "g/"+name, client.ReadOptions{RequireLeader: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	testcluster.WaitFor(t, 30*time.Second, "setup succeeded on w1 and gate running on w2", func() bool {
+		return task("setup").State == client.TaskSucceeded && task("gate").State == client.TaskRunning
+	})
+	c.KillWorker(0)
+	testcluster.WaitFor(t, 30*time.Second, "w1's stream gone", func() bool {
+		h := c.Running()[c.WaitLeader(10*time.Second)]
+		return !h.WorkerConnected("w1")
+	})
+	clock.Advance(time.Hour) // gate ends: rollout is queued while w1 is away
+	testcluster.WaitFor(t, 30*time.Second, "rollout waiting for w1", func() bool {
+		r := task("rollout")
+		if r.State != client.TaskQueued && r.State != client.TaskPending {
+			t.Fatalf("rollout %v on %v while its session's worker w1 is away; want it queued", r.State, r.Attempts)
+		}
+		return r.State == client.TaskQueued && strings.Contains(r.Reason, "waiting for session s's worker w1 to reconnect")
+	})
+	c.RestartWorker(0)
+	if got := waitGraph(ctx, t, cl, "g"); got.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", got)
+	}
+	if r := task("rollout"); len(r.Attempts) != 1 || r.Attempts[0].WorkerId != "w1" {
+		t.Fatalf("rollout attempts %v; want one, on w1", r.Attempts)
 	}
 }
 

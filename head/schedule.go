@@ -128,8 +128,11 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 	var plan scheduler.Plan
 	if len(in.Tasks) > 0 {
 		scheduler.PinSessions(in.Tasks, sessionAttempts(view, queued))
+		in.Tasks = h.holdForReconnect(view, in.Tasks, queued, waiting)
 		in.Quotas, in.Cluster = schedulerQuotas(view)
-		plan = scheduler.Place(in)
+		if len(in.Tasks) > 0 {
+			plan = scheduler.Place(in)
+		}
 	}
 	cmd := &wire.PlanCommand{LeaderTerm: h.node.Raft().CurrentTerm(), UnixNanos: time.Now().UnixNano()}
 	if len(waiting) > 0 {
@@ -228,6 +231,30 @@ func sessionAttempts(view *state.View, queued map[string]*state.Task) []schedule
 		}
 	}
 	return out
+}
+
+// holdForReconnect removes from tasks those pinned to the worker of their
+// session (PinnedWorker) when that worker is still ALIVE in the table but
+// has no stream to this leader right now: it is reconnecting (after a
+// leader change, or a dropped stream), and the session's container is
+// still there. Placing such a task elsewhere would split the session; it
+// waits, with a reason, until the worker is back or is declared down (and
+// its sessions with it). Changed reasons go into waiting.
+func (h *Head) holdForReconnect(view *state.View, tasks []scheduler.Task, queued map[string]*state.Task, waiting map[string]string) []scheduler.Task {
+	kept := tasks[:0]
+	for _, t := range tasks {
+		if t.PinnedWorker != "" && !h.sessions.connected(t.PinnedWorker) {
+			if w := view.Worker(t.PinnedWorker); w != nil && w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {
+				r := fmt.Sprintf("waiting for session %s's worker %s to reconnect", t.Session, t.PinnedWorker)
+				if queued[t.ID].Reason != r {
+					waiting[t.ID] = r
+				}
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	return kept
 }
 
 // serviceWait returns why task t may not be placed yet: the first service

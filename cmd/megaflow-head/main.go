@@ -93,6 +93,7 @@ Raft cluster together. A head started later with --join and no
 	f.IntVar(&cfg.RateBurst, "rate-burst", cfg.RateBurst, "calls a tenant may make at once above --rate-limit (0: the rate, rounded up)")
 	f.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", cfg.MaxQueueWait, "fail a task queued this long with an infeasible reason (0: never)")
 	f.DurationVar(&cfg.WorkerGrace, "worker-grace", cfg.WorkerGrace, "how long a worker may go without a stream to the leader before its attempts are re-queued")
+	f.DurationVar(&cfg.GossipDeadGrace, "gossip-dead-grace", cfg.GossipDeadGrace, "how long a worker gossip reports dead must also be without a stream before its attempts are re-queued (sooner than --worker-grace)")
 	f.StringVar(&artifactsURL, "artifacts", "", "artifact store the workers upload to, read by megaflow logs/artifacts: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3)")
 	f.DurationVar(&cfg.ArtifactRetention, "artifact-retention", 0, "delete the artifacts of a finished graph this long after it ended (0: keep them until the graph is deleted; a graph's label megaflow.io/artifact-retention overrides it)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

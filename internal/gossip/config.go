@@ -85,12 +85,14 @@ func LANTiming() Timing {
 }
 
 // FastTiming returns a profile for tests on loopback: a shut-down member is
-// declared dead in about 1 s on a pool of 3 to 5.
+// declared dead in about 1 to 2 s on a pool of 3 to 5. Its probe timeout
+// (100 ms) still leaves room for a busy test machine running -race; below
+// that, live members were reported dead under load.
 func FastTiming() Timing {
 	return Timing{
-		ProbeInterval:    100 * time.Millisecond,
-		ProbeTimeout:     50 * time.Millisecond,
-		SuspicionMult:    3,
+		ProbeInterval:    200 * time.Millisecond,
+		ProbeTimeout:     100 * time.Millisecond,
+		SuspicionMult:    4,
 		GossipInterval:   20 * time.Millisecond,
 		PushPullInterval: 1 * time.Second,
 		TCPTimeout:       1 * time.Second,
