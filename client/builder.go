@@ -167,6 +167,13 @@ func (t *TaskBuilder) Session(s string) *TaskBuilder {
 	return t
 }
 
+// Gang puts the task in the gang g of its graph: the gang's tasks start
+// all at once, each on its own worker, or not at all (multi-node
+// training), and are retried as a whole; each receives MEGAFLOW_GANG_RANK,
+// MEGAFLOW_GANG_SIZE, MEGAFLOW_GANG_HOSTS and MEGAFLOW_GANG_LEADER_HOST
+// (docs/placement.md).
+func (t *TaskBuilder) Gang(g string) *TaskBuilder { t.s.Gang = g; return t }
+
 // Outputs names paths inside the task whose files are kept as artifacts.
 func (t *TaskBuilder) Outputs(paths ...string) *TaskBuilder {
 	t.s.OutputPaths = append(t.s.OutputPaths, paths...)

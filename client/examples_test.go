@@ -50,4 +50,12 @@ func TestModelServiceExamples(t *testing.T) {
 	if train.Kind == client.KindService || train.Resources.GetGpus() != 8 || !strings.Contains(strings.Join(train.Command, " "), "--nproc_per_node=8") {
 		t.Errorf("trainer %v", train)
 	}
+	two := parse("fsdp-train-2node.yaml")
+	for i, n := range two.Tasks {
+		cmd := strings.Join(n.Command, " ")
+		if n.Gang != "train" || n.Resources.GetGpus() != 8 || !strings.Contains(cmd, "--node_rank=$MEGAFLOW_GANG_RANK") ||
+			!strings.Contains(cmd, "--master_addr=$MEGAFLOW_GANG_LEADER_HOST") || n.Name != []string{"node-0", "node-1"}[i] {
+			t.Errorf("2-node trainer %v", n)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
@@ -98,6 +99,9 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 	perQueue := map[string]int{}
 	now := time.Now().UnixNano()
 	for t := range view.Queued() {
+		if t.ActiveAttempt() != nil {
+			continue // its gang restarts: placed again once the attempt stopped
+		}
 		if nb := t.NotBeforeUnixNanos; nb > now {
 			if wake.IsZero() || nb < wake.UnixNano() {
 				wake = time.Unix(0, nb)
@@ -119,9 +123,10 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			ID: t.ID, Tenant: t.Tenant, Queue: t.Queue(), Priority: t.Priority, QueueSeq: t.QueueSeq,
 			Resources: state.ResourcesOf(res), GPUModel: res.GetGpuModel(), GPUMemoryBytes: res.GetGpuMemoryBytes(),
 			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(), Session: t.Spec.GetSession(),
-			Runtime: t.Spec.GetRuntime(),
+			Runtime: t.Spec.GetRuntime(), Gang: t.Spec.GetGang(),
 		})
 	}
+	in.Tasks = holdIncompleteGangs(view, in.Tasks, queued, waiting, now)
 	if len(in.Tasks) == 0 && len(waiting) == 0 {
 		return wake
 	}
@@ -246,6 +251,60 @@ func (h *Head) holdForReconnect(view *state.View, tasks []scheduler.Task, queued
 		if t.PinnedWorker != "" && !h.sessions.connected(t.PinnedWorker) {
 			if w := view.Worker(t.PinnedWorker); w != nil && w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {
 				r := fmt.Sprintf("waiting for session %s's worker %s to reconnect", t.Session, t.PinnedWorker)
+				if queued[t.ID].Reason != r {
+					waiting[t.ID] = r
+				}
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	return kept
+}
+
+// holdIncompleteGangs removes from tasks the tasks of every gang that is
+// not whole in it: a gang is placed all at once, so it waits until each of
+// its tasks is QUEUED, past any retry backoff, with no attempt still
+// stopping. Their reason names the first task of the gang that is not
+// ready and why; changed reasons go into waiting.
+func holdIncompleteGangs(view *state.View, tasks []scheduler.Task, queued map[string]*state.Task, waiting map[string]string, now int64) []scheduler.Task {
+	type key struct{ graph, gang string }
+	present := map[key]int{}
+	for _, t := range tasks {
+		if t.Gang != "" {
+			present[key{scheduler.GraphOf(t.ID), t.Gang}]++
+		}
+	}
+	if len(present) == 0 {
+		return tasks
+	}
+	why := map[key]string{} // gangs held -> reason
+	for k, n := range present {
+		members := view.GangMembers(k.graph, k.gang)
+		if n == len(members) {
+			continue
+		}
+		r := fmt.Sprintf("waiting for its gang %q: %d of its %d tasks are ready to start", k.gang, n, len(members))
+		for _, m := range members {
+			if _, ok := queued[m.ID]; ok {
+				continue
+			}
+			switch a := m.ActiveAttempt(); {
+			case m.State == wire.TaskState_TASK_STATE_QUEUED && a != nil:
+				r += fmt.Sprintf(" (task %q: attempt %d on worker %s is being stopped)", m.Name(), a.Number, a.WorkerID)
+			case m.State == wire.TaskState_TASK_STATE_QUEUED && m.NotBeforeUnixNanos > now:
+				r += fmt.Sprintf(" (task %q waits out its retry backoff)", m.Name())
+			default:
+				r += fmt.Sprintf(" (task %q is %s)", m.Name(), strings.TrimPrefix(m.State.String(), "TASK_STATE_"))
+			}
+			break
+		}
+		why[k] = r
+	}
+	kept := tasks[:0]
+	for _, t := range tasks {
+		if t.Gang != "" {
+			if r, held := why[key{scheduler.GraphOf(t.ID), t.Gang}]; held {
 				if queued[t.ID].Reason != r {
 					waiting[t.ID] = r
 				}

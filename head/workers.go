@@ -288,7 +288,7 @@ func (h *Head) reconcileWorker(ctx context.Context, workerID string, running []*
 		if sent[attemptKey{task: t.ID, attempt: cur.Number}] {
 			continue
 		}
-		if cur.State == wire.TaskState_TASK_STATE_RUNNING || t.State == wire.TaskState_TASK_STATE_CANCELLED {
+		if cur.State == wire.TaskState_TASK_STATE_RUNNING || t.Stopping() {
 			lost = append(lost, &wire.PlannedAttempt{TaskId: t.ID, Attempt: cur.Number, WorkerId: workerID})
 		}
 	}
@@ -314,7 +314,7 @@ func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID
 	active := make(map[attemptKey]bool, len(sent))
 	for _, t := range view.AssignedTo(workerID) {
 		cur := t.CurrentAttempt()
-		if t.State == wire.TaskState_TASK_STATE_CANCELLED {
+		if t.Stopping() { // cancelled, or its gang restarts
 			k := attemptKey{task: t.ID, attempt: cur.Number, stop: true}
 			active[k] = true
 			if !sent[k] {
@@ -384,6 +384,9 @@ func (h *Head) taskEnv(view *state.View, t *state.Task) map[string]string {
 			env["MEGAFLOW_PARENT_"+envName(dep)+"_RESULT"] = string(p.Result)
 		}
 	}
+	if g := t.Spec.GetGang(); g != "" {
+		gangEnv(view, t, env)
+	}
 	for _, name := range t.Spec.GetUsesServices() {
 		eps := view.ServiceEndpoints(name)
 		urls := make([]string, len(eps))
@@ -393,6 +396,35 @@ func (h *Head) taskEnv(view *state.View, t *state.Task) map[string]string {
 		env[spec.ServiceEnvVar(name)] = strings.Join(urls, ",")
 	}
 	return env
+}
+
+// gangEnv adds what a task of a gang needs to find its peers (multi-node
+// training: torchrun's --nnodes, --node_rank and --master_addr): the gang's
+// name (MEGAFLOW_GANG), the task's rank, 0-based in the order
+// state.GangLess gives the gang's task names (MEGAFLOW_GANG_RANK), the
+// gang's size (MEGAFLOW_GANG_SIZE), the hosts of the workers its tasks were
+// placed on, by rank and comma-separated (MEGAFLOW_GANG_HOSTS), and rank
+// 0's host (MEGAFLOW_GANG_LEADER_HOST). A gang is placed in one plan, so
+// every task of it has its attempt when any is delivered.
+func gangEnv(view *state.View, t *state.Task, env map[string]string) {
+	members := view.GangMembers(t.GraphID, t.Spec.GetGang())
+	hosts := make([]string, len(members))
+	for i, m := range members {
+		if m.ID == t.ID {
+			env["MEGAFLOW_GANG_RANK"] = strconv.Itoa(i)
+		}
+		if a := m.CurrentAttempt(); a != nil {
+			if w := view.Worker(a.WorkerID); w != nil {
+				hosts[i] = w.Info.GetHost()
+			}
+		}
+	}
+	env["MEGAFLOW_GANG"] = t.Spec.GetGang()
+	env["MEGAFLOW_GANG_SIZE"] = strconv.Itoa(len(members))
+	env["MEGAFLOW_GANG_HOSTS"] = strings.Join(hosts, ",")
+	if len(hosts) > 0 {
+		env["MEGAFLOW_GANG_LEADER_HOST"] = hosts[0]
+	}
 }
 
 // artifactInputs names the parents of t whose declared output files t

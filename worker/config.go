@@ -127,8 +127,8 @@ type Config struct {
 	// MaxAdvertisedImages bounds the images advertised to the head. 0: 256.
 	MaxAdvertisedImages int
 	// AdvertiseHost is the host (IP address or name) in the endpoints of
-	// this worker's services, reachable from the other workers and their
-	// containers. "": GossipAddr's host, or when that is unspecified
+	// this worker's services and in its gang tasks' MEGAFLOW_GANG_HOSTS,
+	// reachable from the other workers and their containers. "": GossipAddr's host, or when that is unspecified
 	// (0.0.0.0) the first non-loopback IPv4 address of the machine.
 	AdvertiseHost string
 	// ServicePortMin and ServicePortMax bound the host ports given to

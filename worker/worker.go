@@ -147,6 +147,7 @@ func New(cfg Config) (*Worker, error) {
 		MaxConcurrentStarts: int32(cfg.MaxConcurrentStarts),
 		Gpus:                cfg.GPUs,
 		Instance:            newInstance(),
+		Host:                w.advertiseHost,
 	}
 	if len(cfg.GPUs) > 0 {
 		w.info.Capacity.Gpus = int32(len(cfg.GPUs))

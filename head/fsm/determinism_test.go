@@ -49,6 +49,9 @@ func (g *logGen) randomGraph(id string) *wire.GraphSpec {
 				s.DependsOn = append(s.DependsOn, fmt.Sprintf("t%d", j))
 			}
 		}
+		if len(s.DependsOn) == 0 && g.rng.Intn(3) == 0 {
+			s.Gang = "gang" // no member depends on anything, so on no other member
+		}
 		gs.Tasks = append(gs.Tasks, s)
 	}
 	return gs
@@ -180,6 +183,15 @@ func (g *logGen) plan() {
 		cmd.Attempts = append(cmd.Attempts, p)
 		if g.rng.Intn(10) == 0 { // placed twice in one plan
 			cmd.Attempts = append(cmd.Attempts, p)
+		}
+	}
+	if len(g.graphs) > 0 && g.rng.Intn(2) == 0 { // a whole gang, one worker each when there are enough
+		members := v.GangMembers(g.graphs[g.rng.Intn(len(g.graphs))].Id, "gang")
+		ws := g.rng.Perm(len(alive))
+		for i, t := range members {
+			if i < len(ws) {
+				cmd.Attempts = append(cmd.Attempts, &wire.PlannedAttempt{TaskId: t.ID, Attempt: uint32(len(t.Attempts)) + 1, WorkerId: alive[ws[i]].ID()})
+			}
 		}
 	}
 	g.cmd(OpPlan, cmd)
@@ -358,7 +370,8 @@ func checkInvariants(t testing.TB, v *state.View) {
 		switch a := task.ActiveAttempt(); {
 		case state.IsActive(task.State) && a == nil:
 			t.Errorf("%s: %s without an active attempt", task.ID, task.State)
-		case a != nil && !state.IsActive(task.State) && task.State != cancelled:
+		case a != nil && !state.IsActive(task.State) && task.State != cancelled &&
+			!(task.State == wire.TaskState_TASK_STATE_QUEUED && task.Spec.GetGang() != ""): // a gang restarting
 			t.Errorf("%s: %s with attempt %d active", task.ID, task.State, a.Number)
 		}
 		if (task.Result != nil && task.State != succeeded) || task.LostCount > state.MaxLostAttempts ||

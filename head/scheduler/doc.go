@@ -69,6 +69,24 @@
 // waiting task on its best worker never grows from one round to the next,
 // and it is placed once enough work there ends.
 //
+// # Gangs
+//
+// A gang is the tasks of one graph with the same Task.Gang (multi-node
+// training: one task per node). They start all at once, each on a worker
+// of its own, or not at all. When the round reaches a gang's first member,
+// it tries the whole gang: every member must pass admission (the Admit
+// hook, and the quotas and cluster limit counting the gang's total) and
+// get a distinct worker it fits now. Members choose in task id order, each
+// the best of the workers no earlier member took; should that leave one
+// without a worker, earlier members move to other workers of theirs where
+// that makes room (an augmenting path, as in bipartite matching). Only if
+// every member has a worker are all placed; otherwise none is, and the
+// later members are skipped. A gang holds no worker, so the tasks behind
+// it go on while it waits; every member of a waiting gang gets the same
+// reason, about the gang: "gang "train" needs 4 workers that can run its
+// tasks, one each; 3 can". A gang starts only while the round is under its
+// placement cap, and may overshoot it by its size less one.
+//
 // # Reasons
 //
 // Every task left unplaced gets a Reason: ReasonInfeasible (no worker of

@@ -32,7 +32,9 @@ type Input struct {
 	// Admit, if set, is asked about each task before it is fitted; a task it
 	// refuses is not placed this round and reason is reported. It is the hook
 	// for limits kept outside this package. It must be a pure function of
-	// the task: Place calls it at most once per task, in round order.
+	// the task: Place calls it at most once per task, in round order (the
+	// members of a gang together, in task id order, when the round reaches
+	// the first of them, and no further once one is refused).
 	Admit func(Task) (ok bool, reason string)
 	// Seed breaks ties between equally good workers. The leader may use a
 	// fixed seed or vary it by round; the same seed gives the same plan.
@@ -133,6 +135,17 @@ type Task struct {
 	// Input.Workers (the worker died, and the session's container with it)
 	// pins nothing: the task is placed like any other.
 	PinnedWorker string
+	// Gang is the task's gang name (TaskSpec.gang), scoped to its graph
+	// (the part of ID before the '/'); "" for none. The tasks of one graph
+	// with the same Gang start all at once, each on a worker of its own
+	// (multi-node training: one task per node), or not at all: Place
+	// places every member in the same round or none of them.
+	//
+	// The head passes either every QUEUED member of a gang or none of
+	// them: Place treats the members present in Input.Tasks as the whole
+	// gang. Gang members never have a Session (nor a PinnedWorker); Place
+	// ignores both for them.
+	Gang string
 }
 
 // RuntimeLabel is the pseudo label under which Place matches Task.Runtime
@@ -202,7 +215,10 @@ type Policy struct {
 	// 1; negative: none.
 	Reservations int
 	// MaxPlacements caps the placements of one round (the size of one Raft
-	// command); 0: no cap.
+	// command); 0: no cap. A gang is placed whole or not at all: it may be
+	// placed when fewer than MaxPlacements placements were made before it,
+	// so a round with gangs may overshoot the cap by a gang's size less
+	// one.
 	MaxPlacements int
 }
 

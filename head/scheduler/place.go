@@ -70,6 +70,9 @@ type round struct {
 	placed     []bool
 	stopped    bool // MaxPlacements reached
 
+	gangs      []*gang // task index -> its gang; nil when no task is in one
+	gangPlaced bool    // a gang was placed this pass
+
 	pos       int              // round position of the task being considered
 	placedOn  map[int][]placed // worker index -> the tasks placed on it
 	holdsLeft map[string]int   // queue -> reservations left
@@ -100,8 +103,14 @@ type placed struct {
 // placed on the worker it holds. If not, each task of the second pass
 // would see the same workers fit as in the first (a hold in force earlier
 // only takes room that nobody it binds used), make the same choice, and
-// the second pass would repeat the first.
+// the second pass would repeat the first. A gang placed in the pass counts
+// as mattering: its members' matching (see matchGang) may move one member
+// for another, and fewer fitting workers could change which moves it
+// makes, so the second pass is not skipped.
 func (r *round) holdsWouldMatter() bool {
+	if r.gangPlaced {
+		return true
+	}
 	for _, h := range r.active {
 		x := &r.tasks[h.task]
 		for _, p := range r.placedOn[h.worker] {
@@ -145,6 +154,7 @@ func newRound(in Input, pre []hold) *round {
 		r.workerIndex[w.ID] = i
 	}
 	r.order = order(r.tasks, in.Policy, in.Running)
+	r.gangs = newGangs(r.tasks)
 	for _, name := range sortedKeys(in.Quotas) {
 		q := in.Quotas[name]
 		r.quotas[name] = &q
@@ -169,6 +179,14 @@ func (r *round) run(f finder, opt options) {
 	for pos, i := range r.order {
 		r.pos = pos
 		t := &r.tasks[i]
+		if g := r.gangOf(i); g != nil {
+			// The first member in round order places the whole gang;
+			// the others were placed with it or failed with it.
+			if !g.tried && !r.placeGang(g, f) && r.stopped {
+				return
+			}
+			continue
+		}
 		if !r.consider(t) {
 			if r.stopped {
 				return
@@ -220,26 +238,37 @@ func (r *round) consider(t *ptask) bool {
 		return false
 	}
 	r.considered[t.idx] = true
-	if r.in.Admit != nil {
-		why, asked := r.admitted[t.idx]
-		if !asked {
-			var ok bool
-			if ok, why = r.in.Admit(*t.t); ok {
-				why = ""
-			} else if why == "" {
-				why = "refused by an admission limit"
-			}
-			r.admitted[t.idx] = why
-		}
-		if why != "" {
-			r.refused[t.idx] = why
-			return false
-		}
-	}
-	if quotaFull(&r.cluster, t) {
+	if !r.admit(t) {
 		return false
 	}
-	if q := r.quotas[t.t.Tenant]; q != nil && quotaFull(q, t) {
+	d := taskDemand(t)
+	if quotaFull(&r.cluster, d) {
+		return false
+	}
+	if q := r.quotas[t.t.Tenant]; q != nil && quotaFull(q, d) {
+		return false
+	}
+	return true
+}
+
+// admit asks Input.Admit about t, once per task across both passes, and
+// reports whether it admitted t; a refusal is recorded in r.refused.
+func (r *round) admit(t *ptask) bool {
+	if r.in.Admit == nil {
+		return true
+	}
+	why, asked := r.admitted[t.idx]
+	if !asked {
+		var ok bool
+		if ok, why = r.in.Admit(*t.t); ok {
+			why = ""
+		} else if why == "" {
+			why = "refused by an admission limit"
+		}
+		r.admitted[t.idx] = why
+	}
+	if why != "" {
+		r.refused[t.idx] = why
 		return false
 	}
 	return true
@@ -257,7 +286,7 @@ func (r *round) place(t *ptask, w *worker) {
 	if q := r.quotas[t.t.Tenant]; q != nil {
 		charge(q, t)
 	}
-	if t.t.Session != "" {
+	if t.t.Session != "" && t.t.Gang == "" {
 		if k := sessionKey(GraphOf(t.t.ID), t.t.Session); r.sessionOn[k] == nil {
 			r.sessionOn[k] = w
 		}
@@ -302,8 +331,18 @@ func (r *round) finish() Plan {
 		}
 	}
 	memo := map[memoKey]Reason{}
+	gangWhy := map[*gang]Reason{}
 	for i := range r.tasks {
 		if r.placed[i] {
+			continue
+		}
+		if g := r.gangOf(i); g != nil {
+			why, ok := gangWhy[g]
+			if !ok {
+				why = r.gangReason(g)
+				gangWhy[g] = why
+			}
+			r.plan.Unplaced[r.tasks[i].t.ID] = why
 			continue
 		}
 		r.plan.Unplaced[r.tasks[i].t.ID] = r.reason(&r.tasks[i], memo)
@@ -311,13 +350,34 @@ func (r *round) finish() Plan {
 	return r.plan
 }
 
-func quotaFull(q *Quota, t *ptask) bool {
-	if q.MaxRunning > 0 && q.Running+1 > q.MaxRunning {
+// demand is what a task, or a whole gang, asks of a quota.
+type demand struct {
+	subject        string // who asks, for reasons: "the task", or `gang "train"`
+	n              int    // tasks
+	cpu, mem, gpus int64  // the sum of their requests
+}
+
+// taskDemand returns what t alone asks of a quota.
+func taskDemand(t *ptask) demand {
+	return demand{subject: "the task", n: 1, cpu: t.cpu, mem: t.mem, gpus: t.gpus}
+}
+
+// add counts t in d.
+func (d *demand) add(t *ptask) {
+	d.n++
+	d.cpu += t.cpu
+	d.mem += t.mem
+	d.gpus += t.gpus
+}
+
+// quotaFull reports whether q has no room for d now.
+func quotaFull(q *Quota, d demand) bool {
+	if q.MaxRunning > 0 && q.Running+d.n > q.MaxRunning {
 		return true
 	}
-	return over(q.Used.CPUMillis+t.cpu, q.Max.CPUMillis, t.cpu) ||
-		over(q.Used.MemoryBytes+t.mem, q.Max.MemoryBytes, t.mem) ||
-		over(q.Used.GPUs+t.gpus, q.Max.GPUs, t.gpus)
+	return over(q.Used.CPUMillis+d.cpu, q.Max.CPUMillis, d.cpu) ||
+		over(q.Used.MemoryBytes+d.mem, q.Max.MemoryBytes, d.mem) ||
+		over(q.Used.GPUs+d.gpus, q.Max.GPUs, d.gpus)
 }
 
 // over reports whether a sum exceeds a limit (0: none) because of a request.

@@ -5,7 +5,8 @@ package scheduler
 // newest state before proposing it.
 type Plan struct {
 	// Placements are in the order the round made them (queues interleaved
-	// by weighted fair share).
+	// by weighted fair share). The members of a gang are placed together,
+	// one after another in task id order.
 	Placements []Placement
 	// Unplaced maps the id of every task not placed to the reason.
 	Unplaced map[string]Reason

@@ -15,25 +15,23 @@ func (r *round) reason(t *ptask, memo map[memoKey]Reason) Reason {
 	if why, ok := r.refused[t.idx]; ok {
 		return Reason{Kind: ReasonLimit, Message: why}
 	}
-	tenant := "tenant " + t.t.Tenant
-	if t.t.Tenant == "" {
-		tenant = `tenant ""`
-	}
+	tenant := tenantName(t.t.Tenant)
 	q := r.quotas[t.t.Tenant]
-	if m := quotaNever(&r.cluster, "the cluster", "limit", t); m != "" {
+	d := taskDemand(t)
+	if m := quotaNever(&r.cluster, "the cluster", "limit", d); m != "" {
 		return Reason{Kind: ReasonInfeasible, Message: m}
 	}
 	if q != nil {
-		if m := quotaNever(q, tenant, "quota", t); m != "" {
+		if m := quotaNever(q, tenant, "quota", d); m != "" {
 			return Reason{Kind: ReasonInfeasible, Message: m}
 		}
 	}
 	if w := r.pinWait[t.idx]; w != nil {
-		if m := quotaNow(&r.cluster, "the cluster", "limit", t); m != "" {
+		if m := quotaNow(&r.cluster, "the cluster", "limit", d); m != "" {
 			return Reason{Kind: ReasonQuota, Message: m}
 		}
 		if q != nil {
-			if m := quotaNow(q, tenant, "quota", t); m != "" {
+			if m := quotaNow(q, tenant, "quota", d); m != "" {
 				return Reason{Kind: ReasonQuota, Message: m}
 			}
 		}
@@ -49,22 +47,35 @@ func (r *round) reason(t *ptask, memo map[memoKey]Reason) Reason {
 	if fr.Kind == ReasonInfeasible {
 		return fr
 	}
-	if m := quotaNow(&r.cluster, "the cluster", "limit", t); m != "" {
+	if m := quotaNow(&r.cluster, "the cluster", "limit", d); m != "" {
 		return Reason{Kind: ReasonQuota, Message: m}
 	}
 	if q != nil {
-		if m := quotaNow(q, tenant, "quota", t); m != "" {
+		if m := quotaNow(q, tenant, "quota", d); m != "" {
 			return Reason{Kind: ReasonQuota, Message: m}
 		}
 	}
 	if !r.considered[t.idx] {
-		return Reason{Kind: ReasonDeferred, Message: fmt.Sprintf("not considered: the round stopped at its cap of %d placements",
-			r.in.Policy.MaxPlacements)}
+		return r.deferred()
 	}
 	if w := r.own[t.idx]; w != nil {
 		fr.Message += "; holding worker " + w.id + " for it"
 	}
 	return fr
+}
+
+// deferred is the reason of a task the round did not reach.
+func (r *round) deferred() Reason {
+	return Reason{Kind: ReasonDeferred, Message: fmt.Sprintf("not considered: the round stopped at its cap of %d placements",
+		r.in.Policy.MaxPlacements)}
+}
+
+// tenantName names a tenant in reasons: "tenant team-a", or `tenant ""`.
+func tenantName(tenant string) string {
+	if tenant == "" {
+		return `tenant ""`
+	}
+	return "tenant " + tenant
 }
 
 // census counts, in one pass over the workers, what fitReason needs.
@@ -237,38 +248,47 @@ func heldBy(w *worker, t *ptask) string {
 	return "another task"
 }
 
-// quotaNever explains why t's request alone exceeds q, or returns "".
-func quotaNever(q *Quota, who, noun string, t *ptask) string {
+// quotaNever explains why d alone exceeds q (a task's request, or a
+// gang's total), or returns "".
+func quotaNever(q *Quota, who, noun string, d demand) string {
+	if d.n > 1 && q.MaxRunning > 0 && d.n > q.MaxRunning {
+		return fmt.Sprintf("%s has %d tasks, more than %s's %s of %d running %s", d.subject, d.n, who, noun, q.MaxRunning,
+			plural(int64(q.MaxRunning), "task", "tasks"))
+	}
 	check := func(dim string, req, limit int64, format func(int64) string) string {
 		if limit > 0 && req > limit {
-			return fmt.Sprintf("the task asks for %s, more than %s's %s %s of %s", format(req), who, dim, noun, format(limit))
+			return fmt.Sprintf("%s asks for %s, more than %s's %s %s of %s", d.subject, format(req), who, dim, noun, format(limit))
 		}
 		return ""
 	}
 	gpus := func(n int64) string { return resources.FormatGPUs(n, "") }
 	return firstNonEmpty(
-		check("CPU", t.cpu, q.Max.CPUMillis, resources.FormatCPU),
-		check("memory", t.mem, q.Max.MemoryBytes, resources.FormatBytes),
-		check("GPU", t.gpus, q.Max.GPUs, gpus))
+		check("CPU", d.cpu, q.Max.CPUMillis, resources.FormatCPU),
+		check("memory", d.mem, q.Max.MemoryBytes, resources.FormatBytes),
+		check("GPU", d.gpus, q.Max.GPUs, gpus))
 }
 
-// quotaNow explains why q has no room for t now, or returns "".
-func quotaNow(q *Quota, who, noun string, t *ptask) string {
-	if q.MaxRunning > 0 && q.Running+1 > q.MaxRunning {
-		return fmt.Sprintf("%s is at its %s of %d running %s", who, noun, q.MaxRunning, plural(int64(q.MaxRunning), "task", "tasks"))
+// quotaNow explains why q has no room for d now, or returns "".
+func quotaNow(q *Quota, who, noun string, d demand) string {
+	if q.MaxRunning > 0 && q.Running+d.n > q.MaxRunning {
+		m := fmt.Sprintf("%s is at its %s of %d running %s", who, noun, q.MaxRunning, plural(int64(q.MaxRunning), "task", "tasks"))
+		if d.n > 1 {
+			m += fmt.Sprintf(" (%d running; %s has %d tasks)", q.Running, d.subject, d.n)
+		}
+		return m
 	}
 	check := func(dim string, used, req, limit int64, format func(int64) string) string {
 		if over(used+req, limit, req) {
-			return fmt.Sprintf("%s is at its %s %s (%s of %s in use; the task asks for %s)", who, dim, noun,
-				format(used), format(limit), format(req))
+			return fmt.Sprintf("%s is at its %s %s (%s of %s in use; %s asks for %s)", who, dim, noun,
+				format(used), format(limit), d.subject, format(req))
 		}
 		return ""
 	}
 	gpus := func(n int64) string { return resources.FormatGPUs(n, "") }
 	return firstNonEmpty(
-		check("CPU", q.Used.CPUMillis, t.cpu, q.Max.CPUMillis, resources.FormatCPU),
-		check("memory", q.Used.MemoryBytes, t.mem, q.Max.MemoryBytes, resources.FormatBytes),
-		check("GPU", q.Used.GPUs, t.gpus, q.Max.GPUs, gpus))
+		check("CPU", q.Used.CPUMillis, d.cpu, q.Max.CPUMillis, resources.FormatCPU),
+		check("memory", q.Used.MemoryBytes, d.mem, q.Max.MemoryBytes, resources.FormatBytes),
+		check("GPU", q.Used.GPUs, d.gpus, q.Max.GPUs, gpus))
 }
 
 // formatGPUs writes n GPUs as t asks for them, with an optional adjective:

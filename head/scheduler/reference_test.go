@@ -123,6 +123,29 @@ func randomInput(rng *rand.Rand) Input {
 		}
 		in.Tasks = append(in.Tasks, t)
 	}
+	if rng.IntN(3) == 0 && nt > 0 {
+		// Gangs of 1 to 4 tasks in graphs ga and gb; the same name in both
+		// graphs makes two gangs. Members are often alike, as the ranks of
+		// a training job are.
+		for range 1 + rng.IntN(3) {
+			graph, name := pickS("ga", "gb"), pickS("train", "rl")
+			alike := rng.IntN(2) == 0
+			var first *Task
+			for range 1 + rng.IntN(4) {
+				t := &in.Tasks[rng.IntN(nt)]
+				if t.Gang != "" {
+					continue
+				}
+				t.ID, t.Gang = graph+"/"+t.ID, name
+				if first == nil {
+					first = t
+				} else if alike {
+					t.Resources, t.GPUModel, t.GPUMemoryBytes, t.NodeSelector = first.Resources, first.GPUModel,
+						first.GPUMemoryBytes, maps(first.NodeSelector)
+				}
+			}
+		}
+	}
 	in.Policy = Policy{ImageLocalityBonus: pick(0, 0, 100_000, 1_000_000), Reservations: int(pick(-1, 0, 0, 2, 4)),
 		MaxPlacements: int(pick(0, 0, 0, 3)), Default: QueuePolicy{Weight: int(pick(0, 1, 2)), Strategy: Strategy(rng.IntN(2))}}
 	if rng.IntN(2) == 0 {
@@ -279,8 +302,41 @@ func checkPlan(t *testing.T, c int, in Input, p Plan) {
 	for i := range in.Workers {
 		workers[in.Workers[i].ID] = &in.Workers[i]
 	}
-	if in.Policy.MaxPlacements > 0 && len(p.Placements) > in.Policy.MaxPlacements {
-		fail("%d placements over the cap of %d", len(p.Placements), in.Policy.MaxPlacements)
+	// A gang's placements come together; it may start while the count is
+	// under the cap, and overshoot it.
+	gangOf := func(tk *Task) string {
+		if tk == nil || tk.Gang == "" {
+			return ""
+		}
+		return GraphOf(tk.ID) + "/" + tk.Gang
+	}
+	if limit := in.Policy.MaxPlacements; limit > 0 {
+		for i, pl := range p.Placements {
+			g := gangOf(tasks[pl.TaskID])
+			if i >= limit && (g == "" || i == 0 || gangOf(tasks[p.Placements[i-1].TaskID]) != g) {
+				fail("placement %d (%s) over the cap of %d", i+1, pl.TaskID, limit)
+			}
+		}
+	}
+	members := map[string]int{}
+	for i := range in.Tasks {
+		if g := gangOf(&in.Tasks[i]); g != "" {
+			members[g]++
+		}
+	}
+	gangWorkers := map[string][]string{}
+	for _, pl := range p.Placements {
+		if g := gangOf(tasks[pl.TaskID]); g != "" {
+			if slices.Contains(gangWorkers[g], pl.WorkerID) {
+				fail("gang %s has two tasks on %s", g, pl.WorkerID)
+			}
+			gangWorkers[g] = append(gangWorkers[g], pl.WorkerID)
+		}
+	}
+	for g, ws := range gangWorkers {
+		if len(ws) != members[g] {
+			fail("gang %s: %d of its %d tasks placed", g, len(ws), members[g])
+		}
 	}
 	seen := map[string]bool{}
 	used := map[string]resources.Resources{}

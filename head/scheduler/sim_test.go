@@ -196,7 +196,7 @@ func (s *sim) submit(pos []string, kv map[string]string) error {
 		s.seq++
 		s.tasks[id] = &simTask{t: Task{ID: id, Tenant: kv["tenant"], Queue: kv["queue"], Priority: int32(prio),
 			QueueSeq: s.seq, QueuedSinceUnixNanos: int64(s.seq) * 1000, Resources: req, GPUModel: model, GPUMemoryBytes: gpuMem,
-			NodeSelector: parseMap(kv["selector"]), Image: kv["image"], Runtime: kv["runtime"]}}
+			NodeSelector: parseMap(kv["selector"]), Image: kv["image"], Runtime: kv["runtime"], Gang: kv["gang"]}}
 	}
 	return nil
 }

@@ -140,7 +140,7 @@ func (v *View) VerifyAccounting() error {
 		case a == nil && IsActive(t.State) && len(t.Attempts) > 0:
 			problems = append(problems, fmt.Errorf("task %q is %s but its attempt %d ended %s",
 				t.ID, t.State, t.CurrentAttempt().Number, t.CurrentAttempt().State))
-		case a != nil && !IsActive(t.State) && t.State != cancelled:
+		case a != nil && !IsActive(t.State) && t.State != cancelled && !(t.State == queued && t.Spec.GetGang() != ""):
 			problems = append(problems, fmt.Errorf("task %q is %s but its attempt %d is still %s", t.ID, t.State, a.Number, a.State))
 		}
 		if err := addUsage(use, t); err != nil {

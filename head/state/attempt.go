@@ -121,7 +121,7 @@ func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 	if a == nil || a.Number != ev.GetAttempt() || a.WorkerID != workerID {
 		return false
 	}
-	if IsTerminal(cur.State) {
+	if cur.Stopping() {
 		return t.stoppingEvent(cur, ev, unixNanos)
 	}
 	if serviceRestarts(cur, ev) {
@@ -250,7 +250,7 @@ const (
 
 // lose ends cur's active attempt as lost: see LoseAttempt.
 func (t *Txn) lose(cur *Task, end attemptEnd, nanos int64) Loss {
-	if IsTerminal(cur.State) {
+	if cur.Stopping() {
 		n := cur.clone()
 		a := n.editAttempt()
 		a.State, a.Reason, a.ExitCode, a.FinishUnixNanos = cancelled, end.reason, end.exitCode, nanos
@@ -259,6 +259,10 @@ func (t *Txn) lose(cur *Task, end attemptEnd, nanos int64) Loss {
 		return LossStopped
 	}
 	count := func(n *Task) { n.LostCount++ }
+	if why := t.gangNoRetry(cur); why != "" {
+		t.endAttempt(cur, failed, end.reason+why, end, nanos, count)
+		return LossFailed
+	}
 	if cur.LostCount+1 < MaxLostAttempts {
 		t.endAttempt(cur, queued, end.reason, end, nanos, count)
 		return LossRequeued
@@ -299,6 +303,10 @@ func (t *Txn) endAttempt(cur *Task, to wire.TaskState, reason string, end attemp
 // before end.backoff from now, while retries are left, else the task ends
 // final (FAILED or TIMED_OUT).
 func (t *Txn) failOrRetry(cur *Task, final wire.TaskState, end attemptEnd, nanos int64) {
+	if why := t.gangNoRetry(cur); why != "" {
+		t.endAttempt(cur, final, end.reason+why, end, nanos, nil)
+		return
+	}
 	if cur.RetriesUsed < uint32(max(cur.Spec.GetMaxRetries(), 0)) {
 		t.endAttempt(cur, queued, end.reason, end, nanos, func(n *Task) {
 			n.RetriesUsed++

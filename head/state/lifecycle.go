@@ -34,7 +34,8 @@ import "github.com/megaflow/megaflow/internal/wire"
 // while retries_used < max_retries; a lost one while lost_count stays below
 // MaxLostAttempts; the two counts are apart. A task CANCELLED while
 // ASSIGNED or RUNNING keeps its attempt active until the worker reports it
-// stopped (Task.Stopping).
+// stopped (Task.Stopping); so does a task of a gang sent back to QUEUED
+// because another task of its gang failed (gang.go).
 
 // Short names for the states, used throughout the package.
 const (

@@ -22,6 +22,23 @@ import (
 // one, or name one an attempt on the worker holds. The error's message says
 // which.
 func (t *Txn) Place(p *wire.PlannedAttempt, leaderTerm uint64, unixNanos int64) (*Task, error) {
+	cur, err := t.CheckPlace(p)
+	if err != nil {
+		return nil, err
+	}
+	uuids := p.GetGpuUuids()
+	return t.move(cur, assigned, "", unixNanos, func(n *Task) {
+		attempts := make([]Attempt, len(n.Attempts), len(n.Attempts)+1)
+		copy(attempts, n.Attempts)
+		n.Attempts = append(attempts, Attempt{Number: p.GetAttempt(), WorkerID: p.GetWorkerId(), State: assigned,
+			AssignUnixNanos: unixNanos, LeaderTerm: leaderTerm, GPUUUIDs: uuids})
+	}), nil
+}
+
+// CheckPlace runs Place's checks of p against the table without changing
+// anything, and returns the task's row or Place's error. The FSM checks
+// every placement of a gang before it places any.
+func (t *Txn) CheckPlace(p *wire.PlannedAttempt) (*Task, error) {
 	id, wid := p.GetTaskId(), p.GetWorkerId()
 	cur := t.Task(id)
 	if cur == nil {
@@ -29,6 +46,9 @@ func (t *Txn) Place(p *wire.PlannedAttempt, leaderTerm uint64, unixNanos int64) 
 	}
 	if cur.State != queued {
 		return nil, errs.New(errs.FailedPrecondition, "task %q is %s, not QUEUED", id, cur.State)
+	}
+	if a := cur.ActiveAttempt(); a != nil {
+		return nil, errs.New(errs.FailedPrecondition, "task %q: its attempt %d still runs on worker %q (being stopped)", id, a.Number, a.WorkerID)
 	}
 	if next := uint32(len(cur.Attempts)) + 1; p.GetAttempt() != next {
 		return nil, errs.New(errs.FailedPrecondition, "task %q: attempt %d is not its next attempt (%d)", id, p.GetAttempt(), next)
@@ -67,12 +87,7 @@ func (t *Txn) Place(p *wire.PlannedAttempt, leaderTerm uint64, unixNanos int64) 
 			}
 		}
 	}
-	return t.move(cur, assigned, "", unixNanos, func(n *Task) {
-		attempts := make([]Attempt, len(n.Attempts), len(n.Attempts)+1)
-		copy(attempts, n.Attempts)
-		n.Attempts = append(attempts, Attempt{Number: p.GetAttempt(), WorkerID: wid, State: assigned,
-			AssignUnixNanos: unixNanos, LeaderTerm: leaderTerm, GPUUUIDs: uuids})
-	}), nil
+	return cur, nil
 }
 
 // SetQueueReason records why a QUEUED task could not be placed (e.g. "no

@@ -100,8 +100,8 @@ func (t *Txn) CancelGraph(id, reason string, unixNanos int64) (uint32, error) {
 	defer func() { t.cancelling = "" }()
 	var n uint32
 	for _, task := range t.TasksOfGraph(id) {
-		if !IsTerminal(task.State) {
-			t.move(task, cancelled, reason, unixNanos, nil)
+		if cur := t.Task(task.ID); !IsTerminal(cur.State) {
+			t.move(cur, cancelled, reason, unixNanos, nil)
 			n++
 		}
 	}

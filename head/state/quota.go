@@ -174,6 +174,20 @@ func (g *QuotaGuard) Admit(task *Task) error {
 	return nil
 }
 
+// AdmitAll returns nil if every task of tasks may start now together,
+// counting each on top of those before it, else Admit's error for the
+// first that may not. It charges nothing.
+func (g *QuotaGuard) AdmitAll(tasks []*Task) error {
+	c := &QuotaGuard{tenants: g.tenants, cluster: g.cluster, usage: maps.Clone(g.usage), total: g.total}
+	for _, task := range tasks {
+		if err := c.Admit(task); err != nil {
+			return err
+		}
+		c.Charge(task)
+	}
+	return nil
+}
+
 // Charge counts a placement applied.
 func (g *QuotaGuard) Charge(task *Task) {
 	u := g.usage[task.Tenant]

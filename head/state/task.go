@@ -136,11 +136,15 @@ func (t *Task) ActiveAttempt() *Attempt {
 	return nil
 }
 
-// Stopping reports whether the task ended (it was cancelled) while its
-// current attempt still runs on a worker: the leader must make the worker
-// stop it, and the attempt's resources stay held until the worker reports
-// its end.
-func (t *Task) Stopping() bool { return IsTerminal(t.State) && t.ActiveAttempt() != nil }
+// Stopping reports whether the task's current attempt still runs on a
+// worker although the task has moved on: it ended (it was cancelled), or
+// it went back to QUEUED because its gang restarts (gang.go). The leader
+// must make the worker stop the attempt, and the attempt's resources stay
+// held until the worker reports its end; a QUEUED task is not placed
+// again before that.
+func (t *Task) Stopping() bool {
+	return (IsTerminal(t.State) || t.State == queued) && t.ActiveAttempt() != nil
+}
 
 // WorkerID returns the worker of the current attempt, or "" if none.
 func (t *Task) WorkerID() string {

@@ -33,6 +33,13 @@ func (t *Txn) SetTaskState(id string, to wire.TaskState, reason string, unixNano
 // current attempt itself (setting its state and reason) keeps move from
 // ending it the default way.
 func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edit func(*Task)) *Task {
+	return t.moveTask(cur, to, reason, nanos, edit, false)
+}
+
+// moveTask is move; keepAttempt leaves an active attempt active whatever
+// the task's new state (a gang restart: the attempt runs until its worker
+// stops it). A move of a gang's task is followed by its gang (gangFollow).
+func (t *Txn) moveTask(cur *Task, to wire.TaskState, reason string, nanos int64, edit func(*Task), keepAttempt bool) *Task {
 	if !CanTransition(cur.State, to) {
 		panic(fmt.Sprintf("state: index %d: task %q: illegal move from %s to %s", t.index, cur.ID, cur.State, to))
 	}
@@ -46,7 +53,7 @@ func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edi
 		n.QueueSeq = t.takeQueueSeq()
 		n.QueuedUnixNanos = nanos
 	}
-	if a := n.CurrentAttempt(); IsActive(cur.State) && a != nil && IsActive(a.State) && to != cancelled {
+	if a := n.CurrentAttempt(); IsActive(cur.State) && a != nil && IsActive(a.State) && to != cancelled && !keepAttempt {
 		// The active attempt follows the task; a cancelled task's attempt
 		// stays active until its worker reports it stopped.
 		a = n.editAttempt()
@@ -67,6 +74,9 @@ func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edi
 	t.countMove(n.GraphID, cur.State, to, nanos)
 	g := t.writableGraph(n.GraphID)
 	g.Metrics.observe(g, cur.State, n, nanos)
+	if n.Spec.GetGang() != "" {
+		t.gangFollow(cur.State, n, nanos)
+	}
 	return n
 }
 

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -330,4 +331,31 @@ var invalidCases = []invalidCase{
 	{name: "two-task cycle", mut: func(*wire.GraphSpec) *wire.GraphSpec {
 		return &wire.GraphSpec{Id: "step-42", Tasks: []*wire.TaskSpec{newTask("x", "y"), newTask("y", "x")}}
 	}, want: `task "x": depends_on: cycle: x -> y -> x`},
+
+	// Gangs.
+	{name: "gang charset", mut: t1("setup", func(t *wire.TaskSpec) { t.Gang = "train 1" }),
+		want: `task "setup": gang: "train 1" has ' ' at byte 5`},
+	{name: "gang with session", mut: t1("setup", func(t *wire.TaskSpec) {
+		t.Gang, t.Session, t.Mode = "train", "s1", wire.ExecutionMode_EXECUTION_MODE_PERSISTENT
+	}), want: `task "setup": gang: "train" with session "s1": a gang's tasks run each on its own worker`},
+	{name: "gang on a service", mut: t1("setup", func(t *wire.TaskSpec) {
+		withService(t, func(*wire.ServiceSpec) {})
+		t.Gang = "train"
+	}), want: `task "setup": gang: "train" on a service task`},
+	{name: "gang member depends on another", mut: func(*wire.GraphSpec) *wire.GraphSpec {
+		g := &wire.GraphSpec{Id: "step-42", Tasks: []*wire.TaskSpec{
+			newTask("data"), newTask("rank0", "data"), newTask("mid", "rank0"), newTask("rank1", "data", "mid"),
+		}}
+		named(g, "rank0").Gang, named(g, "rank1").Gang = "train", "train"
+		return g
+	}, want: `graph "step-42": task "rank1": gang: "train": the task depends, directly or through other tasks, on task "rank0" of its own gang`},
+	{name: "gang too large", mut: func(*wire.GraphSpec) *wire.GraphSpec {
+		g := &wire.GraphSpec{Id: "step-42"}
+		for i := range MaxGangSize + 1 {
+			t := newTask(fmt.Sprintf("r%d", i))
+			t.Gang = "train"
+			g.Tasks = append(g.Tasks, t)
+		}
+		return g
+	}, want: `task "r0": gang: gang "train" holds 257 tasks; the limit is 256`},
 }

@@ -105,6 +105,17 @@ func (v *validator) checkTask(i int, t *wire.TaskSpec) error {
 			return v.taskErr(i, "session", "%q needs mode EXECUTION_MODE_PERSISTENT (only persistent tasks share a warm container); set mode or clear session", t.Session)
 		}
 	}
+	if t.Gang != "" {
+		if p := identProblem(t.Gang, lim.MaxNameLen); p != "" {
+			return v.taskErr(i, "gang", "%s", p)
+		}
+		if t.Session != "" {
+			return v.taskErr(i, "gang", "%q with session %q: a gang's tasks run each on its own worker, a session's in one container; use one or the other", t.Gang, t.Session)
+		}
+		if t.Kind == wire.TaskKind_TASK_KIND_SERVICE {
+			return v.taskErr(i, "gang", "%q on a service task: gangs are for batch tasks (multi-node training); run each server as its own service task", t.Gang)
+		}
+	}
 	if err := v.checkService(i, t); err != nil {
 		return err
 	}

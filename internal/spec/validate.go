@@ -98,10 +98,14 @@ import (
 //   - capabilities: uppercase Linux capability names with or without the
 //     "CAP_" prefix (NET_ADMIN or CAP_NET_ADMIN), each once; whether the
 //     tenant may have them is admission's business, not this package's;
+//   - gang: empty, or an identifier on a batch task without a session;
 //   - encoded size (normalized, without depends_on) at most
 //     lim.MaxTaskSpecBytes.
 //
-// Finally the dependencies must not form a cycle; the error shows one.
+// Finally the dependencies must not form a cycle (the error shows one),
+// and each gang holds at most MaxGangSize tasks, none of which depends,
+// directly or through other tasks, on another of its gang (a gang starts
+// all at once).
 func Validate(g *wire.GraphSpec, lim Limits) error {
 	if g == nil {
 		return errs.New(errs.InvalidArgument, "graph: no spec given; send a GraphSpec with at least one task")
@@ -142,7 +146,10 @@ func (v *validator) validate() error {
 			return err
 		}
 	}
-	return v.checkCycles()
+	if err := v.checkCycles(); err != nil {
+		return err
+	}
+	return v.checkGangs()
 }
 
 // graphRef names g in messages.

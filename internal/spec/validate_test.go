@@ -342,3 +342,22 @@ func TestValidateSizeIsOfNormalizedSpec(t *testing.T) {
 		}
 	}
 }
+
+// Gang members may share dependencies and have dependents; only a member
+// waiting for another member of its gang is refused.
+func TestValidateGangSharingDependencies(t *testing.T) {
+	g := &wire.GraphSpec{Id: "train-1", Tasks: []*wire.TaskSpec{
+		newTask("data"), newTask("rank0", "data"), newTask("rank1", "data"), newTask("eval", "rank0", "rank1"),
+		newTask("other0", "rank0"), newTask("other1", "rank1"),
+	}}
+	for _, n := range []string{"rank0", "rank1"} {
+		named(g, n).Gang = "train"
+	}
+	// A second gang whose members depend on the first gang's: fine.
+	for _, n := range []string{"other0", "other1"} {
+		named(g, n).Gang = "post"
+	}
+	if err := Validate(g, DefaultLimits()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -457,7 +457,15 @@ type TaskSpec struct {
 	Capabilities []string `protobuf:"bytes,21,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Worker runtime the task requires: "docker" (the image's isolation is
 	// needed: never a process worker), "process", or "" for any worker.
-	Runtime       string `protobuf:"bytes,140,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	Runtime string `protobuf:"bytes,140,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	// Gang: the tasks of a graph with the same gang start all at once, each
+	// on its own worker, or not at all (multi-node training). They are
+	// placed in one plan when every one of them is QUEUED; an attempt of one
+	// that fails or is lost stops and re-queues the others (the gang is
+	// retried as a whole); one that fails for good cancels them. Each
+	// receives MEGAFLOW_GANG, MEGAFLOW_GANG_RANK (0-based, in graph order),
+	// MEGAFLOW_GANG_SIZE, MEGAFLOW_GANG_HOSTS and MEGAFLOW_GANG_LEADER_HOST.
+	Gang          string `protobuf:"bytes,160,opt,name=gang,proto3" json:"gang,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,6 +650,13 @@ func (x *TaskSpec) GetCapabilities() []string {
 func (x *TaskSpec) GetRuntime() string {
 	if x != nil {
 		return x.Runtime
+	}
+	return ""
+}
+
+func (x *TaskSpec) GetGang() string {
+	if x != nil {
+		return x.Gang
 	}
 	return ""
 }
@@ -2039,7 +2054,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12.\n" +
 	"\x13readiness_http_path\x18\x03 \x01(\tR\x11readinessHttpPath\x12\x1b\n" +
 	"\ttcp_probe\x18\x04 \x01(\bR\btcpProbe\x12%\n" +
-	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\xb8\a\n" +
+	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\xcd\a\n" +
 	"\bTaskSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -2066,7 +2081,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\ruses_services\x18\x13 \x03(\tR\fusesServices\x12\x18\n" +
 	"\anetwork\x18\x14 \x01(\tR\anetwork\x12\"\n" +
 	"\fcapabilities\x18\x15 \x03(\tR\fcapabilities\x12\x19\n" +
-	"\aruntime\x18\x8c\x01 \x01(\tR\aruntime\x1a6\n" +
+	"\aruntime\x18\x8c\x01 \x01(\tR\aruntime\x12\x13\n" +
+	"\x04gang\x18\xa0\x01 \x01(\tR\x04gang\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +

@@ -162,7 +162,10 @@ type WorkerInfo struct {
 	// Which worker process this is ("host pid N #random"), new at each start:
 	// two processes announcing one id at once are told apart, and the second
 	// is refused.
-	Instance      string `protobuf:"bytes,140,opt,name=instance,proto3" json:"instance,omitempty"`
+	Instance string `protobuf:"bytes,140,opt,name=instance,proto3" json:"instance,omitempty"`
+	// Host (IP address or name) other workers and tasks reach this worker
+	// at: its service endpoints and gang peers use it.
+	Host          string `protobuf:"bytes,160,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,6 +259,13 @@ func (x *WorkerInfo) GetGpus() []*GpuDevice {
 func (x *WorkerInfo) GetInstance() string {
 	if x != nil {
 		return x.Instance
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetHost() string {
+	if x != nil {
+		return x.Host
 	}
 	return ""
 }
@@ -1446,7 +1456,7 @@ var File_megaflow_v1_worker_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\x8b\x03\n" +
+	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xa0\x03\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
@@ -1457,7 +1467,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x15max_concurrent_starts\x18\x06 \x01(\x05R\x13maxConcurrentStarts\x12\x12\n" +
 	"\x04addr\x18\a \x01(\tR\x04addr\x12*\n" +
 	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x12\x1b\n" +
-	"\binstance\x18\x8c\x01 \x01(\tR\binstance\x1a9\n" +
+	"\binstance\x18\x8c\x01 \x01(\tR\binstance\x12\x13\n" +
+	"\x04host\x18\xa0\x01 \x01(\tR\x04host\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +
