@@ -2,6 +2,8 @@ package head_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -114,4 +116,77 @@ func TestGangStartsTogetherAndRestartsWhole(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A gang of two 8-GPU tasks on two 8-GPU workers: each task gets every
+// device of its own worker, pinned by UUID.
+func TestGPUGangTakesAWholeWorkerEach(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	var mu sync.Mutex
+	pinned := map[string][]string{} // task -> the GPUs its container was given
+	for w := range 2 {
+		rt := fake.New(nil)
+		rt.OnFunc(func(s contract.Spec) (fake.Behavior, bool) {
+			mu.Lock()
+			pinned[s.Env["MEGAFLOW_TASK_ID"]] = s.GPUUUIDs
+			mu.Unlock()
+			return fake.Behavior{Duration: 10 * time.Millisecond}, true
+		})
+		var devs []*wire.GpuDevice
+		for i := range 8 {
+			d := &wire.GpuDevice{Uuid: fmt.Sprintf("GPU-w%d-%d", w, i), Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30}
+			for j := range 8 { // one NVSwitch: every device linked to every other
+				if j != i {
+					d.NvlinkPeers = append(d.NvlinkPeers, fmt.Sprintf("GPU-w%d-%d", w, j))
+				}
+			}
+			devs = append(devs, d)
+		}
+		c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Configure: func(cfg *worker.Config) { cfg.GPUs = devs }})
+	}
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := &client.GraphSpec{Id: "train"}
+	for _, name := range []string{"node-0", "node-1"} {
+		g.Tasks = append(g.Tasks, &client.TaskSpec{Name: name, Image: "trainer", Command: []string{"torchrun"}, Gang: "fsdp",
+			Resources: &client.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30, Gpus: 8, GpuModel: "H100"}})
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitGraph(ctx, t, cl, "train"); res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res.State)
+	}
+	workers := map[string]bool{}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, task := range allTasks(ctx, t, cl, "train") {
+		a := task.Attempts[0]
+		workers[a.WorkerId] = true
+		own := fmt.Sprintf("GPU-w%d-", mustAtoi(t, strings.TrimPrefix(a.WorkerId, "w"))-1) // worker w1 has GPU-w0-*
+		if len(a.GpuUuids) != 8 {
+			t.Fatalf("task %s got GPUs %v; want 8", task.Id, a.GpuUuids)
+		}
+		for _, u := range a.GpuUuids {
+			if !strings.HasPrefix(u, own) {
+				t.Fatalf("task %s on %s got GPU %s of another worker", task.Id, a.WorkerId, u)
+			}
+		}
+		if got, want := strings.Join(pinned[task.Id], ","), strings.Join(a.GpuUuids, ","); got != want {
+			t.Fatalf("task %s: its container was given GPUs %s; its attempt holds %s", task.Id, got, want)
+		}
+	}
+	if len(workers) != 2 {
+		t.Fatalf("the gang ran on %v; want one worker each", workers)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
