@@ -142,6 +142,15 @@ type Config struct {
 	// ServiceProbeInterval is the time between readiness probes. Default
 	// 500 ms.
 	ServiceProbeInterval time.Duration
+	// ServiceLivenessInterval is the time between the probes of a service
+	// that became ready (the same probe, kept up while it runs). Default
+	// 10 s.
+	ServiceLivenessInterval time.Duration
+	// ServiceLivenessFailures is how many of those probes in a row must fail
+	// before the attempt is stopped and reported FAILED ("service stopped
+	// answering its probe"), its endpoint withdrawn and its restart policy
+	// applied (as Kubernetes' liveness probe's failureThreshold). Default 3.
+	ServiceLivenessFailures int
 	// Fast shortens gossip timeouts for tests on loopback.
 	Fast bool
 
@@ -185,10 +194,12 @@ func DefaultConfig() Config {
 		PoolIdle:            5 * time.Minute,
 		LogShipInterval:     time.Second,
 
-		ServicePortMin:       30000,
-		ServicePortMax:       32767,
-		ServiceReadyTimeout:  15 * time.Minute,
-		ServiceProbeInterval: 500 * time.Millisecond,
+		ServicePortMin:          30000,
+		ServicePortMax:          32767,
+		ServiceReadyTimeout:     15 * time.Minute,
+		ServiceProbeInterval:    500 * time.Millisecond,
+		ServiceLivenessInterval: 10 * time.Second,
+		ServiceLivenessFailures: 3,
 	}
 }
 
@@ -253,6 +264,7 @@ func (c *Config) Validate() error {
 		{"LogShipInterval", c.LogShipInterval, 10 * time.Millisecond},
 		{"ServiceReadyTimeout", c.ServiceReadyTimeout, 10 * time.Millisecond},
 		{"ServiceProbeInterval", c.ServiceProbeInterval, time.Millisecond},
+		{"--service-liveness-interval", c.ServiceLivenessInterval, time.Millisecond},
 		{"--pool-idle", c.PoolIdle, 10 * time.Millisecond},
 	} {
 		if d.v < d.min {
@@ -264,6 +276,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReconnectMax < c.ReconnectMin {
 		add("ReconnectMax %v is below ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
+	}
+	if c.ServiceLivenessFailures < 1 {
+		add("--service-liveness-failures %d is below 1", c.ServiceLivenessFailures)
 	}
 	if c.PoolMax < 1 || c.PoolMax > 1024 {
 		add("--pool-max %d is outside [1, 1024]", c.PoolMax)

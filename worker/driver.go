@@ -217,6 +217,8 @@ func (d *driver) exec(e attempt.Effect, now time.Time) {
 		}
 	case attempt.ProbeReadiness:
 		d.probe()
+	case attempt.WatchLiveness:
+		d.watchLiveness()
 	case attempt.Forget:
 		d.forgotten = true
 	default:
@@ -224,13 +226,14 @@ func (d *driver) exec(e attempt.Effect, now time.Time) {
 	}
 }
 
-// goOp runs f in a goroutine the driver owns and posts its event.
+// goOp runs f in a goroutine the driver owns and posts its event, if f
+// returns one (nil: nothing to say, e.g. a watch abandoned).
 func (d *driver) goOp(f func(ctx context.Context) attempt.Event) {
 	d.ops.Add(1)
 	go func() {
 		defer d.ops.Done()
 		ev := f(d.ctx)
-		if d.ctx.Err() == nil {
+		if ev != nil && d.ctx.Err() == nil {
 			d.h.mbox.put(ev)
 		}
 	}()

@@ -232,6 +232,59 @@ func (d *driver) probe() {
 	})
 }
 
+// watchLiveness carries out WatchLiveness in an op goroutine, abandoned
+// like probe once the attempt leaves Running: it probes the ready service
+// every ServiceLivenessInterval and answers LivenessLost after
+// ServiceLivenessFailures failures in a row.
+func (d *driver) watchLiveness() {
+	if d.svc == nil || d.svc.hostPort == 0 {
+		return
+	}
+	if d.probeCancel != nil {
+		d.probeCancel()
+	}
+	ctx, cancel := context.WithCancel(d.ctx)
+	d.probeCancel = cancel
+	svc := *d.svc
+	d.goOp(func(context.Context) attempt.Event {
+		defer cancel()
+		err := d.w.watchLive(ctx, svc)
+		if err == nil {
+			return nil
+		}
+		d.log.Warn("service stopped answering its probe", "err", err)
+		return attempt.LivenessLost{Err: err}
+	})
+}
+
+// watchLive probes svc every ServiceLivenessInterval until
+// ServiceLivenessFailures probes in a row failed (an error naming the last
+// failure) or ctx ends (nil).
+func (w *Worker) watchLive(ctx context.Context, svc serviceRun) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(svc.hostPort))
+	failures := 0
+	for {
+		tick := w.clock.NewTimer(w.cfg.ServiceLivenessInterval)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return nil
+		case <-tick.C():
+		}
+		err := w.probeOnce(ctx, addr, svc)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		if failures++; failures >= w.cfg.ServiceLivenessFailures {
+			return fmt.Errorf("%d probes in a row failed, %v apart; last: %w", failures, w.cfg.ServiceLivenessInterval, err)
+		}
+	}
+}
+
 // waitReady probes svc on the loopback address of its host port every
 // ServiceProbeInterval until a probe passes (nil), ServiceReadyTimeout
 // passes (an error with the last probe's failure), or ctx ends.

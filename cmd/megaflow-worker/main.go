@@ -108,6 +108,8 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.DurationVar(&cfg.PoolIdle, "pool-idle", cfg.PoolIdle, "how long an idle warm container beyond --pool-min, or an idle session's container, is kept")
 	fl.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host in the endpoints of this worker's service tasks, reachable from other workers and containers (default: the --gossip-addr host, or the first non-loopback IPv4 address when that is 0.0.0.0)")
 	fl.StringVar(&f.servicePorts, "service-ports", fmt.Sprintf("%d-%d", cfg.ServicePortMin, cfg.ServicePortMax), "host port range MIN-MAX given to service tasks")
+	fl.DurationVar(&cfg.ServiceLivenessInterval, "service-liveness-interval", cfg.ServiceLivenessInterval, "how often a ready service task's probe runs again")
+	fl.IntVar(&cfg.ServiceLivenessFailures, "service-liveness-failures", cfg.ServiceLivenessFailures, "failed probes in a row after which a ready service task is stopped and restarted")
 	fl.DurationVar(&cfg.ServiceReadyTimeout, "service-ready-timeout", cfg.ServiceReadyTimeout, "how long a service task may take to pass its readiness probe before it is stopped and restarted")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
 	fl.StringVar(&f.artifacts, "artifacts", "", "artifact store for logs, output files and large results: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3, the same as the heads')")

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +61,15 @@ func modelServer() int {
 		return 2
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	var sick atomic.Bool // POST /sick: the server hangs on as a zombie whose health check fails
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		if sick.Load() {
+			http.Error(w, "CUDA error: an illegal memory access was encountered", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("POST /sick", func(http.ResponseWriter, *http.Request) { sick.Store(true) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Messages []struct{ Content string } `json:"messages"`
@@ -136,6 +145,7 @@ func TestServiceTask(t *testing.T) {
 	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Configure: func(cfg *worker.Config) {
 		cfg.ServicePortMin, cfg.ServicePortMax = 42100, 42199
 		cfg.ServiceProbeInterval = 20 * time.Millisecond
+		cfg.ServiceLivenessInterval = 50 * time.Millisecond
 		cfg.ServiceReadyTimeout = time.Minute
 	}})
 	cl := c.Client()
@@ -196,9 +206,28 @@ func TestServiceTask(t *testing.T) {
 		t.Fatalf("second rollout %+v; want endpoint %s served by a new process", r2, ep2)
 	}
 
+	// The server stops passing its health check while its process lives
+	// on: after 3 failed probes in a row the worker stops it, its endpoint
+	// is withdrawn and the restart policy starts a new one.
+	resp, err := http.Post(ep2+"/sick", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ep3 := waitEndpoints(ctx, t, cl, "model/qwen-7b", func(eps []string) bool { return len(eps) == 1 && eps[0] != ep2 })[0]
+	task, _, err = cl.GetTask(ctx, "step-1/server", client.ReadOptions{RequireLeader: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(task.Attempts) != 3 || task.Attempts[2].Endpoint != ep3 ||
+		!strings.Contains(task.Attempts[1].Reason, "service stopped answering its probe: 3 probes in a row failed") ||
+		!strings.Contains(task.Attempts[1].Reason, "503") {
+		t.Fatalf("server task after its health check failed: %v", task)
+	}
+
 	// A clean worker stop stops the server process (the process runtime's
 	// children cannot be adopted later) and the endpoint is withdrawn.
-	pid := serverPID(t, ep2)
+	pid := serverPID(t, ep3)
 	c.StopWorker(0)
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("model server pid %d after a clean worker stop: kill(0) = %v, want ESRCH", pid, err)

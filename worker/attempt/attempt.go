@@ -24,7 +24,10 @@
 //
 // A service attempt (Config.Service) in Running also has its readiness
 // probed (ProbeReadiness -> ProbeDone): ready reports SERVICE_READY (not
-// final); not ready in time stops it like a timeout, reported FAILED.
+// final); not ready in time stops it like a timeout, reported FAILED. Once
+// ready it stays watched (WatchLiveness): failing its probe several times
+// in a row (LivenessLost) stops it the same way, so that its endpoint is
+// withdrawn and its restart policy applies.
 //
 // Reported means the final event (EXITED, FAILED, TIMED_OUT or STOPPED) is
 // queued for the head; the container is removed only once the head acked
@@ -211,6 +214,11 @@ func (m *Machine) Step(ev Event, now time.Time) []Effect {
 		}
 	case ProbeDone:
 		out = m.probeDone(ev, now)
+	case LivenessLost:
+		if m.state == Running {
+			out = m.stopRequest(stopCause{kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED,
+				reason: "service stopped answering its probe: " + ev.Err.Error()}, now)
+		}
 	case Acked:
 		out = m.acked()
 	case Tick:
@@ -295,7 +303,7 @@ func (m *Machine) probeDone(ev ProbeDone, now time.Time) []Effect {
 	}
 	e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_SERVICE_READY, "", now)
 	e.Endpoint = ev.Endpoint
-	return []Effect{Report{Event: e}}
+	return []Effect{Report{Event: e}, WatchLiveness{}}
 }
 
 // ErrNotRetryable marks a start error that a retry of the task cannot fix

@@ -73,6 +73,8 @@ func fmtEffects(effs []Effect) string {
 			parts = append(parts, "forget")
 		case ProbeReadiness:
 			parts = append(parts, "probe")
+		case WatchLiveness:
+			parts = append(parts, "watch")
 		default:
 			parts = append(parts, fmt.Sprintf("%T", e))
 		}
@@ -214,7 +216,7 @@ func TestStep(t *testing.T) {
 		{"service: probed once running, ready reported, then runs on", service, []step{
 			{0, Begin{}, "start(deadline none)"},
 			{time.Second, StartDone{ContainerID: "c1"}, "report STARTED c1 at +1s; wait c1; probe"},
-			{5 * time.Second, ProbeDone{Endpoint: "http://10.0.0.5:30000"}, "report SERVICE_READY c1 code=0 endpoint=http://10.0.0.5:30000 at +5s"},
+			{5 * time.Second, ProbeDone{Endpoint: "http://10.0.0.5:30000"}, "report SERVICE_READY c1 code=0 endpoint=http://10.0.0.5:30000 at +5s; watch"},
 			{9 * time.Second, WaitDone{Exit: contract.Exit{Code: 137}}, "final EXITED c1 code=137 at +9s"},
 			{9 * time.Second, ProbeDone{Endpoint: "http://late:1"}, ""},
 		}, Reported},
@@ -225,10 +227,19 @@ func TestStep(t *testing.T) {
 			{time.Minute, StopDone{}, ""},
 			{time.Minute, WaitDone{Exit: contract.Exit{Code: 143}}, `final FAILED c1 code=143 reason="service not ready: no successful probe within 1m0s" at +1m0s`},
 		}, Reported},
+		{"service: failing its probe once ready is stopped and FAILED", service, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1; probe"},
+			{time.Second, ProbeDone{Endpoint: "http://10.0.0.5:30000"}, "report SERVICE_READY c1 code=0 endpoint=http://10.0.0.5:30000 at +1s; watch"},
+			{time.Minute, LivenessLost{Err: errors.New("3 probes in a row failed")}, "stop c1 grace 10s"},
+			{time.Minute, LivenessLost{Err: errors.New("again")}, ""},
+			{time.Minute, StopDone{}, ""},
+			{time.Minute, WaitDone{Exit: contract.Exit{Code: 143}}, `final FAILED c1 code=143 reason="service stopped answering its probe: 3 probes in a row failed" at +1m0s`},
+		}, Reported},
 		{"service: an adopted container is probed again once confirmed", service, []step{
 			{0, Adopt{ContainerID: "c1", Running: true}, ""},
 			{time.Second, Confirm{}, "wait c1; probe"},
-			{2 * time.Second, ProbeDone{Endpoint: "http://10.0.0.5:30000"}, "report SERVICE_READY c1 code=0 endpoint=http://10.0.0.5:30000 at +2s"},
+			{2 * time.Second, ProbeDone{Endpoint: "http://10.0.0.5:30000"}, "report SERVICE_READY c1 code=0 endpoint=http://10.0.0.5:30000 at +2s; watch"},
 		}, Running},
 		{"stop before begin", base, []step{
 			{0, StopRequest{Reason: "cancel"}, `final STOPPED code=0 reason="cancel" at +0s`},

@@ -93,6 +93,10 @@ type ProbeDone struct {
 	Err error
 }
 
+// LivenessLost is the result of WatchLiveness: the ready service failed
+// its probe several times in a row; Err says how.
+type LivenessLost struct{ Err error }
+
 func (Begin) isEvent()       {}
 func (Adopt) isEvent()       {}
 func (StartDone) isEvent()   {}
@@ -104,6 +108,7 @@ func (Confirm) isEvent()     {}
 func (Acked) isEvent()       {}
 func (Tick) isEvent()        {}
 func (ProbeDone) isEvent()   {}
+func (LivenessLost) isEvent() {}
 
 // Effect is something the driver must do for the Machine; each that calls
 // the runtime answers with the matching ...Done event.
@@ -155,6 +160,12 @@ type SetTimer struct{ At time.Time }
 // attempt leaves Running. Answer: ProbeDone.
 type ProbeReadiness struct{}
 
+// WatchLiveness keeps probing a ready service attempt, as ProbeReadiness
+// does, for as long as it runs; the driver answers LivenessLost when the
+// worker's number of probes in a row fail, and abandons the watch once the
+// attempt leaves Running.
+type WatchLiveness struct{}
+
 // Forget says the attempt is over: the driver drops it.
 type Forget struct{}
 
@@ -167,3 +178,4 @@ func (Report) isEffect()          {}
 func (SetTimer) isEffect()        {}
 func (Forget) isEffect()          {}
 func (ProbeReadiness) isEffect()  {}
+func (WatchLiveness) isEffect()   {}
