@@ -97,17 +97,17 @@ type ProbeDone struct {
 // its probe several times in a row; Err says how.
 type LivenessLost struct{ Err error }
 
-func (Begin) isEvent()       {}
-func (Adopt) isEvent()       {}
-func (StartDone) isEvent()   {}
-func (WaitDone) isEvent()    {}
-func (StopDone) isEvent()    {}
-func (RemoveDone) isEvent()  {}
-func (StopRequest) isEvent() {}
-func (Confirm) isEvent()     {}
-func (Acked) isEvent()       {}
-func (Tick) isEvent()        {}
-func (ProbeDone) isEvent()   {}
+func (Begin) isEvent()        {}
+func (Adopt) isEvent()        {}
+func (StartDone) isEvent()    {}
+func (WaitDone) isEvent()     {}
+func (StopDone) isEvent()     {}
+func (RemoveDone) isEvent()   {}
+func (StopRequest) isEvent()  {}
+func (Confirm) isEvent()      {}
+func (Acked) isEvent()        {}
+func (Tick) isEvent()         {}
+func (ProbeDone) isEvent()    {}
 func (LivenessLost) isEvent() {}
 
 // Effect is something the driver must do for the Machine; each that calls
