@@ -360,3 +360,44 @@ func TestRestartRemovesOldWarmContainers(t *testing.T) {
 	startWorker(t, cfg)
 	waitFor(t, 10*time.Second, "the old warm container removed", func() bool { return !rt.exists(old[0]) })
 }
+
+// Persistent tasks with GPUs: a warm container is reused only by a task
+// pinned to exactly its devices (a container's devices are fixed when it is
+// created); a task with a different GPU count gets its own, and every exec
+// is pinned to exactly the assignment's GPUs.
+func TestPersistentGPUPinningFollowsTheAssignment(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newPoolRT(t)
+	startWorker(t, poolConfig(t, rt, head, 4))
+	for i, gpus := range [][]string{{"GPU-0"}, {"GPU-0", "GPU-1"}, {"GPU-0"}} {
+		id := fmt.Sprintf("g/t%d", i)
+		m := assignMsg(id, 1, pspec("", "echo", "hi"))
+		m.GetAssign().GpuUuids = gpus
+		head.send(m)
+		if e := head.waitEvent(id, 1, kindExited); e.GetExitCode() != 0 {
+			t.Fatalf("%s: %v", id, e)
+		}
+	}
+	starts := map[string][]string{} // warm container -> its devices
+	for _, c := range rt.Calls() {
+		if c.Op == "Start" {
+			starts[c.ID] = c.Spec.GPUUUIDs
+		}
+	}
+	want := map[string]string{"g/t0": "GPU-0", "g/t1": "GPU-0,GPU-1", "g/t2": "GPU-0"}
+	for _, c := range rt.Calls() {
+		if c.Op != "Exec" {
+			continue
+		}
+		task := c.Spec.Env["MEGAFLOW_TASK_ID"]
+		if got := strings.Join(c.Spec.GPUUUIDs, ","); got != want[task] {
+			t.Errorf("%s: exec pinned to %q; its assignment holds %q", task, got, want[task])
+		}
+		if got := strings.Join(starts[c.ID], ","); got != want[task] {
+			t.Errorf("%s: ran in a warm container with devices %q; want exactly %q", task, got, want[task])
+		}
+	}
+	if len(starts) != 2 || rt.execIn("g/t0") != rt.execIn("g/t2") || rt.execIn("g/t0") == rt.execIn("g/t1") {
+		t.Errorf("warm containers %v: want t0 and t2 to share one, t1 in another", starts)
+	}
+}
