@@ -436,7 +436,7 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 	}
 	return contract.Spec{
 		Ports:        ports,
-		Name:         ContainerName(w.cfg.NodeID, k),
+		Name:         ContainerName(w.nameScope(), k),
 		Image:        s.GetImage(),
 		Command:      s.GetCommand(),
 		Env:          env,

@@ -41,7 +41,21 @@ const (
 // a valid hostname.
 const maxNameLen = 63
 
-// ContainerName returns the container name of one attempt on one worker:
+// nameScope is the worker part of its container names: the worker id, or
+// "<cluster>-<worker id>" when Config.ClusterName is not the default, so
+// that two clusters sharing a Docker engine with the same worker ids (test
+// clusters, a staging and a production cluster on one host) never claim
+// the same name.
+func (w *Worker) nameScope() string {
+	if w.cfg.ClusterName == DefaultConfig().ClusterName {
+		return w.cfg.NodeID
+	}
+	return w.cfg.ClusterName + "-" + w.cfg.NodeID
+}
+
+// ContainerName returns the container name of one attempt on one worker
+// (workerID is its name scope: the worker id, after the cluster name unless
+// that is the default):
 // "mf-<worker>-<task id, '/' as '_'>-a<attempt>". When that is longer than
 // 63 characters, or ambiguous because the task id holds a '_', the task part
 // is shortened and followed by 8 hex digits of a hash of the task id, so

@@ -234,7 +234,7 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 	w := p.w
 	p.mu.Lock()
 	p.seq++
-	name := poolContainerName(w.cfg.NodeID, p.seq)
+	name := poolContainerName(w.nameScope(), p.seq)
 	p.creating[name] = true
 	p.mu.Unlock()
 	defer func() {

@@ -329,3 +329,22 @@ func TestFakeClock(t *testing.T) {
 		t.Error("sleep(0) did not return at once")
 	}
 }
+
+// Two clusters sharing a Docker engine with the same worker ids get
+// different container names; the default cluster keeps the short names.
+func TestNameScopeSeparatesClusters(t *testing.T) {
+	k := attempt.Key{TaskID: "g/t001", Attempt: 1}
+	scope := func(cluster string) string {
+		return (&Worker{cfg: Config{ClusterName: cluster, NodeID: "w1"}}).nameScope()
+	}
+	if got := ContainerName(scope("megaflow"), k); got != "mf-w1-g_t001-a1" {
+		t.Fatalf("default cluster: %q", got)
+	}
+	a, b := ContainerName(scope("staging"), k), ContainerName(scope("prod"), k)
+	if a == b || a != "mf-staging-w1-g_t001-a1" {
+		t.Fatalf("staging %q, prod %q: want distinct names with the cluster in them", a, b)
+	}
+	if p, q := poolContainerName(scope("staging"), 7), poolContainerName(scope("prod"), 7); p == q {
+		t.Fatalf("pool names %q and %q collide", p, q)
+	}
+}
