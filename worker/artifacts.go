@@ -169,6 +169,24 @@ func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, outpu
 	ev.ArtifactsPending = artifact.Pending(d.w.spool, a.ManifestKey())
 }
 
+// resumeLanded watches again, after a restart, the manifests the spool
+// found on disk: the attempts whose final events went out with
+// artifacts_pending before the worker stopped get their ARTIFACTS_LANDED
+// once the uploads land (watchLanded's goroutines died with the old
+// process). A manifest that uploads before Run starts is reported too: the
+// head ignores a repeated ARTIFACTS_LANDED.
+func (w *Worker) resumeLanded() {
+	sp, ok := w.spool.(interface{ Recovered() []string })
+	if !ok {
+		return
+	}
+	for _, key := range sp.Recovered() {
+		if a, ok := artifact.ParseManifestKey(key); ok {
+			w.watchLanded(attempt.Key{TaskID: a.GraphID + "/" + a.TaskName, Attempt: a.Number}, key)
+		}
+	}
+}
+
 // watchLanded reports ARTIFACTS_LANDED for attempt k once its manifest,
 // enqueued last, landed (so everything before it did). The driver calls it after queuing the attempt's final
 // event (with artifacts_pending), so the head sees the two in order. The

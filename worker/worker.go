@@ -264,6 +264,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 	w.runCtx = ctx
+	if w.spool != nil {
+		w.resumeLanded()
+	}
 	if w.memSpool != nil {
 		w.wg.Add(1)
 		go func() {

@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/megaflow/megaflow/internal/blob"
@@ -43,6 +44,22 @@ func (a Attempt) TaskPrefix() string { return a.Tenant + "/" + a.GraphID + "/" +
 
 // GraphPrefix is the prefix of every artifact of graph graphID of tenant.
 func GraphPrefix(tenant, graphID string) string { return tenant + "/" + graphID + "/" }
+
+// ParseManifestKey returns the attempt whose manifest key is key
+// ("<tenant>/<graph>/<task>/<attempt>/manifest.json"), or false when key
+// is no manifest key.
+func ParseManifestKey(key string) (Attempt, bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 5 || parts[4] != ManifestName || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return Attempt{}, false
+	}
+	n, err := strconv.ParseUint(parts[3], 10, 32)
+	if err != nil || n == 0 {
+		return Attempt{}, false
+	}
+	a := Attempt{Tenant: parts[0], GraphID: parts[1], TaskName: parts[2], Number: uint32(n)}
+	return a, a.ManifestKey() == key
+}
 
 // LogKey is the key of log chunk n (1-based).
 func (a Attempt) LogKey(n uint32) string { return fmt.Sprintf("%s%s%06d", a.Prefix(), logDir, n) }

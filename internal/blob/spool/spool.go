@@ -143,6 +143,7 @@ type Spool struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	downFrom time.Time // start of the current outage, zero when none
+	loaded   []string  // keys of the entries found at open, sorted
 }
 
 // New opens the spool in cfg.Dir for store, loads the entries left there,
@@ -231,6 +232,11 @@ func (s *Spool) load() error {
 	}
 	slices.SortFunc(q, func(a, b *entry) int { return cmpSeq(a.Seq, b.Seq) })
 	s.queue = q
+	for _, e := range q {
+		s.loaded = append(s.loaded, e.Key)
+	}
+	slices.Sort(s.loaded)
+	s.loaded = slices.Compact(s.loaded)
 	failed, _ := os.ReadDir(filepath.Join(s.cfg.Dir, "failed"))
 	for _, de := range failed {
 		if strings.HasSuffix(de.Name(), ".json") {
@@ -436,6 +442,12 @@ func (s *Spool) Pending() (entries int, bytes int64) {
 	}
 	return len(s.queue), bytes
 }
+
+// Recovered returns the keys of the entries New found in the directory
+// (left by an earlier process), sorted, whether they have uploaded since
+// or not: a restarted owner finds there what it was waiting for before it
+// stopped, and Wait tells it when each has landed.
+func (s *Spool) Recovered() []string { return slices.Clone(s.loaded) }
 
 // Failed returns the keys whose entries moved to failed/, with why.
 func (s *Spool) Failed() map[string]string {

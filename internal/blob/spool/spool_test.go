@@ -377,3 +377,29 @@ func TestBackoffDoublesToMax(t *testing.T) {
 		}
 	}
 }
+
+// Recovered names the keys a reopened spool found on disk, also after they
+// uploaded, so that a restarted owner can wait for each.
+func TestRecoveredKeys(t *testing.T) {
+	e := newEnv(t)
+	e.flaky.SetDown(true)
+	sp, err := spool.New(e.config(1<<20), e.flaky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, sp, "t/g/a/1/manifest.json", []byte("{}"))
+	enqueue(t, sp, "t/g/a/1/log/000001", []byte("hello"))
+	if got := sp.Recovered(); len(got) != 0 {
+		t.Fatalf("a new spool recovered %v", got)
+	}
+	sp.Close()
+	e.flaky.SetDown(false)
+	sp2 := e.open(t, 1<<20)
+	drain(t, sp2)
+	if got := strings.Join(sp2.Recovered(), " "); got != "t/g/a/1/log/000001 t/g/a/1/manifest.json" {
+		t.Fatalf("recovered %q", got)
+	}
+	if err := sp2.Wait(context.Background(), "t/g/a/1/manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+}
