@@ -48,7 +48,8 @@ type Config struct {
 	// is deleted. Default 0.
 	ArtifactRetention time.Duration
 	// ArtifactSweepInterval is how often the leader looks for expired
-	// artifacts. Default 10 min.
+	// artifacts, and for attempts whose artifacts landed in the store
+	// without their worker saying so (retention.go). Default 10 min.
 	ArtifactSweepInterval time.Duration
 
 	// MaxEntryBytes bounds the encoded size of one Raft log entry; graphs

@@ -3,8 +3,11 @@ package head
 import (
 	"context"
 	"iter"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -39,8 +42,9 @@ func expiredArtifacts(graphs iter.Seq[*state.Graph], now time.Time, def time.Dur
 }
 
 // retentionLoop runs on the leader while it leads (the leader loop owns
-// it): every ArtifactSweepInterval it deletes the artifacts of finished
-// graphs past their retention from the store. The graphs stay in the
+// it): every ArtifactSweepInterval it clears the artifacts_pending flags
+// whose artifacts are in the store (landPendingArtifacts) and deletes the
+// artifacts of finished graphs past their retention from the store. The graphs stay in the
 // table (DeleteGraph removes both). Graphs swept during this leadership
 // are remembered; a new leader sweeps each once more, which deletes
 // nothing.
@@ -52,6 +56,7 @@ func (h *Head) retentionLoop(ctx context.Context) {
 	tick := time.NewTicker(h.cfg.ArtifactSweepInterval)
 	defer tick.Stop()
 	for {
+		h.landPendingArtifacts(ctx)
 		for _, g := range expiredArtifacts(h.fsm.View().Graphs(), time.Now(), h.cfg.ArtifactRetention, done) {
 			n, err := h.cfg.Artifacts.DeletePrefix(ctx, artifact.GraphPrefix(g.Tenant, g.ID))
 			if err != nil {
@@ -70,5 +75,42 @@ func (h *Head) retentionLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// landPendingArtifacts clears artifacts_pending on the ended attempts
+// whose manifest (uploaded last, so everything before it landed) is in
+// the store although their worker's ARTIFACTS_LANDED never came: the
+// worker crashed between the upload and the event (its event queue is in
+// memory), or is gone. It looks only at attempts that ended at least one
+// ArtifactSweepInterval ago, so as not to race the worker's own event,
+// and commits one ARTIFACTS_LANDED per attempt in its worker's name (the
+// table ignores a repeated one).
+func (h *Head) landPendingArtifacts(ctx context.Context) {
+	cutoff := time.Now().Add(-h.cfg.ArtifactSweepInterval).UnixNano()
+	byWorker := map[string][]*wire.AttemptEvent{}
+	for t := range h.fsm.View().Tasks() {
+		for i := range t.Attempts {
+			a := &t.Attempts[i]
+			if !a.ArtifactsPending || a.Active() || a.FinishUnixNanos > cutoff {
+				continue
+			}
+			key := artifact.ForTask(t.Tenant, t.GraphID, t.ID, a.Number).ManifestKey()
+			if _, err := h.cfg.Artifacts.Stat(ctx, key); err != nil {
+				continue // not landed (or the store is down): the next sweep looks again
+			}
+			byWorker[a.WorkerID] = append(byWorker[a.WorkerID], &wire.AttemptEvent{TaskId: t.ID, Attempt: a.Number,
+				Kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED, UnixNanos: time.Now().UnixNano()})
+		}
+	}
+	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
+		cmd := &wire.TaskEventsCommand{WorkerId: w, Events: byWorker[w], UnixNanos: time.Now().UnixNano()}
+		if _, _, err := h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
+			if ctx.Err() == nil {
+				h.logger.Warn("clearing artifacts_pending failed; next sweep retries", "worker", w, "err", err)
+			}
+			return
+		}
+		h.logger.Info("artifacts found in the store without their worker's word: artifacts_pending cleared", "worker", w, "attempts", len(byWorker[w]))
 	}
 }
