@@ -134,6 +134,11 @@ func (h *Head) logs(ctx context.Context, req *wire.LogsRequest, send func(*wire.
 			}
 			next++
 		}
+		if m == nil && over && next == req.GetAfterChunk()+1 && !a.ArtifactsPending && !state.IsActive(a.State) {
+			return errs.New(errs.NotFound, "attempt %d of task %q left no logs in the artifact store %s: its worker stored them elsewhere "+
+				"(heads and workers must share one --artifacts store; each defaults to a directory under its own --data-dir), "+
+				"ran without one, or was lost first; or they were deleted", att.Number, req.GetTaskId(), store.URL())
+		}
 		if !req.GetFollow() || (m != nil && next > m.LogChunks) || (m == nil && over) {
 			return nil
 		}
@@ -176,14 +181,14 @@ func (h *Head) manifest(ctx context.Context, ro *wire.ReadOptions, taskID string
 	}
 	m, err := artifact.ReadManifest(ctx, h.cfg.Artifacts, att)
 	if errors.Is(err, blob.ErrNotFound) {
-		why := "it has not stored any (it ran without an artifact store, or its worker was lost)"
+		why := "it has not stored any there (its worker uses another store: heads and workers must share one --artifacts; or it ran without one, or its worker was lost)"
 		switch {
 		case state.IsActive(a.State):
 			why = "it is still " + a.State.String()
 		case a.ArtifactsPending:
 			why = "they are still in its worker's spool (artifacts pending); try again later"
 		}
-		return nil, att, errs.New(errs.NotFound, "attempt %d of task %q has no artifacts in the store yet: %s", number, taskID, why)
+		return nil, att, errs.New(errs.NotFound, "attempt %d of task %q has no artifacts in the store %s yet: %s", att.Number, taskID, h.cfg.Artifacts.URL(), why)
 	}
 	if err != nil {
 		return nil, att, storeErr(err, "artifacts of %s attempt %d", taskID, att.Number)

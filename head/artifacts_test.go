@@ -15,6 +15,7 @@ import (
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/fake"
 	"github.com/megaflow/megaflow/runtime/process"
 	"github.com/megaflow/megaflow/worker"
 )
@@ -117,5 +118,39 @@ func TestArtifactsOnRealProcesses(t *testing.T) {
 	}
 	if _, err := cl.DeleteGraph(ctx, "files"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("second DeleteGraph: %v, want NotFound", err)
+	}
+}
+
+// A worker that stores its artifacts somewhere the heads do not read: the
+// logs and the artifacts of its attempts are refused with NotFound saying
+// why (each daemon's default store is under its own data dir), not an
+// empty answer.
+func TestLogsFromAnotherStoreAreNotFound(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { cfg.Artifacts = artifact.NewMemStore() }})
+	rt := fake.New(nil)
+	rt.Default(fake.Behavior{Duration: 5 * time.Millisecond, Output: "hello\n"})
+	other := artifact.NewMemStore()
+	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Configure: func(cfg *worker.Config) { cfg.Artifacts = other }})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, flatGraph("g", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if g := waitGraph(ctx, t, cl, "g"); g.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", g)
+	}
+	for chunk, err := range cl.Logs(ctx, "g/t000", client.LogsOptions{}) {
+		if err == nil {
+			t.Fatalf("logs returned %q from a store the worker never wrote to", chunk.Data)
+		}
+		if !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), "attempt 1 of task \"g/t000\" left no logs in the artifact store mem://") ||
+			!strings.Contains(err.Error(), "share one --artifacts store") {
+			t.Fatalf("logs: %v", err)
+		}
+		break
+	}
+	if _, err := cl.Artifacts(ctx, "g/t000", 0); !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), "attempt 1 of task") {
+		t.Fatalf("artifacts: %v", err)
 	}
 }

@@ -284,7 +284,11 @@ func holdIncompleteGangs(view *state.View, tasks []scheduler.Task, queued map[st
 		if n == len(members) {
 			continue
 		}
-		r := fmt.Sprintf("waiting for its gang %q: %d of its %d tasks are ready to start", k.gang, n, len(members))
+		verb := "are"
+		if n == 1 {
+			verb = "is"
+		}
+		r := fmt.Sprintf("waiting for its gang %q: %d of its %d tasks %s ready to start", k.gang, n, len(members), verb)
 		for _, m := range members {
 			if _, ok := queued[m.ID]; ok {
 				continue
@@ -294,6 +298,12 @@ func holdIncompleteGangs(view *state.View, tasks []scheduler.Task, queued map[st
 				r += fmt.Sprintf(" (task %q: attempt %d on worker %s is being stopped)", m.Name(), a.Number, a.WorkerID)
 			case m.State == wire.TaskState_TASK_STATE_QUEUED && m.NotBeforeUnixNanos > now:
 				r += fmt.Sprintf(" (task %q waits out its retry backoff)", m.Name())
+			case waiting[m.ID] != "":
+				r += fmt.Sprintf(" (task %q is %s)", m.Name(), waiting[m.ID])
+			case m.State == wire.TaskState_TASK_STATE_QUEUED && m.Reason != "" && !strings.HasPrefix(m.Reason, "waiting for its gang"):
+				r += fmt.Sprintf(" (task %q is %s)", m.Name(), m.Reason)
+			case m.State == wire.TaskState_TASK_STATE_PENDING:
+				r += fmt.Sprintf(" (task %q waits for its dependencies)", m.Name())
 			default:
 				r += fmt.Sprintf(" (task %q is %s)", m.Name(), strings.TrimPrefix(m.State.String(), "TASK_STATE_"))
 			}

@@ -14,12 +14,13 @@ start_head() {
   local i=$1
   bin/megaflow-head --node-id h$i --data-dir "$dir/h$i" \
     --raft-addr 127.0.0.1:1700$i --grpc-addr 127.0.0.1:1707$i --gossip-addr 127.0.0.1:1794$i \
-    --http-addr 127.0.0.1:1709$i --bootstrap-expect 3 --join 127.0.0.1:17941,127.0.0.1:17942 >>"$dir/h$i.log" 2>&1 &
+    --http-addr 127.0.0.1:1709$i --artifacts "file://$dir/artifacts" --bootstrap-expect 3 --join 127.0.0.1:17941,127.0.0.1:17942 >>"$dir/h$i.log" 2>&1 &
   pids[$i]=$!
 }
 start_worker() {
   local i=$1
   bin/megaflow-worker --node-id w$i --data-dir "$dir/w$i" --gossip-addr 127.0.0.1:1795$i --http-addr 127.0.0.1:1719$i \
+    --artifacts "file://$dir/artifacts" \
     --join 127.0.0.1:17941,127.0.0.1:17942,127.0.0.1:17943 --runtime process \
     --cpu-millis 2000 --memory-bytes 2147483648 >>"$dir/w$i.log" 2>&1 &
   pids[$((10 + i))]=$!
@@ -56,6 +57,8 @@ for _ in $(seq 1 50); do bin/megaflow cluster 2>/dev/null | grep -q "^$leader .*
 bin/megaflow cluster
 step "every task ran once (ATTEMPT 1), through the leader change"
 bin/megaflow tasks hello-rollouts
+step "the aggregate's log, read back from the shared artifact store"
+bin/megaflow logs hello-rollouts/aggregate
 
 step "restarting $leader on its data dir: it rejoins and catches up"
 start_head "${leader#h}"

@@ -280,7 +280,7 @@ func (w *Worker) watchLive(ctx context.Context, svc serviceRun) error {
 			continue
 		}
 		if failures++; failures >= w.cfg.ServiceLivenessFailures {
-			return fmt.Errorf("%d probes in a row failed, %v apart; last: %w", failures, w.cfg.ServiceLivenessInterval, err)
+			return fmt.Errorf("%d probes in a row failed (one every %v, each given %v); last: %w", failures, w.cfg.ServiceLivenessInterval, probeTimeout, err)
 		}
 	}
 }

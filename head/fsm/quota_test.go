@@ -208,7 +208,7 @@ func TestFailQueued(t *testing.T) {
 	if got := states(f, "g/a", "g/b", "g/c", "g/d"); got != "FAILED ASSIGNED QUEUED CANCELLED" {
 		t.Fatalf("states %s", got)
 	}
-	if a := f.task("g/a"); a.Reason != why {
+	if a := f.task("g/a"); a.Reason != why+" (gave up after 0s queued: the heads' --max-queue-wait)" {
 		t.Fatalf("reason %q", a.Reason)
 	}
 	// Queued after the cutoff: left alone.

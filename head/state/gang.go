@@ -37,7 +37,10 @@ func (t *Txn) gangFollow(from wire.TaskState, n *Task, nanos int64) {
 	switch {
 	case IsTerminal(n.State) && n.State != succeeded:
 		why := fmt.Sprintf("gang %q: task %q %s", gang, n.Name(), stateWord(n.State))
-		if n.Reason != "" {
+		switch {
+		case strings.HasPrefix(n.Reason, fmt.Sprintf("gang %q: task ", gang)):
+			why = n.Reason // n followed another task of the gang: name that one
+		case n.Reason != "":
 			why += ": " + n.Reason
 		}
 		for _, o := range t.gangOf(n) {

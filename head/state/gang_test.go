@@ -194,3 +194,28 @@ func TestGangLess(t *testing.T) {
 		}
 	}
 }
+
+// Every task of a gang cancelled because of one names that one, not the
+// task that happened to pass the news on.
+func TestGangReasonsNameTheFirstTask(t *testing.T) {
+	s := newTestStore(t)
+	g, tasks := buildRows("g", "tenant", "r0", "r1", "r2")
+	for _, task := range tasks {
+		task.Spec.Gang = "train"
+	}
+	s.write(func(txn *Txn) {
+		if err := txn.InsertGraph(g, tasks, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	s.write(func(txn *Txn) {
+		if _, err := txn.CancelTask("g/r1", "not needed", 2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, id := range []string{"g/r0", "g/r2"} {
+		if got, want := s.task(id).Reason, `gang "train": task "r1" cancelled: not needed`; got != want {
+			t.Errorf("%s reason %q; want %q", id, got, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -120,7 +121,8 @@ func (t *Txn) FailQueued(taskID, reason string, queuedBefore, unixNanos int64) b
 	if cur == nil || cur.State != queued || cur.Reason != reason || cur.QueuedUnixNanos > queuedBefore {
 		return false
 	}
-	n := t.move(cur, failed, reason, unixNanos, nil)
+	waited := time.Duration(unixNanos - cur.QueuedUnixNanos).Round(time.Second)
+	n := t.move(cur, failed, fmt.Sprintf("%s (gave up after %v queued: the heads' --max-queue-wait)", reason, waited), unixNanos, nil)
 	if _, err := t.ResolveDependents(n, unixNanos); err != nil {
 		panic(fmt.Sprintf("state: index %d: %v", t.index, err))
 	}
