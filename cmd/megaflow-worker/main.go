@@ -146,7 +146,7 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 			logger.Info("no GPUs offered", "why", why)
 		}
 	}
-	rt, closeRT, err := newRuntime(f.runtime, f.dockerHost, logger)
+	rt, closeRT, err := newRuntime(f.runtime, f.dockerHost, filepath.Join(cfg.DataDir, "process"), logger)
 	if err != nil {
 		return err
 	}
@@ -240,7 +240,7 @@ func applyFlags(cfg *worker.Config, f flags) error {
 
 // newRuntime builds the named container runtime and a function that
 // releases it.
-func newRuntime(name, dockerHost string, logger *slog.Logger) (contract.Runtime, func(), error) {
+func newRuntime(name, dockerHost, processDir string, logger *slog.Logger) (contract.Runtime, func(), error) {
 	switch name {
 	case "docker":
 		rt, err := docker.New(docker.Config{Host: dockerHost, Logger: logger})
@@ -249,7 +249,7 @@ func newRuntime(name, dockerHost string, logger *slog.Logger) (contract.Runtime,
 		}
 		return rt, func() { _ = rt.Close() }, nil
 	case "process":
-		rt, err := process.New(process.Config{Logger: logger})
+		rt, err := process.New(process.Config{Logger: logger, StateDir: processDir})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--runtime process: %w", err)
 		}

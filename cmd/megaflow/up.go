@@ -60,7 +60,7 @@ type localCluster struct {
 
 // chooseRuntime builds the runtime named by name ("auto" tries docker
 // first) and says why it was chosen.
-func chooseRuntime(ctx context.Context, name string, logger *slog.Logger) (contract.Runtime, func(), string, error) {
+func chooseRuntime(ctx context.Context, name, processDir string, logger *slog.Logger) (contract.Runtime, func(), string, error) {
 	if name != "auto" && name != "docker" && name != "process" {
 		return nil, nil, "", errs.New(errs.InvalidArgument, "--runtime %q: want auto, docker or process", name)
 	}
@@ -78,13 +78,13 @@ func chooseRuntime(ctx context.Context, name string, logger *slog.Logger) (contr
 		if name == "docker" {
 			return nil, nil, "", fmt.Errorf("--runtime docker: no Docker Engine answers (%v); start it, set DOCKER_HOST, or use --runtime process", err)
 		}
-		rt2, perr := process.New(process.Config{Logger: logger})
+		rt2, perr := process.New(process.Config{Logger: logger, StateDir: processDir})
 		if perr != nil {
 			return nil, nil, "", perr
 		}
 		return rt2, func() {}, fmt.Sprintf("no Docker Engine answered (%v): tasks run as plain processes, without isolation or limits", err), nil
 	}
-	rt, err := process.New(process.Config{Logger: logger})
+	rt, err := process.New(process.Config{Logger: logger, StateDir: processDir})
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -115,7 +115,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	if err != nil {
 		return nil, errs.New(errs.InvalidArgument, "--log-level: %v", err)
 	}
-	rt, closeRT, why, err := chooseRuntime(ctx, o.Runtime, logger)
+	rt, closeRT, why, err := chooseRuntime(ctx, o.Runtime, filepath.Join(o.DataDir, "process"), logger)
 	if err != nil {
 		return nil, err
 	}

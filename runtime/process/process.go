@@ -6,8 +6,9 @@
 // It owns the processes it started, in this process's lifetime only: a
 // restarted worker could not adopt them (List would no longer show them),
 // so the worker stops them all through StopAll (contract.StopAller) when it
-// shuts down cleanly. A worker that crashes leaves them running, as
-// orphans nobody reports on. There is no isolation: Image,
+// shuts down cleanly. A worker that crashes leaves them running until the
+// worker starts again on the same Config.StateDir, which kills them
+// (orphans.go); their tasks are re-run. There is no isolation: Image,
 // Network, Capabilities and PidsLimit are ignored, and CPUMillis and
 // MemoryBytes are not enforced. (RLIMIT_AS would bound address space, not
 // memory, and breaks runtimes that reserve large virtual ranges, such as
@@ -55,13 +56,21 @@ type Config struct {
 	// Logger receives what the runtime cannot return (a kill that failed).
 	// nil: discard.
 	Logger *slog.Logger
+	// StateDir, if set, is where the runtime records each process group it
+	// starts (a few bytes per process), and New kills the groups a
+	// previous Runtime on the directory left running (a worker that
+	// crashed): their tasks are re-run elsewhere, and two copies must not
+	// run at once. The worker daemon uses <data dir>/process. "": no
+	// records, and a crash leaves its processes running.
+	StateDir string
 }
 
 // Runtime runs task attempts as process groups. It is safe for concurrent
 // use; the worker creates one with New.
 type Runtime struct {
-	environ []string
-	log     *slog.Logger
+	environ  []string
+	log      *slog.Logger
+	stateDir string
 
 	mu    sync.Mutex
 	procs map[string]*proc  // id -> process, until Remove
@@ -79,14 +88,30 @@ type proc struct {
 	exit contract.Exit
 }
 
-// New returns a Runtime. It never fails today; the error is for
-// symmetry with the other runtimes' constructors.
+// New returns a Runtime. With a StateDir it first kills the process groups
+// a previous Runtime on that directory left running, and logs how many.
+// Errors: the StateDir cannot be created or read, or a recorded group
+// cannot be killed.
 func New(cfg Config) (*Runtime, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), procs: map[string]*proc{}, names: map[string]string{}}, nil
+	r := &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), stateDir: cfg.StateDir,
+		procs: map[string]*proc{}, names: map[string]string{}}
+	if r.stateDir != "" {
+		if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("process runtime: state dir: %w", err)
+		}
+		n, err := killOrphans(r.stateDir)
+		if err != nil {
+			return nil, fmt.Errorf("process runtime: the processes of a previous run in %s: %w", r.stateDir, err)
+		}
+		if n > 0 {
+			r.log.Warn("killed the processes a previous run left (a crash): their tasks are re-run", "groups", n, "state_dir", r.stateDir)
+		}
+	}
+	return r, nil
 }
 
 // Name returns "process".
@@ -150,6 +175,11 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	}
 	p.pid = cmd.Process.Pid
 	r.procs[p.id] = p
+	if r.stateDir != "" {
+		if err := writeRecord(r.stateDir, p); err != nil {
+			r.log.Warn("cannot record a started process: a crash would leave it running", "id", p.id, "pid", p.pid, "err", err)
+		}
+	}
 	go r.reap(p, cmd, started)
 	return p.id, nil
 }
@@ -177,6 +207,8 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time) {
 	// member lives, so this cannot hit an unrelated process group.
 	if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		r.log.Warn("cannot kill the rest of a process group", "id", p.id, "pgid", p.pid, "err", err)
+	} else if r.stateDir != "" {
+		removeRecord(r.stateDir, p.id)
 	}
 	p.exit = exit
 	close(p.done)
