@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,9 +35,52 @@ func ParseGraphYAML(name string, data []byte) (*GraphSpec, error) {
 		return nil, err
 	}
 	if err := spec.Validate(spec.Normalize(g), spec.DefaultLimits()); err != nil {
+		var fe *spec.FieldError
+		if errors.As(err, &fe) {
+			if n := locate(doc.Content[0], fe.Task, fe.Field); n != nil {
+				return nil, errs.New(errs.InvalidArgument, "%s:%d: %v", name, n.Line, err)
+			}
+		}
 		return nil, errs.New(errs.InvalidArgument, "%s: %v", name, err)
 	}
 	return g, nil
+}
+
+// locate returns the node of a graph file that a validation problem is
+// about: the key of field (a dotted path, as far as the file spells it
+// out) of task number task (-1: of the graph), else the task's own node;
+// nil when the file does not hold it.
+func locate(root *yaml.Node, task int, field string) *yaml.Node {
+	n, at := root, (*yaml.Node)(nil)
+	if task >= 0 {
+		_, tasks := child(root, "tasks")
+		if tasks == nil || tasks.Kind != yaml.SequenceNode || task >= len(tasks.Content) {
+			return nil
+		}
+		n = tasks.Content[task]
+		at = n
+	}
+	for _, f := range strings.Split(field, ".") {
+		k, v := child(n, f)
+		if k == nil {
+			break
+		}
+		n, at = v, k
+	}
+	return at
+}
+
+// child returns the key and value nodes of key in mapping node n, or nils.
+func child(n *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
+	if n == nil || n.Kind != yaml.MappingNode || key == "" {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i], n.Content[i+1]
+		}
+	}
+	return nil, nil
 }
 
 func yamlErr(file string, n *yaml.Node, path, format string, args ...any) error {

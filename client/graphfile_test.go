@@ -26,7 +26,14 @@ func TestParseGraphYAMLErrors(t *testing.T) {
 		{"list expected", "tasks:\n  - name: a\n    image: x\n    command: true\n", "graph.yaml:4: tasks[0].command: want a list"},
 		{"int32 overflow", "priority: 99999999999\ntasks: []\n", "graph.yaml:1: priority: 99999999999 is out of range"},
 		{"invalid graph", "id: step-42\ntasks:\n  - name: eval\n    image: x\n    command: [\"true\"]\n    depends_on: [rollot]\n",
-			`graph.yaml: graph "step-42": task "eval": depends_on: unknown task "rollot"`},
+			`graph.yaml:6: graph "step-42": task "eval": depends_on: unknown task "rollot"`},
+		{"invalid nested field", "id: g\ntasks:\n  - name: a\n    image: x\n    command: [\"true\"]\n    resources:\n      cpu_millis: -5\n",
+			`graph.yaml:7: graph "g": task "a": resources.cpu_millis: -5 is negative`},
+		{"gang member waits for another", "id: g\ntasks:\n  - {name: a, image: x, command: [\"true\"], gang: train}\n" +
+			"  - name: b\n    image: x\n    command: [\"true\"]\n    depends_on: [a]\n    gang: train\n",
+			`graph.yaml:8: graph "g": task "b": gang: "train": the task depends, directly or through other tasks, on task "a" of its own gang`},
+		{"a task as a whole", "id: g\ntasks:\n  - name: a\n    image: x\n    command: [\"true\"]\n  - name: a\n    image: y\n    command: [\"true\"]\n",
+			`graph.yaml:6: graph "g": tasks[1]: name: "a" is also the name of tasks[0]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 )
 
 // Validate checks every field of g against lim and returns nil, or an
-// *errs.Error of class errs.InvalidArgument (test it with
-// errors.Is(err, errs.ErrInvalidArgument)) describing the first problem
-// found. The message names the graph, the task and the field, and says what
+// error of class errs.InvalidArgument (test it with
+// errors.Is(err, errs.ErrInvalidArgument); a *FieldError when the problem
+// is one field's) describing the first problem found. The message names the graph, the task and the field, and says what
 // to do, for example:
 //
 //	graph "step-42": task "eval": depends_on: unknown task "rollot" (tasks are: "rollout", "setup")
@@ -173,18 +173,40 @@ func (v *validator) taskRef(i int) string {
 	return fmt.Sprintf("tasks[%d]", i)
 }
 
+// FieldError is how Validate reports a problem it can pin to one field:
+// its message is the *errs.Error it wraps (class InvalidArgument), and
+// Task and Field say where, so that a graph file's reader can add the
+// line (client.ParseGraphYAML).
+type FieldError struct {
+	// Task is the position of the task in GraphSpec.tasks, or -1 for a
+	// field of the graph itself.
+	Task int
+	// Field is the field's path in proto names ("depends_on",
+	// "resources.cpu_millis", "labels"); "" for the task as a whole.
+	Field string
+	err   *errs.Error
+}
+
+// Error returns the message.
+func (e *FieldError) Error() string { return e.err.Error() }
+
+// Unwrap returns the *errs.Error, for errors.Is(err, errs.ErrInvalidArgument).
+func (e *FieldError) Unwrap() error { return e.err }
+
 // graphErr returns an error about the graph's field.
 func (v *validator) graphErr(field, format string, args ...any) error {
-	return errs.New(errs.InvalidArgument, "%s: %s: %s", v.graph, field, fmt.Sprintf(format, args...))
+	return &FieldError{Task: -1, Field: field,
+		err: errs.New(errs.InvalidArgument, "%s: %s: %s", v.graph, field, fmt.Sprintf(format, args...))}
 }
 
 // taskErr returns an error about task i's field; an empty field means the
 // task as a whole.
 func (v *validator) taskErr(i int, field, format string, args ...any) error {
 	if field == "" {
-		return errs.New(errs.InvalidArgument, "%s: %s: %s", v.graph, v.taskRef(i), fmt.Sprintf(format, args...))
+		return &FieldError{Task: i, err: errs.New(errs.InvalidArgument, "%s: %s: %s", v.graph, v.taskRef(i), fmt.Sprintf(format, args...))}
 	}
-	return errs.New(errs.InvalidArgument, "%s: %s: %s: %s", v.graph, v.taskRef(i), field, fmt.Sprintf(format, args...))
+	return &FieldError{Task: i, Field: field,
+		err: errs.New(errs.InvalidArgument, "%s: %s: %s: %s", v.graph, v.taskRef(i), field, fmt.Sprintf(format, args...))}
 }
 
 func (v *validator) checkGraph() error {
