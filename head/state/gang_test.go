@@ -209,8 +209,8 @@ func TestGangReasonsNameTheFirstTask(t *testing.T) {
 		}
 	})
 	s.write(func(txn *Txn) {
-		if _, err := txn.CancelTask("g/r1", "not needed", 2); err != nil {
-			t.Fatal(err)
+		if n, err := txn.CancelTask("g/r1", "not needed", 2); err != nil || n != 3 {
+			t.Fatalf("cancelled %d tasks, %v; want the 3 of the gang", n, err)
 		}
 	})
 	for _, id := range []string{"g/r0", "g/r2"} {

@@ -65,8 +65,9 @@ func (t *Txn) ResolveDependents(done *Task, unixNanos int64) (cancelledCount uin
 
 // CancelTask cancels the task with id if it is not terminal yet, with
 // reason and the leader's time, and resolves its dependents (some of which
-// may be cancelled as "upstream_failed"). It returns how many tasks moved to
-// CANCELLED (0 for a task already terminal) or NotFound.
+// may be cancelled as "upstream_failed"); the other tasks of its gang are
+// cancelled too (gang.go). It returns how many tasks moved to CANCELLED
+// (0 for a task already terminal) or NotFound.
 func (t *Txn) CancelTask(id, reason string, unixNanos int64) (uint32, error) {
 	cur := t.Task(id)
 	if cur == nil {
@@ -75,12 +76,12 @@ func (t *Txn) CancelTask(id, reason string, unixNanos int64) (uint32, error) {
 	if IsTerminal(cur.State) {
 		return 0, nil
 	}
+	before := t.Graph(cur.GraphID).Counts[cancelled]
 	n := t.move(cur, cancelled, reason, unixNanos, nil)
-	more, err := t.ResolveDependents(n, unixNanos)
-	if err != nil {
+	if _, err := t.ResolveDependents(n, unixNanos); err != nil {
 		panic(fmt.Sprintf("state: index %d: %v", t.index, err))
 	}
-	return 1 + more, nil
+	return t.Graph(cur.GraphID).Counts[cancelled] - before, nil
 }
 
 // CancelGraph cancels every task of the graph with id that is not terminal,
