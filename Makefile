@@ -78,7 +78,7 @@ proto:
 # The head against bare Raft (bench/README.md), then the container runtimes
 # against `docker run --rm` and a bare fork/exec (about 3 minutes on 2
 # cores), then megaflow-bench's short runs (scale, throughput against Dask,
-# failover, replay; 31 minutes on a busy 2-core machine) into $(BENCH_OUT). BENCH_FLAGS=--full
+# failover, replay; 10.5 minutes on this 2-core machine when quiet) into $(BENCH_OUT). BENCH_FLAGS=--full
 # runs the full ones (bench/README.md gives their durations).
 BENCH_OUT   ?= bench/results
 BENCH_FLAGS ?=
