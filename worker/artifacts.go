@@ -45,6 +45,14 @@ func artifactAttempt(a *wire.Assignment, k attempt.Key) artifact.Attempt {
 	return artifact.ForTask(a.GetTenant(), a.GetGraphId(), k.TaskID, k.Attempt)
 }
 
+// needsFiles reports whether an attempt of assignment a gets output and
+// input directories: when its task declares output_paths or receives its
+// parents' files. The others skip the directories' creation and removal
+// (a few file system calls per task, a good share of a no-op task's cost).
+func needsFiles(a *wire.Assignment) bool {
+	return a != nil && (len(a.GetSpec().GetOutputPaths()) > 0 || len(a.GetArtifactInputs()) > 0)
+}
+
 // prepareFiles creates attempt k's output and input directories and
 // points spec at them: bind mounts and MEGAFLOW_OUTPUT_DIR /
 // MEGAFLOW_INPUT_DIR (container paths for an isolated runtime, host paths

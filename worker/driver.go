@@ -275,7 +275,7 @@ func (d *driver) start(deadline time.Time) {
 				return attempt.StartDone{Err: fmt.Errorf("waiting for attempt %d to stop: %w", p.key.Attempt, sctx.Err())}
 			}
 		}
-		if d.w.artifactsOn() {
+		if d.w.artifactsOn() && needsFiles(d.assign) {
 			if err := d.w.prepareFiles(&spec, d.h.key); err != nil {
 				return attempt.StartDone{Err: err}
 			}
@@ -333,7 +333,7 @@ func (d *driver) wait(id string) {
 		if exit.Code == 0 && !exit.OOMKilled {
 			ev.Result, ev.ResultNote = readResult(path, d.w.maxResultBytes())
 		}
-		d.storeArtifacts(ctx, &ev, true)
+		d.storeArtifacts(ctx, &ev, needsFiles(d.assign))
 		return ev
 	})
 }
