@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -24,7 +25,21 @@ const (
 	// ContainerInputDir holds the parents' output files, under
 	// <parent task name>/<path>.
 	ContainerInputDir = "/megaflow/in"
+	// ContainerAttemptsDir is where a warm container (persistent mode)
+	// mounts its files directory: each exec's output and input
+	// directories are <ContainerAttemptsDir>/<attempt>/out and /in.
+	ContainerAttemptsDir = "/megaflow/attempts"
 )
+
+// poolFilesDir is warm container name's files directory on the host,
+// mounted at ContainerAttemptsDir inside it.
+func poolFilesDir(dataDir, name string) string { return filepath.Join(dataDir, "pool", name) }
+
+// execDirName names attempt k's files directory inside its warm
+// container's: "<task id as in logPath>-<attempt>".
+func execDirName(dataDir string, k attempt.Key) string {
+	return filepath.Base(filepath.Dir(logPath(dataDir, k))) + "-" + strconv.FormatUint(uint64(k.Attempt), 10)
+}
 
 // inputPoll is how often a child's worker looks again for a parent's
 // manifest that has not landed yet.
@@ -45,6 +60,15 @@ func artifactAttempt(a *wire.Assignment, k attempt.Key) artifact.Attempt {
 	return artifact.ForTask(a.GetTenant(), a.GetGraphId(), k.TaskID, k.Attempt)
 }
 
+// filesDir returns the files directory of an ephemeral attempt of
+// assignment a (attemptDir), or "" when it gets none (needsFiles).
+func (d *driver) filesDir() string {
+	if !d.w.artifactsOn() || !needsFiles(d.assign) {
+		return ""
+	}
+	return attemptDir(d.w.cfg.DataDir, d.h.key)
+}
+
 // needsFiles reports whether an attempt of assignment a gets output and
 // input directories: when its task declares output_paths or receives its
 // parents' files. The others skip the directories' creation and removal
@@ -53,12 +77,15 @@ func needsFiles(a *wire.Assignment) bool {
 	return a != nil && (len(a.GetSpec().GetOutputPaths()) > 0 || len(a.GetArtifactInputs()) > 0)
 }
 
-// prepareFiles creates attempt k's output and input directories and
-// points spec at them: bind mounts and MEGAFLOW_OUTPUT_DIR /
-// MEGAFLOW_INPUT_DIR (container paths for an isolated runtime, host paths
-// for the process runtime). The driver calls it before the start.
-func (w *Worker) prepareFiles(spec *contract.Spec, k attempt.Key) error {
-	dir := attemptDir(w.cfg.DataDir, k)
+// prepareFiles creates the output and input directories of an attempt
+// under dir (dir/out, dir/in) and points spec at them: MEGAFLOW_OUTPUT_DIR
+// and MEGAFLOW_INPUT_DIR, at the host paths for the process runtime, else
+// at the paths in the container: bind mounts of the two (ephemeral mode,
+// mounts empty), or the same directories inside the warm container's mount
+// of its files directory (persistent mode: mounts "/megaflow/attempts/x"
+// when dir is <its files directory>/x). The driver calls it before the
+// start.
+func (w *Worker) prepareFiles(spec *contract.Spec, dir, inContainer string) error {
 	out, in := filepath.Join(dir, "out"), filepath.Join(dir, "in")
 	for _, d := range []string{out, in} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -69,15 +96,19 @@ func (w *Worker) prepareFiles(spec *contract.Spec, k attempt.Key) error {
 	if err := os.Chmod(out, 0o777); err != nil {
 		return fmt.Errorf("attempt directory: %w", err)
 	}
-	if contract.Isolated(w.rt) {
+	switch {
+	case !contract.Isolated(w.rt):
+		spec.Env["MEGAFLOW_OUTPUT_DIR"] = out
+		spec.Env["MEGAFLOW_INPUT_DIR"] = in
+	case inContainer != "":
+		spec.Env["MEGAFLOW_OUTPUT_DIR"] = path.Join(inContainer, "out")
+		spec.Env["MEGAFLOW_INPUT_DIR"] = path.Join(inContainer, "in")
+	default:
 		spec.Mounts = append(spec.Mounts,
 			contract.Mount{Source: out, Target: ContainerOutputDir},
 			contract.Mount{Source: in, Target: ContainerInputDir, ReadOnly: true})
 		spec.Env["MEGAFLOW_OUTPUT_DIR"] = ContainerOutputDir
 		spec.Env["MEGAFLOW_INPUT_DIR"] = ContainerInputDir
-	} else {
-		spec.Env["MEGAFLOW_OUTPUT_DIR"] = out
-		spec.Env["MEGAFLOW_INPUT_DIR"] = in
 	}
 	return nil
 }
@@ -85,8 +116,8 @@ func (w *Worker) prepareFiles(spec *contract.Spec, k attempt.Key) error {
 // fetchInputs downloads the output files of the parents the assignment
 // names into attempt k's input directory, waiting for manifests still in
 // their workers' spools until ctx ends.
-func (w *Worker) fetchInputs(ctx context.Context, a *wire.Assignment, k attempt.Key) error {
-	in := filepath.Join(attemptDir(w.cfg.DataDir, k), "in")
+func (w *Worker) fetchInputs(ctx context.Context, a *wire.Assignment, dir string) error {
+	in := filepath.Join(dir, "in")
 	for name, number := range a.GetArtifactInputs() {
 		if artifact.PathProblem(name) != "" || name == "." {
 			return fmt.Errorf("inputs: parent name %q is not a valid directory name", name)
@@ -134,12 +165,13 @@ func (d *driver) startShipping(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// storeArtifacts queues the attempt's last log chunk, output files, large
-// result and manifest once its process exited, and sets ev's result to a
-// reference when the result went to the store. It reports whether
-// anything is still in the spool. Errors are logged and noted in the
-// manifest; they never hold up the final event.
-func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, outputs bool) {
+// storeArtifacts queues the attempt's last log chunk, output files (from
+// dir/out, dir being its files directory; "" for none), large result and
+// manifest once its process exited, sets ev's result to a reference when
+// the result went to the store, and removes dir once the spool holds
+// copies. Errors are logged and noted in the manifest; they never hold up
+// the final event.
+func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, dir string) {
 	if !d.w.artifactsOn() || d.assign == nil {
 		return
 	}
@@ -148,8 +180,7 @@ func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, outpu
 		d.shipper = artifact.NewLogShipper(a, logPath(d.w.cfg.DataDir, d.h.key), d.w.spool)
 	}
 	f := artifact.Finish{Log: d.shipper}
-	dir := attemptDir(d.w.cfg.DataDir, d.h.key)
-	if outputs {
+	if dir != "" {
 		f.OutDir, f.Paths = filepath.Join(dir, "out"), d.assign.GetSpec().GetOutputPaths()
 	}
 	if len(ev.Result) > MaxResultBytes {
@@ -158,7 +189,7 @@ func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, outpu
 	m, ref, err := f.Store(ctx, d.w.spool, a)
 	if err != nil {
 		d.log.Warn("storing artifacts failed", "err", err)
-	} else if outputs {
+	} else if dir != "" {
 		// The spool holds copies now.
 		if rerr := os.RemoveAll(dir); rerr != nil {
 			d.log.Warn("removing the attempt directory failed", "dir", dir, "err", rerr)

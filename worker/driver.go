@@ -275,12 +275,12 @@ func (d *driver) start(deadline time.Time) {
 				return attempt.StartDone{Err: fmt.Errorf("waiting for attempt %d to stop: %w", p.key.Attempt, sctx.Err())}
 			}
 		}
-		if d.w.artifactsOn() && needsFiles(d.assign) {
-			if err := d.w.prepareFiles(&spec, d.h.key); err != nil {
+		if dir := d.filesDir(); dir != "" {
+			if err := d.w.prepareFiles(&spec, dir, ""); err != nil {
 				return attempt.StartDone{Err: err}
 			}
 			ictx, icancel := context.WithTimeout(sctx, d.w.cfg.StartTimeout)
-			err := d.w.fetchInputs(ictx, d.assign, d.h.key)
+			err := d.w.fetchInputs(ictx, d.assign, dir)
 			icancel()
 			if err != nil {
 				return attempt.StartDone{Err: err}
@@ -333,7 +333,7 @@ func (d *driver) wait(id string) {
 		if exit.Code == 0 && !exit.OOMKilled {
 			ev.Result, ev.ResultNote = readResult(path, d.w.maxResultBytes())
 		}
-		d.storeArtifacts(ctx, &ev, needsFiles(d.assign))
+		d.storeArtifacts(ctx, &ev, d.filesDir())
 		return ev
 	})
 }

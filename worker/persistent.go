@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 
@@ -27,6 +28,11 @@ type execRun struct {
 	failed string // why the exec could not run or broke off
 	result []byte
 	note   string
+	// filesDir is the exec's files directory on the host (its out/ and
+	// in/ inside its warm container's), "" when it has none; set before
+	// StartDone, with warm, the container it ran in.
+	filesDir string
+	warm     *warm
 }
 
 func (r *execRun) stop() {
@@ -114,6 +120,26 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 			fail(fmt.Errorf("abandoned before its exec: %w", err))
 			return
 		}
+		if d.w.artifactsOn() && needsFiles(d.assign) {
+			name := execDirName(w.cfg.DataDir, d.h.key)
+			dir, inContainer := filepath.Join(poolFilesDir(w.cfg.DataDir, c.name), name), ""
+			if contract.Isolated(w.rt) {
+				inContainer = path.Join(ContainerAttemptsDir, name)
+			}
+			err := w.prepareFiles(&spec, dir, inContainer)
+			if err == nil {
+				ictx, icancel := context.WithTimeout(sctx, w.cfg.StartTimeout)
+				err = w.fetchInputs(ictx, d.assign, dir)
+				icancel()
+			}
+			if err != nil {
+				_ = os.RemoveAll(dir)
+				w.pool.release(c, true, "")
+				fail(err)
+				return
+			}
+			run.filesDir, run.warm = dir, c
+		}
 		cancelStart()
 		d.h.mbox.put(attempt.StartDone{ContainerID: c.id})
 		d.log.Debug("exec in warm container", "container", c.id)
@@ -159,7 +185,13 @@ func (d *driver) waitExec() {
 			return attempt.WaitDone{Failed: run.failed}
 		}
 		ev := attempt.WaitDone{Exit: run.exit, Result: run.result, ResultNote: run.note}
-		d.storeArtifacts(ctx, &ev, false)
+		d.storeArtifacts(ctx, &ev, run.filesDir)
+		if run.filesDir != "" && !d.w.pool.live(run.warm) {
+			// The container went (its session ended, the exec broke it):
+			// its files directory goes with this exec's, unless its
+			// removal is still under way (that removes it then).
+			_ = os.Remove(filepath.Dir(run.filesDir))
+		}
 		return ev
 	})
 }

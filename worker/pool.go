@@ -265,6 +265,14 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 		return nil, fmt.Errorf("pool log directory: %w", err)
 	}
+	if w.artifactsOn() && contract.Isolated(w.rt) {
+		// Its execs' output and input directories live below this one.
+		files := poolFilesDir(w.cfg.DataDir, name)
+		if err := os.MkdirAll(files, 0o755); err != nil {
+			return nil, fmt.Errorf("warm container files directory: %w", err)
+		}
+		spec.Mounts = []contract.Mount{{Source: files, Target: ContainerAttemptsDir}}
+	}
 	if err := w.sem.acquire(ctx); err != nil {
 		return nil, fmt.Errorf("waiting for a start slot: %w", err)
 	}
@@ -326,13 +334,23 @@ func (p *pool) dropLocked(c *warm) {
 		delete(p.sessions, c.session)
 	}
 	p.broadcastLocked()
-	p.removeAsync(c.id)
+	p.removeAsync(c.id, c.name)
+}
+
+// live reports whether warm container c is still in the pool.
+func (p *pool) live(c *warm) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kp := p.keys[c.key]
+	return kp != nil && kp.all[c.id] == c
 }
 
 // removeAsync removes container id in a goroutine the pool owns (Run waits
 // for it); the removal has its own deadline, so it also ends after the
-// worker stopped.
-func (p *pool) removeAsync(id string) {
+// worker stopped. Its files directory goes too once empty: the files of
+// an exec still being collected keep it, and that exec's collection
+// removes it (persistent.go).
+func (p *pool) removeAsync(id, name string) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -340,7 +358,9 @@ func (p *pool) removeAsync(id string) {
 		defer cancel()
 		if err := p.w.rt.Remove(rctx, id); err != nil {
 			p.w.log.Warn("removing a warm container failed; reconciliation will retry", "container", id, "err", err)
+			return
 		}
+		_ = os.Remove(poolFilesDir(p.w.cfg.DataDir, name))
 	}()
 }
 

@@ -3,11 +3,14 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
 	"github.com/megaflow/megaflow/runtime/testimage"
@@ -148,4 +151,65 @@ func TestDockerPersistentPool(t *testing.T) {
 	if len(sessions) != 1 || !strings.HasPrefix(sessions[0], "g/s1@") {
 		t.Errorf("session bindings %v, want one for g/s1", sessions)
 	}
+}
+
+// TestDockerPersistentOutputsAndInputs: persistent tasks in one session's
+// warm container on the real Docker Engine write their declared output
+// files and read their parents', as ephemeral tasks do: the first task's
+// file lands in the store, the next one (the session's last) finds it
+// under MEGAFLOW_INPUT_DIR, and when the session's container goes its
+// files directory goes with it.
+func TestDockerPersistentOutputsAndInputs(t *testing.T) {
+	_, image := testimage.Require(t)
+	drt, err := docker.New(docker.Config{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drt.Close() })
+	cluster := "mftest-pfiles-" + testimage.RunID()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, _ := drt.List(ctx, map[string]string{LabelCluster: cluster})
+		for _, c := range cs {
+			_ = drt.Remove(ctx, c.ID)
+		}
+	})
+	store := artifact.NewMemStore()
+	head := newFakeHead(t, "h1")
+	dataDir := t.TempDir()
+	cfg := testConfig(t, drt, dataDir, head.addr)
+	cfg.ClusterName = cluster
+	cfg.PoolMax = 2
+	cfg.Artifacts = store
+	startWorker(t, cfg)
+
+	gen := pspec("s1", "sh", "-c", `echo '{"step": 1}' > "$MEGAFLOW_OUTPUT_DIR/traj.jsonl"; echo wrote $MEGAFLOW_OUTPUT_DIR`)
+	gen.Image, gen.OutputPaths = image, []string{"traj.jsonl"}
+	head.send(assignMsg("g/gen", 1, gen))
+	if e := head.waitEvent("g/gen", 1, kindExited); e.GetExitCode() != 0 {
+		t.Fatalf("gen: %v", e)
+	}
+	key := artifact.ForTask("default", "g", "g/gen", 1).FileKey("traj.jsonl")
+	waitFor(t, time.Minute, "gen's output file in the store", func() bool {
+		_, err := store.Stat(context.Background(), key)
+		return err == nil
+	})
+
+	use := pspec("s1", "sh", "-c", `cat "$MEGAFLOW_INPUT_DIR/gen/traj.jsonl" && echo "MEGAFLOW_RESULT {\"ok\": true}"`)
+	use.Image = image
+	m := assignMsg("g/use", 1, use)
+	m.GetAssign().ArtifactInputs = map[string]uint32{"gen": 1}
+	m.GetAssign().SessionEnds = true
+	head.send(m)
+	if e := head.waitEvent("g/use", 1, kindExited); e.GetExitCode() != 0 || string(e.GetResult()) != `{"ok": true}` {
+		t.Fatalf("use could not read its parent's file: %v", e)
+	}
+	if a, b := head.waitEvent("g/gen", 1, kindStarted).GetContainerId(), head.waitEvent("g/use", 1, kindStarted).GetContainerId(); a != b {
+		t.Fatalf("the session's tasks ran in %s and %s; want one warm container", a, b)
+	}
+	waitFor(t, time.Minute, "the session's container and its files directory gone", func() bool {
+		left, _ := os.ReadDir(filepath.Join(dataDir, "pool"))
+		return len(left) == 0
+	})
 }

@@ -107,6 +107,11 @@ func New(cfg Config) (*Worker, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("worker %s: DataDir: %w", cfg.NodeID, err)
 	}
+	// The files directories of a previous run's warm containers: those
+	// containers are removed, never adopted (pool.go).
+	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "pool")); err != nil {
+		return nil, fmt.Errorf("worker %s: DataDir: %w", cfg.NodeID, err)
+	}
 	w := &Worker{
 		cfg:   cfg,
 		log:   logger,

@@ -217,10 +217,37 @@ func rollout(ctx context.Context, out io.Writer, dir, instance, stepList string,
 	if err := enc.Encode(step{Step: len(steps), Attempt: attempt, End: end}); err != nil {
 		return err
 	}
+	if err := traj.Close(); err != nil {
+		return err
+	}
+	if outDir := os.Getenv("MEGAFLOW_OUTPUT_DIR"); outDir != "" {
+		// Kept as an artifact when the task declares it (output_paths).
+		if err := copyFile(filepath.Join(dir, "trajectory.jsonl"), filepath.Join(outDir, "trajectory.jsonl")); err != nil {
+			return fmt.Errorf("rollout: keeping the trajectory: %w", err)
+		}
+	}
 	fmt.Fprintf(out, "%s: %d steps, ended %s, attempt %d\n", instance, len(steps), end, attempt)
 	result(out, map[string]any{"instance": instance, "steps": len(steps), "model_calls": len(steps), "end": end, "attempt": attempt,
 		"trajectory": filepath.Join(dir, "trajectory.jsonl")})
 	return nil
+}
+
+// copyFile copies the file at src to dst.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 func truncate(s string, n int) string {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/artifact/backends"
+	"github.com/megaflow/megaflow/internal/blob/spool"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/logging"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -56,6 +58,8 @@ type localCluster struct {
 	logFile *os.File
 	cancel  context.CancelFunc
 	done    chan error // one value per daemon
+	// closeArtifacts closes the worker's spool and the artifact store.
+	closeArtifacts func()
 }
 
 // chooseRuntime builds the runtime named by name ("auto" tries docker
@@ -121,20 +125,41 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	}
 	lc.runtime, lc.rt, lc.why = rt.Name(), rt, why
 
+	// One artifact store for both daemons (<data-dir>/artifacts), so that
+	// megaflow logs and artifacts read back what the worker stored; the
+	// worker's uploads go through a disk spool (<data-dir>/worker/spool).
+	store, err := backends.Open(ctx, "", o.DataDir)
+	if err != nil {
+		closeRT()
+		return nil, fmt.Errorf("artifact store: %w", err)
+	}
+	sc := spool.DefaultConfig(filepath.Join(o.DataDir, "worker", "spool"))
+	sc.Logger = logger.With("daemon", "worker")
+	sp, err := spool.New(sc, store)
+	if err != nil {
+		store.Close()
+		closeRT()
+		return nil, fmt.Errorf("artifact spool: %w", err)
+	}
+	closeArtifacts := func() { sp.Close(); store.Close() }
+	closeAll := func() { closeRT(); closeArtifacts() }
+
 	hc := head.DefaultConfig()
 	hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
 	hc.GRPCAddr, hc.RaftAddr, hc.GossipAddr = o.GRPCAddr, o.RaftAddr, o.GossipAddr
 	hc.BootstrapExpect = 1
+	hc.Artifacts = store
 	hc.Logger = logger.With("daemon", "head")
 	h, err := head.New(hc)
 	if err != nil {
-		closeRT()
+		closeAll()
 		return nil, fmt.Errorf("head: %w", err)
 	}
 	wc := worker.DefaultConfig()
 	wc.NodeID, wc.DataDir, wc.GossipAddr = "local-worker", filepath.Join(o.DataDir, "worker"), o.WorkerGossipAddr
 	wc.Heads, wc.Join = []string{h.GRPCAddr()}, []string{h.GossipAddr()}
 	wc.Runtime = rt
+	wc.Artifacts, wc.Spool = store, sp
 	wc.Capacity = worker.Capacity{CPUMillis: o.CPUMillis, MemoryBytes: o.MemoryBytes}
 	if o.PoolMax > 0 {
 		wc.PoolMax = o.PoolMax
@@ -146,12 +171,13 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	w, err := worker.New(wc)
 	if err != nil {
 		_ = h.Shutdown(context.Background())
-		closeRT()
+		closeAll()
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	lc.head, lc.worker = h, w
 	rctx, cancel := context.WithCancel(context.Background())
 	lc.cancel = func() { cancel(); closeRT() }
+	lc.closeArtifacts = closeArtifacts
 	go func() { lc.done <- h.Run(rctx) }() // owned by lc: Stop cancels and waits
 	go func() { lc.done <- w.Run(rctx) }()
 
@@ -205,6 +231,7 @@ func (lc *localCluster) Stop(ctx context.Context) error {
 			err = errors.Join(err, e)
 		}
 	}
+	lc.closeArtifacts() // after both daemons stopped
 	return errors.Join(err, lc.logFile.Close())
 }
 

@@ -132,9 +132,9 @@ func (d *Data) Build(o Options) (*Step, error) {
 			After(setup).Session(in.ID).Type("train").CPU(cpu).Memory(mem).Retries(3).Timeout(10 * time.Minute).
 			Network(net(o))
 		if o.Runtime == "docker" {
-			// The trajectory is kept as an artifact (relative to the
-			// working directory; the process runtime's tasks run in the
-			// worker's).
+			// The agent copies the trajectory into MEGAFLOW_OUTPUT_DIR,
+			// kept as an artifact (megaflow artifacts get TASK). The
+			// process runtime's tasks run in the worker's directory.
 			rollout.WorkDir(dir).Outputs("trajectory.jsonl")
 		}
 		if o.ModelURL != "" {
