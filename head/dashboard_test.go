@@ -187,11 +187,19 @@ func TestDashboardInABrowser(t *testing.T) {
 		banner = run(t, bctx, "read the follower banner", 5*time.Second, text(`#stale`))
 		for _, h := range c.Running() {
 			if h.IsLeader() {
-				return strings.Contains(banner, "is a follower") && strings.Contains(banner, "the leader is "+h.ID())
+				return strings.Contains(banner, "is a follower") && strings.Contains(banner, "the leader is "+h.ID()) &&
+					strings.Contains(banner, "(its dashboard)")
 			}
 		}
 		return false
 	})
+	href := run(t, bctx, "read the link to the leader's dashboard", 5*time.Second,
+		chromedp.Evaluate[string](`(document.querySelector("#leader-link") || {}).href || ""`))
+	for _, h := range c.Running() {
+		if h.IsLeader() && !strings.HasPrefix(href, "http://"+h.HTTPAddr()+"/") {
+			t.Errorf("the follower's banner links to %q; want the leader %s's dashboard at %s", href, h.ID(), h.HTTPAddr())
+		}
+	}
 	step(t, bctx, "the graph on the follower", 20*time.Second, chromedp.WaitVisible(css(sel)))
 	if dir := os.Getenv("MEGAFLOW_SCREENSHOT_DIR"); dir != "" {
 		png = run(t, bctx, "follower screenshot", 20*time.Second, chromedp.FullScreenshot(100))

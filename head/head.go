@@ -152,6 +152,13 @@ func New(cfg Config) (*Head, error) {
 		}
 		h.http = srv
 		h.registerDashboard(srv.Mux)
+		// Followers' dashboards link to the leader's: gossip carries the
+		// address to them.
+		meta := gcfg.Meta.Clone()
+		meta.Extra = map[string]string{metaHTTP: srv.Addr()}
+		if err := g.UpdateMeta(meta); err != nil {
+			logger.Warn("cannot gossip the HTTP address; followers' dashboards will not link to this one", "err", err)
+		}
 	}
 	return h, nil
 }

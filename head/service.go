@@ -11,6 +11,7 @@ import (
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -187,6 +188,7 @@ func (h *Head) read(ctx context.Context, ro *wire.ReadOptions) (*state.View, *wi
 	leaderID, _ := h.leaderGRPC()
 	meta := &wire.ReadMeta{Index: view.Index(), HeadId: h.cfg.NodeID, LeaderId: leaderID, FromLeader: h.IsLeader()}
 	if !meta.FromLeader {
+		meta.LeaderHttp = h.leaderHTTP(leaderID)
 		if lc := h.node.Raft().LastContact(); !lc.IsZero() {
 			meta.LastContactMillis = time.Since(lc).Milliseconds()
 		} else {
@@ -197,6 +199,25 @@ func (h *Head) read(ctx context.Context, ro *wire.ReadOptions) (*state.View, *wi
 }
 
 var errForward = errs.New(errs.NotLeader, "forward to the leader")
+
+// metaHTTP is the gossip Meta.Extra key of a head's HTTP address.
+const metaHTTP = "http"
+
+// leaderHTTP returns "http://<address>" of head leaderID's HTTP listener as
+// gossip knows it, or "".
+func (h *Head) leaderHTTP(leaderID string) string {
+	if leaderID == "" {
+		return ""
+	}
+	for _, m := range h.gossip.Members() {
+		if m.Meta.Role == gossip.RoleHead && m.Meta.NodeID == leaderID && m.Status == gossip.StatusAlive {
+			if a := m.Meta.Extra[metaHTTP]; a != "" {
+				return "http://" + a
+			}
+		}
+	}
+	return ""
+}
 
 // waitApplied blocks until this head applied index, ctx ends or maxWait
 // (default 10 s) passes. Errors: Unavailable naming both indexes.

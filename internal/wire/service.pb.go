@@ -96,8 +96,11 @@ type ReadMeta struct {
 	LeaderId   string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	// Milliseconds since this head last heard from the leader (0 on the leader).
 	LastContactMillis int64 `protobuf:"varint,5,opt,name=last_contact_millis,json=lastContactMillis,proto3" json:"last_contact_millis,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The leader's HTTP address (dashboard, /metrics), "http://host:port",
+	// when this head is a follower and the leader serves HTTP; from gossip.
+	LeaderHttp    string `protobuf:"bytes,160,opt,name=leader_http,json=leaderHttp,proto3" json:"leader_http,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadMeta) Reset() {
@@ -163,6 +166,13 @@ func (x *ReadMeta) GetLastContactMillis() int64 {
 		return x.LastContactMillis
 	}
 	return 0
+}
+
+func (x *ReadMeta) GetLeaderHttp() string {
+	if x != nil {
+		return x.LeaderHttp
+	}
+	return ""
 }
 
 type SubmitGraphRequest struct {
@@ -2822,14 +2832,16 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\vReadOptions\x12\x1b\n" +
 	"\tmin_index\x18\x01 \x01(\x04R\bminIndex\x12&\n" +
 	"\x0fmax_wait_millis\x18\x02 \x01(\x03R\rmaxWaitMillis\x12%\n" +
-	"\x0erequire_leader\x18\x03 \x01(\bR\rrequireLeader\"\xa7\x01\n" +
+	"\x0erequire_leader\x18\x03 \x01(\bR\rrequireLeader\"\xc9\x01\n" +
 	"\bReadMeta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x17\n" +
 	"\ahead_id\x18\x02 \x01(\tR\x06headId\x12\x1f\n" +
 	"\vfrom_leader\x18\x03 \x01(\bR\n" +
 	"fromLeader\x12\x1b\n" +
 	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12.\n" +
-	"\x13last_contact_millis\x18\x05 \x01(\x03R\x11lastContactMillis\"B\n" +
+	"\x13last_contact_millis\x18\x05 \x01(\x03R\x11lastContactMillis\x12 \n" +
+	"\vleader_http\x18\xa0\x01 \x01(\tR\n" +
+	"leaderHttp\"B\n" +
 	"\x12SubmitGraphRequest\x12,\n" +
 	"\x05graph\x18\x01 \x01(\v2\x16.megaflow.v1.GraphSpecR\x05graph\"`\n" +
 	"\x13SubmitGraphResponse\x12\x19\n" +

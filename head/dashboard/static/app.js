@@ -81,8 +81,10 @@ function showMeta(meta, cluster) {
     const lc = num(meta.last_contact_millis);
     const who = meta.leader_id ? "the leader is " + meta.leader_id : "no leader is known";
     const contact = lc < 0 ? "has never heard from a leader" : "last heard from the leader " + fmtDur(lc / 1000) + " ago";
-    stale.textContent = "This head is a follower: it shows its own replica (applied index " + num(meta.index) + "), which " +
-      contact + "; " + who + ". Writes and exact figures: ask the leader.";
+    stale.replaceChildren("This head is a follower: it shows its own replica (applied index " + num(meta.index) + "), which " +
+      contact + "; " + who + ". Writes and exact figures: ask the leader" +
+      (meta.leader_http ? " (" : "."),
+      ...(meta.leader_http ? [el("a", { id: "leader-link", href: meta.leader_http + location.pathname + location.hash, text: "its dashboard" }), ")."] : []));
     stale.classList.remove("hidden");
   } else stale.classList.add("hidden");
 }
