@@ -173,7 +173,13 @@ func rollout(ctx context.Context, out io.Writer, dir, instance, stepList string,
 	model := strings.TrimRight(endpoints[0], "/")
 	attempt, _ := strconv.Atoi(os.Getenv("MEGAFLOW_ATTEMPT"))
 	attempt = max(attempt, 1)
-	traj, err := os.Create(filepath.Join(dir, "trajectory.jsonl"))
+	// Written under a name of this attempt's, renamed into place at the
+	// end: an earlier attempt still running (a process whose worker was
+	// killed) never interleaves its lines with this one's, and eval never
+	// reads half a trajectory.
+	final := filepath.Join(dir, "trajectory.jsonl")
+	tmp := fmt.Sprintf("%s.a%d.tmp", final, attempt)
+	traj, err := os.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("rollout: %w (did the setup step run in this session?)", err)
 	}
@@ -219,6 +225,9 @@ func rollout(ctx context.Context, out io.Writer, dir, instance, stepList string,
 	}
 	if err := traj.Close(); err != nil {
 		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("rollout: %w", err)
 	}
 	if outDir := os.Getenv("MEGAFLOW_OUTPUT_DIR"); outDir != "" {
 		// Kept as an artifact when the task declares it (output_paths).

@@ -132,6 +132,11 @@ not match is not kept. Here -o names the directory, not the output format.`,
 				for _, f := range list.Files {
 					paths = append(paths, f.Path)
 				}
+				if len(paths) == 0 {
+					fmt.Fprintf(g.stderr, "%s has no output files to download (its task declares no output_paths, or they matched nothing); its log: megaflow logs %s\n",
+						args[0], args[0])
+					return nil
+				}
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
