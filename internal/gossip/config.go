@@ -67,6 +67,10 @@ type Timing struct {
 	// JoinRetryMax caps the exponential backoff between Join attempts (the
 	// first retry waits 50 ms).
 	JoinRetryMax time.Duration
+	// GossipToTheDead is how long members keep gossiping to a member they
+	// declared dead, so that one back within it hears about the pool again
+	// without rejoining. 0: memberlist's default (30 s).
+	GossipToTheDead time.Duration
 }
 
 // LANTiming returns memberlist.DefaultLANConfig's timings: a dead member is
@@ -97,6 +101,7 @@ func FastTiming() Timing {
 		PushPullInterval: 1 * time.Second,
 		TCPTimeout:       1 * time.Second,
 		JoinRetryMax:     200 * time.Millisecond,
+		GossipToTheDead:  2 * time.Second,
 	}
 }
 
@@ -211,5 +216,8 @@ func (c *Config) memberlistConfig() *memberlist.Config {
 	mc.GossipInterval = t.GossipInterval
 	mc.PushPullInterval = t.PushPullInterval
 	mc.TCPTimeout = t.TCPTimeout
+	if t.GossipToTheDead > 0 {
+		mc.GossipToTheDeadTime = t.GossipToTheDead
+	}
 	return mc
 }
