@@ -161,7 +161,7 @@ func (r *Runtime) killExec(ctx context.Context, id, execID string) {
 		return
 	} else if kerr := r.killGroup(ins.PID, ins.ContainerID); kerr == nil {
 		return
-	} else if again, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{}); err == nil && !again.Running {
+	} else if r.execEnds(cctx, execID, errors.Is(kerr, os.ErrNotExist)) {
 		return // it ended on its own meanwhile (its PID may be gone or reused)
 	} else {
 		r.log.Warn("cannot kill exec from the host; killing its container", "container", id, "exec", execID, "pid", ins.PID, "err", kerr)
@@ -170,6 +170,33 @@ func (r *Runtime) killExec(ctx context.Context, id, execID string) {
 		r.log.Error("cannot kill container of a cancelled exec", "container", id, "exec", execID, "err", err)
 	}
 }
+
+// execEnds reports whether exec execID is seen not running: at once, or,
+// when gone is set (its process is no longer in /proc: it ended, and the
+// engine may not have noticed yet, e.g. the exec died with its closed
+// stream), within execGoneWait.
+func (r *Runtime) execEnds(ctx context.Context, execID string, gone bool) bool {
+	deadline := time.Now().Add(execGoneWait)
+	for {
+		if ins, err := r.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{}); err == nil && !ins.Running {
+			return true
+		}
+		if !gone || time.Now().After(deadline) {
+			return false
+		}
+		t := time.NewTimer(50 * time.Millisecond) // polling the engine, which has no exec-exit event to wait on
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// execGoneWait bounds how long killExec waits for the engine to notice
+// that an exec whose process is gone has ended.
+const execGoneWait = 2 * time.Second
 
 // errNotOurs means the PID is not (or no longer) a process of the container.
 var errNotOurs = errors.New("process is not in the container's cgroup")
