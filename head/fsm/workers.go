@@ -113,12 +113,7 @@ func applyGang(txn *state.Txn, cmd *wire.PlanCommand, t *state.Task, guard *stat
 			skip(p.GetTaskId(), err)
 		}
 	}
-	members := 0
-	for _, o := range txn.TasksOfGraph(t.GraphID) {
-		if o.Spec.GetGang() == gang {
-			members++
-		}
-	}
+	members := len(txn.GangTasks(t.GraphID, gang))
 	if len(ps) != members {
 		refuse(errs.New(errs.FailedPrecondition, "gang %q of graph %q: the plan places %d of its %d tasks; a gang is placed whole", gang, t.GraphID, len(ps), members))
 		return

@@ -58,11 +58,21 @@ func (t *Txn) gangFollow(from wire.TaskState, n *Task, nanos int64) {
 	}
 }
 
+// gangKey is the indexGang key of gang gang of graph graphID (neither
+// holds a '/').
+func gangKey(graphID, gang string) string { return graphID + "/" + gang }
+
+// GangTasks returns the tasks of gang gang of graph graphID, in id order
+// (an index lookup, not a scan of the graph).
+func (t *Txn) GangTasks(graphID, gang string) []*Task {
+	return collect[*Task](get(t.mem, tableTasks, indexGang, gangKey(graphID, gang)))
+}
+
 // gangOf returns the other tasks of task's gang, in id order.
 func (t *Txn) gangOf(task *Task) []*Task {
 	var out []*Task
-	for _, o := range t.TasksOfGraph(task.GraphID) {
-		if o.ID != task.ID && o.Spec.GetGang() == task.Spec.GetGang() {
+	for _, o := range t.GangTasks(task.GraphID, task.Spec.GetGang()) {
+		if o.ID != task.ID {
 			out = append(out, o)
 		}
 	}
@@ -92,12 +102,7 @@ func stateWord(s wire.TaskState) string {
 // GangMembers returns the tasks of the gang named gang in the graph
 // graphID, in rank order (GangLess), from the view.
 func (v *View) GangMembers(graphID, gang string) []*Task {
-	var out []*Task
-	for _, o := range v.TasksOfGraph(graphID) {
-		if o.Spec.GetGang() == gang {
-			out = append(out, o)
-		}
-	}
+	out := collect[*Task](get(v.txn(), tableTasks, indexGang, gangKey(graphID, gang)))
 	slices.SortFunc(out, func(a, b *Task) int {
 		switch {
 		case GangLess(a.Name(), b.Name()):

@@ -22,6 +22,8 @@ const (
 	// indexService holds the service tasks that have not ended, by
 	// service name (service.go).
 	indexService = "service"
+	// indexGang holds the tasks of gangs, by "<graph id>/<gang>" (gang.go).
+	indexGang = "gang"
 )
 
 // metaRow is a named counter in the meta table.
@@ -81,6 +83,17 @@ func schema() *memdb.DBSchema {
 						return taskStateKey(t, len(t.ID)+1), true
 					},
 					args: taskStateArgs,
+				}},
+				indexGang: {Name: indexGang, AllowMissing: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						t := o.(*Task)
+						g := t.Spec.GetGang()
+						if g == "" {
+							return nil, false
+						}
+						return stringKey(gangKey(t.GraphID, g), len(t.ID)+1), true
+					},
+					args: stringArgs,
 				}},
 				indexWorker: {Name: indexWorker, AllowMissing: true, Indexer: &funcIndexer{
 					object: func(o any) ([]byte, bool) {
