@@ -40,12 +40,20 @@ func (h *Head) leaderGRPC() (id, addr string) {
 	if lid == h.cfg.NodeID {
 		return lid, h.GRPCAddr()
 	}
-	for _, m := range h.gossip.Members() {
-		if m.Meta.Role == gossip.RoleHead && m.Meta.NodeID == lid {
-			return lid, m.Meta.GRPCAddr
-		}
+	if m, ok := h.headMember(lid); ok {
+		return lid, m.Meta.GRPCAddr
 	}
 	return lid, ""
+}
+
+// headMember returns what gossip knows of head id, if anything.
+func (h *Head) headMember(id string) (gossip.Member, bool) {
+	for _, m := range h.gossip.Members() {
+		if m.Meta.Role == gossip.RoleHead && m.Meta.NodeID == id {
+			return m, true
+		}
+	}
+	return gossip.Member{}, false
 }
 
 // leader returns a client for the leader, or the error to answer with:

@@ -209,12 +209,8 @@ func (h *Head) leaderHTTP(leaderID string) string {
 	if leaderID == "" {
 		return ""
 	}
-	for _, m := range h.gossip.Members() {
-		if m.Meta.Role == gossip.RoleHead && m.Meta.NodeID == leaderID && m.Status == gossip.StatusAlive {
-			if a := m.Meta.Extra[metaHTTP]; a != "" {
-				return "http://" + a
-			}
-		}
+	if m, ok := h.headMember(leaderID); ok && m.Status == gossip.StatusAlive && m.Meta.Extra[metaHTTP] != "" {
+		return "http://" + m.Meta.Extra[metaHTTP]
 	}
 	return ""
 }

@@ -113,6 +113,17 @@ func (w *Worker) prepareFiles(spec *contract.Spec, dir, inContainer string) erro
 	return nil
 }
 
+// setupFiles prepares an attempt's files directory dir (prepareFiles) and
+// fetches its parents' files into it (fetchInputs), within StartTimeout.
+func (w *Worker) setupFiles(ctx context.Context, spec *contract.Spec, a *wire.Assignment, dir, inContainer string) error {
+	if err := w.prepareFiles(spec, dir, inContainer); err != nil {
+		return err
+	}
+	ictx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
+	defer cancel()
+	return w.fetchInputs(ictx, a, dir)
+}
+
 // fetchInputs downloads the output files of the parents the assignment
 // names into attempt k's input directory, waiting for manifests still in
 // their workers' spools until ctx ends.

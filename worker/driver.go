@@ -276,13 +276,7 @@ func (d *driver) start(deadline time.Time) {
 			}
 		}
 		if dir := d.filesDir(); dir != "" {
-			if err := d.w.prepareFiles(&spec, dir, ""); err != nil {
-				return attempt.StartDone{Err: err}
-			}
-			ictx, icancel := context.WithTimeout(sctx, d.w.cfg.StartTimeout)
-			err := d.w.fetchInputs(ictx, d.assign, dir)
-			icancel()
-			if err != nil {
+			if err := d.w.setupFiles(sctx, &spec, d.assign, dir, ""); err != nil {
 				return attempt.StartDone{Err: err}
 			}
 		}

@@ -126,13 +126,7 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 			if contract.Isolated(w.rt) {
 				inContainer = path.Join(ContainerAttemptsDir, name)
 			}
-			err := w.prepareFiles(&spec, dir, inContainer)
-			if err == nil {
-				ictx, icancel := context.WithTimeout(sctx, w.cfg.StartTimeout)
-				err = w.fetchInputs(ictx, d.assign, dir)
-				icancel()
-			}
-			if err != nil {
+			if err := w.setupFiles(sctx, &spec, d.assign, dir, inContainer); err != nil {
 				_ = os.RemoveAll(dir)
 				w.pool.release(c, true, "")
 				fail(err)
