@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -46,7 +47,8 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	_, tag := testimage.Require(t)
-	rt, err := New(Config{CallTimeout: 30 * time.Second})
+	// The runtime logs into the test's output: a failure shows what it saw.
+	rt, err := New(Config{CallTimeout: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}

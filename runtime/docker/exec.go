@@ -32,10 +32,12 @@ import (
 // process belongs to container id (a PID the system reused is left alone),
 // and sends SIGKILL to its process group (the engine starts each exec as
 // a process-group leader, so the exec's children die with it, unless they
-// made their own session). Where the worker cannot see that process (the
-// engine on another host, or the worker in its own PID namespace) it kills
-// the whole container instead: an exec never outlives its context, and
-// the pool replaces the container.
+// made their own session). Where the worker cannot see or signal that
+// process within execKillWait (2 s; the engine on another host, the worker
+// in its own PID namespace or without the right to signal root's
+// processes) it kills the whole container instead, and the Exit's Reason
+// says so: an exec never outlives its context, and the pool replaces the
+// container.
 //
 // Errors: contract.ErrNotFound (no such container), contract.ErrUnavailable,
 // ctx's error, or the engine's refusal (the container is not running).
@@ -85,6 +87,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 	}()
 
 	var cause error
+	var killNote string
 	copyDone := false
 	select {
 	case err := <-copied:
@@ -94,7 +97,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 		}
 	case <-ctx.Done():
 		cause = ctx.Err()
-		r.killExec(ctx, id, created.ID)
+		killNote = r.killExec(ctx, id, created.ID)
 		t := time.NewTimer(r.cfg.CallTimeout)
 		select {
 		case <-copied:
@@ -114,6 +117,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 	exit := contract.Exit{Code: code, StartedAt: started, FinishedAt: finished}
 	if cause != nil {
 		exit.Reason = "killed: " + cause.Error()
+		if killNote != "" {
+			exit.Reason += "; " + killNote
+		}
 		if code == -1 {
 			exit.Code = 128 + int(syscall.SIGKILL)
 		}
@@ -150,53 +156,62 @@ func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) 
 }
 
 // killExec kills exec execID of container id: its process group, from the
-// host, when the worker can see it; otherwise the whole container.
-func (r *Runtime) killExec(ctx context.Context, id, execID string) {
+// host, when the worker can see it; otherwise, after trying for
+// execKillWait, the whole container. It returns "" when the exec's process
+// group was killed or the exec had ended, or why its container was killed.
+//
+// The engine's view and /proc can briefly disagree (an exec whose process
+// just died is still "running" to the engine; an exec whose start request
+// is on its way is not running yet and has no PID), so it polls the engine
+// until one of: the exec is seen ended, its process group is killed, or
+// execKillWait has passed.
+func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 	cctx, cancel := r.cleanupCtx(ctx)
 	defer cancel()
-	ins, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{})
-	if err != nil {
-		r.log.Warn("cannot inspect exec to kill it; killing its container", "container", id, "exec", execID, "err", err)
-	} else if !ins.Running {
-		return
-	} else if kerr := r.killGroup(ins.PID, ins.ContainerID); kerr == nil {
-		return
-	} else if r.execEnds(cctx, execID, errors.Is(kerr, os.ErrNotExist)) {
-		return // it ended on its own meanwhile (its PID may be gone or reused)
-	} else {
-		r.log.Warn("cannot kill exec from the host; killing its container", "container", id, "exec", execID, "pid", ins.PID, "err", kerr)
-	}
-	if _, err := r.cli.ContainerKill(cctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil && !cerrdefs.IsNotFound(err) {
-		r.log.Error("cannot kill container of a cancelled exec", "container", id, "exec", execID, "err", err)
-	}
-}
-
-// execEnds reports whether exec execID is seen not running: at once, or,
-// when gone is set (its process is no longer in /proc: it ended, and the
-// engine may not have noticed yet, e.g. the exec died with its closed
-// stream), within execGoneWait.
-func (r *Runtime) execEnds(ctx context.Context, execID string, gone bool) bool {
-	deadline := time.Now().Add(execGoneWait)
+	deadline := time.Now().Add(execKillWait)
+	var last error
 	for {
-		if ins, err := r.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{}); err == nil && !ins.Running {
-			return true
+		ins, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{})
+		switch {
+		case err != nil:
+			last = fmt.Errorf("inspecting the exec: %w", err)
+		case !ins.Running && ins.PID != 0:
+			return "" // it ended
+		case ins.PID == 0:
+			last = errors.New("the engine has not started the exec's process yet")
+		default:
+			kerr := r.killGroup(ins.PID, ins.ContainerID)
+			if kerr == nil {
+				return ""
+			}
+			// The process may have ended and the engine not noticed yet
+			// (kerr is then ErrNotExist): the next inspect tells.
+			last = fmt.Errorf("killing host process group %d: %w", ins.PID, kerr)
 		}
-		if !gone || time.Now().After(deadline) {
-			return false
+		if time.Now().After(deadline) {
+			break
 		}
 		t := time.NewTimer(50 * time.Millisecond) // polling the engine, which has no exec-exit event to wait on
 		select {
-		case <-ctx.Done():
+		case <-cctx.Done():
 			t.Stop()
-			return false
 		case <-t.C:
 		}
+		if cctx.Err() != nil {
+			break
+		}
 	}
+	why := fmt.Sprintf("its container was killed: the exec's processes could not be killed from the host within %v (%v)", execKillWait, last)
+	r.log.Warn("cannot kill exec from the host; killing its container", "container", id, "exec", execID, "err", last)
+	if _, err := r.cli.ContainerKill(cctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil && !cerrdefs.IsNotFound(err) {
+		r.log.Error("cannot kill container of a cancelled exec", "container", id, "exec", execID, "err", err)
+	}
+	return why
 }
 
-// execGoneWait bounds how long killExec waits for the engine to notice
-// that an exec whose process is gone has ended.
-const execGoneWait = 2 * time.Second
+// execKillWait bounds how long killExec tries to kill an exec from the host
+// before it kills the exec's container.
+const execKillWait = 2 * time.Second
 
 // errNotOurs means the PID is not (or no longer) a process of the container.
 var errNotOurs = errors.New("process is not in the container's cgroup")

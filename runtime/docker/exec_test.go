@@ -3,11 +3,14 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/megaflow/megaflow/runtime/contract"
 )
@@ -16,6 +19,7 @@ func TestExec(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	warm := e.start(e.spec("warm", "sleep", "600"))
+	hostSees := e.hostSees(warm) // asked while the container runs
 
 	// Output, exit code, environment, working directory, GPU variables.
 	spec := contract.Spec{
@@ -87,13 +91,30 @@ func TestExec(t *testing.T) {
 	if exit.Code != 137 || exit.Reason == "" {
 		t.Errorf("cancelled exec: exit %+v, want 137 with a reason", exit)
 	}
-	t.Logf("cancelled exec returned after %v", d)
+	t.Logf("cancelled exec returned after %v: %s", d, exit.Reason)
 	if strings.Contains(readFile(t, spec.LogPath), "not-killed") {
 		t.Error("the exec went on after its kill")
+	}
+	// Where this process cannot see or signal the container's processes
+	// (not root, another PID namespace), the contract is the fallback: the
+	// container is killed, and the reason says so.
+	if why := hostSees; why != "" {
+		t.Logf("the host cannot kill the exec's processes here (%s): checking the fallback", why)
+		if !strings.Contains(exit.Reason, "container was killed") {
+			t.Errorf("cancelled exec's reason %q does not say its container was killed", exit.Reason)
+		}
+		return
+	}
+	if strings.Contains(exit.Reason, "container was killed") {
+		t.Errorf("the host sees the container's processes, yet the exec's container was killed: %s", exit.Reason)
 	}
 	spec.Command = []string{"ps", "-o", "pid,args"}
 	spec.LogPath = filepath.Join(e.dir, "ps.log")
 	if exit, err := e.rt.Exec(ctx, warm, spec); err != nil || exit.Code != 0 {
+		ins, ierr := e.rt.Client().ContainerInspect(ctx, warm, client.ContainerInspectOptions{})
+		if ierr == nil && ins.Container.State != nil {
+			t.Logf("container state: %+v", *ins.Container.State)
+		}
 		t.Fatalf("ps: %+v, %v", exit, err)
 	}
 	ps := readFile(t, spec.LogPath)
@@ -132,7 +153,32 @@ func TestExecKillFallback(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || (exit.Code != 137 && exit.Code != 126) {
 		t.Fatalf("exec: %+v, %v", exit, err)
 	}
+	if !strings.Contains(exit.Reason, "container was killed") || !strings.Contains(exit.Reason, "not visible from here") {
+		t.Errorf("exit reason %q does not say the container was killed and why", exit.Reason)
+	}
 	if cexit := e.wait(warm); cexit.Code != 137 {
 		t.Errorf("container exit %+v, want 137: it must have been killed", cexit)
 	}
+}
+
+// hostSees returns "" when this process can see container id's processes
+// in /proc and signal them (what Exec's kill from the host needs), and
+// otherwise why not.
+func (e *env) hostSees(id string) string {
+	e.t.Helper()
+	ins, err := e.rt.Client().ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil || ins.Container.State == nil {
+		e.t.Fatalf("inspect %s: %v", id, err)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Sprintf("running as uid %d, not root", os.Geteuid())
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", ins.Container.State.Pid))
+	if err != nil {
+		return fmt.Sprintf("the container's init (host pid %d) is not visible: %v", ins.Container.State.Pid, err)
+	}
+	if !strings.Contains(string(cg), ins.Container.ID) {
+		return fmt.Sprintf("host pid %d is not the container's init (another PID namespace)", ins.Container.State.Pid)
+	}
+	return ""
 }
