@@ -20,7 +20,8 @@ import (
 // workerService implements wire.WorkerServiceServer: one bidirectional
 // stream per worker, on the leader only. Assignments and stops go down as
 // they are committed (woken by the FSM, no polling); attempt events come up
-// in batches and are committed in one log entry per batch, then acked.
+// in batches and are committed, then acked: the batches that arrived while
+// the previous commit was in flight go into one log entry (recvLoop).
 type workerService struct {
 	wire.UnimplementedWorkerServiceServer
 	h *Head
@@ -208,12 +209,47 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 }
 
 // recvLoop commits the worker's event batches and acks them, in order.
+// Batches that have arrived while the previous commit was in flight are
+// committed together in one log entry (up to maxMergedEvents events) and
+// acked with the last one's seq (acks are cumulative): a worker's events
+// cost one Raft round trip per burst, not per batch. Other messages (GPU
+// health, a changed advertisement) end a merge, so everything is applied
+// in the order the worker sent it.
 func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire.WorkerService_ConnectServer) error {
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			return err
+	type received struct {
+		msg *wire.WorkerMessage
+		err error
+	}
+	in := make(chan received, 64)
+	go func() { // owned by recvLoop: ends with the stream (Recv fails once its handler returns)
+		for {
+			m, err := stream.Recv()
+			select {
+			case in <- received{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
+	}()
+	var held *received // taken from in to end a merge, handled next
+	for {
+		var r received
+		if held != nil {
+			r, held = *held, nil
+		} else {
+			select {
+			case r = <-in:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if r.err != nil {
+			return r.err
+		}
+		m := r.msg
 		sess.lastSeen.Store(time.Now().UnixNano())
 		if gh := m.GetGpuHealth(); gh != nil {
 			// Unhealthy GPUs: marked in the table, their attempts lost.
@@ -236,14 +272,30 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		if batch == nil {
 			continue // heartbeat: the stream being alive is what counts
 		}
-		if len(batch.Events) > 0 {
-			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: batch.Events, UnixNanos: time.Now().UnixNano(),
-				RetryBackoffNanos: s.h.retryBackoffs(s.h.fsm.View(), batch.Events)}
+		events, seq := batch.Events, batch.Seq
+	merge:
+		for len(events) < maxMergedEvents {
+			select {
+			case next := <-in:
+				if b := next.msg.GetEvents(); next.err == nil && b != nil {
+					sess.lastSeen.Store(time.Now().UnixNano())
+					events, seq = append(events[:len(events):len(events)], b.Events...), b.Seq
+					continue
+				}
+				held = &next
+				break merge
+			default:
+				break merge
+			}
+		}
+		if len(events) > 0 {
+			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: events, UnixNanos: time.Now().UnixNano(),
+				RetryBackoffNanos: s.h.retryBackoffs(s.h.fsm.View(), events)}
 			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
 			}
 		}
-		ack := &wire.HeadMessage{Msg: &wire.HeadMessage_Ack{Ack: &wire.Ack{Seq: batch.Seq}}}
+		ack := &wire.HeadMessage{Msg: &wire.HeadMessage_Ack{Ack: &wire.Ack{Seq: seq}}}
 		select {
 		case sess.send <- ack:
 		case <-ctx.Done():
@@ -251,6 +303,11 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		}
 	}
 }
+
+// maxMergedEvents caps the events recvLoop commits in one log entry when it
+// merges a worker's batches (a batch is never split: one larger than this
+// is committed alone).
+const maxMergedEvents = 4096
 
 // attemptKey names one attempt of one task, or (stop) the stop message
 // sent for it.
