@@ -25,7 +25,9 @@ func TestRateLimitPerTenant(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.RateLimit, cfg.RateBurst = 2, 5
 	}})
-	addr := c.GRPCAddrs()[0]
+	// The leader's address: the raw calls below are not retried, and a
+	// follower that has not heard from the new leader yet refuses them.
+	addr := c.GRPCAddrs()[c.WaitLeader(30*time.Second)]
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
