@@ -13,6 +13,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker"
@@ -281,4 +282,55 @@ func newLogger(path string, verbose bool) (*slog.Logger, io.Closer, error) {
 		level = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: level})), f, nil
+}
+
+// stageMeans is where a run's time went, from the leader's metrics: the
+// mean time per attempt in the stages of
+// megaflow_attempt_stage_duration_seconds and the mean time per command of
+// megaflow_raft_apply_duration_seconds, in ms.
+type stageMeans struct {
+	queued, starting, running, apply float64
+}
+
+// stageMeans reads the leader's metrics into a stageMeans; zero when no
+// head leads.
+func (c *cluster) stageMeans() stageMeans {
+	var out stageMeans
+	for _, h := range c.heads {
+		if !h.IsLeader() {
+			continue
+		}
+		fams, err := h.Registry().Gather()
+		if err != nil {
+			return out
+		}
+		sum, n := map[string]float64{}, map[string]float64{}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				key := ""
+				switch f.GetName() {
+				case obs.Namespace + "_raft_apply_duration_seconds":
+					key = "apply"
+				case obs.Namespace + "_attempt_stage_duration_seconds":
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "stage" {
+							key = l.GetValue()
+						}
+					}
+				}
+				if key != "" {
+					sum[key] += m.GetHistogram().GetSampleSum()
+					n[key] += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+		mean := func(k string) float64 {
+			if n[k] == 0 {
+				return 0
+			}
+			return 1000 * sum[k] / n[k]
+		}
+		return stageMeans{queued: mean("queued"), starting: mean("starting"), running: mean("running"), apply: mean("apply")}
+	}
+	return out
 }

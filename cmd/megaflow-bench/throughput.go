@@ -75,6 +75,8 @@ type tpResult struct {
 	wall           time.Duration
 	p50, p99       float64 // submit-to-start latency, ms
 	err            error   // why the side could not run (the peer only)
+	// stages is where MegaFlow's time went (MegaFlow only).
+	stages stageMeans
 }
 
 func (r tpResult) rate() float64 { return float64(r.tasks) / r.wall.Seconds() }
@@ -94,7 +96,8 @@ func runThroughput(ctx context.Context, g *globals, o throughputOptions) error {
 			return fmt.Errorf("megaflow, %d clients: %w", c, err)
 		}
 		ours = append(ours, r)
-		fmt.Printf("  megaflow %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms\n", c, r.rate(), r.p50, r.p99)
+		fmt.Printf("  megaflow %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; mean queued %.1f ms, starting %.1f ms, Raft apply %.1f ms\n",
+			c, r.rate(), r.p50, r.p99, r.stages.queued, r.stages.starting, r.stages.apply)
 		if o.noDask {
 			continue
 		}
@@ -221,6 +224,7 @@ func megaflowNoop(ctx context.Context, log *slog.Logger, clients, per, batch int
 		return res, firstErr
 	}
 	res.p50, res.p99 = percentile(lat, 50), percentile(lat, 99)
+	res.stages = c.stageMeans()
 	return res, nil
 }
 
@@ -318,6 +322,13 @@ func writeThroughput(out string, o throughputOptions, ours, peer []tpResult) err
 		trows = append(trows, row)
 	}
 	rep.table([]string{"clients", "tasks", "MegaFlow tasks/s", "MegaFlow submit-to-start p50 / p99 ms", "Dask tasks/s", "Dask p50 / p99 ms", "MegaFlow / Dask tasks/s (target >= 10)"}, trows)
+	rep.p("Where MegaFlow's time went, from the leader's metrics (means per attempt or per command, ms): queued = QUEUED to ASSIGNED committed (scheduling round and plan commit), starting = ASSIGNED to RUNNING committed (delivery, the start on the worker, the event's commit), Raft apply = a command's proposal to its application on the leader (megaflow_raft_apply_duration_seconds).")
+	rep.p("")
+	var srows [][]string
+	for _, r := range ours {
+		srows = append(srows, []string{strconv.Itoa(r.clients), fmt.Sprintf("%.1f", r.stages.queued), fmt.Sprintf("%.1f", r.stages.starting), fmt.Sprintf("%.1f", r.stages.running), fmt.Sprintf("%.1f", r.stages.apply)})
+	}
+	rep.table([]string{"clients", "queued ms", "starting ms", "running ms", "Raft apply ms"}, srows)
 	rep.p("![throughput](throughput.png)")
 	rep.p("")
 	rep.p("![latency](throughput_latency.png)")
