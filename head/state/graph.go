@@ -46,6 +46,11 @@ type StateCounts [9]uint32
 // StateCounts has one slot per task state.
 var _ [numTaskStates]uint32 = StateCounts{}
 
+// done returns how many tasks are terminal.
+func (c *StateCounts) done() uint32 {
+	return c[succeeded] + c[failed] + c[cancelled] + c[timedOut]
+}
+
 // ToWire converts the counts into their wire form.
 func (c *StateCounts) ToWire() *wire.StateCounts {
 	return &wire.StateCounts{

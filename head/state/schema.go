@@ -24,6 +24,9 @@ const (
 	indexService = "service"
 	// indexGang holds the tasks of gangs, by "<graph id>/<gang>" (gang.go).
 	indexGang = "gang"
+	// indexGraphService holds the service tasks that have not ended, by
+	// graph id (service.go: stopGraphServices).
+	indexGraphService = "graph_service"
 )
 
 // metaRow is a named counter in the meta table.
@@ -114,6 +117,16 @@ func schema() *memdb.DBSchema {
 							return nil, false
 						}
 						return stringKey(name, len(t.ID)+1), true
+					},
+					args: stringArgs,
+				}},
+				indexGraphService: {Name: indexGraphService, AllowMissing: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						t := o.(*Task)
+						if t.ServiceName() == "" || IsTerminal(t.State) {
+							return nil, false
+						}
+						return stringKey(t.GraphID, len(t.ID)+1), true
 					},
 					args: stringArgs,
 				}},

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"iter"
 	"net/url"
 	"slices"
@@ -36,6 +37,59 @@ import (
 // without end, like a Kubernetes pod's. Attempts lost with their worker
 // count against MaxLostAttempts as for any task. A cancel (of the task or
 // its graph) ends a service task CANCELLED.
+
+// Services end with their graph. A graph with at least one batch task is
+// over when its batch tasks are: the moment the last of them ends (however
+// it ends, short of a cancel of the whole graph), the graph's service tasks
+// that have not ended are CANCELLED with ReasonStoppedWithGraph in the same
+// transaction (stopGraphServices), their attempts kept active until their
+// workers report them stopped, as for any cancel. Those services count as
+// neither success nor failure for the graph's state: a graph whose batch
+// tasks all succeeded SUCCEEDS (countMove). A graph of service tasks only
+// runs until they end on their own or are cancelled.
+
+// ReasonStoppedWithGraph is the reason of a service task stopped because
+// every batch task of its graph had ended.
+const ReasonStoppedWithGraph = "stopped with its graph: every batch task of the graph has ended"
+
+// stopGraphServices cancels, with ReasonStoppedWithGraph, the service tasks
+// of graph graphID that have not ended, if they are all that is left of the
+// graph. moveTask calls it after a batch task of the graph ended.
+func (t *Txn) stopGraphServices(graphID string, nanos int64) {
+	g := t.Graph(graphID)
+	left := g.TaskCount - g.Counts.done()
+	if left == 0 {
+		return
+	}
+	var live []*Task
+	for it := get(t.mem, tableTasks, indexGraphService, graphID); ; {
+		o := it.Next()
+		if o == nil {
+			break
+		}
+		if live = append(live, o.(*Task)); uint32(len(live)) > left {
+			panic(fmt.Sprintf("state: index %d: graph %q has %d live service tasks but %d tasks not ended", t.index, graphID, len(live), left))
+		}
+	}
+	if uint32(len(live)) != left {
+		return // batch tasks are still to end
+	}
+	for _, s := range live { // in id order: the index's order within a graph
+		t.move(t.Task(s.ID), cancelled, ReasonStoppedWithGraph, nanos, nil)
+	}
+}
+
+// stoppedWithGraph counts graph graphID's service tasks that
+// stopGraphServices cancelled.
+func (t *Txn) stoppedWithGraph(graphID string) uint32 {
+	var n uint32
+	for _, task := range t.TasksOfGraph(graphID) {
+		if task.State == cancelled && task.Reason == ReasonStoppedWithGraph && task.ServiceName() != "" {
+			n++
+		}
+	}
+	return n
+}
 
 // Restart policies of ServiceSpec.restart_policy (internal/spec checks
 // them).

@@ -189,3 +189,68 @@ func joinIDs(tasks []*Task) string {
 	}
 	return out
 }
+
+// A graph's services are stopped when its last batch task ends, however it
+// ends; the stopped services are neither success nor failure for the
+// graph's state. A graph of services only, or one cancelled whole, is not
+// affected.
+func TestServicesStopWithTheirGraph(t *testing.T) {
+	cases := []struct {
+		name   string
+		batch  []string           // batch task specs ("b<a": b depends on a)
+		end    func(s *testStore) // ends the batch tasks, or not
+		graph  wire.GraphState
+		srv    wire.TaskState
+		reason string
+	}{
+		{"batch succeeded", []string{"a", "b<a"}, func(s *testStore) {
+			s.move("g/a", "w1", assigned, running, succeeded)
+			s.move("g/b", "w1", assigned, running, succeeded)
+		}, wire.GraphState_GRAPH_STATE_SUCCEEDED, cancelled, ReasonStoppedWithGraph},
+		{"one still pending", []string{"a", "b<a"}, func(s *testStore) {
+			s.move("g/a", "w1", assigned, running)
+		}, wire.GraphState_GRAPH_STATE_RUNNING, running, ""},
+		{"failed, dependent cancelled", []string{"a", "b<a"}, func(s *testStore) {
+			s.move("g/a", "w1", assigned, running, failed)
+		}, wire.GraphState_GRAPH_STATE_FAILED, cancelled, ReasonStoppedWithGraph},
+		{"batch task cancelled", []string{"a"}, func(s *testStore) {
+			s.write(func(txn *Txn) { txn.CancelTask("g/a", "by hand", int64(s.index)) })
+		}, wire.GraphState_GRAPH_STATE_CANCELLED, cancelled, ReasonStoppedWithGraph},
+		{"graph cancelled", []string{"a"}, func(s *testStore) {
+			s.write(func(txn *Txn) { txn.CancelGraph("g", "by hand", int64(s.index)) })
+		}, wire.GraphState_GRAPH_STATE_CANCELLED, cancelled, "by hand"},
+		{"services only", nil, func(s *testStore) {}, wire.GraphState_GRAPH_STATE_RUNNING, running, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newTestStore(t)
+			s.insertService("g", "model/a", "always", c.batch...)
+			s.move("g/srv", "w1", assigned)
+			s.event("g/srv", "w1", ready("http://10.0.0.5:30000"))
+			c.end(s)
+			srv, g := s.task("g/srv"), s.Snapshot().Graph("g")
+			if g.State != c.graph || srv.State != c.srv || (c.reason != "" && srv.Reason != c.reason) {
+				t.Fatalf("graph %s, service %s %q; want graph %s, service %s %q", g.State, srv.State, srv.Reason, c.graph, c.srv, c.reason)
+			}
+			if srv.State != cancelled {
+				return
+			}
+			// Stopped: the endpoint is withdrawn at once, the attempt stays
+			// active (its resources booked) until the worker reports it
+			// stopped.
+			if eps := s.Snapshot().ServiceEndpoints("model/a"); len(eps) != 0 {
+				t.Fatalf("endpoints of a stopped service: %v", urls(eps))
+			}
+			if !srv.Stopping() {
+				t.Fatalf("stopped service's attempt %+v is not active until its worker stops it", srv.CurrentAttempt())
+			}
+			s.event("g/srv", "w1", &wire.AttemptEvent{Kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED})
+			if srv := s.task("g/srv"); srv.Stopping() || srv.State != cancelled {
+				t.Fatalf("after the worker's STOPPED: %s, stopping %v", srv.State, srv.Stopping())
+			}
+			if got := s.Snapshot().Graph("g").State; got != c.graph {
+				t.Fatalf("graph %s after the service stopped, want %s", got, c.graph)
+			}
+		})
+	}
+}

@@ -77,6 +77,9 @@ func (t *Txn) moveTask(cur *Task, to wire.TaskState, reason string, nanos int64,
 	if n.Spec.GetGang() != "" {
 		t.gangFollow(cur.State, n, nanos)
 	}
+	if IsTerminal(to) && n.ServiceName() == "" && t.cancelling != n.GraphID {
+		t.stopGraphServices(n.GraphID, nanos)
+	}
 	return n
 }
 
@@ -91,6 +94,16 @@ func (t *Txn) countMove(graphID string, from, to wire.TaskState, nanos int64) {
 	g.Counts[to]++
 	g.ModifyIndex = t.index
 	s := DeriveGraphState(g.Counts, g.TaskCount, t.cancelling == graphID)
+	if IsGraphTerminal(s) && t.cancelling != graphID && g.Counts[cancelled] > 0 {
+		// Services stopped with their graph are neither success nor
+		// failure (service.go).
+		if k := t.stoppedWithGraph(graphID); k > 0 {
+			c := g.Counts
+			c[cancelled] -= k
+			c[succeeded] += k
+			s = DeriveGraphState(c, g.TaskCount, false)
+		}
+	}
 	if s == g.State {
 		return
 	}

@@ -88,13 +88,18 @@ func modelServer() int {
 	return 1
 }
 
-// rollout calls the first endpoint of MEGAFLOW_SERVICE_MODEL_QWEN_7B and
-// prints what it got as its result.
+// rollout calls the first endpoint of MEGAFLOW_SERVICE_MODEL_QWEN_7B (or
+// of the variable MEGAFLOW_TEST_SERVICE_VAR names) and prints what it got
+// as its result.
 func rollout() int {
-	eps := os.Getenv("MEGAFLOW_SERVICE_MODEL_QWEN_7B")
+	v := "MEGAFLOW_SERVICE_MODEL_QWEN_7B"
+	if o := os.Getenv("MEGAFLOW_TEST_SERVICE_VAR"); o != "" {
+		v = o
+	}
+	eps := os.Getenv(v)
 	first, _, _ := strings.Cut(eps, ",")
 	if first == "" {
-		fmt.Fprintln(os.Stderr, "MEGAFLOW_SERVICE_MODEL_QWEN_7B is empty")
+		fmt.Fprintln(os.Stderr, v+" is empty")
 		return 3
 	}
 	resp, err := http.Post(first+"/v1/chat/completions", "application/json",
@@ -132,8 +137,9 @@ func helperTask(name, role string) *client.TaskSpec {
 // A model server task becomes ready, its endpoint is published, and a
 // rollout that uses it receives it and calls it; killing the server
 // restarts it and the endpoint list follows (the old endpoint withdrawn, the
-// new one given to the next rollout); a clean worker stop stops the server
-// process and withdraws its endpoint.
+// new one given to the next rollout); a graph's own service stops when its
+// rollout ends; a clean worker stop stops the server process and withdraws
+// its endpoint.
 func TestServiceTask(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Millisecond, 100*time.Millisecond
@@ -155,9 +161,14 @@ func TestServiceTask(t *testing.T) {
 	server := helperTask("server", "server")
 	server.Kind = client.KindService
 	server.Service = &client.ServiceSpec{Name: "model/qwen-7b", ReadinessHttpPath: "/health"}
+	// The server in a graph of its own, as a model served across rollout
+	// steps is (a service in a graph with batch tasks stops with them).
+	if _, err := cl.Submit(ctx, &client.GraphSpec{Id: "serving", Tasks: []*client.TaskSpec{server}}); err != nil {
+		t.Fatal(err)
+	}
 	first := helperTask("rollout", "rollout")
 	first.UsesServices = []string{"model/qwen-7b"}
-	if _, err := cl.Submit(ctx, &client.GraphSpec{Id: "step-1", Tasks: []*client.TaskSpec{server, first}}); err != nil {
+	if _, err := cl.Submit(ctx, &client.GraphSpec{Id: "step-1", Tasks: []*client.TaskSpec{first}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -184,7 +195,7 @@ func TestServiceTask(t *testing.T) {
 		t.Fatalf("kill the model server (pid %d): %v", r1.PID, err)
 	}
 	ep2 := waitEndpoints(ctx, t, cl, "model/qwen-7b", func(eps []string) bool { return len(eps) == 1 && eps[0] != ep1 })[0]
-	task, _, err := cl.GetTask(ctx, "step-1/server", client.ReadOptions{RequireLeader: true})
+	task, _, err := cl.GetTask(ctx, "serving/server", client.ReadOptions{RequireLeader: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +226,7 @@ func TestServiceTask(t *testing.T) {
 	}
 	resp.Body.Close()
 	ep3 := waitEndpoints(ctx, t, cl, "model/qwen-7b", func(eps []string) bool { return len(eps) == 1 && eps[0] != ep2 })[0]
-	task, _, err = cl.GetTask(ctx, "step-1/server", client.ReadOptions{RequireLeader: true})
+	task, _, err = cl.GetTask(ctx, "serving/server", client.ReadOptions{RequireLeader: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +236,32 @@ func TestServiceTask(t *testing.T) {
 		t.Fatalf("server task after its health check failed: %v", task)
 	}
 
+	// A graph with a service of its own and a rollout: once the rollout
+	// succeeded the graph SUCCEEDS and its service is stopped, its endpoint
+	// withdrawn and its process gone.
+	own := helperTask("server", "server")
+	own.Kind = client.KindService
+	own.Service = &client.ServiceSpec{Name: "model/own", ReadinessHttpPath: "/health"}
+	third := helperTask("rollout", "rollout")
+	third.UsesServices = []string{"model/own"}
+	third.Env["MEGAFLOW_TEST_SERVICE_VAR"] = "MEGAFLOW_SERVICE_MODEL_OWN"
+	if _, err := cl.Submit(ctx, &client.GraphSpec{Id: "step-3", Tasks: []*client.TaskSpec{own, third}}); err != nil {
+		t.Fatal(err)
+	}
+	r3 := waitRollout(ctx, t, cl, "step-3/rollout")
+	g3, err := cl.Wait(ctx, "step-3")
+	if err != nil || g3.State != client.GraphSucceeded {
+		t.Fatalf("graph step-3 with its own service: %v, %v; want SUCCEEDED once its rollout did", g3, err)
+	}
+	task, _, err = cl.GetTask(ctx, "step-3/server", client.ReadOptions{RequireLeader: true})
+	if err != nil || task.State != client.TaskCancelled || !strings.Contains(task.Reason, "stopped with its graph") {
+		t.Fatalf("step-3's service after its graph ended: %v, %v", task, err)
+	}
+	waitEndpoints(ctx, t, cl, "model/own", func(eps []string) bool { return len(eps) == 0 })
+	testcluster.WaitFor(t, time.Minute, "step-3's server process to end", func() bool {
+		return errors.Is(syscall.Kill(r3.PID, 0), syscall.ESRCH)
+	})
+
 	// A clean worker stop stops the server process (the process runtime's
 	// children cannot be adopted later) and the endpoint is withdrawn.
 	pid := serverPID(t, ep3)
@@ -233,7 +270,7 @@ func TestServiceTask(t *testing.T) {
 		t.Fatalf("model server pid %d after a clean worker stop: kill(0) = %v, want ESRCH", pid, err)
 	}
 	waitEndpoints(ctx, t, cl, "model/qwen-7b", func(eps []string) bool { return len(eps) == 0 })
-	if _, err := cl.CancelGraph(ctx, "step-1", "test over"); err != nil {
+	if _, err := cl.CancelGraph(ctx, "serving", "test over"); err != nil {
 		t.Fatal(err)
 	}
 	testcluster.WaitFor(t, time.Minute, "no service left", func() bool {
