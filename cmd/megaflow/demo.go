@@ -261,10 +261,10 @@ bin/megaflow-model (found beside this executable) on the workers' machine and
 keep their workspaces under --work-root; with --runtime docker they run in the
 demo images. With --model-url the rollouts call that model server (run one
 with bin/megaflow-model --addr 127.0.0.1:18080); without it the graph runs the
-model as a service task (this needs heads with service tasks), and since a
-service runs until it is stopped, the graph never ends on its own: once every
-rollout is done, cancel the model task (megaflow cancel <graph>/model).
-megaflow demo itself runs the model in a graph of its own for that reason.`,
+model as a service task of the graph (this needs heads with service tasks),
+stopped with the graph once every rollout and the eval have ended. megaflow
+demo itself runs the model in a graph of its own, so that one model serves
+every step.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runtime != "docker" && runtime != "process" {
@@ -281,9 +281,6 @@ megaflow demo itself runs the model in a graph of its own for that reason.`,
 				return err
 			}
 			o.ModelURL = modelURL
-			if modelURL == "" {
-				fmt.Fprintln(g.stderr, "note: the model runs as a service task of this graph: the graph will not end on its own; cancel its model task once the rollouts are done, or pass --model-url")
-			}
 			data, err := demo.Load()
 			if err != nil {
 				return err

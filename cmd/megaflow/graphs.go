@@ -35,7 +35,7 @@ func graphsCmd(g *globals) *cobra.Command {
 				return g.printJSON(map[string]any{"graphs": protoList(graphs), "next_page_token": next})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "GRAPH\tTENANT\tSTATE\tTASKS\tDONE\tFAILED\tSUCCESS\tREWARD\tAGE")
+			fmt.Fprintln(tw, "GRAPH\tTENANT\tSTATE\tTASKS\tSUCCEEDED\tFAILED\tSUCCESS\tREWARD\tAGE")
 			for _, gr := range graphs {
 				cn, m := gr.Counts, gr.GetMetrics()
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,

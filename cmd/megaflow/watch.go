@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/megaflow/megaflow/head/state"
 	"io"
 	"os"
 	"slices"
@@ -187,6 +188,9 @@ type Summary struct {
 	// Tasks is how many tasks the graph has; Counts adds up to it.
 	Tasks  int               `json:"tasks"`
 	Counts map[string]uint32 `json:"counts"`
+	// ServicesStopped is how many of the cancelled tasks are service tasks
+	// stopped with their graph once its batch tasks had ended.
+	ServicesStopped int `json:"services_stopped"`
 	// SuccessRate is succeeded / finished (SUCCEEDED, FAILED, TIMED_OUT).
 	SuccessRate float64 `json:"success_rate"`
 	// RewardMean is the mean of the graph's metric (Metric, "reward") over
@@ -229,6 +233,10 @@ func summarize(ctx context.Context, c *client.Client, g *client.Graph) (*Summary
 			return nil, err
 		}
 		for _, t := range tasks {
+			if t.State == client.TaskCancelled && t.Reason == state.ReasonStoppedWithGraph {
+				s.ServicesStopped++
+				continue // a service's run time is not a task time
+			}
 			s.Attempts += len(t.Attempts)
 			if len(t.Attempts) > 1 {
 				s.RetriedTasks++
@@ -269,7 +277,10 @@ func printSummary(w io.Writer, s *Summary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	var sum uint32
 	for _, k := range []string{"succeeded", "failed", "timed_out", "cancelled", "running", "assigned", "queued", "pending"} {
-		if s.Counts[k] > 0 || k == "succeeded" || k == "failed" {
+		switch {
+		case k == "cancelled" && s.ServicesStopped > 0:
+			fmt.Fprintf(tw, "  %s\t%d\t(%s stopped with the graph)\n", k, s.Counts[k], plural(s.ServicesStopped, "service"))
+		case s.Counts[k] > 0 || k == "succeeded" || k == "failed":
 			fmt.Fprintf(tw, "  %s\t%d\n", k, s.Counts[k])
 		}
 		sum += s.Counts[k]
@@ -282,9 +293,17 @@ func printSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(tw, "mean %s\t-\t(no result carries it)\n", orDash(s.Metric))
 	}
 	fmt.Fprintf(tw, "task time p50 / p99\t%s / %s\t(last attempt of each task)\n", secs(s.TaskSecondsP50), secs(s.TaskSecondsP99))
-	fmt.Fprintf(tw, "attempts\t%d\t(%d tasks retried)\n", s.Attempts, s.RetriedTasks)
+	fmt.Fprintf(tw, "attempts\t%d\t(%s retried)\n", s.Attempts, plural(s.RetriedTasks, "task"))
 	fmt.Fprintf(tw, "wall time\t%s\n", secs(s.WallSeconds))
 	tw.Flush()
+}
+
+// plural returns "1 task", "2 tasks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func secs(s float64) string {
