@@ -5,6 +5,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/megaflow/megaflow/client"
 )
 
 func clusterCmd(g *globals) *cobra.Command {
@@ -28,6 +30,9 @@ func clusterCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "leader %s (%s)  term %d  commit %d  applied %d  last log %d  snapshot %d  (answered by %s, %s)\n\n",
 				orDash(st.LeaderId), orDash(st.LeaderGrpcAddr), st.Term, st.CommitIndex, st.AppliedIndex,
 				st.LastLogIndex, st.LastSnapshotIndex, st.HeadId, st.RaftState)
+			if st.LeaderId == "" {
+				fmt.Fprintln(g.stdout, noLeaderNote(st.HeadId, st.Heads)+"\n")
+			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "HEAD\tROLE\tSUFFRAGE\tGOSSIP\tRAFT ADDR\tGRPC ADDR")
 			for _, h := range st.Heads {
@@ -61,6 +66,23 @@ func clusterCmd(g *globals) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// noLeaderNote explains a cluster status without a leader: the table is
+// then one head's view, and a leader needs a quorum of the voters.
+func noLeaderNote(answeredBy string, heads []*client.HeadInfo) string {
+	voters, alive := 0, 0
+	for _, h := range heads {
+		if h.Suffrage != "voter" {
+			continue
+		}
+		voters++
+		if h.Status == "alive" {
+			alive++
+		}
+	}
+	return fmt.Sprintf("no leader: this is head %s's view. A leader needs %d of the %d voting heads; gossip sees %d alive. "+
+		"An election may be in progress (try again in a few seconds); otherwise start the missing heads.", answeredBy, voters/2+1, voters, alive)
 }
 
 func orDash(s string) string {
