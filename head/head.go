@@ -111,7 +111,7 @@ func New(cfg Config) (*Head, error) {
 	gcfg := gossip.DefaultConfig()
 	gcfg.NodeName = cfg.NodeID
 	gcfg.BindAddr = cfg.GossipAddr
-	gcfg.Join = joinList(cfg.Join, loadSeeds(cfg.DataDir, cfg.GossipAddr))
+	gcfg.Join = gossip.JoinList(cfg.Join, gossip.LoadSeeds(cfg.DataDir, cfg.GossipAddr))
 	gcfg.Logger = logger
 	if cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()

@@ -11,18 +11,18 @@ import (
 // runMembership consumes gossip events for the life of the head: it
 // bootstraps the Raft cluster once BootstrapExpect heads see each other,
 // pokes the leader loop so it adds new heads as voters, and keeps the
-// other heads' gossip addresses for the next start (seeds.go). Gossip is only a
-// hint: what it triggers goes through Raft.
+// other heads' gossip addresses for the next start (gossip.SaveSeeds).
+// Gossip is only a hint: what it triggers goes through Raft.
 func (h *Head) runMembership(ctx context.Context) {
 	bootstrapped := h.cfg.BootstrapExpect == 0 || h.node.HasExistingState()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	seeds := loadSeeds(h.cfg.DataDir, h.gossip.LocalAddr())
+	seeds := gossip.LoadSeeds(h.cfg.DataDir, h.gossip.LocalAddr())
 	for {
 		if !bootstrapped {
 			bootstrapped = h.tryBootstrap()
 		}
-		seeds = h.saveSeeds(seeds)
+		seeds = h.gossip.SaveSeeds(h.cfg.DataDir, seeds)
 		select {
 		case <-ctx.Done():
 			return

@@ -2,6 +2,7 @@ package head_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/megaflow/megaflow/worker"
 )
 
 // A head restarted with a --join list that reaches nobody (only its own
@@ -75,4 +78,48 @@ func TestRestartedHeadRejoinsThroughSavedSeeds(t *testing.T) {
 		}
 		return alive == 2
 	})
+}
+
+// A worker restarted with a --join list that reaches no head (here an
+// address nobody listens on) finds the cluster through the heads' gossip
+// addresses it saved while it ran.
+func TestRestartedWorkerRejoinsThroughSavedSeeds(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	var starts atomic.Int32
+	dead := freeLoopbackAddr(t) // nobody listens there
+	wm := c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil), Configure: func(cfg *worker.Config) {
+		if starts.Add(1) > 1 {
+			cfg.Join, cfg.Heads = []string{dead}, nil
+		}
+	}})
+	seeds := filepath.Join(wm.DataDir, "gossip-heads")
+	testcluster.WaitFor(t, 30*time.Second, "w1 to save the heads' gossip addresses", func() bool {
+		b, err := os.ReadFile(seeds)
+		if err != nil {
+			return false
+		}
+		for _, m := range c.Members {
+			if !strings.Contains(string(b), m.GossipAddr) {
+				return false
+			}
+		}
+		return true
+	})
+	c.StopWorker(0)
+	c.RestartWorker(0)
+	testcluster.WaitFor(t, 30*time.Second, "the restarted w1 to reach the leader", func() bool {
+		return wm.Worker().Leader() != ""
+	})
+}
+
+// freeLoopbackAddr returns a loopback address whose port was free a moment
+// ago.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

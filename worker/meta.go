@@ -1,11 +1,13 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/megaflow/megaflow/internal/gossip"
 )
@@ -51,7 +53,9 @@ func (w *Worker) newGossip() (*gossip.Gossip, error) {
 	gcfg := gossip.DefaultConfig()
 	gcfg.NodeName = w.cfg.NodeID
 	gcfg.BindAddr = w.cfg.GossipAddr
-	gcfg.Join = w.cfg.Join
+	// The heads seen alive in an earlier run too (gossip.SaveSeeds): a
+	// join list whose heads moved still finds the cluster.
+	gcfg.Join = gossip.JoinList(w.cfg.Join, gossip.LoadSeeds(w.cfg.DataDir, w.cfg.GossipAddr))
 	gcfg.Logger = w.log
 	if w.cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()
@@ -62,4 +66,21 @@ func (w *Worker) newGossip() (*gossip.Gossip, error) {
 		gcfg.Meta = w.meta(false)
 	}
 	return gossip.New(gcfg)
+}
+
+// keepSeeds records, about every second until ctx ends, the gossip
+// addresses of the heads gossip sees alive in <data dir>/gossip-heads
+// (gossip.SaveSeeds), for the next start's join. The worker's Run owns it.
+func (w *Worker) keepSeeds(ctx context.Context) {
+	seeds := gossip.LoadSeeds(w.cfg.DataDir, w.gossip.LocalAddr())
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		seeds = w.gossip.SaveSeeds(w.cfg.DataDir, seeds)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

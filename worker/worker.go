@@ -298,15 +298,20 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	if len(w.cfg.Join) > 0 {
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			if err := w.gossip.Join(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("gossip join failed", "join", w.cfg.Join, "err", err)
-			}
-		}()
-	}
+	// Join --join and the heads saved by an earlier run (none: Join
+	// returns at once), then keep the heads seen alive for the next start.
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		if err := w.gossip.Join(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("gossip join failed", "join", w.cfg.Join, "err", err)
+		}
+	}()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.keepSeeds(ctx)
+	}()
 	w.log.Info("worker started", "runtime", w.rt.Name(), "gossip", w.GossipAddr(),
 		"cpu_millis", w.cfg.Capacity.CPUMillis, "memory_bytes", w.cfg.Capacity.MemoryBytes,
 		"gpus", w.cfg.Capacity.GPUs, "max_concurrent_starts", w.cfg.MaxConcurrentStarts, "http", w.HTTPAddr())
