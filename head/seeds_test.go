@@ -2,7 +2,6 @@ package head_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +85,7 @@ func TestRestartedHeadRejoinsThroughSavedSeeds(t *testing.T) {
 func TestRestartedWorkerRejoinsThroughSavedSeeds(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{})
 	var starts atomic.Int32
-	dead := freeLoopbackAddr(t) // nobody listens there
+	dead := testcluster.FreeAddr(t) // nobody listens there
 	wm := c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil), Configure: func(cfg *worker.Config) {
 		if starts.Add(1) > 1 {
 			cfg.Join, cfg.Heads = []string{dead}, nil
@@ -110,16 +109,4 @@ func TestRestartedWorkerRejoinsThroughSavedSeeds(t *testing.T) {
 	testcluster.WaitFor(t, 30*time.Second, "the restarted w1 to reach the leader", func() bool {
 		return wm.Worker().Leader() != ""
 	})
-}
-
-// freeLoopbackAddr returns a loopback address whose port was free a moment
-// ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

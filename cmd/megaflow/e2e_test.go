@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,16 +34,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // daemon is one process of the test's cluster.
@@ -96,24 +85,24 @@ func TestDemoStepSurvivesKill9OfLeader(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	t.Logf("%v: built the binaries", time.Since(begin).Round(time.Millisecond))
-	model := freeAddr(t)
+	model := testcluster.FreeAddr(t)
 	startDaemon(t, "model", bins["megaflow-model"], "--addr", model)
 
 	var heads []*daemon
 	var grpc, gossip []string
 	for range 3 {
-		grpc, gossip = append(grpc, freeAddr(t)), append(gossip, freeAddr(t))
+		grpc, gossip = append(grpc, testcluster.FreeAddr(t)), append(gossip, testcluster.FreeAddr(t))
 	}
 	for i := range 3 {
 		heads = append(heads, startDaemon(t, fmt.Sprintf("h%d", i+1), bins["megaflow-head"],
 			"--node-id", fmt.Sprintf("h%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("h%d", i+1)),
-			"--raft-addr", freeAddr(t), "--grpc-addr", grpc[i], "--gossip-addr", gossip[i], "--http-addr", "127.0.0.1:0",
+			"--raft-addr", testcluster.FreeAddr(t), "--grpc-addr", grpc[i], "--gossip-addr", gossip[i], "--http-addr", "127.0.0.1:0",
 			"--bootstrap-expect", "3", "--join", strings.Join(gossip, ",")))
 	}
 	for i := range 2 {
 		startDaemon(t, fmt.Sprintf("w%d", i+1), bins["megaflow-worker"],
 			"--node-id", fmt.Sprintf("w%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("w%d", i+1)),
-			"--gossip-addr", freeAddr(t), "--http-addr", "127.0.0.1:0", "--join", strings.Join(gossip, ","), "--runtime", "process",
+			"--gossip-addr", testcluster.FreeAddr(t), "--http-addr", "127.0.0.1:0", "--join", strings.Join(gossip, ","), "--runtime", "process",
 			"--cpu-millis", "2000", "--memory-bytes", "4294967296", "--nvml=false")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -70,9 +70,9 @@ func New(t testing.TB, opts Options) *Cluster {
 		c.Members = append(c.Members, &Member{
 			ID:         fmt.Sprintf("h%d", i+1),
 			DataDir:    filepath.Join(root, fmt.Sprintf("h%d", i+1)),
-			RaftAddr:   freeAddr(t),
-			GRPCAddr:   freeAddr(t),
-			GossipAddr: freeAddr(t),
+			RaftAddr:   FreeAddr(t),
+			GRPCAddr:   FreeAddr(t),
+			GossipAddr: FreeAddr(t),
 		})
 	}
 	for _, m := range c.Members {
@@ -83,12 +83,12 @@ func New(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// freeAddr returns a loopback address whose port was free, for TCP and
+// FreeAddr returns a loopback address whose port was free, for TCP and
 // UDP (gossip uses both), a moment ago. Ports come from 15000-29999: below
 // the kernel's ephemeral range (32768+ on Linux), so that a killed head's
 // port is not handed to some outgoing connection before its restart, and
 // below the workers' default service ports (30000+).
-func freeAddr(t testing.TB) string {
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	for range 1000 {
 		addr := fmt.Sprintf("127.0.0.1:%d", 15000+rand.IntN(15000))
@@ -242,9 +242,9 @@ func (c *Cluster) AddHead() *Member {
 	m := &Member{
 		ID:         fmt.Sprintf("h%d", len(c.Members)+1),
 		DataDir:    filepath.Join(c.t.TempDir(), "head"),
-		RaftAddr:   freeAddr(c.t),
-		GRPCAddr:   freeAddr(c.t),
-		GossipAddr: freeAddr(c.t),
+		RaftAddr:   FreeAddr(c.t),
+		GRPCAddr:   FreeAddr(c.t),
+		GossipAddr: FreeAddr(c.t),
 	}
 	c.Members = append(c.Members, m)
 	c.start(m, 0)
@@ -286,7 +286,7 @@ func (c *Cluster) AddWorker(opts WorkerOptions) *WorkerMember {
 	m := &WorkerMember{
 		ID:         fmt.Sprintf("w%d", len(c.Workers)+1),
 		DataDir:    filepath.Join(c.t.TempDir(), "worker"),
-		GossipAddr: freeAddr(c.t),
+		GossipAddr: FreeAddr(c.t),
 		opts:       opts,
 	}
 	c.Workers = append(c.Workers, m)
