@@ -91,6 +91,36 @@ func (t *Txn) stoppedWithGraph(graphID string) uint32 {
 	return n
 }
 
+// serviceEnded handles a service task that ended for good other than by
+// stopGraphServices (it failed or exited under its restart policy, or was
+// cancelled): when no task of any graph provides its service any more, the
+// tasks of its graph that wait for that service and have not started
+// (PENDING or QUEUED) are CANCELLED, naming the service and why it ended,
+// and their dependents resolved, as upstream_failed does for depends_on:
+// they would otherwise wait forever. Tasks of other graphs keep waiting: a
+// provider may still be submitted.
+func (t *Txn) serviceEnded(svc *Task, nanos int64) {
+	name := svc.ServiceName()
+	if it := get(t.mem, tableTasks, indexService, name); it.Next() != nil {
+		return // another task still provides it
+	}
+	why := fmt.Sprintf("service %q ended (task %s %s", name, svc.ID, strings.ToLower(strings.TrimPrefix(svc.State.String(), "TASK_STATE_")))
+	if svc.Reason != "" {
+		why += ": " + svc.Reason
+	}
+	why += ") and no task provides it"
+	for _, task := range t.TasksOfGraph(svc.GraphID) {
+		cur := t.Task(task.ID)
+		if (cur.State != pending && cur.State != queued) || !slices.Contains(cur.Spec.GetUsesServices(), name) {
+			continue
+		}
+		n := t.move(cur, cancelled, why, nanos, nil)
+		if _, err := t.ResolveDependents(n, nanos); err != nil {
+			panic(fmt.Sprintf("state: index %d: %v", t.index, err))
+		}
+	}
+}
+
 // Restart policies of ServiceSpec.restart_policy (internal/spec checks
 // them).
 const (

@@ -254,3 +254,36 @@ func TestServicesStopWithTheirGraph(t *testing.T) {
 		})
 	}
 }
+
+// A task waiting for a service its own graph provided is cancelled when
+// that service ended for good and no task provides it any more; while
+// another graph's task still provides it, it keeps waiting.
+func TestWaitersOfAnEndedServiceAreCancelled(t *testing.T) {
+	for _, other := range []bool{false, true} {
+		s := newTestStore(t)
+		s.insertService("g", "model/a", "never", "u", "v<u")
+		s.write(func(txn *Txn) {
+			cur := txn.Task("g/u")
+			n := cur.clone()
+			n.Spec = &wire.TaskSpec{Name: "u", UsesServices: []string{"model/a"}}
+			txn.putTask(cur, n)
+		})
+		if other {
+			s.insertService("h", "model/a", "always")
+		}
+		s.move("g/srv", "w1", assigned)
+		s.event("g/srv", "w1", &wire.AttemptEvent{Kind: evExited, ExitCode: 1})
+		u, v, g := s.task("g/u"), s.task("g/v"), s.Snapshot().Graph("g")
+		if other {
+			if u.State != queued || g.State != wire.GraphState_GRAPH_STATE_RUNNING {
+				t.Fatalf("with another provider: u %s, graph %s; want u QUEUED, graph RUNNING", u.State, g.State)
+			}
+			continue
+		}
+		want := `service "model/a" ended (task g/srv failed: exit code 1) and no task provides it`
+		if u.State != cancelled || u.Reason != want || v.State != cancelled || v.Reason != ReasonUpstreamFailed ||
+			g.State != wire.GraphState_GRAPH_STATE_FAILED {
+			t.Fatalf("u %s %q, v %s %q, graph %s; want u cancelled %q, v upstream_failed, graph FAILED", u.State, u.Reason, v.State, v.Reason, g.State, want)
+		}
+	}
+}

@@ -77,8 +77,13 @@ func (t *Txn) moveTask(cur *Task, to wire.TaskState, reason string, nanos int64,
 	if n.Spec.GetGang() != "" {
 		t.gangFollow(cur.State, n, nanos)
 	}
-	if IsTerminal(to) && n.ServiceName() == "" && t.cancelling != n.GraphID {
-		t.stopGraphServices(n.GraphID, nanos)
+	if IsTerminal(to) && t.cancelling != n.GraphID {
+		switch {
+		case n.ServiceName() == "":
+			t.stopGraphServices(n.GraphID, nanos)
+		case reason != ReasonStoppedWithGraph:
+			t.serviceEnded(n, nanos)
+		}
 	}
 	return n
 }
