@@ -111,7 +111,11 @@ func New(cfg Config) (*Head, error) {
 	gcfg := gossip.DefaultConfig()
 	gcfg.NodeName = cfg.NodeID
 	gcfg.BindAddr = cfg.GossipAddr
-	gcfg.Join = gossip.JoinList(cfg.Join, gossip.LoadSeeds(cfg.DataDir, cfg.GossipAddr))
+	saved := gossip.LoadSeeds(cfg.DataDir, cfg.GossipAddr)
+	gcfg.Join = gossip.JoinList(cfg.Join, saved)
+	if len(saved) > 0 {
+		logger.Info("joining the heads saved by the last run too", "join", cfg.Join, "saved", saved)
+	}
 	gcfg.Logger = logger
 	if cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,11 @@ func (w *Worker) newGossip() (*gossip.Gossip, error) {
 	gcfg.BindAddr = w.cfg.GossipAddr
 	// The heads seen alive in an earlier run too (gossip.SaveSeeds): a
 	// join list whose heads moved still finds the cluster.
-	gcfg.Join = gossip.JoinList(w.cfg.Join, gossip.LoadSeeds(w.cfg.DataDir, w.cfg.GossipAddr))
+	saved := gossip.LoadSeeds(w.cfg.DataDir, w.cfg.GossipAddr)
+	gcfg.Join = gossip.JoinList(w.cfg.Join, saved)
+	if len(saved) > 0 {
+		w.log.Info("joining the heads saved by the last run too", "join", w.cfg.Join, "saved", saved, "file", filepath.Join(w.cfg.DataDir, gossip.SeedsFile))
+	}
 	gcfg.Logger = w.log
 	if w.cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()

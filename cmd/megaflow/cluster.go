@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -40,6 +41,8 @@ func clusterCmd(g *globals) *cobra.Command {
 				switch {
 				case h.Leader:
 					role = "leader"
+				case h.Id == st.HeadId && st.LeaderId == "":
+					role = strings.ToLower(st.RaftState) // candidate, or a follower that knows no leader
 				case h.Status == "dead" || h.Status == "left":
 					role = "down"
 				}
@@ -72,6 +75,7 @@ func clusterCmd(g *globals) *cobra.Command {
 // then one head's view, and a leader needs a quorum of the voters.
 func noLeaderNote(answeredBy string, heads []*client.HeadInfo) string {
 	voters, alive := 0, 0
+	var missing []string
 	for _, h := range heads {
 		if h.Suffrage != "voter" {
 			continue
@@ -79,10 +83,16 @@ func noLeaderNote(answeredBy string, heads []*client.HeadInfo) string {
 		voters++
 		if h.Status == "alive" {
 			alive++
+		} else {
+			missing = append(missing, h.Id)
 		}
 	}
-	return fmt.Sprintf("no leader: this is head %s's view. A leader needs %d of the %d voting heads; gossip sees %d alive. "+
-		"An election may be in progress (try again in a few seconds); otherwise start the missing heads.", answeredBy, voters/2+1, voters, alive)
+	need := voters/2 + 1
+	note := fmt.Sprintf("no leader: this is head %s's view. A leader needs %d of the %d voting heads; gossip sees %d alive. ", answeredBy, need, voters, alive)
+	if alive >= need {
+		return note + "An election is probably in progress: try again in a few seconds."
+	}
+	return note + fmt.Sprintf("Start %d more of the missing heads (%s) with their data dirs; reads work meanwhile with --stale.", need-alive, strings.Join(missing, ", "))
 }
 
 func orDash(s string) string {

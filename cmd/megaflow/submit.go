@@ -68,7 +68,7 @@ interrupted while waiting (the graph keeps running).`,
 				if res.Existed {
 					verb = "already submitted"
 				}
-				fmt.Fprintf(g.stdout, "%s graph %s (%d tasks) at index %d\n", verb, res.GraphId, len(spec.Tasks), res.Index)
+				fmt.Fprintf(g.stdout, "%s graph %s (%s) at index %d\n", verb, res.GraphId, plural(len(spec.Tasks), "task"), res.Index)
 				return nil
 			}
 			if g.output != "json" {
@@ -76,7 +76,7 @@ interrupted while waiting (the graph keeps running).`,
 				if res.Existed {
 					verb = "already submitted"
 				}
-				fmt.Fprintf(g.stdout, "%s graph %s (%d tasks) at index %d\n", verb, res.GraphId, len(spec.Tasks), res.Index)
+				fmt.Fprintf(g.stdout, "%s graph %s (%s) at index %d\n", verb, res.GraphId, plural(len(spec.Tasks), "task"), res.Index)
 			}
 			return g.follow(ctx, c, res.GraphId, !watch)
 		},

@@ -202,8 +202,9 @@ type Summary struct {
 	// run time of each task's last attempt (start to finish), in seconds.
 	TaskSecondsP50 float64 `json:"task_seconds_p50"`
 	TaskSecondsP99 float64 `json:"task_seconds_p99"`
-	// Attempts is the number of attempts of all tasks; RetriedTasks the
-	// tasks that needed more than one.
+	// Attempts is the number of attempts of all tasks but the services
+	// stopped with the graph; RetriedTasks the tasks that needed more than
+	// one. Task times leave those services out too.
 	Attempts     int `json:"attempts"`
 	RetriedTasks int `json:"retried_tasks"`
 	// WallSeconds is the head's wall time of the graph (first start to
@@ -286,7 +287,11 @@ func printSummary(w io.Writer, s *Summary) {
 		sum += s.Counts[k]
 	}
 	fmt.Fprintf(tw, "  total\t%d\t(%d tasks submitted)\n", sum, s.Tasks)
-	fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
+	if finished := s.Counts["succeeded"] + s.Counts["failed"] + s.Counts["timed_out"]; finished > 0 {
+		fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
+	} else {
+		fmt.Fprintf(tw, "success rate\t-\t(no task finished)\n")
+	}
 	if s.RewardCount > 0 {
 		fmt.Fprintf(tw, "mean %s\t%.3f\t(%d results)\n", s.Metric, s.RewardMean, s.RewardCount)
 	} else {

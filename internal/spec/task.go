@@ -308,7 +308,7 @@ func (v *validator) checkService(i int, t *wire.TaskSpec) error {
 		return nil
 	}
 	if s == nil {
-		return v.taskErr(i, "service", "is missing; a TASK_KIND_SERVICE task needs service.name (the name its endpoint is published under) and service.port")
+		return v.taskErr(i, "service", "is missing; a TASK_KIND_SERVICE task needs service.name (the name its endpoint is published under, e.g. {name: model/qwen-7b}); service.port is optional (the worker gives a port in $PORT)")
 	}
 	if p := serviceNameProblem(s.Name, v.lim.MaxNameLen); p != "" {
 		return v.taskErr(i, "service.name", "%s", p)
