@@ -47,6 +47,11 @@ func TestCLIAgainstACluster(t *testing.T) {
 	if code != 0 || strings.Count(out, "voter") != 3 || !strings.Contains(out, "leader h") {
 		t.Fatalf("cluster: %d %q", code, out)
 	}
+	// No worker: watching gives up at --timeout and says the graph runs on.
+	code, _, errOut = cli(t, heads, "--timeout=1s", "submit", file, "--watch")
+	if code != 1 || !strings.Contains(errOut, "stopped waiting after --timeout; graph g1 keeps running") {
+		t.Fatalf("submit --watch --timeout 1s: %d %q", code, errOut)
+	}
 	code, out, _ = cli(t, heads, "cancel", "g1")
 	if code != 0 || !strings.Contains(out, "cancelled 2 task(s) of g1") {
 		t.Fatalf("cancel: %d %q", code, out)

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/megaflow/megaflow/head/state"
 	"io"
 	"os"
 	"slices"
@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head/state"
 )
 
 // Exit codes of `megaflow submit --wait|--watch` and `megaflow demo`
@@ -324,6 +325,9 @@ func (g *globals) follow(ctx context.Context, c *client.Client, id string, quiet
 	if err != nil {
 		if ctx.Err() != nil && g.interrupted() {
 			return &codeError{code: exitInterrupted, msg: fmt.Sprintf("stopped waiting; graph %s keeps running (megaflow status %s)", id, id)}
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return &codeError{code: 1, msg: fmt.Sprintf("stopped waiting after --timeout; graph %s keeps running (megaflow status %s)", id, id)}
 		}
 		return err
 	}

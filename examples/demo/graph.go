@@ -207,8 +207,8 @@ func (s *Step) Summary(speedup float64) string {
 		}
 	}
 	n := len(s.Profiles)
-	return fmt.Sprintf("%d rollouts (setup -> agent rollout -> evaluation, one session container each) on %d repository images; "+
-		"%d agent steps in all (mean %.1f per rollout); %d agent attempts fail and are retried, as in the data; "+
+	return fmt.Sprintf("%d rollouts (setup -> agent rollout -> evaluation, one session each) on %d repository images; "+
+		"%d agent steps in all (mean %.1f per rollout); %d agent attempt(s) fail and are retried, as in the data; "+
 		"times compressed %gx (a mean step of %.1f s runs in %d ms)",
 		n, len(s.Images), steps, float64(steps)/float64(max(n, 1)), failing, speedup,
 		float64(ms)*speedup/1000/float64(max(steps, 1)), ms/int64(max(steps, 1)))
