@@ -192,6 +192,9 @@ type Summary struct {
 	// ServicesStopped is how many of the cancelled tasks are service tasks
 	// stopped with their graph once its batch tasks had ended.
 	ServicesStopped int `json:"services_stopped"`
+	// ServiceRestarts adds up the restarts of the graph's service tasks
+	// (new attempts under their restart policy).
+	ServiceRestarts int `json:"service_restarts"`
 	// SuccessRate is succeeded / finished (SUCCEEDED, FAILED, TIMED_OUT).
 	SuccessRate float64 `json:"success_rate"`
 	// RewardMean is the mean of the graph's metric (Metric, "reward") over
@@ -235,6 +238,7 @@ func summarize(ctx context.Context, c *client.Client, g *client.Graph) (*Summary
 			return nil, err
 		}
 		for _, t := range tasks {
+			s.ServiceRestarts += int(t.Restarts)
 			if t.State == client.TaskCancelled && t.Reason == state.ReasonStoppedWithGraph {
 				s.ServicesStopped++
 				continue // a service's run time is not a task time
@@ -300,6 +304,9 @@ func printSummary(w io.Writer, s *Summary) {
 	}
 	fmt.Fprintf(tw, "task time p50 / p99\t%s / %s\t(last attempt of each task)\n", secs(s.TaskSecondsP50), secs(s.TaskSecondsP99))
 	fmt.Fprintf(tw, "attempts\t%d\t(%s retried)\n", s.Attempts, plural(s.RetriedTasks, "task"))
+	if s.ServiceRestarts > 0 {
+		fmt.Fprintf(tw, "service restarts\t%d\t(megaflow tasks %s shows why)\n", s.ServiceRestarts, s.GraphID)
+	}
 	fmt.Fprintf(tw, "wall time\t%s\n", secs(s.WallSeconds))
 	tw.Flush()
 }
