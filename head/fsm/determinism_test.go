@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -53,6 +54,18 @@ func (g *logGen) randomGraph(id string) *wire.GraphSpec {
 			s.Gang = "gang" // no member depends on anything, so on no other member
 		}
 		gs.Tasks = append(gs.Tasks, s)
+	}
+	if g.rng.Intn(2) == 0 { // a service, and tasks that use it (it may stop with the graph, or end first)
+		name := []string{"model/a", "model/b"}[g.rng.Intn(2)]
+		svc := spec("svc")
+		svc.Kind = wire.TaskKind_TASK_KIND_SERVICE
+		svc.Service = &wire.ServiceSpec{Name: name, RestartPolicy: []string{"", "on-failure", "never", "never"}[g.rng.Intn(4)]}
+		for _, t := range gs.Tasks {
+			if t.Gang == "" && g.rng.Intn(2) == 0 {
+				t.UsesServices = []string{name}
+			}
+		}
+		gs.Tasks = append(gs.Tasks, svc)
 	}
 	return gs
 }
@@ -291,7 +304,8 @@ func TestDeterminism(t *testing.T) {
 		// The random mix must reach every path it is meant to test.
 		for name, n := range map[string]int{"succeeded": seen.succeeded, "retried": seen.retried, "lost": seen.lost,
 			"lost 3 times": seen.lostOut, "timed out": seen.timedOut, "stopping": seen.stopping, "stopped": seen.stopped,
-			"gpus pinned": seen.gpus, "workers down": seen.down, "queue reasons": seen.reasons} {
+			"gpus pinned": seen.gpus, "workers down": seen.down, "queue reasons": seen.reasons,
+			"services stopped with their graph": seen.servicesStopped, "waiters of an ended service cancelled": seen.waitersCancelled} {
 			if n == 0 {
 				t.Errorf("no %s in any history", name)
 			}
@@ -407,12 +421,42 @@ func checkInvariants(t testing.TB, v *state.View) {
 		if allDone != state.IsGraphTerminal(g.State) {
 			t.Errorf("%s: %s with all tasks terminal = %v", g.ID, g.State, allDone)
 		}
+		// Services stop with their graph: none is live once every batch
+		// task has ended; and no task of a graph waits for a service its
+		// graph provided that ended with no provider left anywhere.
+		batch, batchDone := 0, true
+		for _, task := range tasks {
+			if task.ServiceName() == "" {
+				batch++
+				batchDone = batchDone && state.IsTerminal(task.State)
+			}
+		}
+		for _, task := range tasks {
+			if name := task.ServiceName(); name != "" && batch > 0 && batchDone && !state.IsTerminal(task.State) {
+				t.Errorf("%s: service %s is %s though every batch task of its graph has ended", task.ID, name, task.State)
+			}
+			if task.State != pending && task.State != queued {
+				continue
+			}
+			for _, name := range task.Spec.GetUsesServices() {
+				providedHere, live := false, len(v.Service(name).Tasks) > 0
+				for _, p := range tasks {
+					providedHere = providedHere || (p.ServiceName() == name && state.IsTerminal(p.State))
+				}
+				if providedHere && !live {
+					t.Errorf("%s: %s waiting for service %s, which its graph provided and no task provides any more", task.ID, task.State, name)
+				}
+			}
+		}
 	}
 }
 
 // coverage counts what random histories reached.
 type coverage struct {
 	succeeded, retried, lost, lostOut, timedOut, stopping, stopped, gpus, down, reasons int
+	// servicesStopped: services stopped with their graph; waitersCancelled:
+	// tasks cancelled because their graph's service ended.
+	servicesStopped, waitersCancelled int
 }
 
 func (c *coverage) add(v *state.View) {
@@ -442,6 +486,12 @@ func (c *coverage) add(v *state.View) {
 		}
 		if t.State == queued && t.Reason != "" {
 			c.reasons++
+		}
+		if t.State == cancelled && t.Reason == state.ReasonStoppedWithGraph {
+			c.servicesStopped++
+		}
+		if t.State == cancelled && strings.HasPrefix(t.Reason, "service ") {
+			c.waitersCancelled++
 		}
 	}
 	for _, w := range v.Workers() {

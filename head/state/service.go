@@ -91,34 +91,66 @@ func (t *Txn) stoppedWithGraph(graphID string) uint32 {
 	return n
 }
 
-// serviceEnded handles a service task that ended for good other than by
-// stopGraphServices (it failed or exited under its restart policy, or was
-// cancelled): when no task of any graph provides its service any more, the
-// tasks of its graph that wait for that service and have not started
-// (PENDING or QUEUED) are CANCELLED, naming the service and why it ended,
-// and their dependents resolved, as upstream_failed does for depends_on:
-// they would otherwise wait forever. Tasks of other graphs keep waiting: a
-// provider may still be submitted.
+// serviceEnded handles a service task that ended for good (it failed or
+// exited under its restart policy, was cancelled, or was stopped with its
+// graph). When no task of any graph provides its service any more,
+// every task that waits for that service, has not started (PENDING or
+// QUEUED), and whose own graph provided the service (a service task of
+// that name, now ended) is CANCELLED, naming the service and how its
+// graph's provider ended, and its dependents resolved, as upstream_failed
+// does for depends_on: it would otherwise wait forever. Waiters in graphs
+// that never provided the service keep waiting: a provider may still be
+// submitted.
 func (t *Txn) serviceEnded(svc *Task, nanos int64) {
 	name := svc.ServiceName()
 	if it := get(t.mem, tableTasks, indexService, name); it.Next() != nil {
 		return // another task still provides it
 	}
-	why := fmt.Sprintf("service %q ended (task %s %s", name, svc.ID, strings.ToLower(strings.TrimPrefix(svc.State.String(), "TASK_STATE_")))
-	if svc.Reason != "" {
-		why += ": " + svc.Reason
+	var waiters []*Task
+	for _, st := range []wire.TaskState{pending, queued} {
+		it := get(t.mem, tableTasks, indexState, st)
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			if task := raw.(*Task); slices.Contains(task.Spec.GetUsesServices(), name) {
+				waiters = append(waiters, task)
+			}
+		}
 	}
-	why += ") and no task provides it"
-	for _, task := range t.TasksOfGraph(svc.GraphID) {
-		cur := t.Task(task.ID)
-		if (cur.State != pending && cur.State != queued) || !slices.Contains(cur.Spec.GetUsesServices(), name) {
+	why := map[string]string{} // graph id -> the reason, "" if the graph did not provide the service
+	for _, w := range waiters {
+		cur := t.Task(w.ID)
+		if (cur.State != pending && cur.State != queued) || cur.GraphID == t.cancelling {
+			continue // an earlier waiter's dependents took it, or its graph's cancel will
+		}
+		r, seen := why[cur.GraphID]
+		if !seen {
+			r = serviceGoneReason(t.TasksOfGraph(cur.GraphID), name)
+			why[cur.GraphID] = r
+		}
+		if r == "" {
 			continue
 		}
-		n := t.move(cur, cancelled, why, nanos, nil)
+		n := t.move(cur, cancelled, r, nanos, nil)
 		if _, err := t.ResolveDependents(n, nanos); err != nil {
 			panic(fmt.Sprintf("state: index %d: %v", t.index, err))
 		}
 	}
+}
+
+// serviceGoneReason is the reason of a task cancelled because service name,
+// provided by a task among tasks (its graph's), ended with no provider
+// left; "" when none of tasks provides name.
+func serviceGoneReason(tasks []*Task, name string) string {
+	for _, p := range tasks {
+		if p.ServiceName() != name || !IsTerminal(p.State) {
+			continue
+		}
+		why := fmt.Sprintf("service %q ended (task %s %s", name, p.ID, strings.ToLower(strings.TrimPrefix(p.State.String(), "TASK_STATE_")))
+		if p.Reason != "" {
+			why += ": " + p.Reason
+		}
+		return why + ") and no task provides it"
+	}
+	return ""
 }
 
 // Restart policies of ServiceSpec.restart_policy (internal/spec checks

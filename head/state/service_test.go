@@ -257,7 +257,8 @@ func TestServicesStopWithTheirGraph(t *testing.T) {
 
 // A task waiting for a service its own graph provided is cancelled when
 // that service ended for good and no task provides it any more; while
-// another graph's task still provides it, it keeps waiting.
+// another graph's task still provides it, it keeps waiting, until that one
+// ends too (here with its graph's cancel).
 func TestWaitersOfAnEndedServiceAreCancelled(t *testing.T) {
 	for _, other := range []bool{false, true} {
 		s := newTestStore(t)
@@ -278,7 +279,9 @@ func TestWaitersOfAnEndedServiceAreCancelled(t *testing.T) {
 			if u.State != queued || g.State != wire.GraphState_GRAPH_STATE_RUNNING {
 				t.Fatalf("with another provider: u %s, graph %s; want u QUEUED, graph RUNNING", u.State, g.State)
 			}
-			continue
+			// The last provider, in another graph, ends: g's waiter goes.
+			s.write(func(txn *Txn) { txn.CancelGraph("h", "done with it", int64(s.index)) })
+			u, v, g = s.task("g/u"), s.task("g/v"), s.Snapshot().Graph("g")
 		}
 		want := `service "model/a" ended (task g/srv failed: exit code 1) and no task provides it`
 		if u.State != cancelled || u.Reason != want || v.State != cancelled || v.Reason != ReasonUpstreamFailed ||

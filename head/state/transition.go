@@ -77,13 +77,12 @@ func (t *Txn) moveTask(cur *Task, to wire.TaskState, reason string, nanos int64,
 	if n.Spec.GetGang() != "" {
 		t.gangFollow(cur.State, n, nanos)
 	}
-	if IsTerminal(to) && t.cancelling != n.GraphID {
-		switch {
-		case n.ServiceName() == "":
-			t.stopGraphServices(n.GraphID, nanos)
-		case reason != ReasonStoppedWithGraph:
-			t.serviceEnded(n, nanos)
-		}
+	switch {
+	case !IsTerminal(to):
+	case n.ServiceName() != "":
+		t.serviceEnded(n, nanos) // also when stopped with its graph or in a graph's cancel: waiters elsewhere may be left
+	case t.cancelling != n.GraphID:
+		t.stopGraphServices(n.GraphID, nanos)
 	}
 	return n
 }
