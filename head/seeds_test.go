@@ -2,15 +2,14 @@ package head_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/runtime/fake"
 	"github.com/megaflow/megaflow/worker"
@@ -26,11 +25,8 @@ func TestRestartedHeadRejoinsThroughSavedSeeds(t *testing.T) {
 			cfg.Join = []string{cfg.GossipAddr} // as a tour's `--join <its own address>` would
 		}
 	}})
-	seeds := filepath.Join(c.Members[0].DataDir, "gossip-heads")
-	testcluster.WaitFor(t, 30*time.Second, "h1 to save the other heads' gossip addresses", func() bool {
-		b, err := os.ReadFile(seeds)
-		return err == nil && strings.Contains(string(b), c.Members[1].GossipAddr) && strings.Contains(string(b), c.Members[2].GossipAddr)
-	})
+	testcluster.WaitFor(t, 30*time.Second, "h1 to save the other heads' gossip addresses",
+		seedsSaved(c.Members[0].DataDir, c.Members[1].GossipAddr, c.Members[2].GossipAddr))
 	c.Kill(0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -91,22 +87,28 @@ func TestRestartedWorkerRejoinsThroughSavedSeeds(t *testing.T) {
 			cfg.Join, cfg.Heads = []string{dead}, nil
 		}
 	}})
-	seeds := filepath.Join(wm.DataDir, "gossip-heads")
-	testcluster.WaitFor(t, 30*time.Second, "w1 to save the heads' gossip addresses", func() bool {
-		b, err := os.ReadFile(seeds)
-		if err != nil {
-			return false
-		}
-		for _, m := range c.Members {
-			if !strings.Contains(string(b), m.GossipAddr) {
-				return false
-			}
-		}
-		return true
-	})
+	var heads []string
+	for _, m := range c.Members {
+		heads = append(heads, m.GossipAddr)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "w1 to save the heads' gossip addresses", seedsSaved(wm.DataDir, heads...))
 	c.StopWorker(0)
 	c.RestartWorker(0)
 	testcluster.WaitFor(t, 30*time.Second, "the restarted w1 to reach the leader", func() bool {
 		return wm.Worker().Leader() != ""
 	})
+}
+
+// seedsSaved reports whether the seeds file in dataDir (gossip.SaveSeeds)
+// holds every one of addrs.
+func seedsSaved(dataDir string, addrs ...string) func() bool {
+	return func() bool {
+		saved := gossip.LoadSeeds(dataDir, "")
+		for _, a := range addrs {
+			if !slices.Contains(saved, a) {
+				return false
+			}
+		}
+		return true
+	}
 }

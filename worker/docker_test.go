@@ -18,26 +18,7 @@ import (
 // running container over. It needs a Docker Engine (skipped without one,
 // failed without one when CI is set).
 func TestDockerEndToEnd(t *testing.T) {
-	_, image := testimage.Require(t)
-	rt, err := docker.New(docker.Config{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	cluster := "mftest-" + testimage.RunID()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cs, err := rt.List(ctx, map[string]string{LabelCluster: cluster})
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		for _, c := range cs {
-			_ = rt.Stop(ctx, c.ID, 0)
-			_ = rt.Remove(ctx, c.ID)
-		}
-	})
+	rt, image, cluster := dockerTestRuntime(t, "mftest-")
 	head := newFakeHead(t, "h1")
 	dir := t.TempDir()
 	cfg := testConfig(t, rt, dir, head.addr)
@@ -119,4 +100,33 @@ func TestDockerEndToEnd(t *testing.T) {
 		cs, _ := rt.List(context.Background(), map[string]string{LabelCluster: cluster})
 		return len(cs) == 0
 	})
+}
+
+// dockerTestRuntime returns the real Docker runtime, the test image and a
+// cluster name (prefix followed by this test binary's run id) whose
+// containers are stopped and removed when the test ends. It needs a Docker
+// Engine (skipped without one, failed without one when CI is set).
+func dockerTestRuntime(t *testing.T, prefix string) (*docker.Runtime, string, string) {
+	t.Helper()
+	_, image := testimage.Require(t)
+	rt, err := docker.New(docker.Config{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	cluster := prefix + testimage.RunID()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, err := rt.List(ctx, map[string]string{LabelCluster: cluster})
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		for _, c := range cs {
+			_ = rt.Stop(ctx, c.ID, 0)
+			_ = rt.Remove(ctx, c.ID)
+		}
+	})
+	return rt, image, cluster
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
-	"github.com/megaflow/megaflow/runtime/testimage"
 )
 
 // countingDocker is the Docker runtime, counting container starts (the
@@ -35,22 +34,8 @@ func (c *countingDocker) Start(ctx context.Context, spec contract.Spec) (string,
 // replaced, and a session's tasks share their container. It needs a Docker
 // Engine (skipped without one, failed without one when CI is set).
 func TestDockerPersistentPool(t *testing.T) {
-	_, image := testimage.Require(t)
-	drt, err := docker.New(docker.Config{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drt.Close() })
+	drt, image, cluster := dockerTestRuntime(t, "mftest-pool-")
 	rt := &countingDocker{Runtime: drt}
-	cluster := "mftest-pool-" + testimage.RunID()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cs, _ := drt.List(ctx, map[string]string{LabelCluster: cluster})
-		for _, c := range cs {
-			_ = drt.Remove(ctx, c.ID)
-		}
-	})
 	head := newFakeHead(t, "h1")
 	cfg := testConfig(t, rt, t.TempDir(), head.addr)
 	cfg.ClusterName = cluster
@@ -160,21 +145,7 @@ func TestDockerPersistentPool(t *testing.T) {
 // under MEGAFLOW_INPUT_DIR, and when the session's container goes its
 // files directory goes with it.
 func TestDockerPersistentOutputsAndInputs(t *testing.T) {
-	_, image := testimage.Require(t)
-	drt, err := docker.New(docker.Config{Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drt.Close() })
-	cluster := "mftest-pfiles-" + testimage.RunID()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cs, _ := drt.List(ctx, map[string]string{LabelCluster: cluster})
-		for _, c := range cs {
-			_ = drt.Remove(ctx, c.ID)
-		}
-	})
+	drt, image, cluster := dockerTestRuntime(t, "mftest-pfiles-")
 	store := artifact.NewMemStore()
 	head := newFakeHead(t, "h1")
 	dataDir := t.TempDir()
