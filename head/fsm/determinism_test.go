@@ -16,7 +16,10 @@ import (
 // logGen generates a random but valid-looking command log: submissions
 // (some chunked, some resent, some with a chunk lost, some conflicting),
 // cancels of graphs and tasks (known or not), staging drops, workers coming
-// and going, plans, worker events and lost attempts. Every entry is applied
+// and going, plans, worker events and lost attempts, deletions of graphs
+// (finished ones, some right after their submission and cancel, unfinished
+// and unknown ones), quotas, queued tasks failed by the leader, pre-warm
+// targets and GPU health reports. Every entry is applied
 // to a reference FSM as it is generated, so that placements and events aim
 // at the table's real state (current attempts, free GPUs) most of the time,
 // and miss it on purpose (stale attempts, wrong workers, taken GPUs) the
@@ -29,6 +32,14 @@ type logGen struct {
 	term   uint64
 	ref    *testFSM
 	out    [][]byte
+	// rareEvery is 1 in how many entries is followed by a rare op; 0:
+	// none.
+	rareEvery int
+	// deleted counts the graphs the reference deleted.
+	deleted int
+	// seen, if set, counts what the reference's table reaches, every 16
+	// entries (deletions remove graphs before the end).
+	seen *coverage
 }
 
 const genWorkers = 5 // worker ids w0..w4; w5 is never announced
@@ -75,9 +86,14 @@ func (g *logGen) randomGraph(id string) *wire.GraphSpec {
 func (g *logGen) add(e []byte) {
 	g.out = append(g.out, e)
 	g.ref.index++
-	g.ref.Apply(&raft.Log{Index: g.ref.index, Type: raft.LogCommand, Data: e})
+	if _, ok := g.ref.Apply(&raft.Log{Index: g.ref.index, Type: raft.LogCommand, Data: e}).(*DeleteGraphResult); ok {
+		g.deleted++
+	}
 	if g.ref.index%16 == 0 {
 		checkInvariants(g.tb, g.ref.View())
+		if g.seen != nil {
+			g.seen.add(g.ref.View())
+		}
 	}
 }
 
@@ -140,11 +156,74 @@ func (g *logGen) entries(n int) [][]byte {
 		default:
 			g.lost()
 		}
+		if g.rareEvery > 0 && g.rng.Intn(g.rareEvery) == 0 {
+			g.rare()
+		}
 		if g.rng.Intn(50) == 0 { // an op from a newer version
 			g.add([]byte{byte(OpIgnorable | 0x10), 1, 2, 3})
 		}
 	}
 	return g.out
+}
+
+// rare appends one of the ops that come seldom: a deletion (of a finished
+// graph mostly; of a new graph cancelled at once, so that submit, cancel and
+// delete may share a batch; of an unfinished or unknown graph, refused), a
+// quota, a failure of queued tasks, a pre-warm target, a GPU health report.
+func (g *logGen) rare() {
+	v := g.ref.View()
+	switch k := g.rng.Intn(8); {
+	case k < 2: // delete a finished graph, or try an unfinished or unknown one
+		var done []string
+		for gr := range v.Graphs() {
+			if state.IsGraphTerminal(gr.State) {
+				done = append(done, gr.ID)
+			}
+		}
+		id := fmt.Sprintf("g%d", g.rng.Intn(len(g.graphs)+1))
+		if len(done) > 0 && g.rng.Intn(4) != 0 {
+			id = done[g.rng.Intn(len(done))]
+		}
+		g.cmd(OpDeleteGraph, &wire.DeleteGraphCommand{GraphId: id, UnixNanos: g.nanos})
+	case k == 2: // submit, cancel and delete at once
+		gs := g.randomGraph(fmt.Sprintf("g%d", len(g.graphs)))
+		g.graphs = append(g.graphs, gs)
+		g.cmd(OpSubmitGraph, submitCmd(gs, g.nanos))
+		g.cmd(OpCancel, &wire.CancelCommand{GraphId: gs.Id, Reason: "at once", UnixNanos: g.nanos})
+		g.cmd(OpDeleteGraph, &wire.DeleteGraphCommand{GraphId: gs.Id, UnixNanos: g.nanos})
+	case k == 3:
+		// A tenant's limits, or none (all zero); seldom the cluster's.
+		// Loose enough that the histories still run tasks to their end.
+		q := &wire.Quota{Tenant: []string{"acme", "beta", "acme", "beta", ""}[g.rng.Intn(5)]}
+		if g.rng.Intn(3) != 0 {
+			q.MaxRunning, q.CpuMillis, q.Gpus = int32(4+g.rng.Intn(8)), int64(4+g.rng.Intn(8))*1000, int32(2+g.rng.Intn(4))
+		}
+		g.cmd(OpSetQuota, &wire.SetQuotaCommand{UnixNanos: g.nanos, Quota: q})
+	case k == 4: // the leader fails tasks queued for too long, some no longer queued
+		cmd := &wire.FailQueuedCommand{QueuedBeforeUnixNanos: g.nanos - int64(g.rng.Intn(5000)), UnixNanos: g.nanos}
+		for _, q := range []string{"", "eval", "train"} {
+			for t := range v.QueuedTasks(q) {
+				if g.rng.Intn(4) == 0 {
+					cmd.TaskIds, cmd.Reasons = append(cmd.TaskIds, t.ID), append(cmd.Reasons, "no worker fits")
+				}
+			}
+		}
+		if g.rng.Intn(3) == 0 && len(g.graphs) > 0 {
+			cmd.TaskIds, cmd.Reasons = append(cmd.TaskIds, g.graphs[0].Id+"/t0"), append(cmd.Reasons, "maybe not queued")
+		}
+		g.cmd(OpFailQueued, cmd)
+	case k == 5:
+		g.cmd(OpPoolWarm, &wire.PoolWarmCommand{UnixNanos: g.nanos, Target: &wire.PoolTarget{
+			Image: []string{"img", "other"}[g.rng.Intn(2)], Size: int32(g.rng.Intn(3)),
+			Tenant: []string{"", "acme"}[g.rng.Intn(2)], CpuMillis: 500}})
+	default: // GPU health: some GPUs unhealthy (those in use lose their attempts), or all healthy again
+		w := g.workerID()
+		cmd := &wire.GpuHealthCommand{WorkerId: w, UnixNanos: g.nanos}
+		if g.rng.Intn(3) != 0 {
+			cmd.Unhealthy = map[string]string{fmt.Sprintf("GPU-%d", g.rng.Intn(4)): "Xid 79"}
+		}
+		g.cmd(OpGpuHealth, cmd)
+	}
 }
 
 // plan places some QUEUED tasks, mostly on ALIVE workers with room and free
@@ -312,17 +391,25 @@ func TestDeterminism(t *testing.T) {
 		}
 		t.Logf("%+v", seen)
 	}()
-	for seed := int64(1); seed <= 20; seed++ {
+	deleted := 0
+	// Seeds 1 to 20 without the rare ops, 21 to 40 with them (deletions
+	// remove much of what the coverage above looks for).
+	for seed := int64(1); seed <= 40; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			gen := &logGen{rng: rand.New(rand.NewSource(seed)), tb: t}
-			first := gen.entries(300)
+			rng := rand.New(rand.NewSource(seed))
+			gen := &logGen{rng: rand.New(rand.NewSource(seed)), tb: t, seen: &seen}
+			if seed > 20 {
+				gen.rareEvery = 6
+			}
+			// The snapshot is taken at a random point of the history.
+			first := gen.entries(1 + rng.Intn(399))
 			a, b := newTestFSM(t, 0), newTestFSM(t, 0)
 			applyAll(a, first, false, nil)
 			applyAll(b, first, true, rand.New(rand.NewSource(seed)))
 			checkInvariants(t, a.View())
 			da, db := dump(t, a.View()), dump(t, b.View())
-			if d := firstDiff(da, db); d != "" {
-				t.Fatalf("tables differ: %s", d)
+			if d := DiffDumps(da, db, 20); d != "" {
+				t.Fatalf("one entry at a time and in batches, tables differ after %d entries:\n%s", len(first), d)
 			}
 			if a.View().Index() != b.View().Index() || a.AppliedIndex() != b.AppliedIndex() {
 				t.Fatal("indexes differ")
@@ -339,25 +426,33 @@ func TestDeterminism(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.index = a.index
-			if d := firstDiff(da, dump(t, c.View())); d != "" {
-				t.Fatalf("restored table differs: %s", d)
+			if d := DiffDumps(da, dump(t, c.View()), 20); d != "" {
+				t.Fatalf("restored table differs:\n%s", d)
 			}
 			if !bytes.Equal(snap, snapshotBytes(t, c.View())) {
 				t.Fatal("snapshot of the restored table differs")
 			}
 
-			more := gen.entries(100)
+			// The rest of the history: one at a time, in batches, and in
+			// batches on the restored table.
+			more := gen.entries(400 - len(first))
 			applyAll(a, more, false, nil)
+			applyAll(b, more, true, rand.New(rand.NewSource(seed+1000)))
 			applyAll(c, more, true, rand.New(rand.NewSource(seed)))
-			if d := firstDiff(dump(t, a.View()), dump(t, c.View())); d != "" {
-				t.Fatalf("after more entries: %s", d)
+			for name, other := range map[string]*testFSM{"in batches": b, "from the snapshot": c, "reference": gen.ref} {
+				if d := DiffDumps(dump(t, a.View()), dump(t, other.View()), 20); d != "" {
+					t.Fatalf("all %d entries, one at a time and %s, tables differ:\n%s", len(first)+len(more), name, d)
+				}
 			}
-			if d := firstDiff(dump(t, a.View()), dump(t, gen.ref.View())); d != "" {
-				t.Fatalf("reference differs: %s", d)
+			if !bytes.Equal(snapshotBytes(t, a.View()), snapshotBytes(t, c.View())) {
+				t.Fatal("snapshots differ at the end")
 			}
 			checkInvariants(t, c.View())
-			seen.add(c.View())
+			deleted += gen.deleted
 		})
+	}
+	if deleted == 0 {
+		t.Error("no graph deleted in any history")
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -130,26 +129,10 @@ func submitCmd(g *wire.GraphSpec, nanos int64) *wire.SubmitGraphCommand {
 	return chunkCmds(g, max(1, len(g.Tasks)), nanos)[0]
 }
 
-// dump renders the whole table canonically, one row per line, all but the
-// applied index.
+// dump renders the whole table canonically (Dump).
 func dump(tb testing.TB, v *state.View) string {
 	tb.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "next_queue_seq %d\n", v.NextQueueSeq())
-	opts := prototext.MarshalOptions{}
-	for g := range v.Graphs() {
-		fmt.Fprintf(&b, "graph %s\n", opts.Format(g.ToWire()))
-	}
-	for t := range v.Tasks() {
-		fmt.Fprintf(&b, "task %s\n", opts.Format(t.ToWire()))
-	}
-	for c := range v.StagedChunks() {
-		fmt.Fprintf(&b, "staged %s %d %s\n", c.GraphID, c.Chunk, opts.Format(c.Command))
-	}
-	for _, w := range v.Workers() {
-		fmt.Fprintf(&b, "worker %s gpus %v\n", opts.Format(w.ToWire()), w.GPUsInUse())
-	}
-	return b.String()
+	return Dump(v)
 }
 
 // snapshotBytes persists the table into memory.

@@ -24,6 +24,14 @@ func (t *Txn) DeleteGraph(id string) (uint32, error) {
 	for _, task := range tasks {
 		must(t.mem.Delete(tableTasks, task))
 	}
-	must(t.mem.Delete(tableGraphs, g))
+	// The graph may live in the table, in this transaction's private
+	// copies (written earlier in the same batch, or created by it), or in
+	// both. Forget the copy, so that Commit does not write it back, and
+	// delete the row if there is one: a batch must end where applying its
+	// entries one by one ends.
+	delete(t.graphs, id)
+	if raw := first(t.mem, tableGraphs, indexID, id); raw != nil {
+		must(t.mem.Delete(tableGraphs, raw))
+	}
 	return uint32(len(tasks)), nil
 }
