@@ -26,7 +26,9 @@ func (f *testFSM) batch(cmds ...[]byte) []any {
 // batch cancelled (the copy came back at Commit without its tasks). Each
 // batch must end where applying its entries one by one ends.
 func TestDeleteGraphInBatch(t *testing.T) {
-	del := func(id string) []byte { return entry(t, OpDeleteGraph, &wire.DeleteGraphCommand{GraphId: id, UnixNanos: 600}) }
+	del := func(id string) []byte {
+		return entry(t, OpDeleteGraph, &wire.DeleteGraphCommand{GraphId: id, UnixNanos: 600})
+	}
 	cancel := func(id string) []byte { return entry(t, OpCancel, cancelGraph(id, "done")) }
 	for name, build := range map[string]func(f *testFSM) [][]byte{
 		"submitted in the batch": func(f *testFSM) [][]byte {
