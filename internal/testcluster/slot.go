@@ -71,15 +71,17 @@ func (s *slot[D]) kill() {
 	<-done
 }
 
-// stop shuts the daemon down cleanly (10 s at most) and waits for it.
-func (s *slot[D]) stop() {
+// stop shuts the daemon down cleanly (10 s at most) and waits for it. It
+// reports whether a daemon was running, and the error of its Shutdown.
+func (s *slot[D]) stop() (bool, error) {
 	d, cancel, done, live := s.take()
 	if !live {
-		return
+		return false, nil
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-	_ = d.Shutdown(ctx)
+	err := d.Shutdown(ctx)
 	stop()
 	cancel()
 	<-done
+	return true, err
 }

@@ -30,6 +30,10 @@ type Options struct {
 	Configure func(*head.Config)
 	// Verbose sends the heads' logs to stderr (also with MEGAFLOW_TEST_LOG=1).
 	Verbose bool
+	// NoReplayCheck, when not empty, turns off the replay check of Stop
+	// (replay.go) and says why, for tests that destroy a head's data on
+	// purpose; the reason is logged.
+	NoReplayCheck string
 }
 
 // Member is one head slot of the cluster: its fixed addresses and data
@@ -151,12 +155,26 @@ func (c *Cluster) Restart(i int) {
 	c.start(c.Members[i], len(c.Members))
 }
 
-// Stop shuts every running worker and head down cleanly.
+// Stop shuts every running worker and head down cleanly, then checks that
+// each head that was running rebuilds, from its data directory alone, the
+// table it had (checkReplay). New registers it as the test's cleanup; a
+// test may call it earlier.
 func (c *Cluster) Stop() {
+	c.t.Helper()
 	c.stopWorkers()
+	var stopped []stoppedHead
 	for _, m := range c.Members {
-		m.slot.stop()
+		h := m.Head()
+		ran, err := m.slot.stop()
+		if !ran || h == nil {
+			continue
+		}
+		if err != nil {
+			c.t.Logf("head %s: shutdown: %v", m.ID, err)
+		}
+		stopped = append(stopped, stoppedHead{member: m, head: h})
 	}
+	c.checkReplay(stopped)
 }
 
 // Running returns the heads that are running.
@@ -331,7 +349,7 @@ func (c *Cluster) KillWorker(i int) { c.Workers[i].slot.kill() }
 
 // StopWorker shuts worker i down cleanly (Worker.Shutdown: it leaves the
 // gossip pool; the process runtime's processes are stopped).
-func (c *Cluster) StopWorker(i int) { c.Workers[i].slot.stop() }
+func (c *Cluster) StopWorker(i int) { _, _ = c.Workers[i].slot.stop() }
 
 // RestartWorker starts a killed worker again with the same id and data
 // directory.
@@ -339,7 +357,7 @@ func (c *Cluster) RestartWorker(i int) { c.startWorker(c.Workers[i]) }
 
 func (c *Cluster) stopWorkers() {
 	for _, m := range c.Workers {
-		m.slot.stop()
+		_, _ = m.slot.stop()
 	}
 }
 
