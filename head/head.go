@@ -103,7 +103,7 @@ func New(cfg Config) (*Head, error) {
 
 	lis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
-		_ = node.Shutdown()
+		shutdownNode(node)
 		return nil, fmt.Errorf("head %s: grpc listen on %s: %w", cfg.NodeID, cfg.GRPCAddr, err)
 	}
 	h.grpcLis = lis
@@ -124,7 +124,7 @@ func New(cfg Config) (*Head, error) {
 	g, err := gossip.New(gcfg)
 	if err != nil {
 		_ = lis.Close()
-		_ = node.Shutdown()
+		shutdownNode(node)
 		return nil, fmt.Errorf("head %s: gossip: %w", cfg.NodeID, err)
 	}
 	h.gossip = g
@@ -150,7 +150,7 @@ func New(cfg Config) (*Head, error) {
 		srv, err := obs.New(obs.Config{Addr: cfg.HTTPAddr, Registry: h.registry, Ready: h.ready, Logger: logger})
 		if err != nil {
 			_ = lis.Close()
-			_ = node.Shutdown()
+			shutdownNode(node)
 			_ = g.Shutdown()
 			return nil, fmt.Errorf("head %s: %w", cfg.NodeID, err)
 		}
@@ -165,6 +165,14 @@ func New(cfg Config) (*Head, error) {
 		}
 	}
 	return h, nil
+}
+
+// shutdownNode shuts down the Raft node of a head that failed to start,
+// within 10 s.
+func shutdownNode(node *consensus.Node) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = node.Shutdown(ctx)
 }
 
 // ID returns the head's node id.
@@ -311,8 +319,10 @@ func (h *Head) runLeadership(ctx context.Context) {
 }
 
 // Shutdown stops the head cleanly: it leaves the gossip pool, stops serving
-// gRPC (waiting for calls in flight until ctx ends), and shuts Raft down.
-// Safe to call more than once.
+// gRPC (waiting for calls in flight until ctx ends), and shuts Raft down
+// (consensus.Node.Shutdown: by ctx's deadline plus consensus.ShutdownGrace
+// at most, naming in the log what did not stop). Safe to call more than
+// once.
 func (h *Head) Shutdown(ctx context.Context) error {
 	var err error
 	h.stopOnce.Do(func() {
@@ -331,7 +341,7 @@ func (h *Head) Shutdown(ctx context.Context) error {
 			<-done
 		}
 		h.fwd.close()
-		err = errors.Join(err, h.node.Shutdown(), h.gossip.Shutdown())
+		err = errors.Join(err, h.node.Shutdown(ctx), h.gossip.Shutdown())
 		h.wg.Wait()
 	})
 	return err

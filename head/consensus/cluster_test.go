@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -138,7 +139,7 @@ func newCluster(t *testing.T, n int, tweak func(*Config)) *cluster {
 	t.Cleanup(func() {
 		for _, nd := range c.nodes {
 			if nd != nil {
-				_ = nd.Shutdown()
+				_ = nd.Shutdown(context.Background())
 			}
 		}
 	})

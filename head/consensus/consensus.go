@@ -14,11 +14,14 @@
 package consensus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,7 +82,7 @@ func New(cfg Config) (*Node, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			_ = n.closeResources()
+			_ = n.closeResources(false)
 		}
 	}()
 
@@ -109,7 +112,17 @@ func New(cfg Config) (*Node, error) {
 		Stream:  n.stream,
 		MaxPool: cfg.TransportMaxPool,
 		Timeout: cfg.TransportTimeout,
-		Logger:  hl.Named("transport"),
+		// 1 turns pipelined replication off: every AppendEntries is
+		// synchronous, bounded by Timeout. hashicorp/raft v1.8.0's
+		// pipeline can deadlock (its decoder parks sending to an
+		// unbuffered doneCh that nobody reads once a response failed,
+		// and the next send parks on inprogressCh; only pipeline.Close,
+		// deferred in the parked goroutine, frees them): replication to
+		// that follower stops for good and raft.Shutdown waits forever
+		// (issue 18, finding 7: a head hung 18 minutes in Shutdown).
+		// MaxAppendEntries batching keeps the throughput.
+		MaxRPCsInFlight: 1,
+		Logger:          hl.Named("transport"),
 	})
 
 	rc := cfg.raftConfig()
@@ -213,12 +226,29 @@ func (n *Node) forwardLeadership() {
 	}
 }
 
-// Shutdown stops the node gracefully: if it is the leader of a multi-voter
-// cluster it first hands leadership to another voter (so the cluster need
-// not wait out an election timeout), then shuts Raft down (waiting for its
-// goroutines), closes the transport and every open connection, and closes
-// BoltDB. It returns nil when called again. The head calls it once on exit.
-func (n *Node) Shutdown() error {
+// ShutdownGrace is how long Shutdown waits for Raft's goroutines after its
+// ctx has ended, with every connection already closed, before it gives up
+// on them.
+const ShutdownGrace = 2 * time.Second
+
+// ErrShutdownIncomplete is returned (wrapped) by Shutdown when Raft's
+// goroutines did not all stop within ctx and ShutdownGrace; the log names
+// them.
+var ErrShutdownIncomplete = errors.New("raft did not stop in time")
+
+// Shutdown stops the node gracefully and returns by ctx's deadline plus
+// ShutdownGrace at most: if it is the leader of a multi-voter cluster it
+// first hands leadership to another voter (so the cluster need not wait out
+// an election timeout; given up when ctx ends), then shuts Raft down,
+// closing the transport's listener and every open connection at once (an
+// RPC to a peer that accepts TCP but never answers would otherwise hold a
+// replication goroutine for up to TransportTimeout), waits for Raft's
+// goroutines, and closes BoltDB. If Raft's goroutines have not stopped by
+// then, it logs each one still running (its stack's first frames) and
+// returns an error wrapping ErrShutdownIncomplete; BoltDB is closed anyway
+// (its file lock released) when no write holds it. It returns nil when
+// called again. The head calls it once on exit.
+func (n *Node) Shutdown(ctx context.Context) error {
 	n.closeMu.Lock()
 	defer n.closeMu.Unlock()
 	if n.closed {
@@ -226,11 +256,70 @@ func (n *Node) Shutdown() error {
 	}
 	n.closed = true
 	if n.IsLeader() {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		f := n.raft.LeadershipTransfer()
+		if err := waitFuture(ctx, f); err != nil {
 			n.log.Debug("no leadership transfer before shutdown", "err", err)
 		}
 	}
-	return n.closeResources()
+	if n.raft == nil {
+		return n.closeResources(false)
+	}
+	f := n.raft.Shutdown()
+	n.stream.closeAll()
+	err := waitFuture(ctx, f)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		grace, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+		err = waitFuture(grace, f)
+		cancel()
+		if err != nil && grace.Err() != nil {
+			left := raftGoroutines()
+			n.stopForwarder()
+			n.log.Error("raft did not stop within the shutdown deadline; giving up on its goroutines",
+				"grace", ShutdownGrace, "goroutines", len(left), "stacks", strings.Join(left, "\n---\n"))
+			storeErr := n.closeStoreWithin(ShutdownGrace)
+			return errors.Join(fmt.Errorf("consensus: shutdown %s: %w (%d goroutines of hashicorp/raft still running, named in the log)",
+				n.cfg.NodeID, ErrShutdownIncomplete, len(left)), storeErr)
+		}
+	}
+	return errors.Join(err, n.closeResources(true))
+}
+
+// stopForwarder stops forwardLeadership and closes LeaderChanges.
+func (n *Node) stopForwarder() {
+	close(n.stop)
+	n.wg.Wait()
+	close(n.leaderCh)
+}
+
+// closeStoreWithin closes BoltDB unless a write holds it longer than d.
+func (n *Node) closeStoreWithin(d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- n.store.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("close raft.db: %w", err)
+		}
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("close raft.db: still held by a write after %v", d)
+	}
+}
+
+// raftGoroutines returns the header and first frames of every goroutine
+// whose stack is in hashicorp/raft.
+func raftGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, "github.com/hashicorp/raft.") {
+			continue
+		}
+		lines := strings.Split(g, "\n")
+		out = append(out, strings.Join(lines[:min(len(lines), 7)], "\n"))
+	}
+	return out
 }
 
 // Kill stops the node as close to a crash as this process can get, for
@@ -263,20 +352,21 @@ func (n *Node) Kill() error {
 	}
 	n.closed = true
 	n.stream.closeAll()
-	return n.closeResources()
+	return n.closeResources(false)
 }
 
 // closeResources shuts down whatever New opened, in order: Raft (which also
-// closes the transport), the leadership forwarder, the connections, BoltDB.
-func (n *Node) closeResources() error {
+// closes the transport; raftStopped: Shutdown already waited for it), the
+// leadership forwarder, the connections, BoltDB.
+func (n *Node) closeResources(raftStopped bool) error {
 	var errs []error
 	if n.raft != nil {
-		if err := n.raft.Shutdown().Error(); err != nil {
-			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		if !raftStopped {
+			if err := n.raft.Shutdown().Error(); err != nil {
+				errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+			}
 		}
-		close(n.stop)
-		n.wg.Wait()
-		close(n.leaderCh)
+		n.stopForwarder()
 	}
 	if n.trans != nil {
 		_ = n.trans.Close()

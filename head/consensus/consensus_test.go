@@ -101,7 +101,7 @@ func TestLaggingFollowerCatchesUpWithInstallSnapshot(t *testing.T) {
 	c.waitCaughtUp(l)
 
 	f := (l + 1) % 3
-	if err := c.nodes[f].Shutdown(); err != nil {
+	if err := c.nodes[f].Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c.nodes[f] = nil
@@ -220,10 +220,10 @@ func TestShutdownHandsOverLeadership(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.bootstrap()
 	l := c.leader()
-	if err := c.nodes[l].Shutdown(); err != nil {
+	if err := c.nodes[l].Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.nodes[l].Shutdown(); err != nil {
+	if err := c.nodes[l].Shutdown(context.Background()); err != nil {
 		t.Errorf("second Shutdown = %v", err)
 	}
 	if err := c.nodes[l].Kill(); err != nil {
@@ -247,7 +247,7 @@ func TestNewFailsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Shutdown()
+	defer a.Shutdown(context.Background())
 	// The address is taken: New fails after opening raft.db and must close
 	// it, or the next New on that directory would wait on the file lock.
 	cfg2 := cfg
@@ -261,7 +261,7 @@ func TestNewFailsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New after a failed New on the same dir: %v", err)
 	}
-	if err := b.Shutdown(); err != nil {
+	if err := b.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
