@@ -16,6 +16,7 @@ import (
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/blob/spool"
+	"github.com/megaflow/megaflow/internal/dirlock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/logging"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -60,6 +61,8 @@ type localCluster struct {
 	done    chan error // one value per daemon
 	// closeArtifacts closes the worker's spool and the artifact store.
 	closeArtifacts func()
+	// lock keeps other processes off DataDir until Stop.
+	lock *dirlock.Lock
 }
 
 // chooseRuntime builds the runtime named by name ("auto" tries docker
@@ -107,12 +110,20 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
 	lc := &localCluster{logPath: filepath.Join(o.DataDir, "megaflow.log"), done: make(chan error, 2)}
+	// A second `megaflow up` on this directory stops here, naming the
+	// first one's pid, before it touches the log, the runtime's state or
+	// the artifacts.
+	if lc.lock, err = dirlock.Acquire(o.DataDir, "megaflow up"); err != nil {
+		return nil, err
+	}
 	if lc.logFile, err = os.OpenFile(lc.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+		_ = lc.lock.Release()
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			lc.logFile.Close()
+			_ = lc.lock.Release()
 		}
 	}()
 	logger, err := logging.New(lc.logFile, "text", o.LogLevel)
@@ -232,7 +243,8 @@ func (lc *localCluster) Stop(ctx context.Context) error {
 		}
 	}
 	lc.closeArtifacts() // after both daemons stopped
-	return errors.Join(err, lc.logFile.Close())
+	err = errors.Join(err, lc.logFile.Close())
+	return errors.Join(err, lc.lock.Release())
 }
 
 // describe prints what runs where.

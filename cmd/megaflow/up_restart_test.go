@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,5 +67,41 @@ func TestUpRestartAfterDelete(t *testing.T) {
 	code, out, errOut := cli(t, "--heads="+lc.head.GRPCAddr(), "graphs")
 	if code != exitOK || !strings.Contains(out, "kept") || strings.Contains(out, "gone") {
 		t.Fatalf("megaflow graphs after the restart: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// Issue 18, finding 10: a second `megaflow up` on a data directory in use
+// fails at once saying so, with the pid of the process that holds it and
+// what to do (it failed after 5 s with "open .../raft.db: timeout"), and
+// the first one keeps running.
+func TestUpOnADataDirInUse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := localOptions{DataDir: filepath.Join(t.TempDir(), "data"), Runtime: "process", GRPCAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", WorkerGossipAddr: "127.0.0.1:0", LogLevel: "debug"}
+	lc, err := startLocal(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		if err := lc.Stop(sctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	begin := time.Now()
+	second, err := startLocal(ctx, opts)
+	took := time.Since(begin)
+	if err == nil {
+		_ = second.Stop(ctx)
+		t.Fatal("a second megaflow up on the same data directory started")
+	}
+	if want := fmt.Sprintf("is in use by another process (pid %d)", os.Getpid()); !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), opts.DataDir) || took > 2*time.Second {
+		t.Fatalf("second megaflow up after %v: %v\nwant at once an error naming %s and containing %q", took, err, opts.DataDir, want)
+	}
+	if code, out, errOut := cli(t, "--heads="+lc.head.GRPCAddr(), "graphs"); code != exitOK {
+		t.Fatalf("the first cluster after the second was refused: exit %d %q %q", code, out, errOut)
 	}
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/megaflow/megaflow/internal/dirlock"
 	"go.etcd.io/bbolt"
 )
 
@@ -40,6 +41,7 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	snaps  *raft.FileSnapshotStore
 	logs   raft.LogStore // store, behind the log cache
+	lock   *dirlock.Lock // DataDir/raft/LOCK, held until the store is closed
 
 	notifyCh chan bool     // raft's Config.NotifyCh
 	leaderCh chan bool     // LeaderChanges; capacity 1, latest wins
@@ -87,11 +89,16 @@ func New(cfg Config) (*Node, error) {
 	}()
 
 	var err error
+	// Another process on this directory: say so at once, with its pid,
+	// rather than wait out BoltDB's lock ("open raft.db: timeout").
+	if n.lock, err = dirlock.Acquire(dir, "consensus"); err != nil {
+		return nil, err
+	}
 	dbPath := filepath.Join(dir, "raft.db")
 	n.store, err = raftboltdb.New(raftboltdb.Options{
 		Path:        dbPath,
 		NoSync:      false,
-		BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}, // another process holding the file
+		BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}, // the lock above keeps other processes off
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consensus: open %s: %w", dbPath, err)
@@ -277,6 +284,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.log.Error("raft did not stop within the shutdown deadline; giving up on its goroutines",
 				"grace", ShutdownGrace, "goroutines", len(left), "stacks", strings.Join(left, "\n---\n"))
 			storeErr := n.closeStoreWithin(ShutdownGrace)
+			_ = n.lock.Release()
 			return errors.Join(fmt.Errorf("consensus: shutdown %s: %w (%d goroutines of hashicorp/raft still running, named in the log)",
 				n.cfg.NodeID, ErrShutdownIncomplete, len(left)), storeErr)
 		}
@@ -379,6 +387,7 @@ func (n *Node) closeResources(raftStopped bool) error {
 			errs = append(errs, fmt.Errorf("close raft.db: %w", err))
 		}
 	}
+	_ = n.lock.Release()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consensus: shutdown %s: %w", n.cfg.NodeID, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/megaflow/megaflow/internal/dirlock"
 	"go.etcd.io/bbolt"
 )
 
@@ -32,8 +33,8 @@ var ErrReplayAhead = errors.New("consensus: replay: the data directory's snapsho
 // entries after it up to upTo in order, in batches of at most batch entries
 // (raft hands a BatchingFSM at most MaxAppendEntries at once) and only the
 // LogCommand and LogConfiguration entries, as raft does. f must be fresh.
-// It opens raft.db read-only, so the node must be shut down (its BoltDB
-// lock released). Tests call it to check that a table rebuilt from disk
+// It takes the directory's lock (dirlock) and opens raft.db read-only, so
+// the node must be shut down. Tests call it to check that a table rebuilt from disk
 // equals the one the node had (internal/testcluster). Errors: an entry
 // missing from the log, a store that cannot be opened, ErrReplayAhead, or a
 // panic of f (a corrupt log, or a bug), with the range of entries it was
@@ -44,6 +45,11 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 		batch = 1
 	}
 	dir := filepath.Join(dataDir, "raft")
+	lock, err := dirlock.Acquire(dir, "consensus: replay")
+	if err != nil {
+		return res, err
+	}
+	defer lock.Release()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
 	if err != nil {
 		return res, fmt.Errorf("consensus: replay: open snapshot store in %s: %w", dir, err)

@@ -3,11 +3,13 @@ package consensus
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/megaflow/megaflow/internal/errs"
 )
 
 // stuckPeer accepts TCP connections and never reads or answers: a peer
@@ -102,5 +104,25 @@ func TestNoPipelinedReplication(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	if _, err := c.nodes[0].trans.AppendEntriesPipeline("x", "127.0.0.1:1"); err != raft.ErrPipelineReplicationNotSupported {
 		t.Fatalf("AppendEntriesPipeline: %v, want raft.ErrPipelineReplicationNotSupported", err)
+	}
+}
+
+// A second node on a data directory in use is refused at once, naming the
+// directory; the first keeps it (issue 18, finding 10: it failed after
+// BoltDB's 5 s timeout with "open raft.db: timeout").
+func TestNewOnADataDirInUse(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	cfg := c.cfgs[0]
+	cfg.BindAddr = "127.0.0.1:0"
+	cfg.FSM = &testFSM{}
+	begin := time.Now()
+	nd, err := New(cfg)
+	if err == nil {
+		_ = nd.Kill()
+		t.Fatal("a second node started on the same data directory")
+	}
+	if took := time.Since(begin); took > time.Second || errs.ClassOf(err) != errs.FailedPrecondition ||
+		!strings.Contains(err.Error(), "is in use by another process (pid") {
+		t.Fatalf("second New after %v: %v", took, err)
 	}
 }
