@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/spec"
@@ -171,5 +173,45 @@ func TestListTasksPagesBySize(t *testing.T) {
 	}
 	if len(seen) != 300 || pages < 3 {
 		t.Fatalf("%d tasks in %d pages, want 300 in at least 3", len(seen), pages)
+	}
+}
+
+// A Watch whose events add up to more than a client can receive in one
+// message (1,024 cancel events of a 4 KiB reason each) is sent in messages
+// under MaxListResponseBytes: the client reads every event. Before, the
+// stream failed with "received message larger than max" and the client
+// retried it until its context ended.
+func TestWatchSplitsLargeBatches(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
+	g := &wire.GraphSpec{Id: "many"}
+	for i := range 1500 {
+		g.Tasks = append(g.Tasks, &wire.TaskSpec{Name: fmt.Sprintf("t%04d", i), Image: "img", Command: []string{"true"}})
+	}
+	s := wire.NewMegaflowServiceClient(dial(t, leader.GRPCAddr()))
+	res, err := s.SubmitGraph(ctx, &wire.SubmitGraphRequest{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CancelGraph(ctx, &wire.CancelGraphRequest{GraphId: "many", Reason: strings.Repeat("r", spec.MaxReasonBytes)}); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := 0
+	for ev, err := range cl.Watch(ctx, client.WatchOptions{GraphID: "many", After: client.Cursor{Index: res.Index, Seq: math.MaxUint32}}) {
+		if err != nil {
+			t.Fatalf("after %d cancel events: %v", cancelled, err)
+		}
+		if ev.TaskId != "" && ev.TaskState == wire.TaskState_TASK_STATE_CANCELLED {
+			cancelled++
+		}
+		if ev.TaskId == "" && ev.GraphState == wire.GraphState_GRAPH_STATE_CANCELLED {
+			break
+		}
+	}
+	if cancelled != 1500 {
+		t.Fatalf("%d cancel events, want 1500", cancelled)
 	}
 }

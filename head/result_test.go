@@ -25,7 +25,9 @@ import (
 // it. Before, both notes were computed by the worker and lost at the head
 // (reason "").
 func TestResultsAreNeverDroppedWithoutAWord(t *testing.T) {
-	big := func(n int) string { return `echo MEGAFLOW_RESULT "\"$(head -c ` + fmt.Sprint(n) + ` /dev/zero | tr '\0' x)\""` }
+	big := func(n int) string {
+		return `echo MEGAFLOW_RESULT "\"$(head -c ` + fmt.Sprint(n) + ` /dev/zero | tr '\0' x)\""`
+	}
 	run := func(t *testing.T, store blob.Store, tasks []*client.TaskSpec) map[string]*client.Task {
 		var hc func(*head.Config)
 		var wc func(*worker.Config)

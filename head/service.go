@@ -399,8 +399,18 @@ func (s *service) Watch(req *wire.WatchRequest, stream wire.MegaflowService_Watc
 		}
 		cur = next
 		if len(evs) > 0 {
-			if err := stream.Send(&wire.WatchResponse{Events: evs, AppliedIndex: f.AppliedIndex()}); err != nil {
-				return err
+			// In messages of at most MaxListResponseBytes of events each
+			// (events carry reasons of up to 16 KiB).
+			for len(evs) > 0 {
+				n, size := 0, 0
+				for n < len(evs) && (n == 0 || size+proto.Size(evs[n])+8 <= MaxListResponseBytes) {
+					size += proto.Size(evs[n]) + 8
+					n++
+				}
+				if err := stream.Send(&wire.WatchResponse{Events: evs[:n], AppliedIndex: f.AppliedIndex()}); err != nil {
+					return err
+				}
+				evs = evs[n:]
 			}
 			continue
 		}
