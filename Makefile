@@ -8,7 +8,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run demo demo-images image test test-short proto bench bench-harness vet fmt clean
+.PHONY: all build release run demo demo-images image test test-short fuzz proto bench bench-harness vet fmt clean
 
 all: build
 
@@ -58,6 +58,19 @@ image:
 # clusters on loopback and need no network beyond it.
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz
+
+# Each fuzz target for FUZZTIME (about 25 s in all with the builds), from
+# its committed seed corpus (testdata/fuzz/<target>): graph spec
+# validation, the wire bounds, the graph file parser and the FSM's entry
+# decoder. A failure writes the input to testdata/fuzz; commit it with the
+# fix. `go test` alone runs the corpora as plain tests.
+FUZZTIME ?= 4s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./internal/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckRequest$$' -fuzztime $(FUZZTIME) ./internal/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzParseGraphYAML$$' -fuzztime $(FUZZTIME) ./client
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME) ./head/fsm
 
 test-short:
 	$(GO) test -short -count=1 ./...

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -108,6 +109,9 @@ func Dial(ctx context.Context, heads []string, opts ...Option) (*Client, error) 
 	if len(heads) == 0 {
 		return nil, errs.New(errs.InvalidArgument, "client: no head address given; pass host:port addresses or set %s", EnvHeads)
 	}
+	if err := anyResolves(ctx, heads); err != nil {
+		return nil, err
+	}
 	c := &Client{opts: o, conns: make(map[string]*grpc.ClientConn)}
 	for _, h := range heads {
 		if err := c.addHead(h); err != nil {
@@ -117,6 +121,36 @@ func Dial(ctx context.Context, heads []string, opts ...Option) (*Client, error) 
 	}
 	c.current = c.heads[0]
 	return c, ctx.Err()
+}
+
+// resolveTimeout bounds the name lookups of Dial.
+const resolveTimeout = 3 * time.Second
+
+// anyResolves returns an errs.InvalidArgument error when no head address's
+// host resolves because the name does not exist (DNS answers "no such
+// host"): a retry cannot fix that, so Dial fails at once instead of each
+// call waiting out its context. One address that resolves, an IP address,
+// a target with a scheme ("dns:///h:p", "unix:...") or a lookup that fails
+// for another reason (a DNS server down) lets Dial go on: the heads are
+// found by retrying as usual.
+func anyResolves(ctx context.Context, heads []string) error {
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	var missing []string
+	for _, addr := range heads {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil || host == "" || strings.Contains(addr, ":/") || net.ParseIP(host) != nil {
+			return nil
+		}
+		_, err = net.DefaultResolver.LookupHost(ctx, host)
+		var de *net.DNSError
+		if err == nil || !errors.As(err, &de) || !de.IsNotFound {
+			return nil
+		}
+		missing = append(missing, fmt.Sprintf("%q (%v)", addr, err))
+	}
+	return errs.New(errs.InvalidArgument, "client: no head address resolves: %s; check the addresses (--heads, %s)",
+		strings.Join(missing, ", "), EnvHeads)
 }
 
 // addHead registers and lazily dials addr. Callers hold c.mu or own c alone.

@@ -70,7 +70,10 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[*Event, er
 				return
 			}
 			var e *errs.Error
-			if errors.As(err, &e) && e.Class == errs.OutOfRange || errors.Is(err, errs.ErrInvalidArgument) || errors.Is(err, errs.ErrNotFound) {
+			// What a retry cannot fix ends the sequence: an old cursor, a
+			// bad request, a message over gRPC's size limit.
+			if errors.As(err, &e) && (e.Class == errs.OutOfRange || e.Class == errs.ResourceExhausted && !errs.Retryable(err)) ||
+				errors.Is(err, errs.ErrInvalidArgument) || errors.Is(err, errs.ErrNotFound) {
 				yield(nil, err)
 				return
 			}

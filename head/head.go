@@ -134,7 +134,7 @@ func New(cfg Config) (*Head, error) {
 	h.leaderKick = make(chan struct{}, 1)
 	h.sessions = newSessions()
 	h.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(256<<20),
-		grpc.ChainUnaryInterceptor(h.rateLimitUnary), grpc.ChainStreamInterceptor(h.rateLimitStream),
+		grpc.ChainUnaryInterceptor(h.rateLimitUnary, checkBoundsUnary), grpc.ChainStreamInterceptor(h.rateLimitStream, checkBoundsStream),
 		// Let workers and clients ping idle streams, and ping them: a worker
 		// that vanished without closing its stream is noticed in seconds.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

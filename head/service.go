@@ -268,14 +268,20 @@ func (s *service) ListGraphs(ctx context.Context, req *wire.ListGraphsRequest) (
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	graphs, next, err := view.ListGraphs(state.GraphFilter{Tenant: req.Tenant, State: req.State}, req.PageToken, limit)
+	filter := state.GraphFilter{Tenant: req.Tenant, State: req.State}
+	graphs, next, err := view.ListGraphs(filter, req.PageToken, limit)
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	out := &wire.ListGraphsResponse{NextPageToken: next, Meta: meta, Graphs: make([]*wire.Graph, len(graphs))}
-	for i, g := range graphs {
-		out.Graphs[i] = g.ToWire()
+	out := &wire.ListGraphsResponse{Meta: meta}
+	out.Graphs, next, err = pageBySize(graphs, next, (*state.Graph).ToWire, func(n int) (string, error) {
+		_, next, err := view.ListGraphs(filter, req.PageToken, n)
+		return next, err
+	})
+	if err != nil {
+		return nil, errs.ToStatus(err)
 	}
+	out.NextPageToken = next
 	return out, nil
 }
 
@@ -311,20 +317,52 @@ func (s *service) ListTasks(ctx context.Context, req *wire.ListTasksRequest) (*w
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	tasks, next, err := view.ListTasks(state.TaskFilter{GraphID: req.GraphId, State: req.State, Tenant: req.Tenant, WorkerID: req.WorkerId},
-		req.PageToken, limit)
+	filter := state.TaskFilter{GraphID: req.GraphId, State: req.State, Tenant: req.Tenant, WorkerID: req.WorkerId}
+	tasks, next, err := view.ListTasks(filter, req.PageToken, limit)
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	out := &wire.ListTasksResponse{NextPageToken: next, Meta: meta, Tasks: make([]*wire.Task, len(tasks))}
 	var opts []state.WireOption
 	if req.OmitSpec {
 		opts = append(opts, state.OmitSpec)
 	}
-	for i, t := range tasks {
-		out.Tasks[i] = t.ToWire(opts...)
+	out := &wire.ListTasksResponse{Meta: meta}
+	out.Tasks, next, err = pageBySize(tasks, next, func(t *state.Task) *wire.Task { return t.ToWire(opts...) }, func(n int) (string, error) {
+		_, next, err := view.ListTasks(filter, req.PageToken, n)
+		return next, err
+	})
+	if err != nil {
+		return nil, errs.ToStatus(err)
 	}
+	out.NextPageToken = next
 	return out, nil
+}
+
+// MaxListResponseBytes bounds the encoded rows of one ListTasks or
+// ListGraphs page, below gRPC's default 4 MiB receive limit of a client: a
+// page ends early (with a next_page_token) once its rows reach it, so no
+// data the table holds can make a listing unreadable. A page holds at
+// least one row; every row is bounded well below this by the input bounds
+// (spec.Limits, spec.CheckRequest).
+const MaxListResponseBytes = 3 << 20
+
+// pageBySize converts rows to the wire and cuts the page at the last row
+// that keeps it under MaxListResponseBytes; then the next page's token is
+// the one a listing of that many rows gives (tokenFor). Otherwise it
+// returns every row with next unchanged.
+func pageBySize[R any, W proto.Message](rows []R, next string, toWire func(R) W, tokenFor func(n int) (string, error)) ([]W, string, error) {
+	out := make([]W, 0, len(rows))
+	size := 0
+	for i, r := range rows {
+		w := toWire(r)
+		size += proto.Size(w) + 8 // field tag and length
+		if i > 0 && size > MaxListResponseBytes {
+			token, err := tokenFor(i)
+			return out, token, err
+		}
+		out = append(out, w)
+	}
+	return out, next, nil
 }
 
 func pageSize(n int32, def, max int) (int, error) {
@@ -361,8 +399,18 @@ func (s *service) Watch(req *wire.WatchRequest, stream wire.MegaflowService_Watc
 		}
 		cur = next
 		if len(evs) > 0 {
-			if err := stream.Send(&wire.WatchResponse{Events: evs, AppliedIndex: f.AppliedIndex()}); err != nil {
-				return err
+			// In messages of at most MaxListResponseBytes of events each
+			// (events carry reasons of up to 16 KiB).
+			for len(evs) > 0 {
+				n, size := 0, 0
+				for n < len(evs) && (n == 0 || size+proto.Size(evs[n])+8 <= MaxListResponseBytes) {
+					size += proto.Size(evs[n]) + 8
+					n++
+				}
+				if err := stream.Send(&wire.WatchResponse{Events: evs[:n], AppliedIndex: f.AppliedIndex()}); err != nil {
+					return err
+				}
+				evs = evs[n:]
 			}
 			continue
 		}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/megaflow/megaflow/internal/wire"
@@ -37,9 +38,22 @@ func newOutbox(firstSeq uint64, maxBatch int) *outbox {
 	return &outbox{maxBatch: maxBatch, nextSeq: firstSeq, ready: make(chan struct{}, 1)}
 }
 
+// cutMark ends a reason cut to the head's bound.
+const cutMark = " [...]"
+
+// maxEventReasonBytes is spec.MaxEventReasonBytes, the head's bound on an
+// event's reason (TestOutboxCutsLongReasons checks they agree; the worker
+// package's tests name a helper spec).
+const maxEventReasonBytes = 16 << 10
+
 // add queues ev; onAck, if not nil, is called (from the session goroutine)
 // once the head acked the batch holding ev. It must not block.
+// A reason over maxEventReasonBytes (a runtime's long error text) is
+// cut to it: the head refuses a batch with a longer one.
 func (o *outbox) add(ev *wire.AttemptEvent, onAck func()) {
+	if r := ev.GetReason(); len(r) > maxEventReasonBytes {
+		ev.Reason = strings.ToValidUTF8(r[:maxEventReasonBytes-len(cutMark)], "") + cutMark
+	}
 	o.mu.Lock()
 	o.pending = append(o.pending, queued{ev: ev, onAck: onAck})
 	o.mu.Unlock()

@@ -9,8 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/megaflow/megaflow/internal/gossip"
+	specbound "github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
@@ -167,14 +169,58 @@ func TestReadResultScansTheTail(t *testing.T) {
 	if err := os.WriteFile(p, []byte(early), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r, why := readResult(p, MaxResultBytes); r != nil || why != "" {
-		t.Errorf("a result line before the scanned tail was used: %q %q", r, why)
+	follow := fmt.Sprintf("MEGAFLOW_RESULT line ignored: %d bytes of output follow it; the result line must be among the last %d bytes of output",
+		len(early)-len("MEGAFLOW_RESULT 1\n"), ResultScanBytes)
+	if r, why := readResult(p, MaxResultBytes); r != nil || why != follow {
+		t.Errorf("a result line before the scanned tail: %q %q, want no result and the note %q", r, why, follow)
 	}
 	if err := os.WriteFile(p, []byte(early+"MEGAFLOW_RESULT {\"late\":true}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := readResult(p, MaxResultBytes); string(r) != `{"late":true}` {
 		t.Errorf("readResult = %q", r)
+	}
+}
+
+// A result line longer than the scanned tail (issue 18: a 2 MiB result
+// vanished without a note), at the end of a log or before other output,
+// with or without a final newline, is ignored with a note saying its size
+// and the limit; a log that merely ends in a long line of other output
+// gets no note.
+func TestReadResultNotesAResultLongerThanTheTail(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "1.log")
+	payload := `"` + strings.Repeat("x", 2<<20) + `"`
+	note := fmt.Sprintf("MEGAFLOW_RESULT line ignored: the result is %d bytes, the limit is %d", len(payload), ResultScanBytes)
+	for _, tc := range []struct {
+		name, log, note string
+	}{
+		{"at the end", "start\nMEGAFLOW_RESULT " + payload + "\n", note},
+		{"no final newline", "start\nMEGAFLOW_RESULT " + payload, note},
+		{"first line of the log", "MEGAFLOW_RESULT " + payload + "\n", note},
+		{"prefix across a read chunk", strings.Repeat("a", 3<<20-5) + "\nMEGAFLOW_RESULT " + payload + "\n", note},
+		{"a long line of other output", "start\nnot a result " + payload + "\n", ""},
+		{"a result inside a long line", "start\nsay MEGAFLOW_RESULT " + payload + "\n", ""},
+	} {
+		if err := os.WriteFile(p, []byte(tc.log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r, why := readResult(p, ResultScanBytes); r != nil || why != tc.note {
+			t.Errorf("%s: readResult = %.40q, %q; want no result and %q", tc.name, r, why, tc.note)
+		}
+	}
+}
+
+// An event reason over the head's bound is cut to it, and still says it
+// was cut: the head refuses a batch holding a longer one.
+func TestOutboxCutsLongReasons(t *testing.T) {
+	o := newOutbox(1, 10)
+	ev := &wire.AttemptEvent{TaskId: "g/a", Reason: strings.Repeat("é", specbound.MaxEventReasonBytes)}
+	if maxEventReasonBytes != specbound.MaxEventReasonBytes {
+		t.Fatalf("maxEventReasonBytes %d, the head's bound %d", maxEventReasonBytes, specbound.MaxEventReasonBytes)
+	}
+	o.add(ev, nil)
+	if n := len(ev.GetReason()); n > specbound.MaxEventReasonBytes || !strings.HasSuffix(ev.GetReason(), cutMark) || !utf8.ValidString(ev.GetReason()) {
+		t.Fatalf("reason of %d bytes, valid UTF-8 %v, ends %q", n, utf8.ValidString(ev.GetReason()), ev.GetReason()[n-10:])
 	}
 }
 

@@ -83,6 +83,15 @@ func TestCLIAgainstACluster(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "team-a") || !strings.Contains(out, "0/3") || !strings.Contains(out, "0/100") {
 		t.Fatalf("quota: %d %q", code, out)
 	}
+	// Setting one limit keeps the others (issue 18: --cpu-millis alone
+	// dropped team-a's max-running and GPU limits).
+	if code, out, errOut = cli(t, heads, "quota", "set", "team-a", "--cpu-millis", "500"); code != 0 {
+		t.Fatalf("quota set --cpu-millis: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = cli(t, heads, "quota")
+	if code != 0 || !regexp.MustCompile(`(?m)^team-a +0/3 +0\.0/0\.5 +0/- +0/2$`).MatchString(out) {
+		t.Fatalf("quota after setting only --cpu-millis: %d %q; want team-a's other limits kept (0/3 running, 0/2 GPUs)", code, out)
+	}
 	code, out, _ = cli(t, heads, "limits")
 	if code != 0 || !strings.Contains(out, "api rate limit") || !strings.Contains(out, "none") || !strings.Contains(out, "100") {
 		t.Fatalf("limits: %d %q", code, out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -58,9 +59,11 @@ func quotaCmd(g *globals) *cobra.Command {
 	)
 	set := &cobra.Command{
 		Use:   "set [TENANT]",
-		Short: "Set a tenant's quota (or, with --cluster, the cluster limit); all limits 0 removes it",
+		Short: "Change limits of a tenant's quota (or, with --cluster, of the cluster limit); the others are kept",
 		Long: "Set a tenant's quota of running tasks, CPU millicores, memory bytes and GPUs, held in the replicated table\n" +
-			"and enforced by the scheduler and the plan verifier. Zero is no limit; all zero removes the quota.\n" +
+			"and enforced by the scheduler and the plan verifier. Only the limits given change: the others keep their\n" +
+			"current values (read from the leader just before; a concurrent change of the same quota between the read and\n" +
+			"the write is overwritten). Zero is no limit; a quota whose limits are all zero is removed.\n" +
 			"With --cluster and no tenant, set the cluster-wide limit instead.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -75,6 +78,9 @@ func quotaCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
+			if err := keepOtherLimits(ctx, cmd, c, &q, cluster, args); err != nil {
+				return err
+			}
 			var index uint64
 			if cluster {
 				index, err = c.SetClusterLimit(ctx, &q)
@@ -96,13 +102,49 @@ func quotaCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	set.Flags().Int32Var(&q.MaxRunning, "max-running", 0, "most tasks ASSIGNED or RUNNING at once (0: no limit)")
-	set.Flags().Int64Var(&q.CpuMillis, "cpu-millis", 0, "most CPU millicores requested by running tasks in all (0: no limit)")
-	set.Flags().Int64Var(&q.MemoryBytes, "memory-bytes", 0, "most memory bytes requested by running tasks in all (0: no limit)")
-	set.Flags().Int32Var(&q.Gpus, "gpus", 0, "most GPUs held by running tasks in all (0: no limit)")
+	set.Flags().Int32Var(&q.MaxRunning, "max-running", 0, "most tasks ASSIGNED or RUNNING at once (0: no limit; not given: kept)")
+	set.Flags().Int64Var(&q.CpuMillis, "cpu-millis", 0, "most CPU millicores requested by running tasks in all (0: no limit; not given: kept)")
+	set.Flags().Int64Var(&q.MemoryBytes, "memory-bytes", 0, "most memory bytes requested by running tasks in all (0: no limit; not given: kept)")
+	set.Flags().Int32Var(&q.Gpus, "gpus", 0, "most GPUs held by running tasks in all (0: no limit; not given: kept)")
 	set.Flags().BoolVar(&cluster, "cluster", false, "set the cluster-wide limit instead of a tenant's quota")
 	list.AddCommand(set)
 	return list
+}
+
+// keepOtherLimits fills the limits of q whose flags were not given with
+// the current quota's (the tenant's in args, or the cluster's), read from
+// the leader, so `quota set T --cpu-millis 500` changes only the CPU limit.
+func keepOtherLimits(ctx context.Context, cmd *cobra.Command, c *client.Client, q *client.Quota, cluster bool, args []string) error {
+	f := cmd.Flags()
+	if f.Changed("max-running") && f.Changed("cpu-millis") && f.Changed("memory-bytes") && f.Changed("gpus") {
+		return nil
+	}
+	qs, err := c.GetQuotas(ctx, client.ReadOptions{RequireLeader: true})
+	if err != nil {
+		return fmt.Errorf("quota set: reading the current quota to keep the limits not given: %w", err)
+	}
+	cur := qs.GetCluster().GetQuota()
+	if !cluster {
+		cur = nil
+		for _, u := range qs.GetQuotas() {
+			if u.GetQuota().GetTenant() == args[0] {
+				cur = u.GetQuota()
+			}
+		}
+	}
+	if !f.Changed("max-running") {
+		q.MaxRunning = cur.GetMaxRunning()
+	}
+	if !f.Changed("cpu-millis") {
+		q.CpuMillis = cur.GetCpuMillis()
+	}
+	if !f.Changed("memory-bytes") {
+		q.MemoryBytes = cur.GetMemoryBytes()
+	}
+	if !f.Changed("gpus") {
+		q.Gpus = cur.GetGpus()
+	}
+	return nil
 }
 
 // limit formats a limit, "-" for none.

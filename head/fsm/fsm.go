@@ -112,72 +112,42 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 
 // apply dispatches one entry. Every time and id comes from the command.
 func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
-	if len(data) == 0 {
-		panic(fmt.Sprintf("fsm: index %d: empty log entry", index))
+	op, cmd, err := DecodeEntry(data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: index %d: %v", index, err)) // a committed entry: the log is corrupt
 	}
-	op, payload := Op(data[0]), data[1:]
-	var (
-		res any
-		err error
-	)
-	switch op {
-	case OpSubmitGraph:
-		cmd := &wire.SubmitGraphCommand{}
-		decode(op, index, payload, cmd)
+	var res any
+	switch cmd := cmd.(type) {
+	case nil:
+		return nil // an ignorable op this version does not know
+	case *wire.SubmitGraphCommand:
 		res, err = applySubmit(txn, cmd)
-	case OpCancel:
-		cmd := &wire.CancelCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.CancelCommand:
 		res, err = applyCancel(txn, cmd)
-	case OpDropStaged:
-		cmd := &wire.DropStagedCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.DropStagedCommand:
 		res, err = applyDropStaged(txn, cmd)
-	case OpWorkerUpsert:
-		cmd := &wire.WorkerUpsertCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.WorkerUpsertCommand:
 		res, err = applyWorkerUpsert(txn, cmd)
-	case OpWorkerDown:
-		cmd := &wire.WorkerDownCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.WorkerDownCommand:
 		res, err = applyWorkerDown(txn, cmd)
-	case OpPlan:
-		cmd := &wire.PlanCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.PlanCommand:
 		res, err = applyPlan(txn, cmd)
-	case OpTaskEvents:
-		cmd := &wire.TaskEventsCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.TaskEventsCommand:
 		res, err = applyTaskEvents(txn, cmd)
-	case OpAttemptsLost:
-		cmd := &wire.AttemptsLostCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.AttemptsLostCommand:
 		res, err = applyAttemptsLost(txn, cmd)
-	case OpSetQuota:
-		cmd := &wire.SetQuotaCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.SetQuotaCommand:
 		res, err = applySetQuota(txn, cmd)
-	case OpFailQueued:
-		cmd := &wire.FailQueuedCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.FailQueuedCommand:
 		res, err = applyFailQueued(txn, cmd)
-	case OpPoolWarm:
-		cmd := &wire.PoolWarmCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.PoolWarmCommand:
 		res, err = applyPoolWarm(txn, cmd)
-	case OpGpuHealth:
-		cmd := &wire.GpuHealthCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.GpuHealthCommand:
 		res, err = applyGpuHealth(txn, cmd)
-	case OpDeleteGraph:
-		cmd := &wire.DeleteGraphCommand{}
-		decode(op, index, payload, cmd)
+	case *wire.DeleteGraphCommand:
 		res, err = applyDeleteGraph(txn, cmd)
 	default:
-		if op&OpIgnorable != 0 {
-			return nil
-		}
-		panic(fmt.Sprintf("fsm: index %d: unknown op %d; is this head older than the leader?", index, uint8(op)))
+		panic(fmt.Sprintf("fsm: index %d: op %s decoded to %T, which apply does not handle", index, op, cmd))
 	}
 	if err != nil {
 		return err

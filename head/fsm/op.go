@@ -3,8 +3,10 @@ package fsm
 import (
 	"fmt"
 
-	"github.com/megaflow/megaflow/internal/errs"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
 // Op is the first byte of a log entry: which command follows. Ops are
@@ -87,10 +89,48 @@ func Encode(op Op, msg proto.Message) ([]byte, error) {
 	return b, nil
 }
 
-// decode unmarshals an entry's payload. A payload that does not decode is a
-// corrupt log: the head must stop rather than diverge.
-func decode(op Op, index uint64, payload []byte, msg proto.Message) {
-	if err := proto.Unmarshal(payload, msg); err != nil {
-		panic(fmt.Sprintf("fsm: index %d: decode %s: %v", index, op, err))
+// commands returns a new, empty command of each op's type.
+var commands = map[Op]func() proto.Message{
+	OpSubmitGraph:  func() proto.Message { return &wire.SubmitGraphCommand{} },
+	OpCancel:       func() proto.Message { return &wire.CancelCommand{} },
+	OpDropStaged:   func() proto.Message { return &wire.DropStagedCommand{} },
+	OpWorkerUpsert: func() proto.Message { return &wire.WorkerUpsertCommand{} },
+	OpWorkerDown:   func() proto.Message { return &wire.WorkerDownCommand{} },
+	OpPlan:         func() proto.Message { return &wire.PlanCommand{} },
+	OpTaskEvents:   func() proto.Message { return &wire.TaskEventsCommand{} },
+	OpAttemptsLost: func() proto.Message { return &wire.AttemptsLostCommand{} },
+	OpSetQuota:     func() proto.Message { return &wire.SetQuotaCommand{} },
+	OpFailQueued:   func() proto.Message { return &wire.FailQueuedCommand{} },
+	OpPoolWarm:     func() proto.Message { return &wire.PoolWarmCommand{} },
+	OpGpuHealth:    func() proto.Message { return &wire.GpuHealthCommand{} },
+	OpDeleteGraph:  func() proto.Message { return &wire.DeleteGraphCommand{} },
+}
+
+// DecodeEntry decodes a log entry made by Encode into its op and command
+// (a *wire.SubmitGraphCommand for OpSubmitGraph, and so on). An unknown op
+// with OpIgnorable set decodes to (op, nil, nil): the FSM skips it. Any
+// other input returns an errs.Internal error and never panics: an empty
+// entry, an unknown op without OpIgnorable (a head older than the
+// leader), or a payload that is not the op's command in protobuf (bad
+// wire format, invalid UTF-8 in a string). The FSM's Apply turns such an
+// error into a panic: the entry was committed, so the log is corrupt and
+// the head must stop rather than diverge from the others. It is a pure
+// function, safe for concurrent use; FuzzDecodeEntry checks it on garbage.
+func DecodeEntry(data []byte) (Op, proto.Message, error) {
+	if len(data) == 0 {
+		return 0, nil, errs.New(errs.Internal, "fsm: empty log entry")
 	}
+	op := Op(data[0])
+	newCmd, ok := commands[op]
+	if !ok {
+		if op&OpIgnorable != 0 {
+			return op, nil, nil
+		}
+		return op, nil, errs.New(errs.Internal, "fsm: unknown op %d; is this head older than the leader?", uint8(op))
+	}
+	cmd := newCmd()
+	if err := proto.Unmarshal(data[1:], cmd); err != nil {
+		return op, nil, errs.New(errs.Internal, "fsm: decode %s: %v", op, err)
+	}
+	return op, cmd, nil
 }

@@ -149,8 +149,11 @@ func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 			t.endAttempt(cur, failed, end.reason, end, unixNanos, nil)
 			break
 		}
-		end.state = succeeded
-		t.endAttempt(cur, succeeded, "", end, unixNanos, func(n *Task) { n.Result = ev.GetResult() })
+		// A zero exit's reason is the worker's note on the result (a
+		// MEGAFLOW_RESULT line ignored, and why): the task and the attempt
+		// keep it, so a result is never dropped without a word.
+		end.state, end.reason = succeeded, ev.GetReason()
+		t.endAttempt(cur, succeeded, end.reason, end, unixNanos, func(n *Task) { n.Result = ev.GetResult() })
 	case evFailed:
 		end.state, end.reason = failed, failReason(ev)
 		t.failOrRetryUnless(cur, ev.GetNotRetryable(), end, unixNanos)

@@ -108,11 +108,18 @@ func ClassOf(err error) Class {
 }
 
 // Retryable reports whether the same request may succeed at another head or
-// later: Unavailable, NotLeader and ResourceExhausted.
+// later: Unavailable, NotLeader, and ResourceExhausted with a RetryAfter
+// (a rate limit).
 func Retryable(err error) bool {
 	switch ClassOf(err) {
-	case Unavailable, NotLeader, ResourceExhausted:
+	case Unavailable, NotLeader:
 		return true
+	case ResourceExhausted:
+		// A rate limit says when to retry; a ResourceExhausted without a
+		// RetryAfter is a message over gRPC's size limit ("received
+		// message larger than max"), which the same call meets again.
+		var e *Error
+		return errors.As(err, &e) && e.RetryAfter > 0
 	}
 	return false
 }
