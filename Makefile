@@ -1,14 +1,14 @@
 # MegaFlow build. `make test` is what CI runs (see .ci/run).
 GO        ?= go
 BIN       := bin
-CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model
+CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model megaflow-sh
 LDFLAGS   := -s -w
 # go-nvml's header marks old NVML calls deprecated; we call none of them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run demo demo-images image test test-short proto bench bench-harness vet fmt clean
+.PHONY: all build release run demo demo-bare demo-images image test test-short proto bench bench-harness vet fmt clean
 
 all: build
 
@@ -42,6 +42,12 @@ demo: build demo-images
 demo-images: build
 	@if docker version >/dev/null 2>&1; then ./scripts/build-demo-images.sh $(BIN); \
 	else echo "no Docker Engine answers: the demo will use the process runtime"; fi
+
+# `make demo` on a host with only Go and a Docker Engine: busybox hidden
+# (a private mount namespace when run as root), a short demo step that must
+# run in containers, and an image check (megaflow-sh, no busybox).
+demo-bare:
+	./scripts/check-demo-bare.sh $(BIN)
 
 # A tour: a 3-head cluster on loopback, a rollout graph, a leader kill.
 run: build
