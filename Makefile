@@ -2,7 +2,14 @@
 GO        ?= go
 BIN       := bin
 CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model megaflow-sh
-LDFLAGS   := -s -w
+# What --version prints (internal/version): the nearest v* tag (git
+# describe; v0.0.0-dev without one), the commit, the build date (UTC;
+# SOURCE_DATE_EPOCH for a reproducible build). Override on the command line.
+VERSION   ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE      ?= $(shell date -u -d @$${SOURCE_DATE_EPOCH:-$$(date +%s)} +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG := github.com/megaflow/megaflow/internal/version
+LDFLAGS   := -s -w -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(DATE)
 # go-nvml's header marks old NVML calls deprecated; we call none of them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12

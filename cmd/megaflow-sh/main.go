@@ -14,12 +14,18 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/megaflow/megaflow/internal/shellbox"
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" && filepath.Base(os.Args[0]) == shellbox.Program {
+		fmt.Println(shellbox.Program, version.Get())
+		return
+	}
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	dir, err := os.Getwd()
