@@ -65,6 +65,7 @@ Raft cluster together. A head started later with --join and no
 			}
 			defer store.Close()
 			cfg.Artifacts = store
+			cfg.Version = version.Get().Short()
 			h, err := head.New(cfg)
 			if err != nil {
 				return fmt.Errorf("megaflow-head: %w", err)

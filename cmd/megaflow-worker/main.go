@@ -225,6 +225,7 @@ func applyFlags(cfg *worker.Config, f flags) error {
 		return err
 	}
 	cfg.Labels = labels
+	cfg.Version = version.Get().Short()
 	if f.cpuMillis < 0 || f.memBytes < 0 || f.gpus < 0 {
 		return fmt.Errorf("--cpu-millis, --memory-bytes and --gpus must not be negative")
 	}
