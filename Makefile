@@ -1,14 +1,21 @@
 # MegaFlow build. `make test` is what CI runs (see .ci/run).
 GO        ?= go
 BIN       := bin
-CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model
-LDFLAGS   := -s -w
+CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model megaflow-sh
+# What --version prints (internal/version): the nearest v* tag (git
+# describe; v0.0.0-dev without one), the commit, the build date (UTC;
+# SOURCE_DATE_EPOCH for a reproducible build). Override on the command line.
+VERSION   ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE      ?= $(shell date -u -d @$${SOURCE_DATE_EPOCH:-$$(date +%s)} +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG := github.com/megaflow/megaflow/internal/version
+LDFLAGS   := -s -w -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(DATE)
 # go-nvml's header marks old NVML calls deprecated; we call none of them.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run demo demo-images image test test-short fuzz proto bench bench-harness vet fmt clean
+.PHONY: all build release run demo demo-bare demo-images image test test-short fuzz proto bench bench-harness vet fmt clean
 
 all: build
 
@@ -42,6 +49,12 @@ demo: build demo-images
 demo-images: build
 	@if docker version >/dev/null 2>&1; then ./scripts/build-demo-images.sh $(BIN); \
 	else echo "no Docker Engine answers: the demo will use the process runtime"; fi
+
+# `make demo` on a host with only Go and a Docker Engine: busybox hidden
+# (a private mount namespace when run as root), a short demo step that must
+# run in containers, and an image check (megaflow-sh, no busybox).
+demo-bare:
+	./scripts/check-demo-bare.sh $(BIN)
 
 # A tour: a 3-head cluster on loopback, a rollout graph, a leader kill.
 run: build

@@ -8,6 +8,7 @@ import (
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -38,6 +39,7 @@ func (s *service) ClusterStatus(ctx context.Context, _ *wire.ClusterStatusReques
 		if m, ok := gossipByID[string(srv.ID)]; ok {
 			info.GrpcAddr = m.Meta.GRPCAddr
 			info.Status = m.Status.String()
+			info.Version = m.Meta.Extra[version.MetaKey]
 		}
 		out.Heads = append(out.Heads, info)
 	}

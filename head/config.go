@@ -17,6 +17,11 @@ import (
 type Config struct {
 	// NodeID names this head in Raft and gossip; unique in the cluster.
 	NodeID string
+	// Version is this head's build as it reports it to the cluster
+	// (internal/version's Info.Short: megaflow-head sets it), advertised
+	// in its gossip Meta under version.MetaKey and shown in
+	// ClusterStatus's HeadInfo.version. Empty: not advertised.
+	Version string
 	// DataDir holds the Raft log, stable store and snapshots (DataDir/raft).
 	DataDir string
 	// RaftAddr is the host:port the Raft TCP transport binds and advertises.

@@ -29,6 +29,7 @@ import (
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/obs"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -121,6 +122,9 @@ func New(cfg Config) (*Head, error) {
 		gcfg.Timing = gossip.FastTiming()
 	}
 	gcfg.Meta = gossip.Meta{Role: gossip.RoleHead, NodeID: cfg.NodeID, RaftAddr: node.Addr(), GRPCAddr: lis.Addr().String()}
+	if cfg.Version != "" {
+		gcfg.Meta.Extra = map[string]string{version.MetaKey: cfg.Version}
+	}
 	g, err := gossip.New(gcfg)
 	if err != nil {
 		_ = lis.Close()

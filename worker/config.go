@@ -72,6 +72,10 @@ type Config struct {
 	GPUHealth <-chan GPUHealthEvent
 	// Labels are the worker's labels, matched by tasks' node selectors.
 	Labels map[string]string
+	// Version is this worker's build as it reports it in its WorkerInfo
+	// (internal/version's Info.Short: megaflow-worker sets it); the
+	// table keeps it and megaflow workers shows it. Empty: not reported.
+	Version string
 	// MaxConcurrentStarts caps the container starts in flight; further
 	// starts wait in arrival order. Default 4.
 	MaxConcurrentStarts int

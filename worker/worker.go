@@ -153,6 +153,7 @@ func New(cfg Config) (*Worker, error) {
 		Gpus:                cfg.GPUs,
 		Instance:            newInstance(),
 		Host:                w.advertiseHost,
+		Version:             cfg.Version,
 	}
 	if len(cfg.GPUs) > 0 {
 		w.info.Capacity.Gpus = int32(len(cfg.GPUs))

@@ -36,6 +36,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 // exitInjected is the exit code of an attempt failed on purpose.
@@ -49,8 +51,12 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: megaflow-agent setup|rollout|eval [flags]")
+		fmt.Fprintln(stderr, "usage: megaflow-agent setup|rollout|eval [flags] | --version")
 		return 2
+	}
+	if args[0] == "--version" {
+		fmt.Fprintln(stdout, "megaflow-agent", version.Get())
+		return 0
 	}
 	fs := flag.NewFlagSet("megaflow-agent "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 // globals are the flags every subcommand shares.
@@ -42,6 +44,7 @@ func rootCmd() *cobra.Command {
 		Short:         "MegaFlow's benchmark harness: scaling curves, throughput against Dask, failover, trace replay",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			if err := os.MkdirAll(g.out, 0o755); err != nil {
 				return fmt.Errorf("--out %q: %w", g.out, err)
@@ -64,6 +67,7 @@ func rootCmd() *cobra.Command {
 			}
 		},
 	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.out, "out", "bench/results", "folder for the CSVs, PNGs, reports and the system's logs")
 	pf.BoolVar(&g.full, "full", false, "the full runs (longer; see bench/README.md) instead of the short defaults")

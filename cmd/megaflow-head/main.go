@@ -21,6 +21,7 @@ import (
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/logging"
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 func main() {
@@ -43,6 +44,7 @@ Raft cluster together. A head started later with --join and no
 --data-dir rejoins with its state.`,
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
+		Version:      version.Get().String(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := logging.New(os.Stderr, logFormat, logLevel)
 			if err != nil {
@@ -63,6 +65,7 @@ Raft cluster together. A head started later with --join and no
 			}
 			defer store.Close()
 			cfg.Artifacts = store
+			cfg.Version = version.Get().Short()
 			h, err := head.New(cfg)
 			if err != nil {
 				return fmt.Errorf("megaflow-head: %w", err)
@@ -78,6 +81,7 @@ Raft cluster together. A head started later with --join and no
 			return runErr
 		},
 	}
+	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	f := cmd.Flags()
 	f.StringVar(&cfg.NodeID, "node-id", "", "unique id of this head (required)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log and snapshots (required)")

@@ -18,11 +18,17 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/examples/demo"
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 func main() {
 	addr := flag.String("addr", "", "host:port to listen on (default 0.0.0.0:$PORT)")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("megaflow-model", version.Get())
+		return
+	}
 	if *addr == "" {
 		port := os.Getenv("PORT")
 		if port == "" {

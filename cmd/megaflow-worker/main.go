@@ -30,6 +30,7 @@ import (
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/blob/spool"
 	"github.com/megaflow/megaflow/internal/logging"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
 	"github.com/megaflow/megaflow/runtime/process"
@@ -63,8 +64,9 @@ func newCommand(out io.Writer) *cobra.Command {
 	cfg := worker.DefaultConfig()
 	var f flags
 	cmd := &cobra.Command{
-		Use:   "megaflow-worker",
-		Short: "Run a MegaFlow worker: it runs task attempts in containers",
+		Use:     "megaflow-worker",
+		Short:   "Run a MegaFlow worker: it runs task attempts in containers",
+		Version: version.Get().String(),
 		Long: `megaflow-worker runs one worker of a MegaFlow cluster. It joins the heads'
 gossip pool (--join), finds the leader among the heads (or the --heads gRPC
 addresses), and runs every attempt the leader assigns in its own container
@@ -85,6 +87,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 			return run(cmd.Context(), out, cfg, f)
 		},
 	}
+	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.NodeID, "node-id", "", "unique, stable id of this worker (required)")
 	fl.StringVar(&cfg.DataDir, "data-dir", "", "directory for the attempts' log files (required)")
@@ -222,6 +225,7 @@ func applyFlags(cfg *worker.Config, f flags) error {
 		return err
 	}
 	cfg.Labels = labels
+	cfg.Version = version.Get().Short()
 	if f.cpuMillis < 0 || f.memBytes < 0 || f.gpus < 0 {
 		return fmt.Errorf("--cpu-millis, --memory-bytes and --gpus must not be negative")
 	}

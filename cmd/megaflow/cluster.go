@@ -35,7 +35,7 @@ func clusterCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(g.stdout, noLeaderNote(st.HeadId, st.Heads)+"\n")
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "HEAD\tROLE\tSUFFRAGE\tGOSSIP\tRAFT ADDR\tGRPC ADDR")
+			fmt.Fprintln(tw, "HEAD\tROLE\tSUFFRAGE\tGOSSIP\tRAFT ADDR\tGRPC ADDR\tVERSION")
 			for _, h := range st.Heads {
 				role := "follower"
 				switch {
@@ -46,7 +46,7 @@ func clusterCmd(g *globals) *cobra.Command {
 				case h.Status == "dead" || h.Status == "left":
 					role = "down"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Id, role, h.Suffrage, h.Status, h.RaftAddr, orDash(h.GrpcAddr))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Id, role, h.Suffrage, h.Status, h.RaftAddr, orDash(h.GrpcAddr), orDash(h.Version))
 			}
 			return tw.Flush()
 		},

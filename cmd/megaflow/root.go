@@ -15,6 +15,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 // Exit codes: 0 success, 1 an error, 2 bad usage or input (nothing was
@@ -55,7 +56,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Short:         "MegaFlow command-line client",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	defHeads := os.Getenv(client.EnvHeads)
 	if defHeads == "" {
 		defHeads = "127.0.0.1:7070"

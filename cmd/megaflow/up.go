@@ -19,6 +19,7 @@ import (
 	"github.com/megaflow/megaflow/internal/dirlock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/logging"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
 	"github.com/megaflow/megaflow/runtime/process"
@@ -159,6 +160,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
 	hc.GRPCAddr, hc.RaftAddr, hc.GossipAddr = o.GRPCAddr, o.RaftAddr, o.GossipAddr
 	hc.BootstrapExpect = 1
+	hc.Version = version.Get().Short()
 	hc.Artifacts = store
 	hc.Logger = logger.With("daemon", "head")
 	h, err := head.New(hc)
@@ -170,6 +172,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	wc.NodeID, wc.DataDir, wc.GossipAddr = "local-worker", filepath.Join(o.DataDir, "worker"), o.WorkerGossipAddr
 	wc.Heads, wc.Join = []string{h.GRPCAddr()}, []string{h.GossipAddr()}
 	wc.Runtime = rt
+	wc.Version = version.Get().Short()
 	wc.Artifacts, wc.Spool = store, sp
 	wc.Capacity = worker.Capacity{CPUMillis: o.CPUMillis, MemoryBytes: o.MemoryBytes}
 	if o.PoolMax > 0 {

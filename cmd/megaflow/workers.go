@@ -28,7 +28,7 @@ func workersCmd(g *globals) *cobra.Command {
 				return g.printJSON(map[string]any{"workers": protoList(workers)})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKER\tSTATUS\tRUNTIME\tCPU (used/total)\tMEMORY (used/total)\tGPUS\tATTEMPTS\tLABELS\tREASON")
+			fmt.Fprintln(tw, "WORKER\tSTATUS\tVERSION\tRUNTIME\tCPU (used/total)\tMEMORY (used/total)\tGPUS\tATTEMPTS\tLABELS\tREASON")
 			for _, w := range workers {
 				capa, alloc := w.Info.GetCapacity(), w.GetAllocated()
 				var labels []string
@@ -36,8 +36,8 @@ func workersCmd(g *globals) *cobra.Command {
 					labels = append(labels, k+"="+v)
 				}
 				sort.Strings(labels)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%d/%d\t%d\t%s\t%s\n", w.Info.GetId(),
-					strings.ToLower(strings.TrimPrefix(w.Status.String(), "WORKER_STATUS_")), w.Info.GetRuntime(),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%d/%d\t%d\t%s\t%s\n", w.Info.GetId(),
+					strings.ToLower(strings.TrimPrefix(w.Status.String(), "WORKER_STATUS_")), orDash(w.Info.GetVersion()), w.Info.GetRuntime(),
 					float64(alloc.GetCpuMillis())/1000, float64(capa.GetCpuMillis())/1000,
 					bytesIEC(alloc.GetMemoryBytes()), bytesIEC(capa.GetMemoryBytes()), alloc.GetGpus(), capa.GetGpus(),
 					w.ActiveAttempts, orDash(strings.Join(labels, ",")), w.Reason)

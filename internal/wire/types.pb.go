@@ -1685,7 +1685,11 @@ type HeadInfo struct {
 	Suffrage string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
 	Leader   bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
 	// Gossip status: "alive", "suspect", "dead", "left", "unknown".
-	Status        string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	// The head's build (megaflow-head --version's short form, e.g. "v0.5.0"),
+	// as it advertises it by gossip; empty when gossip does not see it or it
+	// predates versions.
+	Version       string `protobuf:"bytes,180,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1758,6 +1762,13 @@ func (x *HeadInfo) GetLeader() bool {
 func (x *HeadInfo) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *HeadInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
 	}
 	return ""
 }
@@ -2204,14 +2215,15 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\aattempt\x18\b \x01(\rR\aattempt\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1b\n" +
 	"\tworker_id\x18\n" +
-	" \x01(\tR\bworkerId\"\xa0\x01\n" +
+	" \x01(\tR\bworkerId\"\xbb\x01\n" +
 	"\bHeadInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x16\n" +
-	"\x06status\x18\x06 \x01(\tR\x06status\"\xe5\x01\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x19\n" +
+	"\aversion\x18\xb4\x01 \x01(\tR\aversion\"\xe5\x01\n" +
 	"\x05Quota\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1f\n" +
 	"\vmax_running\x18\x02 \x01(\x05R\n" +

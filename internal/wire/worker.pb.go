@@ -165,7 +165,10 @@ type WorkerInfo struct {
 	Instance string `protobuf:"bytes,140,opt,name=instance,proto3" json:"instance,omitempty"`
 	// Host (IP address or name) other workers and tasks reach this worker
 	// at: its service endpoints and gang peers use it.
-	Host          string `protobuf:"bytes,160,opt,name=host,proto3" json:"host,omitempty"`
+	Host string `protobuf:"bytes,160,opt,name=host,proto3" json:"host,omitempty"`
+	// The worker's build (megaflow-worker --version's short form, e.g.
+	// "v0.5.0"); empty from a worker that predates versions.
+	Version       string `protobuf:"bytes,180,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -266,6 +269,13 @@ func (x *WorkerInfo) GetInstance() string {
 func (x *WorkerInfo) GetHost() string {
 	if x != nil {
 		return x.Host
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
 	}
 	return ""
 }
@@ -1456,7 +1466,7 @@ var File_megaflow_v1_worker_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xa0\x03\n" +
+	"\x18megaflow/v1/worker.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xbb\x03\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
@@ -1468,7 +1478,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x04addr\x18\a \x01(\tR\x04addr\x12*\n" +
 	"\x04gpus\x18\b \x03(\v2\x16.megaflow.v1.GpuDeviceR\x04gpus\x12\x1b\n" +
 	"\binstance\x18\x8c\x01 \x01(\tR\binstance\x12\x13\n" +
-	"\x04host\x18\xa0\x01 \x01(\tR\x04host\x1a9\n" +
+	"\x04host\x18\xa0\x01 \x01(\tR\x04host\x12\x19\n" +
+	"\aversion\x18\xb4\x01 \x01(\tR\aversion\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x01\n" +

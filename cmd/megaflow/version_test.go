@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/version"
+)
+
+// TestClusterAndWorkersShowVersions: the head advertises its build by
+// gossip and the worker in its WorkerInfo; megaflow cluster and megaflow
+// workers show them in a VERSION column, and megaflow --version prints the
+// same build.
+func TestClusterAndWorkersShowVersions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lc, err := startLocal(ctx, localOptions{DataDir: filepath.Join(t.TempDir(), "data"), Runtime: "process", GRPCAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", WorkerGossipAddr: "127.0.0.1:0", LogLevel: "info"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		if err := lc.Stop(sctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	want := version.Get().Short()
+	heads := "--heads=" + lc.head.GRPCAddr()
+	// column returns the VERSION cell (tabwriter aligns it under the
+	// header) of the row whose first cell is id.
+	column := func(out, id string) string {
+		at := -1
+		for _, l := range strings.Split(out, "\n") {
+			if i := strings.Index(l, "VERSION"); i >= 0 && at < 0 {
+				at = i
+				continue
+			}
+			if f := strings.Fields(l); at >= 0 && len(f) > 0 && f[0] == id && len(l) > at {
+				return strings.Fields(l[at:])[0]
+			}
+		}
+		return ""
+	}
+	var out, errOut string
+	var code int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, errOut = cli(t, heads, "cluster")
+		if code == exitOK && column(out, "local-head") == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("megaflow cluster: exit %d, head version %q, want %q\n%s\n%s", code, column(out, "local-head"), want, out, errOut)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		code, out, errOut = cli(t, heads, "workers")
+		if code == exitOK && column(out, "local-worker") == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("megaflow workers: exit %d, worker version %q, want %q\n%s\n%s", code, column(out, "local-worker"), want, out, errOut)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, out, _ = cli(t, "--version")
+	if code != exitOK || out != "megaflow "+version.Get().String()+"\n" {
+		t.Errorf("megaflow --version: exit %d, %q", code, out)
+	}
+}

@@ -1,0 +1,69 @@
+package version
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+func TestFrom(t *testing.T) {
+	const sha = "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"
+	vcs := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/megaflow/megaflow", Version: "(devel)"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: sha}, {Key: "vcs.time", Value: "2026-11-30T08:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	tagged := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.5.0"}}
+	for _, tc := range []struct {
+		name                   string
+		bi                     *debug.BuildInfo
+		ldVersion, ldCommit, d string
+		want                   Info
+		short, str             string
+	}{
+		{"ldflags win over build info", vcs, "v0.5.0", "abc", "2026-12-01T10:00:00Z",
+			Info{Version: "v0.5.0", Commit: "abc", Date: "2026-12-01T10:00:00Z", Go: "go1.26.8", Modified: true},
+			"v0.5.0", "v0.5.0 (commit abc with local changes, built 2026-12-01T10:00:00Z, go1.26.8)"},
+		{"VCS stamp only", vcs, "", "", "",
+			Info{Version: Devel, Commit: sha, Date: "2026-11-30T08:00:00Z", Go: "go1.26.8", Modified: true},
+			"(devel)+1a2b3c4d5e6f", "(devel) (commit 1a2b3c4d5e6f with local changes, built 2026-11-30T08:00:00Z, go1.26.8)"},
+		{"go install of a tag", tagged, "", "", "", Info{Version: "v0.5.0", Go: "go1.26.8"}, "v0.5.0", "v0.5.0 (go1.26.8)"},
+		{"dirty describe", nil, "v0.5.0-2-gabc-dirty", "abc", "",
+			Info{Version: "v0.5.0-2-gabc-dirty", Commit: "abc", Go: runtime.Version(), Modified: true},
+			"v0.5.0-2-gabc-dirty", "v0.5.0-2-gabc-dirty (commit abc, " + runtime.Version() + ")"},
+		{"nothing known", nil, "", "", "", Info{Version: Devel, Go: runtime.Version()}, Devel, "(devel) (" + runtime.Version() + ")"},
+	} {
+		got := from(tc.bi, tc.ldVersion, tc.ldCommit, tc.d)
+		if got != tc.want || got.Short() != tc.short || got.String() != tc.str {
+			t.Errorf("%s: got %+v, %q, %q; want %+v, %q, %q", tc.name, got, got.Short(), got.String(), tc.want, tc.short, tc.str)
+		}
+	}
+}
+
+// TestEveryBinaryPrintsItsVersion builds every binary of cmd/ in one go
+// build with the Makefile's -X flags and wants --version to print the
+// binary's name and the values set.
+func TestEveryBinaryPrintsItsVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links every binary (a minute on 2 cores)")
+	}
+	cmds, err := filepath.Glob("../../cmd/*/main.go")
+	if err != nil || len(cmds) < 5 {
+		t.Fatalf("cmd/*/main.go: %v, %d binaries", err, len(cmds))
+	}
+	dir := t.TempDir()
+	const pkg = "github.com/megaflow/megaflow/internal/version"
+	ld := "-X " + pkg + ".version=v9.8.7 -X " + pkg + ".commit=0123456789abcdef -X " + pkg + ".date=2026-12-01T10:00:00Z"
+	b := exec.Command("go", "build", "-ldflags", ld, "-o", dir+"/", "./cmd/...")
+	b.Dir = "../.."
+	if out, err := b.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/...: %v\n%s", err, out)
+	}
+	for _, c := range cmds {
+		name := filepath.Base(filepath.Dir(c))
+		out, err := exec.Command(filepath.Join(dir, name), "--version").CombinedOutput()
+		want := name + " v9.8.7 (commit 0123456789ab, built 2026-12-01T10:00:00Z, " + runtime.Version() + ")\n"
+		if err != nil || string(out) != want {
+			t.Errorf("%s --version: %v, %q; want %q", name, err, out, want)
+		}
+	}
+}
