@@ -120,6 +120,7 @@ var wireBounds = map[protoreflect.FullName]bound{
 	"megaflow.v1.WorkerInfo.gpus":                  list(MaxWorkerGPUs, 0),
 	"megaflow.v1.WorkerInfo.instance":              text(MaxIDBytes),
 	"megaflow.v1.WorkerInfo.host":                  text(MaxIDBytes),
+	"megaflow.v1.WorkerInfo.version":               text(MaxIDBytes),
 	"megaflow.v1.Resources.cpu_millis":             between(0, MaxWorkerCPUMillis),
 	"megaflow.v1.Resources.memory_bytes":           between(0, MaxWorkerMemoryBytes),
 	"megaflow.v1.Resources.gpus":                   between(0, MaxWorkerGPUs),
