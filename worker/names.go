@@ -3,6 +3,7 @@ package worker
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,8 +34,13 @@ const (
 	// LabelTimeout is the attempt's timeout in seconds (for the reason).
 	LabelTimeout = "megaflow.timeout"
 	// LabelMemory is the container's memory limit in bytes (for the OOM
-	// reason).
+	// reason). An attempt's container also carries LabelTenant (pool.go),
+	// so that a worker restarted under it stores its artifacts where the
+	// assignment said.
 	LabelMemory = "megaflow.memory"
+	// LabelOutputs is the task's output_paths as a JSON array of strings,
+	// absent when it declares none (for an adopted container's files).
+	LabelOutputs = "megaflow.outputs"
 )
 
 // maxNameLen keeps container names within 63 characters, so a name is also
@@ -125,6 +131,11 @@ type found struct {
 	deadline time.Time
 	timeout  time.Duration
 	memory   int64
+	// tenant and graph name the attempt's artifacts ("" when the labels
+	// lack them: a container of an older worker); outputs are its task's
+	// output paths.
+	tenant, graph string
+	outputs       []string
 }
 
 // parseLabels reads the attempt labels of a container; ok is false when
@@ -143,6 +154,10 @@ func parseLabels(l map[string]string) (f found, ok bool) {
 	}
 	if m, err := strconv.ParseInt(l[LabelMemory], 10, 64); err == nil && m > 0 {
 		f.memory = m
+	}
+	f.tenant, f.graph = l[LabelTenant], l[LabelGraph]
+	if o := l[LabelOutputs]; o != "" {
+		_ = json.Unmarshal([]byte(o), &f.outputs) // malformed: no files, as without the label
 	}
 	return f, true
 }
