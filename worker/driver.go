@@ -301,6 +301,9 @@ func (d *driver) start(deadline time.Time) {
 		d.log.Debug("starting container", "name", spec.Name, "image", spec.Image)
 		began := time.Now()
 		id, err := d.w.rt.Start(cctx, spec)
+		if errors.Is(err, contract.ErrConflict) && cctx.Err() == nil {
+			id, err = d.w.startAfterConflict(cctx, spec, d.log)
+		}
 		result := "ok"
 		if err != nil && sctx.Err() == nil { // not a start cancelled by a stop
 			result = "error"

@@ -530,6 +530,13 @@ func (w *Worker) forget(h *handle) {
 	}
 }
 
+// handleOf returns the handle of attempt k, or nil.
+func (w *Worker) handleOf(k attempt.Key) *handle {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.attempts[k]
+}
+
 // holds reports whether attempt k is held in memory.
 func (w *Worker) holds(k attempt.Key) bool {
 	w.mu.Lock()

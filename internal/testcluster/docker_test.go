@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	dockerclient "github.com/moby/moby/client"
 
 	"github.com/megaflow/megaflow/client"
@@ -21,6 +22,7 @@ import (
 	"github.com/megaflow/megaflow/runtime/docker"
 	"github.com/megaflow/megaflow/runtime/testimage"
 	"github.com/megaflow/megaflow/worker"
+	"github.com/megaflow/megaflow/worker/attempt"
 )
 
 // dockerCluster starts 3 heads and n workers on the real Docker Engine. The
@@ -517,4 +519,68 @@ func diffAt(got, want []byte) string {
 		}
 	}
 	return "one is a prefix of the other"
+}
+
+// A stale container holding the name of a task's next attempt does not
+// fail the attempt (with max_retries 0 it used to fail the task with
+// "container name already in use"): one that is not the worker's (no
+// labels) is left alone and the attempt starts under another name; one
+// that is the worker's by its labels is removed and the attempt takes
+// the name.
+func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
+	c, cli, image, cluster := dockerCluster(t, 1, nil)
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	scope := cluster + "-" + c.Workers[0].ID
+	foreign := worker.ContainerName(scope, attempt.Key{TaskID: "stale/foreign", Attempt: 1})
+	ours := worker.ContainerName(scope, attempt.Key{TaskID: "stale/ours", Attempt: 1})
+	var foreignID string
+	for _, n := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{foreign, map[string]string{"megaflow.test.stale": cluster}},
+		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID,
+			worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
+	} {
+		res, err := cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{Name: n.name,
+			Config: &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: n.labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.name == foreign {
+			foreignID = res.ID
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), foreignID, dockerclient.ContainerRemoveOptions{Force: true})
+	})
+	g := &client.GraphSpec{Id: "stale"}
+	for _, name := range []string{"foreign", "ours"} {
+		task := shTask(name, image, `echo MEGAFLOW_RESULT '{"ok": true}'`)
+		task.MaxRetries = 0
+		g.Tasks = append(g.Tasks, task)
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Wait(ctx, "stale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range testcluster.Tasks(ctx, t, cl, "stale") {
+		if task.State != client.TaskSucceeded || string(task.Result) != `{"ok": true}` || len(task.Attempts) != 1 {
+			t.Errorf("task %s: %v %q, result %q, %d attempts; want SUCCEEDED at the first attempt", task.Id, task.State, task.Reason, task.Result, len(task.Attempts))
+		}
+	}
+	if res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res)
+	}
+	if _, err := cli.ContainerInspect(ctx, foreignID, dockerclient.ContainerInspectOptions{}); err != nil {
+		t.Errorf("the container that is not the worker's: %v; want it left alone", err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the worker's stale container and the tasks' removed", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
 }
