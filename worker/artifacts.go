@@ -61,12 +61,60 @@ func artifactAttempt(a *wire.Assignment, k attempt.Key) artifact.Attempt {
 }
 
 // filesDir returns the files directory of an ephemeral attempt of
-// assignment a (attemptDir), or "" when it gets none (needsFiles).
+// assignment a (attemptDir), or "" when it gets none (needsFiles). An
+// adopted container's is the one its earlier worker made, if any.
 func (d *driver) filesDir() string {
-	if !d.w.artifactsOn() || !needsFiles(d.assign) {
+	if !d.w.artifactsOn() {
 		return ""
 	}
-	return attemptDir(d.w.cfg.DataDir, d.h.key)
+	dir := attemptDir(d.w.cfg.DataDir, d.h.key)
+	if d.assign == nil && d.adopted != nil {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			return dir
+		}
+		return ""
+	}
+	if !needsFiles(d.assign) {
+		return ""
+	}
+	return dir
+}
+
+// artifactAttempt names the driver's attempt's artifacts, from its
+// assignment or an adopted container's labels; false when it stores none
+// (no artifact store, or an adopted container without the labels).
+func (d *driver) artifactAttempt() (artifact.Attempt, bool) {
+	switch {
+	case !d.w.artifactsOn():
+	case d.assign != nil:
+		return artifactAttempt(d.assign, d.h.key), true
+	case d.adopted != nil && d.adopted.tenant != "" && d.adopted.graph != "":
+		return artifact.ForTask(d.adopted.tenant, d.adopted.graph, d.h.key.TaskID, d.h.key.Attempt), true
+	}
+	return artifact.Attempt{}, false
+}
+
+// outputPaths are the task's declared output paths.
+func (d *driver) outputPaths() []string {
+	if d.assign != nil {
+		return d.assign.GetSpec().GetOutputPaths()
+	}
+	if d.adopted != nil {
+		return d.adopted.outputs
+	}
+	return nil
+}
+
+// logShipper returns the driver's log shipper, made on first use; it
+// records its progress beside the log, so that a worker restarted under
+// the attempt (adoption) goes on where this one stopped.
+func (d *driver) logShipper(a artifact.Attempt) *artifact.LogShipper {
+	if d.shipper == nil {
+		lp := logPath(d.w.cfg.DataDir, d.h.key)
+		d.shipper = artifact.NewLogShipper(a, lp, d.w.spool)
+		d.shipper.Resume(lp + ".shipped")
+	}
+	return d.shipper
 }
 
 // needsFiles reports whether an attempt of assignment a gets output and
@@ -161,12 +209,11 @@ func (w *Worker) shipLoop(ctx context.Context, sh *artifact.LogShipper, log func
 // startShipping starts shipping the driver's log while its container runs
 // and returns the function that stops it (and waits for it).
 func (d *driver) startShipping(ctx context.Context) (stop func()) {
-	if !d.w.artifactsOn() || d.assign == nil {
+	a, ok := d.artifactAttempt()
+	if !ok {
 		return func() {}
 	}
-	if d.shipper == nil {
-		d.shipper = artifact.NewLogShipper(artifactAttempt(d.assign, d.h.key), logPath(d.w.cfg.DataDir, d.h.key), d.w.spool)
-	}
+	d.logShipper(a)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -183,16 +230,13 @@ func (d *driver) startShipping(ctx context.Context) (stop func()) {
 // copies. Errors are logged and noted in the manifest; they never hold up
 // the final event.
 func (d *driver) storeArtifacts(ctx context.Context, ev *attempt.WaitDone, dir string) {
-	if !d.w.artifactsOn() || d.assign == nil {
+	a, ok := d.artifactAttempt()
+	if !ok {
 		return
 	}
-	a := artifactAttempt(d.assign, d.h.key)
-	if d.shipper == nil {
-		d.shipper = artifact.NewLogShipper(a, logPath(d.w.cfg.DataDir, d.h.key), d.w.spool)
-	}
-	f := artifact.Finish{Log: d.shipper}
+	f := artifact.Finish{Log: d.logShipper(a)}
 	if dir != "" {
-		f.OutDir, f.Paths = filepath.Join(dir, "out"), d.assign.GetSpec().GetOutputPaths()
+		f.OutDir, f.Paths = filepath.Join(dir, "out"), d.outputPaths()
 	}
 	if len(ev.Result) > MaxResultBytes {
 		f.Result = ev.Result

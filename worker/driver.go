@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,8 +85,10 @@ type driver struct {
 	h      *handle
 	m      *attempt.Machine
 	assign *wire.Assignment // nil for an adopted container
-	preds  []*handle
-	log    *slog.Logger
+	// adopted is what an adopted container's labels say (nil otherwise).
+	adopted *found
+	preds   []*handle
+	log     *slog.Logger
 
 	ctx    context.Context // cancelled when the worker stops
 	cancel context.CancelFunc
@@ -103,10 +106,10 @@ type driver struct {
 	probeCancel context.CancelFunc // abandons the readiness probe in flight
 }
 
-func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a *wire.Assignment, preds []*handle) *driver {
+func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a *wire.Assignment, adopted *found, preds []*handle) *driver {
 	ctx, cancel := context.WithCancel(ctx)
 	return &driver{
-		w: w, h: h, m: m, assign: a, preds: preds,
+		w: w, h: h, m: m, assign: a, adopted: adopted, preds: preds,
 		log: w.log.With("task", h.key.TaskID, "attempt", h.key.Attempt),
 		ctx: ctx, cancel: cancel,
 		persistent: a != nil && w.persistent(a),
@@ -298,6 +301,9 @@ func (d *driver) start(deadline time.Time) {
 		d.log.Debug("starting container", "name", spec.Name, "image", spec.Image)
 		began := time.Now()
 		id, err := d.w.rt.Start(cctx, spec)
+		if errors.Is(err, contract.ErrConflict) && cctx.Err() == nil {
+			id, err = d.w.startAfterConflict(cctx, spec, d.log)
+		}
 		result := "ok"
 		if err != nil && sctx.Err() == nil { // not a start cancelled by a stop
 			result = "error"
@@ -371,8 +377,8 @@ func (d *driver) report(r attempt.Report) {
 		d.log.Debug("attempt "+eventName(ev.GetKind()), "container", ev.GetContainerId())
 	}
 	d.w.outbox.add(ev, onAck)
-	if r.Final && ev.GetArtifactsPending() && d.assign != nil {
-		d.w.watchLanded(d.h.key, artifactAttempt(d.assign, d.h.key).ManifestKey())
+	if a, ok := d.artifactAttempt(); r.Final && ev.GetArtifactsPending() && ok {
+		d.w.watchLanded(d.h.key, a.ManifestKey())
 	}
 }
 
@@ -397,6 +403,12 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 		LabelAttempt: strconv.FormatUint(uint64(k.Attempt), 10),
 		LabelGraph:   a.GetGraphId(),
 		LabelTerm:    strconv.FormatUint(a.GetLeaderTerm(), 10),
+		LabelTenant:  a.GetTenant(),
+	}
+	if outs := s.GetOutputPaths(); len(outs) > 0 {
+		if b, err := json.Marshal(outs); err == nil {
+			labels[LabelOutputs] = string(b)
+		}
 	}
 	if !deadline.IsZero() {
 		labels[LabelDeadline] = strconv.FormatInt(deadline.UnixMilli(), 10)

@@ -1,13 +1,19 @@
 package worker
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
 
@@ -33,8 +39,13 @@ const (
 	// LabelTimeout is the attempt's timeout in seconds (for the reason).
 	LabelTimeout = "megaflow.timeout"
 	// LabelMemory is the container's memory limit in bytes (for the OOM
-	// reason).
+	// reason). An attempt's container also carries LabelTenant (pool.go),
+	// so that a worker restarted under it stores its artifacts where the
+	// assignment said.
 	LabelMemory = "megaflow.memory"
+	// LabelOutputs is the task's output_paths as a JSON array of strings,
+	// absent when it declares none (for an adopted container's files).
+	LabelOutputs = "megaflow.outputs"
 )
 
 // maxNameLen keeps container names within 63 characters, so a name is also
@@ -125,6 +136,11 @@ type found struct {
 	deadline time.Time
 	timeout  time.Duration
 	memory   int64
+	// tenant and graph name the attempt's artifacts ("" when the labels
+	// lack them: a container of an older worker); outputs are its task's
+	// output paths.
+	tenant, graph string
+	outputs       []string
 }
 
 // parseLabels reads the attempt labels of a container; ok is false when
@@ -144,5 +160,49 @@ func parseLabels(l map[string]string) (f found, ok bool) {
 	if m, err := strconv.ParseInt(l[LabelMemory], 10, 64); err == nil && m > 0 {
 		f.memory = m
 	}
+	f.tenant, f.graph = l[LabelTenant], l[LabelGraph]
+	if o := l[LabelOutputs]; o != "" {
+		_ = json.Unmarshal([]byte(o), &f.outputs) // malformed: no files, as without the label
+	}
 	return f, true
+}
+
+// startAfterConflict starts spec after the runtime said its name is taken
+// (a stale container: left by an earlier run, or made by someone else).
+// A container of this worker by its labels is stopped and removed (no live
+// attempt of ours holds it: the attempt it is named after is the one
+// starting), and spec started again under its name; a container that is
+// not ours is left alone, and spec starts under a fresh name (the worker
+// finds its containers by label, not by name). The driver calls it from
+// its start goroutine.
+func (w *Worker) startAfterConflict(ctx context.Context, spec contract.Spec, log *slog.Logger) (string, error) {
+	cs, err := w.rt.List(ctx, w.ownLabels())
+	if err != nil {
+		return "", fmt.Errorf("container name %s in use, and listing this worker's containers failed: %w", spec.Name, err)
+	}
+	for _, c := range cs {
+		if c.Name != spec.Name {
+			continue
+		}
+		if f, ok := parseLabels(c.Labels); ok && f.key != (attempt.Key{}) {
+			if h := w.handleOf(f.key); h != nil && h.status().ContainerID == c.ID {
+				break // a live attempt's: not stale; take a fresh name
+			}
+		}
+		log.Warn("removing a stale container of this worker that has the attempt's name", "container", c.ID, "name", c.Name,
+			"task", c.Labels[LabelTask], "attempt", c.Labels[LabelAttempt])
+		w.removeLeak(ctx, c)
+		return w.rt.Start(ctx, spec)
+	}
+	old := spec.Name
+	spec.Name = freshName(old, rand.Uint32())
+	log.Warn("container name in use by a container that is not this worker's; starting under another name", "name", old, "new_name", spec.Name)
+	return w.rt.Start(ctx, spec)
+}
+
+// freshName returns name with "-x" and 8 hex digits of n after it, within
+// maxNameLen.
+func freshName(name string, n uint32) string {
+	suffix := fmt.Sprintf("-x%08x", n)
+	return truncate(name, maxNameLen-len(suffix)) + suffix
 }

@@ -66,7 +66,8 @@ const (
 	LabelPool = "megaflow.pool"
 	// LabelImage is a warm container's image.
 	LabelImage = "megaflow.image"
-	// LabelTenant is a warm container's tenant.
+	// LabelTenant is a warm container's tenant, and the tenant of an
+	// attempt's container.
 	LabelTenant = "megaflow.tenant"
 )
 

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
@@ -51,25 +53,27 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 			continue
 		}
 		ev := attempt.Adopt{ContainerID: c.ID, Running: c.Running, Deadline: f.deadline}
-		if !c.Running {
-			if c.Exit != nil {
-				ev.Exit = *c.Exit
-			} else {
-				ev.Exit = contract.Exit{Code: -1, Reason: "found stopped without an exit status"}
-			}
-			if ev.Exit.Code == 0 && !ev.Exit.OOMKilled {
-				ev.Result, ev.ResultNote = readResult(logPath(w.cfg.DataDir, f.key), MaxResultBytes)
-			}
-		}
 		w.log.Info("found a container of this worker", "task", f.key.TaskID, "attempt", f.key.Attempt,
 			"container", c.ID, "running", c.Running)
+		if ad, ok := w.rt.(contract.Adopter); ok {
+			// Its output since the old process died is read from the
+			// engine; the wait reads the result once the log is whole.
+			lp := logPath(w.cfg.DataDir, f.key)
+			err := os.MkdirAll(filepath.Dir(lp), 0o755)
+			if err == nil {
+				err = ad.Adopt(ctx, c.ID, lp)
+			}
+			if err != nil {
+				w.log.Warn("cannot resume the copy of an adopted container's output", "task", f.key.TaskID, "container", c.ID, "err", err)
+			}
+		}
 		cfg := attempt.Config{Key: f.key, Timeout: f.timeout, MemoryLimit: f.memory, StopGrace: w.cfg.StopGrace}
 		svc := serviceFromLabels(c.Labels)
 		if svc != nil {
 			cfg.Service = true
 			w.ports.claim(svc.hostPort)
 		}
-		w.startDriverLocked(ctx, cfg, ev, nil, nil, svc)
+		w.startDriverLocked(ctx, cfg, ev, nil, &f, nil, svc)
 	}
 	return true
 }

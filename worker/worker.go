@@ -470,7 +470,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	svc := serviceOf(a)
 	cfg.Service = svc != nil
 	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
-	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, preds, svc)
+	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, nil, preds, svc)
 }
 
 // stopAttempt handles a StopAttempt from the leader; the stream goroutine
@@ -504,11 +504,11 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 // goroutine; first is its first event (Begin or Adopt), a its assignment
 // (nil when adopted), preds the older attempts of its task it waits for,
 // svc its service (nil for a batch task). w.mu is held.
-func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, first attempt.Event, a *wire.Assignment, preds []*handle, svc *serviceRun) {
+func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, first attempt.Event, a *wire.Assignment, adopted *found, preds []*handle, svc *serviceRun) {
 	h := newHandle(cfg.Key)
 	h.gpus = a.GetGpuUuids()
 	w.attempts[cfg.Key] = h
-	d := newDriver(ctx, w, h, attempt.New(cfg), a, preds)
+	d := newDriver(ctx, w, h, attempt.New(cfg), a, adopted, preds)
 	d.svc = svc
 	// The first event is applied here, so that the handle shows the
 	// attempt (an adopted container's id) before any Hello is built; the
@@ -528,6 +528,13 @@ func (w *Worker) forget(h *handle) {
 	if w.attempts[h.key] == h {
 		delete(w.attempts, h.key)
 	}
+}
+
+// handleOf returns the handle of attempt k, or nil.
+func (w *Worker) handleOf(k attempt.Key) *handle {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.attempts[k]
 }
 
 // holds reports whether attempt k is held in memory.

@@ -25,6 +25,8 @@ type LogShipper struct {
 	spool Spool
 	off   int64
 	n     uint32
+	// state, when set, is the file recording n and off (Resume).
+	state string
 }
 
 // NewLogShipper returns a shipper of the log file at path, for attempt a.
@@ -54,6 +56,9 @@ func (s *LogShipper) Ship(ctx context.Context) error {
 			}
 			s.n++
 			s.off += int64(n)
+			if err := s.save(); err != nil {
+				return err
+			}
 		}
 		if errors.Is(err, io.EOF) || n == 0 {
 			return nil
@@ -66,3 +71,52 @@ func (s *LogShipper) Ship(ctx context.Context) error {
 
 // Chunks returns how many chunks and bytes were shipped so far.
 func (s *LogShipper) Chunks() (uint32, int64) { return s.n, s.off }
+
+// Resume makes the shipper record its progress (chunks queued, bytes of the
+// log they hold) in the file at statePath after each chunk it queues, and
+// first takes up the progress an earlier shipper of the same log recorded
+// there: a worker restarted while its attempt ran goes on with the next
+// chunk and byte instead of queuing the log again under other chunk
+// boundaries (which a reader following the log would see twice). A missing
+// or unreadable state file starts from the first byte. The worker calls it
+// right after NewLogShipper, before the first Ship.
+//
+// A crash between queuing a chunk and recording it makes the next shipper
+// queue that chunk again from the same byte: the same key with the same
+// bytes, and possibly more of them, which replaces the first upload.
+func (s *LogShipper) Resume(statePath string) {
+	s.state = statePath
+	b, err := os.ReadFile(statePath)
+	if err != nil {
+		return
+	}
+	var n uint32
+	var off int64
+	if _, err := fmt.Sscanf(string(b), "%d %d", &n, &off); err != nil || off < 0 {
+		return
+	}
+	if st, err := os.Stat(s.path); err != nil || st.Size() < off {
+		return // not this log's state
+	}
+	s.n, s.off = n, off
+}
+
+// save records the progress in the state file (Resume), as one record of
+// fixed width written over the last, so that a crash leaves one whole.
+func (s *LogShipper) save() error {
+	if s.state == "" {
+		return nil
+	}
+	f, err := os.OpenFile(s.state, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("ship log: state: %w", err)
+	}
+	_, err = f.WriteAt([]byte(fmt.Sprintf("%010d %020d\n", s.n, s.off)), 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("ship log: state: %w", err)
+	}
+	return nil
+}

@@ -3,40 +3,90 @@ package testcluster_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	dockerclient "github.com/moby/moby/client"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/blob"
+	"github.com/megaflow/megaflow/internal/blob/spool"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
 	"github.com/megaflow/megaflow/runtime/testimage"
 	"github.com/megaflow/megaflow/worker"
+	"github.com/megaflow/megaflow/worker/attempt"
 )
 
 // dockerCluster starts 3 heads and n workers on the real Docker Engine. The
 // workers' containers carry a cluster label unique to the test, so the test
-// can check that none is left behind.
+// can check that none is left behind. Each start of a worker gets a runtime
+// of its own, closed when the worker is killed: a restarted worker has
+// only the engine to learn from, as after a crash of its process.
 func dockerCluster(t *testing.T, n int, configure func(*worker.Config)) (*testcluster.Cluster, *dockerclient.Client, string, string) {
+	t.Helper()
+	return dockerClusterWithStore(t, n, nil, nil, configure)
+}
+
+// dockerClusterWithStore is dockerCluster with an artifact store shared by
+// the heads and the workers (nil: none); each worker spools its uploads
+// on disk, in a directory that survives its restarts. configureHead, when
+// set, edits each head's config.
+func dockerClusterWithStore(t *testing.T, n int, store blob.Store, configureHead func(*head.Config), configure func(*worker.Config)) (*testcluster.Cluster, *dockerclient.Client, string, string) {
 	t.Helper()
 	cli, image := testimage.Require(t)
 	cluster := "mft-" + testimage.RunID() + "-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	if len(cluster) > 60 {
 		cluster = cluster[:60]
 	}
-	c := testcluster.New(t, testcluster.Options{})
-	for range n {
-		rt, err := docker.New(docker.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+		if store != nil {
+			cfg.Artifacts = store
 		}
-		c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Capacity: worker.Capacity{CPUMillis: 4000, MemoryBytes: 8 << 30},
+		if configureHead != nil {
+			configureHead(cfg)
+		}
+	}})
+	for range n {
+		spoolDir := t.TempDir()
+		var sp *spool.Spool
+		t.Cleanup(func() {
+			if sp != nil {
+				sp.Close()
+			}
+		})
+		c.AddWorker(testcluster.WorkerOptions{
+			NewRuntime: func() contract.Runtime {
+				rt, err := docker.New(docker.DefaultConfig())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rt
+			},
+			Capacity: worker.Capacity{CPUMillis: 4000, MemoryBytes: 8 << 30},
 			Configure: func(cfg *worker.Config) {
 				cfg.ClusterName = cluster
 				cfg.ReconcileInterval = time.Second
 				cfg.StopGrace = 2 * time.Second
+				if store != nil {
+					if sp != nil {
+						sp.Close() // the previous start's, dead with it
+					}
+					sc := spool.DefaultConfig(spoolDir)
+					sc.MinBackoff, sc.MaxBackoff = 10*time.Millisecond, 100*time.Millisecond
+					var err error
+					if sp, err = spool.New(sc, store); err != nil {
+						t.Fatal(err)
+					}
+					cfg.Artifacts, cfg.Spool = store, sp
+				}
 				if configure != nil {
 					configure(cfg)
 				}
@@ -309,4 +359,228 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// taskLog reads a task's log from the artifact store through the heads,
+// once it is complete.
+func taskLog(ctx context.Context, t *testing.T, cl *client.Client, taskID string) []byte {
+	t.Helper()
+	rc := cl.LogsReader(ctx, taskID, client.LogsOptions{Follow: true})
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("logs of %s: %v", taskID, err)
+	}
+	return b
+}
+
+// A task printing 8 MB at once and then its result line: Docker 20.10's
+// follow stream of its output ends early (5.9 MB of 8.1 MB were stored and
+// the result was lost); the log in the store must hold every byte and the
+// result must be recorded.
+func TestDockerLargeOutputKeepsEveryByteAndTheResult(t *testing.T) {
+	store := artifact.NewMemStore()
+	c, cli, image, cluster := dockerClusterWithStore(t, 1, store, nil, nil)
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g := &client.GraphSpec{Id: "big", Tasks: []*client.TaskSpec{
+		shTask("t", image, `head -c 6000000 /dev/zero | base64 -w 100; echo MEGAFLOW_RESULT '{"reward": 1}'`)}}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Wait(ctx, "big")
+	if err != nil || res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v, %v", res, err)
+	}
+	task, _, err := cl.GetTask(ctx, "big/t", client.ReadOptions{RequireLeader: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(task.Result) != `{"reward": 1}` || task.Reason != "" {
+		t.Errorf("result %q, reason %q; want the result and no reason", task.Result, task.Reason)
+	}
+	want := strings.Repeat(strings.Repeat("A", 100)+"\n", 80000) + `MEGAFLOW_RESULT {"reward": 1}` + "\n"
+	if got := taskLog(ctx, t, cl, "big/t"); string(got) != want {
+		t.Fatalf("stored log: %d bytes, want %d", len(got), len(want))
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the container removed", func() bool { return len(containers(t, cli, cluster)) == 0 })
+}
+
+// A worker killed (its process gone: the runtime's copies of container
+// output die with it) under 10 running tasks and restarted on its data
+// directory takes their containers over: each task ends with one attempt,
+// its result recorded and its log in the store complete, byte for byte,
+// including what the containers printed while no worker ran.
+func TestDockerWorkerRestartKeepsResultsAndLogs(t *testing.T) {
+	store := artifact.NewMemStore()
+	// The worker is down for a few seconds: within the heads' grace, so
+	// that they wait for it rather than re-queue its attempts.
+	c, cli, image, cluster := dockerClusterWithStore(t, 1, store, func(cfg *head.Config) {
+		cfg.WorkerGrace, cfg.GossipDeadGrace = time.Minute, time.Minute
+	}, nil)
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const lines = 150
+	g := &client.GraphSpec{Id: "crash"}
+	want := map[string]string{}
+	for i := range 10 {
+		name := fmt.Sprintf("t%d", i)
+		// 150 lines over 15 s, a burst of 300 KB, the result.
+		script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "%s line $i"; i=$((i+1)); sleep 0.1; done; `+
+			`head -c 225000 /dev/zero | base64 -w 100; echo MEGAFLOW_RESULT '{"task": %d}'`, lines, name, i)
+		g.Tasks = append(g.Tasks, shTask(name, image, script))
+		var b strings.Builder
+		for j := range lines {
+			fmt.Fprintf(&b, "%s line %d\n", name, j)
+		}
+		b.WriteString(strings.Repeat(strings.Repeat("A", 100)+"\n", 3000))
+		fmt.Fprintf(&b, "MEGAFLOW_RESULT {\"task\": %d}\n", i)
+		want["crash/"+name] = b.String()
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 90*time.Second, "10 tasks running and printing", func() bool {
+		gr, _, err := cl.GetGraph(ctx, "crash", client.ReadOptions{RequireLeader: true})
+		if err != nil || gr.Counts.GetRunning() != 10 {
+			return false
+		}
+		for _, id := range containers(t, cli, cluster) {
+			if len(engineLog(t, cli, id)) < 200 {
+				return false
+			}
+		}
+		return true
+	})
+	before := containers(t, cli, cluster)
+	c.KillWorker(0)
+	printed := map[string]int{}
+	for _, id := range before {
+		printed[id] = len(engineLog(t, cli, id))
+	}
+	// Down until every container printed 20 more lines (2 s) that no
+	// worker copied.
+	testcluster.WaitFor(t, 60*time.Second, "the containers printing while no worker copies their output", func() bool {
+		for _, id := range before {
+			if len(engineLog(t, cli, id)) < printed[id]+20*len("t0 line 100\n") {
+				return false
+			}
+		}
+		return true
+	})
+	c.RestartWorker(0)
+	res, err := cl.Wait(ctx, "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res)
+	}
+	for _, task := range testcluster.Tasks(ctx, t, cl, "crash") {
+		name := strings.TrimPrefix(task.Id, "crash/")
+		if len(task.Attempts) != 1 {
+			t.Errorf("task %s: %d attempts; want one, re-adopted", task.Id, len(task.Attempts))
+		}
+		if wantRes := fmt.Sprintf(`{"task": %s}`, strings.TrimPrefix(name, "t")); string(task.Result) != wantRes {
+			t.Errorf("task %s: result %q, want %q", task.Id, task.Result, wantRes)
+		}
+		if got := taskLog(ctx, t, cl, task.Id); string(got) != want[task.Id] {
+			t.Errorf("task %s: stored log %d bytes, want %d (%s)", task.Id, len(got), len(want[task.Id]), diffAt(got, []byte(want[task.Id])))
+		}
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the adopted containers removed after they finished", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
+}
+
+// engineLog is the engine's stored output of container id.
+func engineLog(t *testing.T, cli *dockerclient.Client, id string) string {
+	t.Helper()
+	rc, err := cli.ContainerLogs(context.Background(), id, dockerclient.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var b strings.Builder
+	if _, err := stdcopy.StdCopy(&b, &b, rc); err != nil {
+		return ""
+	}
+	return b.String()
+}
+
+// diffAt says where got first differs from want.
+func diffAt(got, want []byte) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			lo := max(i-40, 0)
+			return fmt.Sprintf("first difference at byte %d: got %q, want %q", i, got[lo:min(i+40, len(got))], want[lo:min(i+40, len(want))])
+		}
+	}
+	return "one is a prefix of the other"
+}
+
+// A stale container holding the name of a task's next attempt does not
+// fail the attempt (with max_retries 0 it used to fail the task with
+// "container name already in use"): one that is not the worker's (no
+// labels) is left alone and the attempt starts under another name; one
+// that is the worker's by its labels is removed and the attempt takes
+// the name.
+func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
+	c, cli, image, cluster := dockerCluster(t, 1, nil)
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	scope := cluster + "-" + c.Workers[0].ID
+	foreign := worker.ContainerName(scope, attempt.Key{TaskID: "stale/foreign", Attempt: 1})
+	ours := worker.ContainerName(scope, attempt.Key{TaskID: "stale/ours", Attempt: 1})
+	var foreignID string
+	for _, n := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{foreign, map[string]string{"megaflow.test.stale": cluster}},
+		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID,
+			worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
+	} {
+		res, err := cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{Name: n.name,
+			Config: &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: n.labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.name == foreign {
+			foreignID = res.ID
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), foreignID, dockerclient.ContainerRemoveOptions{Force: true})
+	})
+	g := &client.GraphSpec{Id: "stale"}
+	for _, name := range []string{"foreign", "ours"} {
+		task := shTask(name, image, `echo MEGAFLOW_RESULT '{"ok": true}'`)
+		task.MaxRetries = 0
+		g.Tasks = append(g.Tasks, task)
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Wait(ctx, "stale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range testcluster.Tasks(ctx, t, cl, "stale") {
+		if task.State != client.TaskSucceeded || string(task.Result) != `{"ok": true}` || len(task.Attempts) != 1 {
+			t.Errorf("task %s: %v %q, result %q, %d attempts; want SUCCEEDED at the first attempt", task.Id, task.State, task.Reason, task.Result, len(task.Attempts))
+		}
+	}
+	if res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res)
+	}
+	if _, err := cli.ContainerInspect(ctx, foreignID, dockerclient.ContainerInspectOptions{}); err != nil {
+		t.Errorf("the container that is not the worker's: %v; want it left alone", err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the worker's stale container and the tasks' removed", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
 }

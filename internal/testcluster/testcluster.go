@@ -272,8 +272,15 @@ func (c *Cluster) AddHead() *Member {
 // WorkerOptions tunes a worker started by AddWorker.
 type WorkerOptions struct {
 	// Runtime runs the worker's containers (a fake, process or docker
-	// runtime). Required.
+	// runtime). Required unless NewRuntime is set.
 	Runtime contract.Runtime
+	// NewRuntime, when set, makes a runtime for each start of the worker
+	// (instead of Runtime), and KillWorker closes the killed one's (when it
+	// is an io.Closer), as the death of a worker process ends its
+	// runtime's goroutines (the Docker runtime's copies of container
+	// output): a restarted worker must take its containers over from the
+	// engine alone.
+	NewRuntime func() contract.Runtime
 	// Capacity defaults to 8 cores and 16 GiB.
 	Capacity worker.Capacity
 	Labels   map[string]string
@@ -290,6 +297,7 @@ type WorkerMember struct {
 	opts       WorkerOptions
 
 	slot slot[*worker.Worker]
+	rt   contract.Runtime // the running worker's, from NewRuntime
 }
 
 // Worker returns the running worker, or nil while it is killed.
@@ -319,6 +327,10 @@ func (c *Cluster) startWorker(m *WorkerMember) {
 	cfg.DataDir = m.DataDir
 	cfg.GossipAddr = m.GossipAddr
 	cfg.Runtime = m.opts.Runtime
+	if m.opts.NewRuntime != nil {
+		m.rt = m.opts.NewRuntime()
+		cfg.Runtime = m.rt
+	}
 	cfg.Capacity = m.opts.Capacity
 	if cfg.Capacity == (worker.Capacity{}) {
 		cfg.Capacity = worker.Capacity{CPUMillis: 8000, MemoryBytes: 16 << 30}
@@ -345,11 +357,27 @@ func (c *Cluster) startWorker(m *WorkerMember) {
 }
 
 // KillWorker stops worker i as a crash would; its containers keep running.
-func (c *Cluster) KillWorker(i int) { c.Workers[i].slot.kill() }
+func (c *Cluster) KillWorker(i int) {
+	m := c.Workers[i]
+	m.slot.kill()
+	m.closeRuntime()
+}
+
+// closeRuntime closes the runtime NewRuntime made for the worker's last
+// start, once that worker stopped.
+func (m *WorkerMember) closeRuntime() {
+	if cl, ok := m.rt.(io.Closer); ok && m.opts.NewRuntime != nil {
+		_ = cl.Close()
+	}
+	m.rt = nil
+}
 
 // StopWorker shuts worker i down cleanly (Worker.Shutdown: it leaves the
 // gossip pool; the process runtime's processes are stopped).
-func (c *Cluster) StopWorker(i int) { _, _ = c.Workers[i].slot.stop() }
+func (c *Cluster) StopWorker(i int) {
+	_, _ = c.Workers[i].slot.stop()
+	c.Workers[i].closeRuntime()
+}
 
 // RestartWorker starts a killed worker again with the same id and data
 // directory.
@@ -358,6 +386,7 @@ func (c *Cluster) RestartWorker(i int) { c.startWorker(c.Workers[i]) }
 func (c *Cluster) stopWorkers() {
 	for _, m := range c.Workers {
 		_, _ = m.slot.stop()
+		m.closeRuntime()
 	}
 }
 

@@ -156,6 +156,17 @@ type Execer interface {
 	Exec(ctx context.Context, id string, spec Spec) (Exit, error)
 }
 
+// Adopter is an optional extra of a Runtime whose containers outlive the
+// worker process (Docker's): a restarted worker takes over the containers
+// it finds and calls Adopt for each before Wait.
+type Adopter interface {
+	// Adopt resumes appending container id's output to the file at
+	// logPath, whose bytes are taken to be the first bytes of that output;
+	// Wait returns once the file holds all of it. Errors: the file
+	// cannot be opened.
+	Adopt(ctx context.Context, id, logPath string) error
+}
+
 // Logger is an optional extra: reading a container's output directly.
 type Logger interface {
 	// Logs returns container id's combined output; with follow, the

@@ -33,6 +33,7 @@ var (
 	_ contract.Runtime = (*Runtime)(nil)
 	_ contract.Execer  = (*Runtime)(nil)
 	_ contract.Logger  = (*Runtime)(nil)
+	_ contract.Adopter = (*Runtime)(nil)
 )
 
 // Config configures a Runtime. The zero value of each field means its
@@ -87,12 +88,6 @@ type Runtime struct {
 	// killGroup kills an exec's process group from the host; tests
 	// replace it to exercise the fallback.
 	killGroup func(pid int, containerID string) error
-}
-
-// logCopy is the goroutine copying one container's output to its log file.
-type logCopy struct {
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // New returns a Runtime for cfg's engine. It does no I/O: the engine is

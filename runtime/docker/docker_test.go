@@ -56,6 +56,18 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, rt: rt, image: tag, dir: t.TempDir()}
 }
 
+// fresh returns another runtime on the same engine, closed at the end of
+// the test (a worker process before its crash, say).
+func (e *env) fresh() *Runtime {
+	e.t.Helper()
+	rt, err := New(Config{CallTimeout: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
 var nameRE = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 // spec returns a spec named after the test and suffix, labelled as a test

@@ -23,7 +23,13 @@ import (
 // (GPUUUIDs as in Start), in spec.WorkingDir, appends its stdout and stderr
 // to spec.LogPath, and returns its exit when it ends. spec's image,
 // limits, network, capabilities and labels are the container's and are
-// ignored here. The worker calls it from the attempt's goroutine.
+// ignored here. The worker calls it from the attempt's goroutine, one
+// exec at a time per container.
+//
+// Whatever the exec started ends with it: once its own process ended,
+// every process of the container outside its init's session (what execs
+// left: background children, double forks, setsid) is killed from the
+// host (reapExec), so that a warm container's next task runs alone.
 //
 // When ctx ends first the exec is killed and Exec returns its Exit
 // (usually Code 137, Reason saying why) together with ctx's error. The
@@ -115,6 +121,11 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 
 	code, err := r.execExitCode(ctx, created.ID)
 	exit := contract.Exit{Code: code, StartedAt: started, FinishedAt: finished}
+	if n, rerr := r.reapExec(ctx, id); rerr != nil {
+		r.log.Warn("cannot end what an exec left running", "container", id, "exec", created.ID, "err", rerr)
+	} else if n > 0 {
+		r.log.Debug("killed processes an exec left running", "container", id, "exec", created.ID, "processes", n)
+	}
 	if cause != nil {
 		exit.Reason = "killed: " + cause.Error()
 		if killNote != "" {

@@ -20,7 +20,8 @@ import (
 // the exit code (128+N after signal N), whether the kernel OOM-killed it,
 // and its start and finish times, read by an inspect after the wait. It
 // returns only once the container's output is in its log file (or after
-// CallTimeout more, if the copy lags). The worker calls it after Start,
+// CallTimeout more, if the copy lags); when the log file may lack some of
+// it, Exit.Reason says so and why. The worker calls it after Start,
 // from the attempt's goroutine; calling it again after the exit returns
 // the same Exit at once.
 //
@@ -61,7 +62,13 @@ func (r *Runtime) Wait(ctx context.Context, id string) (contract.Exit, error) {
 		exit.OOMKilled = true
 		exit.Reason = "OOM-killed: SIGKILL of a container with a memory limit that nobody stopped (the engine did not flag it)"
 	}
-	r.awaitLogCopy(ctx, id)
+	if why := r.awaitLogCopy(ctx, id); why != "" {
+		note := "the task's output is incomplete: " + why
+		if exit.Reason != "" {
+			note = exit.Reason + "; " + note
+		}
+		exit.Reason = note
+	}
 	return exit, nil
 }
 

@@ -50,7 +50,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	}
 	var logf *os.File
 	if spec.LogPath != "" {
-		f, err := os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(spec.LogPath, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644) // read back by the log copy's check
 		if err != nil {
 			return "", fmt.Errorf("docker start %s: log file: %w", what, err)
 		}
@@ -87,7 +87,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		return "", r.wrap(ctx, "start", what, err, nil)
 	}
 	if logf != nil {
-		r.startLogCopy(created.ID, logf)
+		r.startLogCopy(created.ID, logf, 0)
 		logf = nil // the copy owns it now
 	}
 	return created.ID, nil

@@ -19,7 +19,7 @@
 //	Adopting ──Confirm──> Running           Reported <─────────────────────── Reported
 //	   │ StopRequest ──> Stopping              │ Acked
 //	   │                                       v
-//	Adopt(exited) ──────> Reported ──Acked──> Removing ──RemoveDone──> Done
+//	Adopt(exited) ──> Running (wait)        Reported ──Acked──> Removing ──RemoveDone──> Done
 //	                                  (no container: Acked ──> Done)
 //
 // A service attempt (Config.Service) in Running also has its readiness
@@ -246,13 +246,18 @@ func (m *Machine) adopt(ev Adopt, now time.Time) []Effect {
 		return nil
 	}
 	m.containerID = ev.ContainerID
-	m.deadline = ev.Deadline
 	m.started = true
 	if ev.Running {
+		m.deadline = ev.Deadline
 		m.state = Adopting
 		return nil
 	}
-	return m.finish(m.exitEvent(ev.Exit, ev.Result, ev.ResultNote, now))
+	// It exited while no worker watched it: wait on it at once (no
+	// deadline: it ended), so that its output is read whole and its result
+	// and artifacts stored as for any exit.
+	m.state = Running
+	m.waitInFlight = true
+	return []Effect{WaitContainer{ContainerID: m.containerID}}
 }
 
 func (m *Machine) startDone(ev StartDone, now time.Time) []Effect {

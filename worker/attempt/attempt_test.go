@@ -288,8 +288,10 @@ func TestStep(t *testing.T) {
 			{2 * time.Second, Acked{}, "remove c9"},
 			{2 * time.Second, RemoveDone{}, "forget"},
 		}, Done},
-		{"adopted exited container is reported and removed", base, []step{
-			{0, Adopt{ContainerID: "c9", Exit: contract.Exit{Code: 0}, Result: []byte(`[1]`)}, "final EXITED c9 code=0 result=[1] at +0s"},
+		{"adopted exited container is waited on, reported and removed", base, []step{
+			{0, Adopt{ContainerID: "c9", Deadline: t0.Add(-time.Minute)}, "wait c9"},
+			{0, Tick{}, ""},
+			{0, WaitDone{Exit: contract.Exit{Code: 0}, Result: []byte(`[1]`)}, "final EXITED c9 code=0 result=[1] at +0s"},
 			{0, Acked{}, "remove c9"},
 			{0, RemoveDone{}, "forget"},
 		}, Done},

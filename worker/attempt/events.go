@@ -21,14 +21,13 @@ type Begin struct{}
 type Adopt struct {
 	// ContainerID is the found container's id.
 	ContainerID string
-	// Running is true while the container runs; otherwise Exit says how it
-	// ended (and Result, ResultNote what it printed, as in WaitDone).
-	Running    bool
-	Exit       contract.Exit
-	Result     []byte
-	ResultNote string
+	// Running is true while the container runs: it waits for Confirm.
+	// A container that exited is waited on at once (WaitContainer), so
+	// that its output, result and artifacts are read as for any exit.
+	Running bool
 	// Deadline is the timeout deadline the container was started with
-	// (from its label); zero: none.
+	// (from its label); zero: none. It applies to a running container
+	// only.
 	Deadline time.Time
 }
 

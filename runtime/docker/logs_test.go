@@ -1,0 +1,253 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+)
+
+// bigOutput is what `head -c 6000000 /dev/zero | base64 -w 100; echo
+// MEGAFLOW_RESULT '{"reward": 1}'` prints: 80,000 lines of 100 'A's, then
+// the result line (8,080,030 bytes).
+func bigOutput() []byte {
+	line := strings.Repeat("A", 100) + "\n"
+	return []byte(strings.Repeat(line, 80000) + `MEGAFLOW_RESULT {"reward": 1}` + "\n")
+}
+
+const bigScript = `head -c 6000000 /dev/zero | base64 -w 100; echo MEGAFLOW_RESULT '{"reward": 1}'`
+
+// A container printing 8 MB at once: Docker 20.10's follow stream ends
+// early under such output (moby/moby#41820; 5.9 of 8.1 MB were copied), so
+// the log file must be completed from the engine's stored log.
+func TestLargeOutputIsComplete(t *testing.T) {
+	e := newEnv(t)
+	want := bigOutput()
+	for i := range 3 {
+		spec := e.spec("big"+string(rune('a'+i)), "sh", "-c", bigScript)
+		exit := e.wait(e.start(spec))
+		if exit.Code != 0 || exit.Reason != "" {
+			t.Fatalf("exit %+v, want 0 with no reason", exit)
+		}
+		got, err := os.ReadFile(spec.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("run %d: log has %d bytes, want %d (%s)", i, len(got), len(want), firstDiff(got, want))
+		}
+	}
+}
+
+// A worker restarted while its container runs resumes the copy from the
+// bytes its log file holds (Adopt), and the log ends complete: nothing
+// twice, nothing missing.
+func TestAdoptResumesTheLog(t *testing.T) {
+	e := newEnv(t)
+	script := `i=0; while [ $i -lt 40 ]; do echo line $i; i=$((i+1)); sleep 0.05; done; ` + bigScript
+	spec := e.spec("adopt", "sh", "-c", script)
+	first := e.fresh()
+	id, err := first.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.rt.Remove(context.Background(), id) })
+	// The first runtime dies (a crash of the worker) once some output is
+	// in the file; the container keeps running.
+	waitFor(t, 30*time.Second, "some output in the log", func() bool {
+		b, _ := os.ReadFile(spec.LogPath)
+		return bytes.Contains(b, []byte("line 3\n"))
+	})
+	first.Close()
+	before, _ := os.ReadFile(spec.LogPath)
+	waitFor(t, 30*time.Second, "more output than the log holds", func() bool {
+		rc, err := e.rt.Logs(context.Background(), id, false)
+		if err != nil {
+			return false
+		}
+		defer rc.Close()
+		b, _ := io.ReadAll(rc)
+		return len(b) > len(before)+100
+	})
+	rt := e.rt
+	if err := rt.Adopt(context.Background(), id, spec.LogPath); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	exit, err := rt.Wait(ctx, id)
+	if err != nil || exit.Code != 0 || exit.Reason != "" {
+		t.Fatalf("Wait: %+v, %v; want code 0 with no reason", exit, err)
+	}
+	var want bytes.Buffer
+	for i := range 40 {
+		want.WriteString("line " + strconv.Itoa(i) + "\n")
+	}
+	want.Write(bigOutput())
+	got := readFile(t, spec.LogPath)
+	if got != want.String() {
+		t.Fatalf("log has %d bytes (%d before the adoption), want %d (%s)", len(got), len(before), want.Len(), firstDiff([]byte(got), want.Bytes()))
+	}
+}
+
+// Adopting a container that already exited completes its log at once.
+func TestAdoptExited(t *testing.T) {
+	e := newEnv(t)
+	spec := e.spec("exited", "sh", "-c", "echo one; echo two; echo three")
+	id := e.start(spec)
+	e.wait(id)
+	if err := os.WriteFile(spec.LogPath, []byte("one\n"), 0o644); err != nil { // what a crashed worker had copied
+		t.Fatal(err)
+	}
+	rt := e.rt
+	if err := rt.Adopt(context.Background(), id, spec.LogPath); err != nil {
+		t.Fatal(err)
+	}
+	exit, err := rt.Wait(context.Background(), id)
+	if err != nil || exit.Code != 0 || exit.Reason != "" {
+		t.Fatalf("Wait: %+v, %v", exit, err)
+	}
+	if got := readFile(t, spec.LogPath); got != "one\ntwo\nthree\n" {
+		t.Fatalf("log %q", got)
+	}
+	// A log that does not continue the engine's is said to be incomplete.
+	if err := os.WriteFile(spec.LogPath, []byte("xyz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Adopt(context.Background(), id, spec.LogPath); err != nil {
+		t.Fatal(err)
+	}
+	exit, err = rt.Wait(context.Background(), id)
+	if err != nil || !strings.Contains(exit.Reason, "output is incomplete") {
+		t.Fatalf("Wait: %+v, %v; want a reason saying the output is incomplete", exit, err)
+	}
+}
+
+// firstDiff describes where got and want first differ.
+func firstDiff(got, want []byte) string {
+	n := min(len(got), len(want))
+	for i := range n {
+		if got[i] != want[i] {
+			return "first difference at byte " + strconv.Itoa(i)
+		}
+	}
+	return "one is a prefix of the other"
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// demux gives the payloads in order however the stream is cut into reads,
+// and drops a frame the stream ends within.
+func TestDemux(t *testing.T) {
+	var stream, want bytes.Buffer
+	frame := func(typ stdcopy.StdType, payload string) {
+		hdr := [8]byte{byte(typ)}
+		binary.BigEndian.PutUint32(hdr[4:], uint32(len(payload)))
+		stream.Write(hdr[:])
+		stream.WriteString(payload)
+		want.WriteString(payload)
+	}
+	for i := range 200 {
+		typ := stdcopy.Stdout
+		if i%3 == 0 {
+			typ = stdcopy.Stderr
+		}
+		frame(typ, strings.Repeat(strconv.Itoa(i), i*37)+"\n")
+	}
+	big := strings.Repeat("z", 200<<10) // larger than demux's buffer
+	frame(stdcopy.Stdout, big)
+	for name, r := range map[string]io.Reader{
+		"whole":    bytes.NewReader(stream.Bytes()),
+		"one byte": iotest.OneByteReader(bytes.NewReader(stream.Bytes())),
+		"half":     iotest.HalfReader(bytes.NewReader(stream.Bytes())),
+	} {
+		var got bytes.Buffer
+		if err := demux(&got, r); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("%s: %d bytes, want %d (%s)", name, got.Len(), want.Len(), firstDiff(got.Bytes(), want.Bytes()))
+		}
+	}
+	var got bytes.Buffer
+	cut := stream.Bytes()[:stream.Len()-10]
+	if err := demux(&got, bytes.NewReader(cut)); err != nil || got.Len() != want.Len()-len(big) {
+		t.Fatalf("cut stream: %d bytes, %v; want %d (the last frame dropped)", got.Len(), err, want.Len()-len(big))
+	}
+}
+
+// logWriter skips what the file holds while following, and the final
+// (verifying) stream repairs the file from the first byte that differs
+// and cuts repeats beyond its end.
+func TestLogWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name, follow, final, want string
+	}{
+		{"follow stopped early", "hello wo", "hello world\n", "hello world\n"},
+		{"follow repeated bytes", "hello hello world\n", "hello world\n", "hello world\n"},
+		{"follow had it all", "hello world\n", "hello world\n", "hello world\n"},
+		{"follow longer at the end", "hello world\nworld\n", "hello world\n", "hello world\n"},
+	} {
+		path := filepath.Join(t.TempDir(), "log")
+		if err := os.WriteFile(path, []byte("before\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &logWriter{f: f, base: 7}
+		// The follow stream in two pieces, then again from the start
+		// (another follow stream), then the final read.
+		w.Write([]byte(tc.follow[:3]))
+		w.Write([]byte(tc.follow[3:]))
+		w.rewind()
+		w.Write([]byte(tc.follow[:5]))
+		w.rewind()
+		w.verify = true
+		for i := 0; i < len(tc.final); i += 4 {
+			w.Write([]byte(tc.final[i:min(i+4, len(tc.final))]))
+		}
+		if err := w.finish(); err != nil {
+			t.Fatalf("%s: finish: %v", tc.name, err)
+		}
+		f.Close()
+		if got := readFile(t, path); got != "before\n"+tc.want || w.n != int64(len(tc.want)) {
+			t.Errorf("%s: file %q, n %d; want %q", tc.name, got, w.n, "before\n"+tc.want)
+		}
+	}
+	// A final stream that does not start as the file: left as copied, with
+	// the reason.
+	path := filepath.Join(t.TempDir(), "log")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &logWriter{f: f}
+	w.Write([]byte("first part\n"))
+	w.rewind()
+	w.verify = true
+	w.Write([]byte("later part\n"))
+	if err := w.finish(); err == nil || readFile(t, path) != "first part\n" {
+		t.Fatalf("finish: %v, file %q; want an error and the file as copied", err, readFile(t, path))
+	}
+}
