@@ -134,6 +134,17 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 			}
 			run.filesDir, run.warm = dir, c
 		}
+		// The last check before the exec: a stop handed over meanwhile
+		// (requestStop) cancelled sctx; nothing ran in the container.
+		if err := sctx.Err(); err != nil {
+			if run.filesDir != "" {
+				_ = os.RemoveAll(run.filesDir)
+				run.filesDir, run.warm = "", nil
+			}
+			w.pool.release(c, true, "")
+			fail(fmt.Errorf("stopped before its exec: %w", err))
+			return
+		}
 		cancelStart()
 		d.h.mbox.put(attempt.StartDone{ContainerID: c.id})
 		d.log.Debug("exec in warm container", "container", c.id)

@@ -460,6 +460,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	for _, p := range preds {
 		log.Info("stopping an older attempt of the task first", "older", p.key.Attempt)
 		p.mbox.put(attempt.StopRequest{Reason: fmt.Sprintf("superseded by attempt %d", key.Attempt)})
+		p.requestStop()
 	}
 	cfg := attempt.Config{Key: key, StopGrace: w.cfg.StopGrace}
 	if s := a.GetSpec(); s != nil {
@@ -488,6 +489,7 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 	if ok {
 		w.log.Debug("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
 		h.mbox.put(attempt.StopRequest{Reason: reason})
+		h.requestStop() // after the put: the driver sees the stop before the cancelled start
 		return
 	}
 	w.log.Debug("stop for an attempt not held here; reporting it stopped", "task", key.TaskID, "attempt", key.Attempt)
