@@ -470,6 +470,9 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	}
 	svc := serviceOf(a)
 	cfg.Service = svc != nil
+	// A persistent task's timeout starts with its exec: waiting for a warm
+	// container, or for its session's (FIFO, pool.enqueue), does not count.
+	cfg.TimeoutFromStart = w.persistent(a)
 	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
 	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, preds, svc)
 }
