@@ -162,7 +162,11 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	if err != nil {
 		return errs.ToStatus(err)
 	}
-	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm()}
+	clusterID, err := h.waitClusterID(ctx)
+	if err != nil {
+		return errs.ToStatus(err)
+	}
+	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm(), ClusterId: clusterID}
 	for _, m := range stops {
 		welcome.Stops = append(welcome.Stops, m.GetStop())
 	}

@@ -430,14 +430,12 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 	env["MEGAFLOW_ATTEMPT"] = strconv.FormatUint(uint64(k.Attempt), 10)
 	env["MEGAFLOW_GRAPH_ID"] = a.GetGraphId()
 	env["MEGAFLOW_WORKER_ID"] = w.cfg.NodeID
-	labels := map[string]string{
-		LabelCluster: w.cfg.ClusterName,
-		LabelWorker:  w.cfg.NodeID,
+	labels := w.clusterLabels(map[string]string{
 		LabelTask:    k.TaskID,
 		LabelAttempt: strconv.FormatUint(uint64(k.Attempt), 10),
 		LabelGraph:   a.GetGraphId(),
 		LabelTerm:    strconv.FormatUint(a.GetLeaderTerm(), 10),
-	}
+	})
 	if !deadline.IsZero() {
 		labels[LabelDeadline] = strconv.FormatInt(deadline.UnixMilli(), 10)
 		labels[LabelTimeout] = strconv.FormatInt(s.GetTimeoutSeconds(), 10)

@@ -55,7 +55,7 @@ import (
 // a new one). The head must place every task of a session on the same
 // worker (scheduler.Task's PinnedWorker).
 //
-// Warm containers carry LabelCluster, LabelWorker, LabelPool (a hash of the
+// Warm containers carry LabelCluster, LabelWorker, LabelClusterID, LabelPool (a hash of the
 // key), LabelImage and LabelTenant, and no attempt labels. Reconciliation
 // leaves the pool's own containers alone, removes any other container with
 // LabelPool, and drops idle pool containers it finds no longer running
@@ -308,13 +308,11 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 		Network:      tmpl.Network,
 		Capabilities: slices.Clone(tmpl.Capabilities),
 		GPUUUIDs:     slices.Clone(tmpl.GPUUUIDs),
-		Labels: map[string]string{
-			LabelCluster: w.cfg.ClusterName,
-			LabelWorker:  w.cfg.NodeID,
-			LabelPool:    key.hash(),
-			LabelImage:   key.image,
-			LabelTenant:  key.tenant,
-		},
+		Labels: w.clusterLabels(map[string]string{
+			LabelPool:   key.hash(),
+			LabelImage:  key.image,
+			LabelTenant: key.tenant,
+		}),
 		LogPath: filepath.Join(w.cfg.DataDir, "logs", "_pool", name+".log"),
 	}
 	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {

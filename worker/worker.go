@@ -54,6 +54,8 @@ type Worker struct {
 	ports         *portPool    // host ports of service attempts
 	probeClient   *http.Client // readiness probes
 
+	clusterIDv atomic.Value // string: the cluster id, "" until known (clusterid.go)
+
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
 	closing    bool      // Shutdown began: assignments are refused
@@ -106,6 +108,10 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("worker %s: DataDir: %w", cfg.NodeID, err)
+	}
+	clusterID, err := loadClusterID(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: DataDir: %w (remove the file to have the head's cluster id written again)", cfg.NodeID, err)
 	}
 	// The files directories of a previous run's warm containers: those
 	// containers are removed, never adopted (pool.go).
@@ -193,6 +199,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker %s: gossip: %w", cfg.NodeID, err)
 	}
 	w.gossip = g
+	w.clusterIDv.Store(clusterID)
 	return w, nil
 }
 
@@ -541,9 +548,4 @@ func (w *Worker) holds(k attempt.Key) bool {
 	defer w.mu.Unlock()
 	_, ok := w.attempts[k]
 	return ok
-}
-
-// ownLabels are the labels that mark a container as this worker's.
-func (w *Worker) ownLabels() map[string]string {
-	return map[string]string{LabelCluster: w.cfg.ClusterName, LabelWorker: w.cfg.NodeID}
 }

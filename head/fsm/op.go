@@ -44,6 +44,10 @@ const (
 	OpGpuHealth Op = 16
 	// OpDeleteGraph carries a wire.DeleteGraphCommand.
 	OpDeleteGraph Op = 11
+	// OpSetClusterID carries a wrapperspb.UInt64Value: the cluster id the
+	// leader chose (nonzero), set unless one is set already
+	// (state.Txn.SetClusterID). The result is the cluster's id, a uint64.
+	OpSetClusterID Op = 18
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -63,6 +67,7 @@ var opNames = map[Op]string{
 	OpPoolWarm:     "PoolWarm",
 	OpGpuHealth:    "GpuHealth",
 	OpDeleteGraph:  "DeleteGraph",
+	OpSetClusterID: "SetClusterID",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
