@@ -147,9 +147,7 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		res, err = applyGpuHealth(txn, cmd)
 	case *wire.DeleteGraphCommand:
 		res, err = applyDeleteGraph(txn, cmd)
-	case OpSetClusterID:
-		cmd := &wrapperspb.UInt64Value{}
-		decode(op, index, payload, cmd)
+	case *wrapperspb.UInt64Value: // OpSetClusterID
 		res = txn.SetClusterID(cmd.GetValue())
 	default:
 		panic(fmt.Sprintf("fsm: index %d: op %s decoded to %T, which apply does not handle", index, op, cmd))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -109,6 +110,7 @@ var commands = map[Op]func() proto.Message{
 	OpPoolWarm:     func() proto.Message { return &wire.PoolWarmCommand{} },
 	OpGpuHealth:    func() proto.Message { return &wire.GpuHealthCommand{} },
 	OpDeleteGraph:  func() proto.Message { return &wire.DeleteGraphCommand{} },
+	OpSetClusterID: func() proto.Message { return &wrapperspb.UInt64Value{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command
