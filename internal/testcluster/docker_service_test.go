@@ -48,14 +48,24 @@ func TestDockerServiceWithoutNetworkBecomesReady(t *testing.T) {
 		}
 		return false
 	})
-	resp, err := http.Get(ep + "/")
-	if err != nil {
-		t.Fatalf("GET %s: %v", ep, err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "hello-from-web") {
-		t.Fatalf("GET %s: %s %q", ep, resp.Status, body)
+	// The engine's userland proxy accepts on the published port as soon as
+	// the container runs, before httpd listens, so the TCP probe can pass
+	// a moment early: the GET is retried for a while.
+	var body []byte
+	var status string
+	testcluster.WaitFor(t, 30*time.Second, "GET "+ep+" answered by httpd", func() bool {
+		resp, err := http.Get(ep + "/")
+		if err != nil {
+			status = err.Error()
+			return false
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status = resp.Status
+		return resp.StatusCode == http.StatusOK
+	})
+	if !strings.Contains(string(body), "hello-from-web") {
+		t.Fatalf("GET %s: %s %q", ep, status, body)
 	}
 
 	task, _, err := cl.GetTask(ctx, "svcnet/web", client.ReadOptions{RequireLeader: true})
