@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/version"
@@ -22,6 +23,7 @@ func (s *service) ClusterStatus(ctx context.Context, _ *wire.ClusterStatusReques
 		LeaderId: leaderID, LeaderGrpcAddr: leaderAddr, Term: st.Term, CommitIndex: st.CommitIndex,
 		AppliedIndex: h.fsm.AppliedIndex(), LastLogIndex: st.LastLogIndex, RaftState: st.State,
 		HeadId: h.cfg.NodeID, LastSnapshotIndex: st.LastSnapshotIndex,
+		ClusterId: state.FormatClusterID(h.fsm.View().ClusterID()),
 	}
 	gossipByID := map[string]gossip.Member{}
 	for _, m := range h.gossip.Members() {

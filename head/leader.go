@@ -57,6 +57,7 @@ func (h *Head) leaderLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
+		h.ensureClusterID(ctx)
 		h.reconcileHeads(ctx)
 		h.sweepStaged(ctx)
 		h.checkWorkers(ctx, since)

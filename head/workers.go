@@ -162,7 +162,11 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	if err != nil {
 		return errs.ToStatus(err)
 	}
-	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm()}
+	clusterID, err := h.waitClusterID(ctx)
+	if err != nil {
+		return errs.ToStatus(err)
+	}
+	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm(), ClusterId: clusterID}
 	for _, m := range stops {
 		welcome.Stops = append(welcome.Stops, m.GetStop())
 	}
@@ -364,12 +368,16 @@ func stopMsg(taskID string, attempt uint32, reason string) *wire.HeadMessage {
 
 // pushAssignments sends the worker every active attempt the table holds on
 // it that this stream has not delivered, and a stop for every such attempt
-// whose task was cancelled. sent records what was delivered.
+// whose task was cancelled. The stops go first, so that a cancel committed
+// with (or before) further assignments reaches the worker before any of
+// them. sent records what was delivered.
 func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool) error {
 	view := h.fsm.View()
 	open := map[string]map[string]int{} // graph -> session -> unfinished tasks
 	active := make(map[attemptKey]bool, len(sent))
-	for _, t := range view.AssignedTo(workerID) {
+	assigned := view.AssignedTo(workerID)
+	var fresh []*state.Task // active, not yet delivered, not stopping
+	for _, t := range assigned {
 		cur := t.CurrentAttempt()
 		if t.Stopping() { // cancelled, or its gang restarts
 			k := attemptKey{task: t.ID, attempt: cur.Number, stop: true}
@@ -384,10 +392,13 @@ func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID
 		}
 		k := attemptKey{task: t.ID, attempt: cur.Number}
 		active[k] = true
-		if sent[k] {
-			continue
+		if !sent[k] {
+			fresh = append(fresh, t)
 		}
-		sent[k] = true
+	}
+	for _, t := range fresh {
+		cur := t.CurrentAttempt()
+		sent[attemptKey{task: t.ID, attempt: cur.Number}] = true
 		a := &wire.Assignment{TaskId: t.ID, Attempt: cur.Number, LeaderTerm: cur.LeaderTerm, GraphId: t.GraphID,
 			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: h.taskEnv(view, t), ArtifactInputs: artifactInputs(view, t)}
 		if s := t.Spec.GetSession(); s != "" {

@@ -69,7 +69,8 @@
 // # Containers and adoption
 //
 // A container is named by ContainerName and labelled with LabelCluster,
-// LabelWorker, LabelTask, LabelAttempt, LabelGraph (and LabelTerm,
+// LabelWorker, LabelClusterID (the cluster's id from the Welcome, kept in
+// DataDir/cluster-id: clusterid.go), LabelTask, LabelAttempt, LabelGraph (and LabelTerm,
 // LabelDeadline, LabelTimeout, LabelMemory). Its output goes to
 // DataDir/logs/<task id, '/' as '+'>/<attempt>.log, which outlives it.
 // A container is removed only after the head acked its final event, so a

@@ -35,6 +35,41 @@ type handle struct {
 	state       attempt.State
 	containerID string
 	started     bool
+
+	// stopMu guards the stop request, apart from mu (which the driver
+	// holds while it applies events), so that the stream goroutine hands a
+	// stop over without waiting for the driver.
+	stopMu      sync.Mutex
+	stopReq     bool
+	cancelStart context.CancelFunc // the start's context, while it is being started
+}
+
+// requestStop marks the attempt stopped by the head (or superseded) and
+// cancels its start, synchronously: once it returns, no runtime Start (nor
+// a persistent attempt's exec) of the attempt begins, whatever the driver
+// goroutine is doing. The stream goroutine calls it right after it queued
+// the StopRequest, so the driver sees the stop before the failed start.
+func (h *handle) requestStop() {
+	h.stopMu.Lock()
+	defer h.stopMu.Unlock()
+	h.stopReq = true
+	if h.cancelStart != nil {
+		h.cancelStart()
+	}
+}
+
+// startContext returns the context of the attempt's start, derived from
+// parent and cancelled by requestStop (at once if a stop was requested
+// already) or by cancel.
+func (h *handle) startContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	h.stopMu.Lock()
+	defer h.stopMu.Unlock()
+	if h.stopReq {
+		cancel()
+	}
+	h.cancelStart = cancel
+	return ctx, cancel
 }
 
 func newHandle(k attempt.Key) *handle {
@@ -243,7 +278,7 @@ func (d *driver) goOp(f func(ctx context.Context) attempt.Event) {
 }
 
 func (d *driver) start(deadline time.Time) {
-	sctx, cancel := context.WithCancel(d.ctx)
+	sctx, cancel := d.h.startContext(d.ctx)
 	d.startCancel = cancel
 	if d.svc != nil && d.svc.hostPort == 0 {
 		want := 0
@@ -295,6 +330,11 @@ func (d *driver) start(deadline time.Time) {
 		}
 		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 			return attempt.StartDone{Err: fmt.Errorf("log directory: %w", err)}
+		}
+		// The last check before the runtime: a stop handed over while this
+		// start waited (for its slot, its files) cancelled sctx.
+		if err := sctx.Err(); err != nil {
+			return attempt.StartDone{Err: fmt.Errorf("stopped before its container started: %w", err)}
 		}
 		cctx, ccancel := context.WithTimeout(sctx, d.w.cfg.StartTimeout)
 		defer ccancel()
@@ -396,15 +436,13 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 	env["MEGAFLOW_ATTEMPT"] = strconv.FormatUint(uint64(k.Attempt), 10)
 	env["MEGAFLOW_GRAPH_ID"] = a.GetGraphId()
 	env["MEGAFLOW_WORKER_ID"] = w.cfg.NodeID
-	labels := map[string]string{
-		LabelCluster: w.cfg.ClusterName,
-		LabelWorker:  w.cfg.NodeID,
+	labels := w.clusterLabels(map[string]string{
 		LabelTask:    k.TaskID,
 		LabelAttempt: strconv.FormatUint(uint64(k.Attempt), 10),
 		LabelGraph:   a.GetGraphId(),
 		LabelTerm:    strconv.FormatUint(a.GetLeaderTerm(), 10),
 		LabelTenant:  a.GetTenant(),
-	}
+	})
 	if outs := s.GetOutputPaths(); len(outs) > 0 {
 		if b, err := json.Marshal(outs); err == nil {
 			labels[LabelOutputs] = string(b)

@@ -18,10 +18,14 @@ import (
 )
 
 // Container labels. Every container the worker starts carries them; the
-// worker finds its own containers by LabelCluster and LabelWorker.
+// worker finds its own containers by LabelCluster, LabelWorker and
+// LabelClusterID (clusterid.go).
 const (
 	// LabelCluster is Config.ClusterName.
 	LabelCluster = "megaflow.cluster"
+	// LabelClusterID is the cluster's id (16 hex digits) as the head sent
+	// it in its Welcome; absent while the worker knows none.
+	LabelClusterID = "megaflow.cluster-id"
 	// LabelWorker is the worker's NodeID.
 	LabelWorker = "megaflow.worker"
 	// LabelTask is the task id, "<graph id>/<task name>".

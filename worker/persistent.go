@@ -75,11 +75,18 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 	preds := d.preds
 	key := keyOf(d.assign.GetTenant(), spec)
 	session := sessionOf(d.assign)
+	var ticket uint64
+	if session != "" {
+		ticket = w.pool.enqueue(session) // in assignment order: see pool.enqueue
+	}
 	d.ops.Add(1)
 	go func() {
 		defer d.ops.Done()
 		defer close(run.done)
 		defer ecancel()
+		if session != "" {
+			defer w.pool.leave(session, ticket) // failed before acquire
+		}
 		fail := func(err error) {
 			cancelStart()
 			if d.ctx.Err() == nil {
@@ -110,7 +117,7 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 			fail(fmt.Errorf("log directory: %w", err))
 			return
 		}
-		c, err := w.pool.acquire(sctx, key, spec, session)
+		c, err := w.pool.acquire(sctx, key, spec, session, ticket)
 		if err != nil {
 			fail(err)
 			return
@@ -133,6 +140,17 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 				return
 			}
 			run.filesDir, run.warm = dir, c
+		}
+		// The last check before the exec: a stop handed over meanwhile
+		// (requestStop) cancelled sctx; nothing ran in the container.
+		if err := sctx.Err(); err != nil {
+			if run.filesDir != "" {
+				_ = os.RemoveAll(run.filesDir)
+				run.filesDir, run.warm = "", nil
+			}
+			w.pool.release(c, true, "")
+			fail(fmt.Errorf("stopped before its exec: %w", err))
+			return
 		}
 		cancelStart()
 		d.h.mbox.put(attempt.StartDone{ContainerID: c.id})

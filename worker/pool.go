@@ -37,13 +37,17 @@ import (
 // removed, and the next task gets a new one. A warm container is created,
 // within the worker's cap on concurrent starts, when a task finds none idle
 // and the key has fewer than PoolMax containers; otherwise the task waits
-// for one (its timeout runs meanwhile). Idle containers beyond PoolMin are
+// for one; its timeout starts only when its exec does
+// (attempt.Config.TimeoutFromStart). Idle containers beyond PoolMin are
 // removed after PoolIdle; the worker keeps PoolMin containers warm for
 // every key it has seen.
 //
 // Sessions: tasks of one graph with the same TaskSpec.session run in one
 // container, one after another. The first binds the container it gets to
-// the session; later ones wait for that container and never take another.
+// the session; later ones wait for that container and never take another,
+// and get it in the order they were assigned (a ticket per attempt taken
+// when its start begins: enqueue), so none waits behind tasks assigned
+// after it.
 // A bound container serves no other task, and counts against PoolMax. The
 // binding ends, and the container is removed (it holds the session's
 // state), PoolIdle after the session's last task ended, or when the
@@ -51,7 +55,7 @@ import (
 // a new one). The head must place every task of a session on the same
 // worker (scheduler.Task's PinnedWorker).
 //
-// Warm containers carry LabelCluster, LabelWorker, LabelPool (a hash of the
+// Warm containers carry LabelCluster, LabelWorker, LabelClusterID, LabelPool (a hash of the
 // key), LabelImage and LabelTenant, and no attempt labels. Reconciliation
 // leaves the pool's own containers alone, removes any other container with
 // LabelPool, and drops idle pool containers it finds no longer running
@@ -131,6 +135,11 @@ type pool struct {
 	seq      uint64
 	targets  map[poolKey]int // pre-warm targets from the head: warm containers kept per key
 	changed  chan struct{}   // closed and replaced whenever a container frees up or goes
+	// queues holds, per session key, the tickets of the attempts waiting
+	// for the session's container, in assignment order (enqueue); only the
+	// first may take it.
+	queues  map[string][]uint64
+	tickets uint64
 	// wg counts the pool's background removals and creations; Run waits
 	// for it after the drivers ended.
 	wg sync.WaitGroup
@@ -142,6 +151,7 @@ func newPool(w *Worker, ex contract.Execer) *pool {
 		keys:     map[poolKey]*keyPool{},
 		sessions: map[string]*warm{},
 		creating: map[string]bool{},
+		queues:   map[string][]uint64{},
 		seq:      uint64(w.clock.Now().UnixNano()),
 		changed:  make(chan struct{}),
 	}
@@ -153,15 +163,60 @@ func (p *pool) broadcastLocked() {
 	p.changed = make(chan struct{})
 }
 
+// enqueue takes a ticket in session's queue (session not ""): the
+// attempts of a session get its container in the order they took their
+// tickets. The driver calls it when the attempt's start begins, which is
+// in assignment order (the stream goroutine applies each assignment's
+// first event); leave gives the ticket back.
+func (p *pool) enqueue(session string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tickets++
+	p.queues[session] = append(p.queues[session], p.tickets)
+	return p.tickets
+}
+
+// leave takes ticket out of session's queue, if it is still there, and
+// wakes the waiters so that the next ticket may go.
+func (p *pool) leave(session string, ticket uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queues[session]
+	i := slices.Index(q, ticket)
+	if i < 0 {
+		return
+	}
+	q = slices.Delete(q, i, i+1)
+	if len(q) == 0 {
+		delete(p.queues, session)
+	} else {
+		p.queues[session] = q
+	}
+	p.broadcastLocked()
+}
+
 // acquire leases a warm container of key for one exec: the session's own
 // container if session is bound, else an idle one, else a new one (created
 // from spec, within a start slot) while the key has fewer than PoolMax;
 // else it waits for one to free up until ctx ends. A non-empty session
-// binds the container leased.
-func (p *pool) acquire(ctx context.Context, key poolKey, spec contract.Spec, session string) (*warm, error) {
+// binds the container leased; its attempts go in the order of their
+// tickets (enqueue): one whose ticket is not first in the queue waits.
+// acquire leaves the queue when it returns, leased or not.
+func (p *pool) acquire(ctx context.Context, key poolKey, spec contract.Spec, session string, ticket uint64) (*warm, error) {
+	if session != "" {
+		defer p.leave(session, ticket)
+	}
 	for {
 		p.mu.Lock()
 		if session != "" {
+			if q := p.queues[session]; len(q) > 0 && q[0] != ticket {
+				ch, ahead := p.changed, slices.Index(q, ticket)
+				p.mu.Unlock()
+				if err := waitChange(ctx, ch, fmt.Sprintf("the session's container (%d tasks of the session ahead)", ahead)); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if b := p.sessions[session]; b != nil {
 				if !b.busy {
 					b.busy = true
@@ -254,13 +309,11 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 		Network:      tmpl.Network,
 		Capabilities: slices.Clone(tmpl.Capabilities),
 		GPUUUIDs:     slices.Clone(tmpl.GPUUUIDs),
-		Labels: map[string]string{
-			LabelCluster: w.cfg.ClusterName,
-			LabelWorker:  w.cfg.NodeID,
-			LabelPool:    key.hash(),
-			LabelImage:   key.image,
-			LabelTenant:  key.tenant,
-		},
+		Labels: w.clusterLabels(map[string]string{
+			LabelPool:   key.hash(),
+			LabelImage:  key.image,
+			LabelTenant: key.tenant,
+		}),
 		LogPath: filepath.Join(w.cfg.DataDir, "logs", "_pool", name+".log"),
 	}
 	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {

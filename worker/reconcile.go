@@ -150,11 +150,16 @@ func (w *Worker) confirm(adopting []*handle) {
 	}
 }
 
-// listOwn lists the containers carrying this worker's labels.
+// listOwn lists the containers carrying this worker's labels, its cluster
+// id's included (clusterid.go).
 func (w *Worker) listOwn(ctx context.Context) ([]contract.Container, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
-	return w.rt.List(ctx, w.ownLabels())
+	cs, err := w.rt.List(ctx, w.ownLabels())
+	if err != nil {
+		return nil, err
+	}
+	return w.filterOwn(cs), nil
 }
 
 // removeLeak stops (if running) and removes container c.

@@ -197,6 +197,7 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 	if welcome == nil {
 		return false, fmt.Errorf("head %s sent %T before its Welcome", addr, first.GetMsg())
 	}
+	w.learnClusterID(welcome.GetClusterId())
 	if err := w.welcomed(addr, welcome, len(hello.GetRunning())); err != nil {
 		return false, err
 	}

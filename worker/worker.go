@@ -54,6 +54,8 @@ type Worker struct {
 	ports         *portPool    // host ports of service attempts
 	probeClient   *http.Client // readiness probes
 
+	clusterIDv atomic.Value // string: the cluster id, "" until known (clusterid.go)
+
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle
 	closing    bool      // Shutdown began: assignments are refused
@@ -106,6 +108,10 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("worker %s: DataDir: %w", cfg.NodeID, err)
+	}
+	clusterID, err := loadClusterID(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: DataDir: %w (remove the file to have the head's cluster id written again)", cfg.NodeID, err)
 	}
 	// The files directories of a previous run's warm containers: those
 	// containers are removed, never adopted (pool.go).
@@ -193,6 +199,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker %s: gossip: %w", cfg.NodeID, err)
 	}
 	w.gossip = g
+	w.clusterIDv.Store(clusterID)
 	return w, nil
 }
 
@@ -460,6 +467,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	for _, p := range preds {
 		log.Info("stopping an older attempt of the task first", "older", p.key.Attempt)
 		p.mbox.put(attempt.StopRequest{Reason: fmt.Sprintf("superseded by attempt %d", key.Attempt)})
+		p.requestStop()
 	}
 	cfg := attempt.Config{Key: key, StopGrace: w.cfg.StopGrace}
 	if s := a.GetSpec(); s != nil {
@@ -469,6 +477,9 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	}
 	svc := serviceOf(a)
 	cfg.Service = svc != nil
+	// A persistent task's timeout starts with its exec: waiting for a warm
+	// container, or for its session's (FIFO, pool.enqueue), does not count.
+	cfg.TimeoutFromStart = w.persistent(a)
 	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
 	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, nil, preds, svc)
 }
@@ -488,6 +499,7 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 	if ok {
 		w.log.Debug("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
 		h.mbox.put(attempt.StopRequest{Reason: reason})
+		h.requestStop() // after the put: the driver sees the stop before the cancelled start
 		return
 	}
 	w.log.Debug("stop for an attempt not held here; reporting it stopped", "task", key.TaskID, "attempt", key.Attempt)
@@ -543,9 +555,4 @@ func (w *Worker) holds(k attempt.Key) bool {
 	defer w.mu.Unlock()
 	_, ok := w.attempts[k]
 	return ok
-}
-
-// ownLabels are the labels that mark a container as this worker's.
-func (w *Worker) ownLabels() map[string]string {
-	return map[string]string{LabelCluster: w.cfg.ClusterName, LabelWorker: w.cfg.NodeID}
 }

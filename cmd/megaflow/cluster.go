@@ -13,7 +13,7 @@ import (
 func clusterCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Show the heads, the leader, the term and the Raft indexes",
+		Short: "Show the cluster id, the heads, the leader, the term and the Raft indexes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, c, done, err := g.dial(cmd)
@@ -28,6 +28,7 @@ func clusterCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.printJSON(st)
 			}
+			fmt.Fprintf(g.stdout, "cluster %s\n", orDash(st.ClusterId))
 			fmt.Fprintf(g.stdout, "leader %s (%s)  term %d  commit %d  applied %d  last log %d  snapshot %d  (answered by %s, %s)\n\n",
 				orDash(st.LeaderId), orDash(st.LeaderGrpcAddr), st.Term, st.CommitIndex, st.AppliedIndex,
 				st.LastLogIndex, st.LastSnapshotIndex, st.HeadId, st.RaftState)

@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,8 +173,14 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		closeAll()
 		return nil, fmt.Errorf("head: %w", err)
 	}
+	workerID, err := localWorkerID(filepath.Join(o.DataDir, "worker"))
+	if err != nil {
+		_ = h.Shutdown(context.Background())
+		closeAll()
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	wc := worker.DefaultConfig()
-	wc.NodeID, wc.DataDir, wc.GossipAddr = "local-worker", filepath.Join(o.DataDir, "worker"), o.WorkerGossipAddr
+	wc.NodeID, wc.DataDir, wc.GossipAddr = workerID, filepath.Join(o.DataDir, "worker"), o.WorkerGossipAddr
 	wc.Heads, wc.Join = []string{h.GRPCAddr()}, []string{h.GossipAddr()}
 	wc.Runtime = rt
 	wc.Version = version.Get().Short()
@@ -335,4 +346,39 @@ func (lc *localCluster) missingImages(ctx context.Context, names []string) []str
 		cancel()
 	}
 	return out
+}
+
+// localWorkerID returns the id of the embedded cluster's worker: kept in
+// dir/node-id, created on the first start as "local-<6 hex digits of a
+// hash of dir's absolute path>-<6 random hex digits>", so that two
+// embedded clusters on one host (two data dirs) never share a worker id,
+// and a restart on the same data dir keeps it (its containers carry it).
+// Their containers are kept apart by the cluster id too (worker
+// LabelClusterID); the distinct ids also keep their names apart.
+func localWorkerID(dir string) (string, error) {
+	path := filepath.Join(dir, "node-id")
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("worker id: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("worker id: %w", err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	var r [3]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("worker id: %w", err)
+	}
+	id := "local-" + hex.EncodeToString(sum[:3]) + "-" + hex.EncodeToString(r[:])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("worker id: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("worker id: %w", err)
+	}
+	return id, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -28,6 +29,7 @@ func seedCommands() map[Op]proto.Message {
 		OpPoolWarm:     &wire.PoolWarmCommand{},
 		OpGpuHealth:    &wire.GpuHealthCommand{},
 		OpDeleteGraph:  &wire.DeleteGraphCommand{GraphId: "g"},
+		OpSetClusterID: wrapperspb.UInt64(0xabc),
 	}
 }
 

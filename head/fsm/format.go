@@ -17,7 +17,9 @@ import (
 // The snapshot format: the magic string, then records. A record is a kind
 // byte, the payload's length as a uvarint, and the payload:
 //
-//	recMeta    uvarint last applied index, uvarint next queue_seq
+//	recMeta    uvarint last applied index, uvarint next queue_seq, then
+//	           (optional: absent in snapshots from before cluster ids, and
+//	           ignored by heads from before them) uvarint cluster id
 //	recGraph   wire.Graph
 //	recTask    wire.Task
 //	recStaged  wire.SubmitGraphCommand (one staged chunk)
@@ -72,6 +74,7 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 	bw.WriteString(snapshotMagic)
 	meta := binary.AppendUvarint(nil, v.Index())
 	meta = binary.AppendUvarint(meta, v.NextQueueSeq())
+	meta = binary.AppendUvarint(meta, v.ClusterID())
 	bw.Write(appendRecord(nil, recMeta, meta))
 	count := uint64(1)
 
@@ -192,7 +195,7 @@ type rawBatch struct {
 
 // Rows decoded from a rawBatch besides graphs, tasks and staged chunks.
 type (
-	metaRow struct{ index, nextQueueSeq uint64 }
+	metaRow struct{ index, nextQueueSeq, clusterID uint64 }
 	endRow  struct{ count uint64 }
 )
 
@@ -261,6 +264,9 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 			case metaRow:
 				index, sawMeta = x.index, true
 				err = r.Meta(x.index, x.nextQueueSeq)
+				if err == nil {
+					err = r.ClusterID(x.clusterID)
+				}
 			case *state.Graph:
 				x.Tenant = internTenant(tenants, x.Tenant)
 				err = r.Graph(x)
@@ -324,7 +330,15 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 			if k2 <= 0 {
 				return nil, fmt.Errorf("record %d: bad meta", n)
 			}
-			rows = append(rows, metaRow{index, seq})
+			var cluster uint64
+			if rest := buf[k+k2:]; len(rest) > 0 {
+				c, k3 := binary.Uvarint(rest)
+				if k3 <= 0 {
+					return nil, fmt.Errorf("record %d: bad meta (cluster id)", n)
+				}
+				cluster = c
+			}
+			rows = append(rows, metaRow{index, seq, cluster})
 		case recGraph:
 			w := &wire.Graph{}
 			if err := proto.Unmarshal(buf, w); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // Config configures an FSM.
@@ -146,6 +147,8 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		res, err = applyGpuHealth(txn, cmd)
 	case *wire.DeleteGraphCommand:
 		res, err = applyDeleteGraph(txn, cmd)
+	case *wrapperspb.UInt64Value: // OpSetClusterID
+		res = txn.SetClusterID(cmd.GetValue())
 	default:
 		panic(fmt.Sprintf("fsm: index %d: op %s decoded to %T, which apply does not handle", index, op, cmd))
 	}

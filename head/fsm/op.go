@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -44,6 +45,10 @@ const (
 	OpGpuHealth Op = 16
 	// OpDeleteGraph carries a wire.DeleteGraphCommand.
 	OpDeleteGraph Op = 11
+	// OpSetClusterID carries a wrapperspb.UInt64Value: the cluster id the
+	// leader chose (nonzero), set unless one is set already
+	// (state.Txn.SetClusterID). The result is the cluster's id, a uint64.
+	OpSetClusterID Op = 18
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -63,6 +68,7 @@ var opNames = map[Op]string{
 	OpPoolWarm:     "PoolWarm",
 	OpGpuHealth:    "GpuHealth",
 	OpDeleteGraph:  "DeleteGraph",
+	OpSetClusterID: "SetClusterID",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
@@ -104,6 +110,7 @@ var commands = map[Op]func() proto.Message{
 	OpPoolWarm:     func() proto.Message { return &wire.PoolWarmCommand{} },
 	OpGpuHealth:    func() proto.Message { return &wire.GpuHealthCommand{} },
 	OpDeleteGraph:  func() proto.Message { return &wire.DeleteGraphCommand{} },
+	OpSetClusterID: func() proto.Message { return &wrapperspb.UInt64Value{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command

@@ -199,7 +199,8 @@ func gpuModelProblem(s string) string {
 
 // networkProblem checks a container network: "none", "bridge", "host" or a
 // user-defined network name, [A-Za-z0-9][A-Za-z0-9._-]*, 1 to 64 bytes.
-// "" means "none". Forms such as "container:<id>" are refused.
+// "" means the default (Normalize: "bridge" for a service or a task using
+// services, else "none"). Forms such as "container:<id>" are refused.
 func networkProblem(s string) string {
 	if s == "" {
 		return ""

@@ -24,7 +24,10 @@ import (
 // equal priority within a queue):
 //   - kind TASK_KIND_UNSPECIFIED becomes TASK_KIND_BATCH;
 //   - mode EXECUTION_MODE_UNSPECIFIED becomes EXECUTION_MODE_EPHEMERAL;
-//   - network "" becomes "none";
+//   - network "" becomes "bridge" for a service task and for a task that
+//     names services in uses_services (a service's port must be published,
+//     and a client of services must reach their endpoints), "none" for
+//     every other task;
 //   - priority 0 becomes the graph's priority (the inheritance the wire API
 //     defines), so a task's priority is its effective priority;
 //   - a missing resources message becomes an empty one (asks for nothing);
@@ -69,7 +72,7 @@ func normalizeTask(t *wire.TaskSpec, graphPriority int32) {
 		t.Mode = wire.ExecutionMode_EXECUTION_MODE_EPHEMERAL
 	}
 	if t.Network == "" {
-		t.Network = NetworkNone
+		t.Network = defaultNetwork(t)
 	}
 	if t.Priority == 0 {
 		t.Priority = graphPriority
@@ -96,9 +99,26 @@ const (
 	RestartNever     = "never"
 )
 
-// NetworkNone is the container network a task gets when it names none: no
-// network at all.
-const NetworkNone = "none"
+// Container networks a task gets when it names none.
+const (
+	// NetworkNone is the default of a batch task that uses no services: no
+	// network at all.
+	NetworkNone = "none"
+	// NetworkBridge is the default of a service task and of a task that
+	// names services in uses_services: the engine's default bridge, which
+	// publishes a service's port on the worker's host and reaches the
+	// endpoints of services on other workers.
+	NetworkBridge = "bridge"
+)
+
+// defaultNetwork is the network of task t (kind already defaulted) when it
+// names none.
+func defaultNetwork(t *wire.TaskSpec) string {
+	if t.Kind == wire.TaskKind_TASK_KIND_SERVICE || len(t.UsesServices) > 0 {
+		return NetworkBridge
+	}
+	return NetworkNone
+}
 
 // canonicalCapability strips every leading "CAP_" from a capability name,
 // so that "CAP_NET_ADMIN" and "NET_ADMIN" compare equal. Stripping all of

@@ -17,6 +17,8 @@ func TestNormalizeDefaults(t *testing.T) {
 		{Name: "s", Priority: -3, Kind: wire.TaskKind_TASK_KIND_SERVICE, Mode: wire.ExecutionMode_EXECUTION_MODE_PERSISTENT,
 			Network: "host", Service: &wire.ServiceSpec{Name: "svc"}, Resources: &wire.Resources{CpuMillis: 5}},
 		nil,
+		{Name: "s2", Kind: wire.TaskKind_TASK_KIND_SERVICE, Service: &wire.ServiceSpec{Name: "svc2", TcpProbe: true}},
+		{Name: "b", Network: "none", UsesServices: []string{"svc"}},
 	}}
 	before := proto.Clone(g)
 	n := Normalize(g)
@@ -27,11 +29,18 @@ func TestNormalizeDefaults(t *testing.T) {
 		{Name: "a", DependsOn: []string{"b", "c"}, Capabilities: []string{"NET_ADMIN", "SYS_PTRACE"},
 			UsesServices: []string{"a", "z"}, OutputPaths: []string{"a", "b"}, Command: []string{"z", "a"},
 			Kind: wire.TaskKind_TASK_KIND_BATCH, Mode: wire.ExecutionMode_EXECUTION_MODE_EPHEMERAL,
-			Network: NetworkNone, Priority: 7, Resources: &wire.Resources{}},
+			Network: NetworkBridge, Priority: 7, Resources: &wire.Resources{}},
 		{Name: "s", Priority: -3, Kind: wire.TaskKind_TASK_KIND_SERVICE, Mode: wire.ExecutionMode_EXECUTION_MODE_PERSISTENT,
 			Network: "host", Service: &wire.ServiceSpec{Name: "svc", RestartPolicy: RestartAlways}, Resources: &wire.Resources{CpuMillis: 5}},
 		{Kind: wire.TaskKind_TASK_KIND_BATCH, Mode: wire.ExecutionMode_EXECUTION_MODE_EPHEMERAL,
 			Network: NetworkNone, Priority: 7, Resources: &wire.Resources{}},
+		// A service without a network gets bridge (its port is published);
+		// an explicit "none" is kept.
+		{Name: "s2", Kind: wire.TaskKind_TASK_KIND_SERVICE, Mode: wire.ExecutionMode_EXECUTION_MODE_EPHEMERAL,
+			Network: NetworkBridge, Priority: 7, Resources: &wire.Resources{},
+			Service: &wire.ServiceSpec{Name: "svc2", TcpProbe: true, RestartPolicy: RestartAlways}},
+		{Name: "b", Kind: wire.TaskKind_TASK_KIND_BATCH, Mode: wire.ExecutionMode_EXECUTION_MODE_EPHEMERAL,
+			Network: NetworkNone, Priority: 7, Resources: &wire.Resources{}, UsesServices: []string{"svc"}},
 	}}
 	if !proto.Equal(n, want) {
 		t.Errorf("Normalize:\n got %v\nwant %v", n, want)

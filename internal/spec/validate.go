@@ -86,7 +86,8 @@ import (
 //     belong to other graphs, so they are not looked up);
 //   - depends_on never names a service task (a service never ends to
 //     unblock dependents; name its service in uses_services instead);
-//   - network: "" ("none"), "none", "bridge", "host" or a user-defined
+//   - network: "" (Normalize's default: "bridge" for a service or a task
+//     using services, else "none"), "none", "bridge", "host" or a user-defined
 //     network: a letter or digit then letters, digits, '.', '_' or '-', at
 //     most 64 bytes;
 //   - working_dir: empty or an absolute, clean path;

@@ -1171,8 +1171,11 @@ type ClusterStatusResponse struct {
 	RaftState         string `protobuf:"bytes,8,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
 	HeadId            string `protobuf:"bytes,9,opt,name=head_id,json=headId,proto3" json:"head_id,omitempty"`
 	LastSnapshotIndex uint64 `protobuf:"varint,10,opt,name=last_snapshot_index,json=lastSnapshotIndex,proto3" json:"last_snapshot_index,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The cluster's id (16 hex digits), chosen by its first leader and kept
+	// in the table; "" until it is committed.
+	ClusterId     string `protobuf:"bytes,160,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
@@ -1273,6 +1276,13 @@ func (x *ClusterStatusResponse) GetLastSnapshotIndex() uint64 {
 		return x.LastSnapshotIndex
 	}
 	return 0
+}
+
+func (x *ClusterStatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type RemoveHeadRequest struct {
@@ -2906,7 +2916,7 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x12CancelTaskResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1c\n" +
 	"\tcancelled\x18\x02 \x01(\rR\tcancelled\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xf5\x02\n" +
+	"\x14ClusterStatusRequest\"\x95\x03\n" +
 	"\x15ClusterStatusResponse\x12+\n" +
 	"\x05heads\x18\x01 \x03(\v2\x15.megaflow.v1.HeadInfoR\x05heads\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12(\n" +
@@ -2919,7 +2929,9 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"raft_state\x18\b \x01(\tR\traftState\x12\x17\n" +
 	"\ahead_id\x18\t \x01(\tR\x06headId\x12.\n" +
 	"\x13last_snapshot_index\x18\n" +
-	" \x01(\x04R\x11lastSnapshotIndex\",\n" +
+	" \x01(\x04R\x11lastSnapshotIndex\x12\x1e\n" +
+	"\n" +
+	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\",\n" +
 	"\x11RemoveHeadRequest\x12\x17\n" +
 	"\ahead_id\x18\x01 \x01(\tR\x06headId\"*\n" +
 	"\x12RemoveHeadResponse\x12\x14\n" +

@@ -1135,10 +1135,14 @@ func (x *StopAttempt) GetReason() string {
 // announced attempts that are not current: the worker stops them. Every
 // other announced attempt is current, and the worker takes it over at once.
 type Welcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LeaderId      string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
-	Stops         []*StopAttempt         `protobuf:"bytes,3,rep,name=stops,proto3" json:"stops,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	LeaderId string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Term     uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Stops    []*StopAttempt         `protobuf:"bytes,3,rep,name=stops,proto3" json:"stops,omitempty"`
+	// The cluster's id (16 hex digits), chosen by its first leader and kept
+	// in the table; "" until it is committed. The worker labels its
+	// containers with it and touches only containers that carry it.
+	ClusterId     string `protobuf:"bytes,160,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1192,6 +1196,13 @@ func (x *Welcome) GetStops() []*StopAttempt {
 		return x.Stops
 	}
 	return nil
+}
+
+func (x *Welcome) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 // Ack says the head committed every event batch up to seq.
@@ -1557,11 +1568,13 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\vStopAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"j\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8a\x01\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12.\n" +
-	"\x05stops\x18\x03 \x03(\v2\x18.megaflow.v1.StopAttemptR\x05stops\"\x17\n" +
+	"\x05stops\x18\x03 \x03(\v2\x18.megaflow.v1.StopAttemptR\x05stops\x12\x1e\n" +
+	"\n" +
+	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x8f\x02\n" +
 	"\vHeadMessage\x120\n" +

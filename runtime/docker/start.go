@@ -72,6 +72,13 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		r.log.Warn("engine warning on create", "container", what, "warning", w)
 	}
 
+	if err := ctx.Err(); err != nil {
+		// Cancelled (the attempt was stopped) while it was being created:
+		// it must not start. A start request already sent cannot be taken
+		// back (the engine finishes it), so this is the last moment.
+		r.removeQuietly(ctx, created.ID)
+		return "", fmt.Errorf("docker start %s: cancelled before it started: %w", what, err)
+	}
 	cctx, cancel = r.callCtx(ctx)
 	_, err = r.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{})
 	cancel()

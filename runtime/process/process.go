@@ -1,7 +1,11 @@
 // Package process is MegaFlow's runtime for machines without Docker: each
 // task attempt is a plain child process of the worker (os/exec) in its own
 // process group, with its stdout and stderr appended to the attempt's log
-// file. It implements contract.Runtime.
+// file. It implements contract.Runtime. A task ends whole, as a container
+// does: its stop, its removal and its leader's exit signal its process
+// group and every process that carries its marker in its environment
+// (TreeEnv), so a descendant that left the group and the session (setsid,
+// a daemon's double fork) ends too (tree.go says what it cannot reach).
 //
 // It owns the processes it started, in this process's lifetime only: a
 // restarted worker could not adopt them (List would no longer show them),
@@ -144,11 +148,16 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 
 	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
 	cmd.Dir = spec.WorkingDir
-	cmd.Env = r.env(spec.Env, spec.GPUUUIDs)
 	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no copying goroutine
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	p := &proc{id: newID(), name: spec.Name, labels: maps.Clone(spec.Labels), done: make(chan struct{})}
+	env := maps.Clone(spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[TreeEnv] = p.id // marks the task's processes, wherever they go (tree.go)
+	cmd.Env = r.env(env, spec.GPUUUIDs)
 	if spec.Name != "" {
 		r.mu.Lock()
 		if other, ok := r.names[spec.Name]; ok {
@@ -210,6 +219,9 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time) {
 	} else if r.stateDir != "" {
 		removeRecord(r.stateDir, p.id)
 	}
+	// Descendants that left the group (setsid, a double fork) end with
+	// the task too, as in a container.
+	killTree(p.id)
 	p.exit = exit
 	close(p.done)
 }
@@ -269,6 +281,7 @@ func (r *Runtime) signal(p *proc, sig syscall.Signal) {
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		r.log.Warn("cannot signal process group", "id", p.id, "pgid", p.pid, "signal", sig, "err", err)
 	}
+	killMarked(p.id, sig) // and those that left it (tree.go)
 }
 
 // Remove kills process id's group if it still runs, waits for it, and

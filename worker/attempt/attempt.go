@@ -35,7 +35,9 @@
 // and reports it again. The timeout deadline is armed at Begin (it counts the
 // container's start, image pull included, like Kubernetes'
 // activeDeadlineSeconds) and travels in a container label, so an adopted
-// container keeps its deadline.
+// container keeps its deadline; with Config.TimeoutFromStart (a persistent
+// attempt, exec'd in a warm container) it is armed when the start
+// succeeded instead, so the wait for a container does not count.
 package attempt
 
 import (
@@ -118,6 +120,11 @@ type Config struct {
 	StopGrace time.Duration
 	// Image is the task's image, named in the reason of a missing image.
 	Image string
+	// TimeoutFromStart makes the timeout count from a successful
+	// StartDone (a persistent attempt's exec beginning in its warm
+	// container) instead of from Begin, so that the wait for a warm or a
+	// session's container never counts against the task's own timeout.
+	TimeoutFromStart bool
 	// Service marks an attempt of a service task: once its container runs
 	// (started, or adopted and confirmed) the Machine asks for a readiness
 	// probe (ProbeReadiness), reports SERVICE_READY with the endpoint when
@@ -235,7 +242,7 @@ func (m *Machine) begin(now time.Time) []Effect {
 	}
 	m.state = Starting
 	m.startInFlight = true
-	if m.cfg.Timeout > 0 {
+	if m.cfg.Timeout > 0 && !m.cfg.TimeoutFromStart {
 		m.deadline = now.Add(m.cfg.Timeout)
 	}
 	return []Effect{StartContainer{Deadline: m.deadline}}
@@ -286,6 +293,9 @@ func (m *Machine) startDone(ev StartDone, now time.Time) []Effect {
 	}
 	m.state = Running
 	m.started = true
+	if m.cfg.Timeout > 0 && m.cfg.TimeoutFromStart {
+		m.deadline = now.Add(m.cfg.Timeout)
+	}
 	started := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STARTED, "", now)
 	out := []Effect{Report{Event: started}, WaitContainer{ContainerID: m.containerID}}
 	if m.cfg.Service {

@@ -105,6 +105,8 @@ func TestStep(t *testing.T) {
 	withImage.Image = "nope:latest"
 	service := base
 	service.Service = true
+	fromStart := withTimeout
+	fromStart.TimeoutFromStart = true
 
 	cases := []struct {
 		name  string
@@ -197,6 +199,20 @@ func TestStep(t *testing.T) {
 			{time.Second, StartDone{ContainerID: "c1"}, "report STARTED c1 at +1s; wait c1"},
 			{2 * time.Second, WaitDone{Exit: contract.Exit{Code: 0}}, "final EXITED c1 code=0 at +2s; timer none"},
 			{40 * time.Second, Tick{}, ""},
+		}, Reported},
+		{"timeout from the start: the wait for a container does not count", fromStart, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{time.Minute, Tick{}, ""},
+			{time.Minute, StartDone{ContainerID: "c1"}, "report STARTED c1 at +1m0s; wait c1; timer +1m30s"},
+			{89 * time.Second, Tick{}, ""},
+			{90 * time.Second, Tick{}, "stop c1 grace 10s; timer none"},
+			{91 * time.Second, StopDone{}, ""},
+			{91 * time.Second, WaitDone{Exit: contract.Exit{Code: 137}}, `final TIMED_OUT c1 code=137 reason="timed out after 30s" at +1m31s`},
+		}, Reported},
+		{"timeout from the start: a stop while waiting still ends it", fromStart, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{time.Hour, StopRequest{Reason: "cancelled"}, "cancel-start"},
+			{time.Hour, StartDone{Err: errors.New("context canceled")}, `final STOPPED code=0 reason="cancelled" at +1h0m0s`},
 		}, Reported},
 		{"timeout while starting cancels the start", withTimeout, []step{
 			{0, Begin{}, "start(deadline +30s); timer +30s"},

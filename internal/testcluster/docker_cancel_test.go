@@ -1,0 +1,106 @@
+package testcluster_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/events"
+	dockerclient "github.com/moby/moby/client"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// A 200-task graph on two workers cancelled 20 ms, then (another graph)
+// 300 ms after it was accepted: every task ends CANCELLED, every container
+// is gone, and no container is started by a start request sent after its
+// worker received the stop. The engine's events are watched: a container
+// created after the cancel returned must never start. One created before
+// may still start after it: Docker 20.10 finishes a start request whose
+// client went away (the worker stops it at once), and such a request was
+// sent before the stop arrived (issue 18, finding 14; the worker's side is
+// TestStopHandedOverCancelsAStartUnderWay).
+func TestDockerCancelRightAfterSubmitStartsNothingLate(t *testing.T) {
+	c, cli, image, cluster := dockerCluster(t, 2, nil)
+	for i, delay := range []time.Duration{20 * time.Millisecond, 300 * time.Millisecond} {
+		cancelAfterSubmit(t, c, cli, image, cluster, fmt.Sprintf("cancel-early-%d", i), delay)
+	}
+}
+
+func cancelAfterSubmit(t *testing.T, c *testcluster.Cluster, cli *dockerclient.Client, image, cluster, id string, cancelDelay time.Duration) {
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var mu sync.Mutex
+	var evs []events.Message
+	evctx, evcancel := context.WithCancel(ctx)
+	defer evcancel()
+	res := cli.Events(evctx, dockerclient.EventsListOptions{Filters: make(dockerclient.Filters).
+		Add("type", "container").Add("label", worker.LabelCluster+"="+cluster)})
+	evDone := make(chan struct{})
+	go func() {
+		defer close(evDone)
+		for {
+			select {
+			case m := <-res.Messages:
+				mu.Lock()
+				evs = append(evs, m)
+				mu.Unlock()
+			case <-res.Err:
+				return
+			}
+		}
+	}()
+
+	g := &client.GraphSpec{Id: id}
+	for i := range 200 {
+		g.Tasks = append(g.Tasks, shTask(fmt.Sprintf("t%03d", i), image, "sleep 30"))
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	<-time.After(cancelDelay) // the scenario: a cancel 20 ms after the graph appeared
+	if _, err := cl.CancelGraph(ctx, id, "changed my mind"); err != nil {
+		t.Fatal(err)
+	}
+	returned := time.Now()
+	gr, err := cl.Wait(ctx, id)
+	if err != nil || gr.State != client.GraphCancelled || gr.Counts.GetCancelled() != 200 {
+		t.Fatalf("graph after the cancel: %v, %v; want 200 CANCELLED", gr, err)
+	}
+	testcluster.WaitFor(t, 60*time.Second, "every container removed", func() bool {
+		return len(containers(t, cli, cluster)) == 0
+	})
+	evcancel()
+	<-evDone
+
+	mu.Lock()
+	defer mu.Unlock()
+	created := map[string]time.Time{}
+	late, starts := 0, 0
+	for _, m := range evs {
+		at := time.Unix(0, m.TimeNano)
+		switch m.Action {
+		case events.ActionCreate:
+			created[m.Actor.ID] = at
+		case events.ActionStart:
+			starts++
+			if !at.After(returned) {
+				continue
+			}
+			late++
+			made, ok := created[m.Actor.ID]
+			t.Logf("%s started %v after the cancel returned (created %v after)", m.Actor.Attributes[worker.LabelTask],
+				at.Sub(returned).Round(time.Millisecond), made.Sub(returned).Round(time.Millisecond))
+			if !ok || made.After(returned) {
+				t.Errorf("container of %s was created after the cancel returned and then started", m.Actor.Attributes[worker.LabelTask])
+			}
+		}
+	}
+	t.Logf("cancel after %v: %d containers created, %d started, %d of them after the cancel returned", cancelDelay, len(created), starts, late)
+}
