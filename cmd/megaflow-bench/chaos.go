@@ -195,7 +195,7 @@ func printChaos(w *os.File, res *harness.Result) {
 
 // timeline buckets the acknowledged and unknown operations by second.
 func timeline(res *harness.Result) (acked, unknown []float64) {
-	n := int(res.Workload/time.Second) + 1
+	n := max(1, int(res.Workload/time.Second)) // whole seconds only
 	acked, unknown = make([]float64, n), make([]float64, n)
 	for _, op := range res.Ops {
 		if op.Kind == history.Watch {

@@ -77,6 +77,21 @@ type Input struct {
 	CheckTimeout time.Duration
 }
 
+// Clone returns a copy of in whose tables can be edited without changing in's.
+func (in Input) Clone() Input {
+	out := in
+	out.Tables = make([]Table, len(in.Tables))
+	for i, t := range in.Tables {
+		c := t
+		c.Tasks = make(map[string]history.TaskView, len(t.Tasks))
+		for id, v := range t.Tasks {
+			c.Tasks[id] = v
+		}
+		out.Tables[i] = c
+	}
+	return out
+}
+
 // Verdict is the outcome of a run: figures and the reasons it failed.
 type Verdict struct {
 	// Acknowledged client operations (definite answers), and those whose

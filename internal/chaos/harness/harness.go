@@ -122,6 +122,8 @@ type Result struct {
 	Swept []string
 	// LogDir holds the hosts' logs ("" once removed after a passing run).
 	LogDir string
+	// Input is what the verdict was computed from (before Config.Break).
+	Input check.Input
 }
 
 func (c *Config) say(format string, args ...any) {
@@ -185,7 +187,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		in.LogProblems = append(in.LogProblems, "execution files: "+err.Error())
 	}
 	in.LogProblems = append(in.LogProblems, scanLogs(res.LogDir)...)
+	res.Input = in
 	if cfg.Break == "duplicate-result" {
+		in = res.Input.Clone()
 		check.InjectDuplicateResult(&in)
 	}
 	res.Verdict = check.Judge(in)
