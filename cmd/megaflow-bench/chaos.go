@@ -173,6 +173,7 @@ func chaosSummary(res *harness.Result) [][]string {
 		{"tasks executed more than once (retries)", strconv.Itoa(v.ReExecuted)},
 		{"tasks with overlapping executions (double executions)", strconv.Itoa(v.Overlapping)},
 		{"attempts executed twice", strconv.Itoa(v.SameAttemptTwice)},
+		{"ended tasks whose attempt is still active at the end", strconv.Itoa(v.ActiveAtEnd)},
 		{"processes left after the cluster stopped", strconv.Itoa(v.LeakedProcesses)},
 		{"verdict", verdict},
 	}

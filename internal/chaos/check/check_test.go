@@ -97,6 +97,9 @@ func TestLinearizableRejectsBadHistories(t *testing.T) {
 		{"a result recorded twice", []history.Op{
 			submit(0, 0, 1*s, "g/t"),
 			read(1, 2*s, 3*s, true, view("g/t", history.Succeeded, history.Succeeded, history.Succeeded))}},
+		{"a task succeeded with an active attempt", []history.Op{
+			submit(0, 0, 1*s, "g/t"),
+			read(1, 2*s, 3*s, true, view("g/t", history.Succeeded, history.Failed, history.Running))}},
 		{"two attempts running at once", []history.Op{
 			submit(0, 0, 1*s, "g/t"),
 			read(1, 2*s, 3*s, true, view("g/t", history.Running, history.Running, history.Running))}},
@@ -167,6 +170,28 @@ func TestJudgeFailsABrokenRun(t *testing.T) {
 				t.Fatalf("verdict %v, want a failure about %q", v.Failures, tc.want)
 			}
 		})
+	}
+}
+
+// TestACancelledTaskKeepsItsAttemptActive: a cancelled task's attempt stays
+// active until its worker reports it stopped (head/state), which a read
+// may see; at the end it is counted, not failed.
+func TestACancelledTaskKeepsItsAttemptActive(t *testing.T) {
+	ops := []history.Op{
+		submit(0, 0, 1*s, "g/t"),
+		cancel(0, 2*s, 3*s, 1, "g/t"),
+		read(0, 4*s, 5*s, true, view("g/t", history.Cancelled, history.Running)),
+		read(0, 6*s, 7*s, false, view("g/t", history.Cancelled, history.Cancelled)),
+	}
+	if l := Linearizable(ops, 0); !l.OK() {
+		t.Fatalf("rejected: %+v", l)
+	}
+	in := goodInput()
+	for i := range in.Tables {
+		in.Tables[i].Tasks["h/t"] = view("h/t", history.Cancelled, history.Running)
+	}
+	if v := Judge(in); !v.Pass() || v.ActiveAtEnd != 1 {
+		t.Fatalf("active at the end %d, failures %v", v.ActiveAtEnd, v.Failures)
 	}
 }
 

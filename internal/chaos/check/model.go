@@ -77,9 +77,10 @@ type output struct {
 
 // ViewProblem returns what is wrong with one read of a task on its own,
 // whatever came before ("" when nothing): more than one active attempt,
-// more than one succeeded attempt (a result recorded twice), a terminal
-// task with an active attempt, a SUCCEEDED task without its succeeded
-// attempt.
+// more than one succeeded attempt (a result recorded twice), a task that
+// ended other than CANCELLED with an active attempt (a cancelled task's
+// attempt stays active until its worker reports it stopped), a SUCCEEDED
+// task without its succeeded attempt.
 func ViewProblem(v history.TaskView) string {
 	if !v.Found {
 		return ""
@@ -98,7 +99,7 @@ func ViewProblem(v history.TaskView) string {
 		return fmt.Sprintf("%s: %d attempts active at once", v.ID, active)
 	case ok > 1:
 		return fmt.Sprintf("%s: %d succeeded attempts (result recorded twice)", v.ID, ok)
-	case v.State.Terminal() && active > 0:
+	case v.State.Terminal() && v.State != history.Cancelled && active > 0:
 		return fmt.Sprintf("%s: %s with an active attempt", v.ID, v.State)
 	case v.State == history.Succeeded && ok != 1:
 		return fmt.Sprintf("%s: SUCCEEDED without a succeeded attempt", v.ID)

@@ -121,6 +121,10 @@ type Verdict struct {
 	// (possible after a freeze until worker leases land; reported, not
 	// failed); SameAttemptTwice: one attempt executed twice.
 	Executions, ReExecuted, Overlapping, SameAttemptTwice int
+	// ActiveAtEnd: terminal tasks of the leader's table whose last attempt
+	// is still active once the cluster settled (a cancelled task's attempt
+	// whose stop was never reported); reported, not failed.
+	ActiveAtEnd int
 	// States counts the tasks of the leader's table by final state.
 	States map[string]int
 	// LeakedProcesses as given.
@@ -198,7 +202,7 @@ func Judge(in Input) Verdict {
 	if len(in.Tables) == 0 {
 		v.fail("no head's table was read at the end")
 	}
-	var nLost, nTerm, nDup int
+	var nLost, nTerm, nDup, nBad int
 	v.HeadsAgree = len(in.Tables) > 0
 	for i, t := range in.Tables {
 		if i > 0 && (t.Applied != in.Tables[0].Applied || t.Digest() != in.Tables[0].Digest()) {
@@ -239,6 +243,12 @@ func Judge(in Input) Verdict {
 			if ok > 1 {
 				v.detail("duplicate", &nDup, "%s has %d succeeded attempts", id, ok)
 			}
+			if p := ViewProblem(view); p != "" && ok <= 1 {
+				v.detail("table", &nBad, "head %s: %s", t.Head, p)
+			}
+			if n := len(view.Attempts); view.State.Terminal() && n > 0 && view.Attempts[n-1].State.Active() {
+				v.detail("active at the end", &v.ActiveAtEnd, "%s is %s, its attempt %d still %s", id, view.State, n, view.Attempts[n-1].State)
+			}
 		}
 	}
 	v.Lost, v.NotTerminal = nLost, nTerm
@@ -256,6 +266,9 @@ func Judge(in Input) Verdict {
 	}
 	if v.ReadProblems > 0 {
 		v.fail("%d reads saw an impossible task", v.ReadProblems)
+	}
+	if nBad > 0 {
+		v.fail("%d impossible tasks in the final table", nBad)
 	}
 	if v.WatchProblems > 0 {
 		v.fail("%d watch events out of order", v.WatchProblems)

@@ -35,8 +35,8 @@ func (c *cluster) finish(ctx context.Context) check.Input {
 		return err == nil && len(gs) == 0
 	}))
 	for _, p := range c.workers {
-		if !p.stop(30 * time.Second) {
-			problem(fmt.Errorf("worker %s did not stop within 30 s of SIGTERM", p.name))
+		if !p.stop(45 * time.Second) {
+			problem(fmt.Errorf("worker %s did not stop within 45 s of SIGTERM (its goroutines are in %s)", p.name, p.log))
 		}
 	}
 	// The heads agree once each applied the leader's commit index and it
@@ -70,9 +70,11 @@ func (c *cluster) finish(ctx context.Context) check.Input {
 		}
 		in.Tables = append(in.Tables, t)
 	}
+	// megaflow-head gives its own shutdown 30 s; 45 s leaves it room on a
+	// loaded machine. One that hangs dumps its goroutines into its log.
 	for _, p := range c.heads {
-		if !p.stop(30 * time.Second) {
-			problem(fmt.Errorf("head %s did not stop within 30 s of SIGTERM", p.name))
+		if !p.stop(45 * time.Second) {
+			problem(fmt.Errorf("head %s did not stop within 45 s of SIGTERM (its goroutines are in %s)", p.name, p.log))
 		}
 	}
 	// Processes left in the hosts once every head and worker is gone:

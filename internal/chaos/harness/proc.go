@@ -116,8 +116,10 @@ func (p *proc) thaw() {
 	p.mu.Unlock()
 }
 
-// stop thaws the process, sends SIGTERM and waits up to grace, then
-// SIGKILL. It reports whether the process ended by itself.
+// stop thaws the process, sends SIGTERM and waits up to grace; then it
+// sends SIGQUIT (a Go program writes every goroutine's stack to its log:
+// why it hung) and, 3 s later, SIGKILL. It reports whether the process
+// ended by itself after SIGTERM.
 func (p *proc) stop(grace time.Duration) bool {
 	if !p.running() {
 		return true
@@ -127,6 +129,8 @@ func (p *proc) stop(grace time.Duration) bool {
 	if p.wait(grace) {
 		return true
 	}
+	p.signal(syscall.SIGQUIT)
+	p.wait(3 * time.Second)
 	p.kill9()
 	return false
 }

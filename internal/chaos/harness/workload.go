@@ -160,6 +160,8 @@ func (w *workload) submit(ctx context.Context, cl *client.Client, n int, id stri
 			ts.Command, ts.MaxRetries = w.taskCommand(id, name, 0.1, 3), 1
 		case size == 1 && r == 1: // times out
 			ts.Command, ts.MaxRetries, ts.TimeoutSeconds = w.taskCommand(id, name, 3, 0), 0, 1
+		case size == 1 && r == 2 && rng.IntN(2) == 0: // long: outlives a freeze or a kill of its worker
+			ts.Command = w.taskCommand(id, name, 6, 0)
 		default:
 			ts.Command = w.taskCommand(id, name, 0.2+0.3*rng.Float64(), 0)
 		}
