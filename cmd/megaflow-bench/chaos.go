@@ -175,6 +175,7 @@ func chaosSummary(res *harness.Result) [][]string {
 		{"attempts executed twice", strconv.Itoa(v.SameAttemptTwice)},
 		{"ended tasks whose attempt is still active at the end", strconv.Itoa(v.ActiveAtEnd)},
 		{"processes left after the cluster stopped", strconv.Itoa(v.LeakedProcesses)},
+		{"head shutdowns hung in hashicorp/raft's pipeline deadlock (reported, not failed)", strconv.Itoa(len(v.KnownHangs))},
 		{"verdict", verdict},
 	}
 }
@@ -189,7 +190,7 @@ func printChaos(w *os.File, res *harness.Result) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, r[0], r[1])
 	}
-	for _, d := range res.Verdict.Details {
+	for _, d := range append(append([]string(nil), res.Verdict.Details...), res.Verdict.KnownHangs...) {
 		fmt.Fprintln(w, "  detail:", d)
 	}
 }
@@ -246,10 +247,10 @@ func writeChaos(out string, res *harness.Result) error {
 		res.Config.Workers, res.Config.Clients, res.Config.WorkerGrace, res.Config.Profile.Name, res.Config.Seed, res.Config.Profile.Name, res.Config.Seed)
 	rep.p("")
 	rep.table([]string{"", ""}, chaosSummary(res))
-	if len(res.Verdict.Details) > 0 {
+	if ds := append(append([]string(nil), res.Verdict.Details...), res.Verdict.KnownHangs...); len(ds) > 0 {
 		rep.p("Details:")
 		rep.p("")
-		for _, d := range res.Verdict.Details {
+		for _, d := range ds {
 			rep.p("- `%s`", d)
 		}
 		rep.p("")

@@ -59,3 +59,29 @@ func TestReadExecutionsAndScanLogs(t *testing.T) {
 		t.Fatalf("scanLogs found %d problems, want 3 (a panic, a race, a fatal error; not a log line naming a panic): %q", len(p), p)
 	}
 }
+
+// TestKnownRaftPipelineHang recognises the goroutine dump of a head whose
+// shutdown hung in hashicorp/raft's pipeline replication (as the short
+// profile saw it after isolate-leader), and nothing else.
+func TestKnownRaftPipelineHang(t *testing.T) {
+	dir := t.TempDir()
+	hang := "level=INFO msg=x\nSIGQUIT: quit\ngoroutine 1 [sync.WaitGroup.Wait]:\ngithub.com/hashicorp/raft.(*raftState).waitShutdown(...)\n" +
+		"goroutine 326 [select]:\ngithub.com/hashicorp/raft.(*netPipeline).AppendEntries(0xc0)\n" +
+		"goroutine 340 [select]:\ngithub.com/hashicorp/raft.(*netPipeline).decodeResponses(0xc0)\n"
+	other := "SIGQUIT: quit\ngoroutine 1 [chan receive]:\ngithub.com/megaflow/megaflow/head.(*Head).Shutdown()\n"
+	for _, tc := range []struct {
+		name, log string
+		want      bool
+	}{{"pipeline deadlock", hang, true}, {"another hang", other, false}, {"no dump", "level=INFO\n", false}} {
+		p := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(p, []byte(tc.log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := knownRaftPipelineHang(p); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if knownRaftPipelineHang(filepath.Join(dir, "missing")) {
+		t.Error("a missing log was recognised")
+	}
+}
