@@ -175,7 +175,6 @@ func chaosSummary(res *harness.Result) [][]string {
 		{"attempts executed twice", strconv.Itoa(v.SameAttemptTwice)},
 		{"ended tasks whose attempt is still active at the end", strconv.Itoa(v.ActiveAtEnd)},
 		{"processes left after the cluster stopped", strconv.Itoa(v.LeakedProcesses)},
-		{"head shutdowns hung in hashicorp/raft's pipeline deadlock (reported, not failed)", strconv.Itoa(len(v.KnownHangs))},
 		{"verdict", verdict},
 	}
 }
@@ -190,7 +189,7 @@ func printChaos(w *os.File, res *harness.Result) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, r[0], r[1])
 	}
-	for _, d := range append(append([]string(nil), res.Verdict.Details...), res.Verdict.KnownHangs...) {
+	for _, d := range res.Verdict.Details {
 		fmt.Fprintln(w, "  detail:", d)
 	}
 }
@@ -247,7 +246,7 @@ func writeChaos(out string, res *harness.Result) error {
 		res.Config.Workers, res.Config.Clients, res.Config.WorkerGrace, res.Config.Profile.Name, res.Config.Seed, res.Config.Profile.Name, res.Config.Seed)
 	rep.p("")
 	rep.table([]string{"", ""}, chaosSummary(res))
-	if ds := append(append([]string(nil), res.Verdict.Details...), res.Verdict.KnownHangs...); len(ds) > 0 {
+	if ds := res.Verdict.Details; len(ds) > 0 {
 		rep.p("Details:")
 		rep.p("")
 		for _, d := range ds {

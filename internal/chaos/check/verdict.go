@@ -70,10 +70,6 @@ type Input struct {
 	LeakedProcesses int
 	// LogProblems are lines of the logs showing a panic or a data race.
 	LogProblems []string
-	// KnownHangs are heads whose shutdown hung in a known, reported bug of
-	// a dependency (hashicorp/raft's pipeline replication deadlock): they
-	// are reported, not failed.
-	KnownHangs []string
 	// QuiesceError is set when the cluster did not settle (tasks still
 	// running, indexes apart) within its deadline.
 	QuiesceError string
@@ -133,8 +129,6 @@ type Verdict struct {
 	States map[string]int
 	// LeakedProcesses as given.
 	LeakedProcesses int
-	// KnownHangs as given.
-	KnownHangs []string
 	// Failures says why the run failed; empty: it passed.
 	Failures []string
 	// Details are examples behind the figures (at most a few per kind).
@@ -162,7 +156,7 @@ func (v *Verdict) detail(kind string, n *int, format string, args ...any) {
 // disagree, leaked processes, panics or races in the logs, or a cluster
 // that did not settle. Overlapping executions are counted, not failed.
 func Judge(in Input) Verdict {
-	v := Verdict{States: map[string]int{}, LeakedProcesses: in.LeakedProcesses, KnownHangs: in.KnownHangs}
+	v := Verdict{States: map[string]int{}, LeakedProcesses: in.LeakedProcesses}
 	timeout := in.CheckTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
