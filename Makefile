@@ -15,7 +15,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run demo demo-bare demo-images image test test-short fuzz proto bench bench-harness vet fmt clean
+.PHONY: all build release run demo demo-bare demo-images image test test-short fuzz proto bench bench-harness chaos chaos-long vet fmt clean
 
 all: build
 
@@ -124,6 +124,20 @@ bench-harness: build
 	$(BIN)/megaflow-bench throughput --out $(BENCH_OUT) $(BENCH_FLAGS)
 	$(BIN)/megaflow-bench failover --out $(BENCH_OUT) $(BENCH_FLAGS)
 	$(BIN)/megaflow-bench replay --out $(BENCH_OUT) $(BENCH_FLAGS)
+
+# Fault drills on real head and worker processes in their own network
+# namespaces (docs/reliability.md); root, iproute2 and iptables needed.
+# chaos: the short profile (about 3 minutes, also run by make test as
+# TestChaosShortProfile); chaos-long: the 30-minute release check.
+# CHAOS_FLAGS="--seed 42" replays a schedule.
+CHAOS_FLAGS ?=
+chaos: build
+	$(GO) build -o $(BIN)/megaflow-bench ./cmd/megaflow-bench
+	$(BIN)/megaflow-bench chaos --out $(BENCH_OUT) $(CHAOS_FLAGS)
+
+chaos-long: build
+	$(GO) build -o $(BIN)/megaflow-bench ./cmd/megaflow-bench
+	$(BIN)/megaflow-bench chaos --profile long --out $(BENCH_OUT) $(CHAOS_FLAGS)
 
 clean:
 	rm -rf $(BIN) .tools

@@ -1,7 +1,9 @@
 // Command megaflow-bench is MegaFlow's benchmark harness: it reproduces the
 // paper's scaling curves with simulated instances (scale), measures
 // end-to-end task throughput against Dask distributed (throughput), leader
-// and worker failover (failover), and replays a cluster trace (replay).
+// and worker failover (failover), replays a cluster trace (replay), and
+// runs fault drills on real processes on their own network hosts with a
+// linearizability check of what clients saw (chaos).
 // Each subcommand writes CSVs, PNG plots and a markdown report into --out.
 // bench/README.md describes the runs and their figures.
 package main
@@ -73,6 +75,6 @@ func rootCmd() *cobra.Command {
 	pf.BoolVar(&g.full, "full", false, "the full runs (longer; see bench/README.md) instead of the short defaults")
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write this process's CPU profile to this file (go tool pprof)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log the system under test at info level (into <out>/<subcommand>.log)")
-	root.AddCommand(scaleCmd(g), throughputCmd(g), failoverCmd(g), replayCmd(g))
+	root.AddCommand(scaleCmd(g), throughputCmd(g), failoverCmd(g), replayCmd(g), chaosCmd(g))
 	return root
 }

@@ -53,6 +53,11 @@ func TestImportsFlowOneWay(t *testing.T) {
 			"the blob contract, the file store and the spool link no S3 SDK; only composition roots pick s3blob"},
 		{"internal/blob/fileblob", []string{"github.com/aws/", module + "internal/blob/s3blob"},
 			"the file store links no S3 SDK"},
+		{"internal/chaos/harness", []string{"github.com/hashicorp/raft", "github.com/hashicorp/memberlist", module + "head", module + "worker",
+			module + "runtime"},
+			"the chaos harness drives the real binaries from outside, through the client library: it links no head or worker code"},
+		{"internal/chaos/check", []string{"google.golang.org/grpc", module + "client", module + "internal/wire"},
+			"the verdict is pure: histories and tables in, a verdict out"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.pkg, func(t *testing.T) {
