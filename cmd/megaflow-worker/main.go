@@ -58,6 +58,7 @@ type flags struct {
 	artifacts           string
 	spoolMaxBytes       int64
 	servicePorts        string
+	initPath            string
 }
 
 func newCommand(out io.Writer) *cobra.Command {
@@ -117,6 +118,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.DurationVar(&f.shutdownGrace, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
 	fl.StringVar(&f.artifacts, "artifacts", "", "artifact store for logs, output files and large results: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3, the same as the heads')")
 	fl.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", 1<<30, "local upload spool (<data-dir>/spool) bound in bytes: uploads wait there while the store is down")
+	fl.StringVar(&f.initPath, "init-path", "", "megaflow-init binary, the init of every task that stops it when this worker's lease lapses (default: next to this executable, then $PATH; required with --runtime docker)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")
@@ -155,6 +157,15 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 	}
 	defer closeRT()
 	cfg.Runtime = rt
+	initPath, err := worker.FindInit(f.initPath)
+	switch {
+	case err == nil:
+		cfg.InitPath = initPath
+	case f.runtime == "docker" || f.initPath != "":
+		return fmt.Errorf("megaflow-worker: %w", err)
+	default:
+		logger.Warn("running process tasks without megaflow-init: they outlive this worker if it crashes or freezes", "err", err)
+	}
 	closeArtifacts, err := openArtifacts(&cfg, f, logger)
 	if err != nil {
 		return err

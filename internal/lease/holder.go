@@ -16,7 +16,8 @@ type Holder struct {
 	cfg     Config        // as the head last said
 	// lapsedAt is when the worker last found its lease lapsed (Expired
 	// true when asked, or an ack arriving after the expiry); zero: never.
-	lapsedAt time.Time
+	// lapsedExpiry is the expiry that lapse passed.
+	lapsedAt, lapsedExpiry time.Time
 }
 
 type sentRenewal struct {
@@ -72,16 +73,20 @@ func (h *Holder) Expired(now time.Time) bool {
 	if !h.Held() || now.Before(h.renewed.Add(h.cfg.Duration)) {
 		return false
 	}
-	h.lapsedAt = now
+	h.lapsedAt, h.lapsedExpiry = now, h.renewed.Add(h.cfg.Duration)
 	return true
 }
 
 // LapsedSince reports whether the lease lapsed at t or later (as Expired
-// or Acked found it), or is expired at now: an attempt that began at t and
-// ended after such a lapse ended because of it (its init killed it) or
-// must be stopped.
-func (h *Holder) LapsedSince(t, now time.Time) bool {
-	return h.Expired(now) || !h.lapsedAt.IsZero() && !h.lapsedAt.Before(t)
+// or Acked found it), or is expired at now, and the expiry that lapse
+// passed: an attempt that began at t and whose container ended at or
+// after that expiry ended because of it (its init killed it) or must be
+// stopped; one that ended before it ended on its own.
+func (h *Holder) LapsedSince(t, now time.Time) (lapsed bool, expiry time.Time) {
+	if h.Expired(now) || !h.lapsedAt.IsZero() && !h.lapsedAt.Before(t) {
+		return true, h.lapsedExpiry
+	}
+	return false, time.Time{}
 }
 
 // Renewed returns the send time of the newest acked renewal (zero: none).

@@ -154,18 +154,18 @@ func TestHolderLapsedSinceAndInitExpiry(t *testing.T) {
 	if got, want := h.InitExpiry(), at(12.5); !got.Equal(want) {
 		t.Fatalf("InitExpiry = %v, want %v (lease + half the margin)", got, want)
 	}
-	if h.LapsedSince(at(1), at(5)) {
+	if l, _ := h.LapsedSince(at(1), at(5)); l {
 		t.Fatal("LapsedSince before any lapse")
 	}
-	if !h.LapsedSince(at(1), at(11)) {
-		t.Fatal("LapsedSince at an expired lease = false")
+	if l, e := h.LapsedSince(at(1), at(11)); !l || !e.Equal(at(10)) {
+		t.Fatalf("LapsedSince at an expired lease = %v, expiry %v; want true, %v", l, e, at(10))
 	}
 	h.Sent(2, at(11))
 	h.Acked(2, c, at(11.1)) // renewed after the lapse at 11
-	if !h.LapsedSince(at(1), at(12)) {
+	if l, e := h.LapsedSince(at(1), at(12)); !l || !e.Equal(at(10)) {
 		t.Fatal("an attempt begun at 1 went through the lapse at 11")
 	}
-	if h.LapsedSince(at(11.5), at(12)) {
+	if l, _ := h.LapsedSince(at(11.5), at(12)); l {
 		t.Fatal("an attempt begun after the lapse did not go through it")
 	}
 }

@@ -31,13 +31,16 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 //
 //	megaflow-init [--lease FILE] [--grace 1s] [--poll 200ms] -- COMMAND [ARG...]
 //
-// It starts COMMAND in a process group of its own, forwards the signals it
-// gets to that group, reaps every child (it is PID 1 in a container, and
-// a child subreaper elsewhere, so orphans of the task come to it), and
-// reads FILE every --poll: once the expiry it holds has passed, it says so
-// on stderr, sends SIGTERM to the task's group, and --grace later SIGKILL
-// to every process it can reach (all of the container's as PID 1; its
-// descendants otherwise). When COMMAND exits, whatever it left in its
+// As PID 1 (a container) it starts COMMAND in a process group of its own
+// and forwards the signals it gets to that group, as tini does. Elsewhere
+// (the parent of a process-runtime task) COMMAND stays in the init's own
+// process group, so that the runtime's signals to that group reach the
+// task directly, and the init, a child subreaper, passes the signals it
+// gets on to its descendants (orphans of the task come to it). It reaps
+// every child, and reads FILE every --poll: once the expiry it holds has
+// passed, it says so on stderr, sends SIGTERM to the task, and --grace
+// later SIGKILL to every process it can reach (all of the container's as
+// PID 1; its descendants otherwise). When COMMAND exits, whatever it left in its
 // group (and, outside a container, below the init) is killed, and Main
 // returns COMMAND's exit status (128+N for a signal N). Without --lease
 // it is a plain init. Messages go to stderr, the task's log.
@@ -91,7 +94,7 @@ func Main(args []string, stderr io.Writer) int {
 	}
 	proc, err := os.StartProcess(path, command, &os.ProcAttr{
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   &syscall.SysProcAttr{Setpgid: pid1},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "megaflow-init: start %s: %v\n", command[0], err)
@@ -116,7 +119,7 @@ func Main(args []string, stderr io.Writer) int {
 				}
 				continue
 			}
-			_ = syscall.Kill(-child, s.(syscall.Signal))
+			signalTask(child, pid1, s.(syscall.Signal))
 		case now := <-tick.C:
 			if *leaseFile == "" {
 				continue
@@ -127,7 +130,7 @@ func Main(args []string, stderr io.Writer) int {
 			if killAt.IsZero() && !now.Before(expiry) {
 				fmt.Fprintf(stderr, "megaflow-init: the worker's lease expired at %s (the worker is gone or frozen and did not renew it); stopping the task (SIGTERM, SIGKILL in %v)\n",
 					expiry.Format(time.RFC3339Nano), *grace)
-				_ = syscall.Kill(-child, syscall.SIGTERM)
+				signalTask(child, pid1, syscall.SIGTERM)
 				killAt = now.Add(*grace)
 			}
 			if !killAt.IsZero() && !now.Before(killAt) {
@@ -181,13 +184,24 @@ func reapAll() {
 	}
 }
 
-// killTree sends sig to the task's process group and to every other
-// process the init can reach: all processes of the container's PID
-// namespace when it is PID 1, its descendants (orphans included, as a
-// subreaper) otherwise.
-func killTree(child int, pid1 bool, sig syscall.Signal) {
-	_ = syscall.Kill(-child, sig)
+// signalTask passes sig on to the task: its process group as PID 1, every
+// descendant of the init otherwise.
+func signalTask(child int, pid1 bool, sig syscall.Signal) {
 	if pid1 {
+		_ = syscall.Kill(-child, sig)
+		return
+	}
+	for _, pid := range descendants(os.Getpid()) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// killTree sends sig to every process the init can reach: all processes
+// of the container's PID namespace when it is PID 1, its descendants
+// (orphans included, as a subreaper) otherwise.
+func killTree(child int, pid1 bool, sig syscall.Signal) {
+	if pid1 {
+		_ = syscall.Kill(-child, sig)
 		_ = syscall.Kill(-1, sig) // every process but PID 1 itself
 		return
 	}
