@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -196,21 +195,13 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 }
 
 // renewThroughGossip sends a lease renewal to the gossip member of the
-// last leader this worker was connected to. It may block for gossip's TCP
-// timeout; the lease loop calls it.
+// last leader that welcomed this worker (heads' gossip names are their
+// node ids). It may block for gossip's TCP timeout; the lease loop calls
+// it.
 func (w *Worker) renewThroughGossip() {
 	w.mu.Lock()
-	leader := w.leader
+	name := w.leaderID
 	w.mu.Unlock()
-	if leader == "" {
-		return
-	}
-	name := ""
-	for _, m := range w.gossip.Members() {
-		if m.Meta.Role == gossip.RoleHead && m.Status == gossip.StatusAlive && m.Meta.GRPCAddr == leader {
-			name = m.Name
-		}
-	}
 	if name == "" {
 		return
 	}

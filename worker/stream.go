@@ -364,6 +364,7 @@ func (w *Worker) welcomed(addr string, wel *wire.Welcome, announced int) error {
 	}
 	w.maxTerm = wel.GetTerm()
 	w.connected, w.leader, w.welcomedAt = true, addr, w.clock.Now()
+	w.leaderID = wel.GetLeaderId()
 	w.log.Info("connected to the leader", "leader", addr, "leader_id", wel.GetLeaderId(), "term", wel.GetTerm(),
 		"announced_attempts", announced, "unacked_batches", w.outbox.unackedLen())
 	return nil

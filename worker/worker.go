@@ -61,6 +61,7 @@ type Worker struct {
 	connected  bool      // a stream to the leader is up (after Welcome)
 	welcomedAt time.Time // clock time of the last Welcome
 	leader     string    // gRPC address of the connected leader
+	leaderID   string    // node id (gossip name) of the last leader that welcomed this worker
 	maxTerm    uint64    // highest leader term seen in a Welcome
 
 	// The lease (lease.go); leaseMu is taken before mu, never after.
