@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func dockerCluster(t *testing.T, n int, configure func(*worker.Config)) (*testcl
 		cluster = cluster[:60]
 	}
 	c := testcluster.New(t, testcluster.Options{})
+	initPath := filepath.Join(buildInit(t), "megaflow-init") // PID 1 of every container, as in production
 	for range n {
 		rt, err := docker.New(docker.DefaultConfig())
 		if err != nil {
@@ -37,6 +39,7 @@ func dockerCluster(t *testing.T, n int, configure func(*worker.Config)) (*testcl
 				cfg.ClusterName = cluster
 				cfg.ReconcileInterval = time.Second
 				cfg.StopGrace = 2 * time.Second
+				cfg.InitPath = initPath
 				if configure != nil {
 					configure(cfg)
 				}
