@@ -207,6 +207,10 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 		return false, err
 	}
 	w.leaseAcked(helloID, welcome.GetLeaseMillis(), welcome.GetLeaseMarginMillis())
+	if l := time.Duration(welcome.GetLeaseMillis()) * time.Millisecond; l > 0 && l < 3*w.cfg.HeartbeatInterval {
+		w.log.Warn("the heads' worker lease is under three heartbeats: a late heartbeat stops every attempt; lower --heartbeat-interval or raise --worker-lease",
+			"lease", l, "heartbeat_interval", w.cfg.HeartbeatInterval)
+	}
 	defer w.disconnected()
 	// The Welcome names the announced attempts that are not current; stop
 	// them, then take over the others (their stop is queued first).
