@@ -1,7 +1,7 @@
 # MegaFlow build. `make test` is what CI runs (see .ci/run).
 GO        ?= go
 BIN       := bin
-CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model megaflow-sh
+CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-model megaflow-sh megaflow-init
 # What --version prints (internal/version): the nearest v* tag (git
 # describe; v0.0.0-dev without one), the commit, the build date (UTC;
 # SOURCE_DATE_EPOCH for a reproducible build). Override on the command line.

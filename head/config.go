@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/head/scheduler"
+	"github.com/megaflow/megaflow/internal/lease"
 )
 
 // Config configures a Head. Build it from DefaultConfig, set the node's id,
@@ -68,19 +69,15 @@ type Config struct {
 	// finished are kept before the leader drops them.
 	StagedTTL time.Duration
 
-	// WorkerGrace is how long a worker the table holds alive may go without
-	// a stream to the leader before it is declared down and its attempts
-	// are re-queued.
-	WorkerGrace time.Duration
-	// GossipDeadGrace is how long a worker that gossip reports dead must
-	// also have been without a stream to the leader (or, on a new leader,
-	// how long since leadership began) before that report declares it down,
-	// ahead of WorkerGrace. Gossip's failure detector has false positives on
-	// a busy host, and workers need a moment to reconnect after a leader
-	// change; a crashed worker is still declared down within about
-	// GossipDeadGrace plus gossip's detection time. A value above
-	// WorkerGrace acts as WorkerGrace.
-	GossipDeadGrace time.Duration
+	// Lease is the worker lease (internal/lease): a worker stops its
+	// attempts when it has had no heartbeat acked for Lease.Duration, and
+	// the leader declares a worker down and re-queues its attempts only
+	// when it has not heard from it (stream or gossip renewal) for
+	// Lease.Duration+Lease.Margin. Default 10 s and 5 s (--worker-lease,
+	// --worker-lease-margin). Gossip's verdicts do not shorten it: a
+	// worker gossip reports dead may still run its attempts until its
+	// lease lapses.
+	Lease lease.Config
 	// ScheduleInterval is the shortest time between two scheduling rounds
 	// (rounds run when the table changes, batched over this interval).
 	ScheduleInterval time.Duration
@@ -126,8 +123,7 @@ func DefaultConfig() Config {
 		EventRetention:        100_000,
 		StagedTTL:             5 * time.Minute,
 		ArtifactSweepInterval: 10 * time.Minute,
-		WorkerGrace:           15 * time.Second,
-		GossipDeadGrace:       3 * time.Second,
+		Lease:                 lease.DefaultConfig(),
 		Scheduler:             scheduler.DefaultPolicy(),
 		ScheduleInterval:      5 * time.Millisecond,
 		SnapshotThreshold:     8192,
@@ -172,11 +168,8 @@ func (c *Config) Validate() error {
 	if c.EventRetention < 1000 {
 		errsList = append(errsList, fmt.Errorf("EventRetention %d is below 1000", c.EventRetention))
 	}
-	if c.WorkerGrace <= 0 {
-		errsList = append(errsList, fmt.Errorf("WorkerGrace %v must be positive", c.WorkerGrace))
-	}
-	if c.GossipDeadGrace < 0 {
-		errsList = append(errsList, fmt.Errorf("GossipDeadGrace %v must not be negative", c.GossipDeadGrace))
+	if err := c.Lease.Validate(); err != nil {
+		errsList = append(errsList, err)
 	}
 	if c.ScheduleInterval <= 0 || c.ScheduleInterval > time.Second {
 		errsList = append(errsList, fmt.Errorf("ScheduleInterval %v must be in (0, 1s]", c.ScheduleInterval))

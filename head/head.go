@@ -53,7 +53,9 @@ type Head struct {
 	leaderKick  chan struct{} // gossip changed: the leader loop reconciles heads
 	leaderMu    sync.Mutex
 	leaderDone  chan struct{} // closed when the current leadership ends; nil when not leading
-	sessions    *sessions     // live worker streams (leader only)
+	leaderStart time.Time     // when the current leadership began (leaderMu)
+	sessions    *sessions     // live worker streams and leases (leader only)
+	leaseMsgs   chan []byte   // lease renewals received through gossip (leaseGossip)
 	limiter     *rateLimiter  // per-tenant API rate limit; nil: none
 
 	registry *obs.Registry // this head's metrics (no global registry)
@@ -121,6 +123,8 @@ func New(cfg Config) (*Head, error) {
 	if cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()
 	}
+	h.leaseMsgs = make(chan []byte, 256)
+	gcfg.OnMessage = h.onGossipMessage
 	gcfg.Meta = gossip.Meta{Role: gossip.RoleHead, NodeID: cfg.NodeID, RaftAddr: node.Addr(), GRPCAddr: lis.Addr().String()}
 	if cfg.Version != "" {
 		gcfg.Meta.Extra = map[string]string{version.MetaKey: cfg.Version}

@@ -37,6 +37,9 @@ func (h *Head) leaderLoop(ctx context.Context) {
 	}()
 	h.sessions.reset()
 	since := time.Now()
+	h.leaderMu.Lock()
+	h.leaderStart = since
+	h.leaderMu.Unlock()
 	h.leaderReady.Store(true)
 	defer h.leaderReady.Store(false)
 	h.logger.Info("leadership established", "term", h.node.Raft().CurrentTerm(), "applied", h.fsm.AppliedIndex())
@@ -53,6 +56,12 @@ func (h *Head) leaderLoop(ctx context.Context) {
 		h.retentionLoop(ctx)
 	}()
 	defer func() { <-retentionDone }()
+	leaseDone := make(chan struct{})
+	go func() {
+		defer close(leaseDone)
+		h.leaseGossip(ctx)
+	}()
+	defer func() { <-leaseDone }()
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

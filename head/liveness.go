@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
-	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -22,48 +22,77 @@ func (h *Head) leaderLost() <-chan struct{} {
 	return h.leaderDone
 }
 
+// leaderSince returns when this head's current leadership began (zero
+// when it does not lead).
+func (h *Head) leaderSince() time.Time {
+	h.leaderMu.Lock()
+	defer h.leaderMu.Unlock()
+	return h.leaderStart
+}
+
 // checkWorkers runs on the leader: a worker the table holds ALIVE is
-// declared down when it has had no stream to this leader for WorkerGrace,
-// or for GossipDeadGrace while gossip says it is dead (both counted from
-// its last stream, or from when this head became leader). A clean stop
-// (gossip "left") gets the full grace, so that a worker restarted within it
-// takes its containers over. Gossip and missed streams are hints; the
-// verdict is a command in the log, and its attempts are re-queued by it.
+// declared down once its lease has expired on this leader, that is when
+// the leader has not heard from it (a message on its stream, a lease
+// renewal through gossip) for Lease.Duration+Lease.Margin, counted from
+// when this head became leader at the earliest (lease.HeadExpired). By
+// then the worker has stopped its attempts itself (its view expires
+// first), or its tasks' inits have. Gossip's verdicts are not used: a
+// worker gossip calls dead may still run its attempts until its lease
+// lapses, and one gossip calls alive but that renews nothing is as good as
+// gone. The verdict is a command in the log, and its attempts are
+// re-queued by it.
 func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
 	now := time.Now()
-	dead := map[string]bool{}
-	for _, m := range h.gossip.Members() {
-		// A worker that left said goodbye (a clean stop, often a restart):
-		// its containers keep running for it to take over, so it gets the
-		// stream grace like a dropped stream. A dead one crashed, or its
-		// host is too busy to answer probes: its stream decides.
-		if m.Meta.Role == gossip.RoleWorker && m.Status == gossip.StatusDead {
-			dead[m.Meta.NodeID] = true
-		}
-	}
 	for _, w := range h.fsm.View().Workers() {
-		if w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE || h.sessions.connected(w.Info.Id) {
+		if w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE {
 			continue
 		}
-		ended, ok := h.sessions.since(w.Info.Id)
-		if !ok || ended.Before(since) {
-			ended = since
-		}
-		away := now.Sub(ended)
-		var reason string
-		switch {
-		case away >= h.cfg.WorkerGrace:
-			reason = "no stream to the leader for " + h.cfg.WorkerGrace.String()
-		case dead[w.Info.Id] && away >= h.cfg.GossipDeadGrace:
-			reason = "gossip: dead, and no stream to the leader for " + away.Round(time.Millisecond).String()
-		default:
+		renewed := h.sessions.renewedAt(w.Info.Id)
+		if !lease.HeadExpired(h.cfg.Lease, renewed, since, now) {
 			continue
 		}
+		reason := "lease expired: not heard from for " + (h.cfg.Lease.Duration + h.cfg.Lease.Margin).String() + " (--worker-lease plus --worker-lease-margin)"
 		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason, UnixNanos: now.UnixNano()}
 		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {
 			h.logger.Warn("declaring worker down failed", "worker", w.Info.Id, "err", err)
 			continue
 		}
 		h.logger.Info("worker declared down; its attempts are re-queued", "worker", w.Info.Id, "reason", reason)
+	}
+}
+
+// leaseGossip serves the lease renewals workers send through gossip
+// (lease.Renewal) while this head leads: each renews the worker's lease as
+// a message on its stream would, and is answered with a lease.Ack to the
+// sender's gossip member. The leader loop owns it; it returns when ctx
+// ends.
+func (h *Head) leaseGossip(ctx context.Context) {
+	for {
+		var msg []byte
+		select {
+		case <-ctx.Done():
+			return
+		case msg = <-h.leaseMsgs:
+		}
+		r, _, err := lease.Decode(msg)
+		if err != nil || r == nil || r.Worker == "" || r.From == "" {
+			continue
+		}
+		h.sessions.renew(r.Worker, time.Now())
+		ack := lease.EncodeAck(lease.Ack{Worker: r.Worker, ID: r.ID,
+			LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), MarginMillis: h.cfg.Lease.Margin.Milliseconds()})
+		if err := h.gossip.SendTo(r.From, ack); err != nil {
+			h.logger.Debug("lease ack through gossip failed", "worker", r.Worker, "err", err)
+		}
+	}
+}
+
+// onGossipMessage is the gossip member's Config.OnMessage: it queues a
+// user message for leaseGossip, dropping it when the queue is full (the
+// worker renews again a heartbeat later).
+func (h *Head) onGossipMessage(b []byte) {
+	select {
+	case h.leaseMsgs <- b:
+	default:
 	}
 }

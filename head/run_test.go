@@ -269,7 +269,7 @@ func TestSessionTasksFollowTheirWorker(t *testing.T) {
 // splitting the session onto another worker.
 func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
-		cfg.WorkerGrace, cfg.GossipDeadGrace = time.Minute, time.Minute // the killed worker stays ALIVE in the table
+		cfg.Lease.Duration, cfg.Lease.Margin = time.Minute, time.Second // the killed worker stays ALIVE in the table
 	}})
 	clock := fake.NewManualClock(time.Now())
 	rts := []*fake.Runtime{fake.New(nil), fake.New(clock)}

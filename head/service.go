@@ -12,6 +12,7 @@ import (
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -440,8 +441,19 @@ func (s *service) ListWorkers(ctx context.Context, req *wire.ListWorkersRequest)
 		return nil, errs.ToStatus(err)
 	}
 	out := &wire.ListWorkersResponse{Meta: meta}
+	leading := s.h.IsLeader() && s.h.leaderReady.Load()
+	now := time.Now()
 	for _, w := range view.Workers() {
-		out.Workers = append(out.Workers, w.ToWire())
+		ww := w.ToWire()
+		if leading && w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {
+			// The lease is the leader's memory, not the table's.
+			renewed, since := s.h.sessions.renewedAt(w.Info.Id), s.h.leaderSince()
+			if !renewed.IsZero() {
+				ww.LeaseRenewedUnixNanos = renewed.UnixNano()
+			}
+			ww.LeaseExpiresUnixNanos = now.Add(lease.HeadExpiresIn(s.h.cfg.Lease, renewed, since, now)).UnixNano()
+		}
+		out.Workers = append(out.Workers, ww)
 	}
 	return out, nil
 }

@@ -68,17 +68,36 @@ func (ss *sessions) duplicateOf(info *wire.WorkerInfo, now time.Time) error {
 		info.GetId(), old.instance, ago.Round(time.Millisecond), info.GetInstance(), duplicateWindow)
 }
 
-// sessions tracks the live worker streams of this leader, and when each
-// worker's last stream ended (for the grace period before it is declared
-// down). Owned by Head.
+// sessions tracks the live worker streams of this leader, when each
+// worker's last stream ended, and when this leader last heard from each
+// worker (its lease: checkWorkers). Owned by Head.
 type sessions struct {
-	mu    sync.Mutex
-	live  map[string]*session
-	ended map[string]time.Time
+	mu      sync.Mutex
+	live    map[string]*session
+	ended   map[string]time.Time
+	renewed map[string]time.Time // last message or gossip renewal, by worker id
 }
 
 func newSessions() *sessions {
-	return &sessions{live: map[string]*session{}, ended: map[string]time.Time{}}
+	return &sessions{live: map[string]*session{}, ended: map[string]time.Time{}, renewed: map[string]time.Time{}}
+}
+
+// renew records that this leader heard from worker id at now: a message
+// on its stream or a lease renewal through gossip.
+func (ss *sessions) renew(id string, now time.Time) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if now.After(ss.renewed[id]) {
+		ss.renewed[id] = now
+	}
+}
+
+// renewedAt returns when this leader last heard from worker id (zero:
+// never, since it became leader).
+func (ss *sessions) renewedAt(id string) time.Time {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.renewed[id]
 }
 
 // attach registers s as its worker's stream, ending an older one.
@@ -118,12 +137,14 @@ func (ss *sessions) since(id string) (time.Time, bool) {
 	return t, ok
 }
 
-// reset forgets when streams ended (on leadership gain: every worker gets
-// a fresh grace period to reconnect to the new leader).
+// reset forgets when streams ended and the leases (on leadership gain:
+// every worker gets a full lease from the new leadership's start to
+// reconnect to the new leader).
 func (ss *sessions) reset() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.ended = map[string]time.Time{}
+	ss.renewed = map[string]time.Time{}
 }
 
 // Connect serves one worker's stream until it ends or this head stops
@@ -153,6 +174,7 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	}
 	sess := &session{workerID: info.Id, instance: info.GetInstance(), send: make(chan *wire.HeadMessage, 256), done: make(chan struct{})}
 	sess.lastSeen.Store(time.Now().UnixNano())
+	h.sessions.renew(info.Id, time.Now())
 	if old := h.sessions.attach(sess); old != nil {
 		close(old.done)
 	}
@@ -166,7 +188,8 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	if err != nil {
 		return errs.ToStatus(err)
 	}
-	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm(), ClusterId: clusterID}
+	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm(), ClusterId: clusterID,
+		LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), LeaseMarginMillis: h.cfg.Lease.Margin.Milliseconds()}
 	for _, m := range stops {
 		welcome.Stops = append(welcome.Stops, m.GetStop())
 	}
@@ -255,6 +278,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		}
 		m := r.msg
 		sess.lastSeen.Store(time.Now().UnixNano())
+		s.h.sessions.renew(sess.workerID, time.Now())
 		if gh := m.GetGpuHealth(); gh != nil {
 			// Unhealthy GPUs: marked in the table, their attempts lost.
 			cmd := &wire.GpuHealthCommand{WorkerId: sess.workerID, Unhealthy: gh.GetUnhealthy(), UnixNanos: time.Now().UnixNano()}
@@ -272,9 +296,20 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 				return errs.ToStatus(err)
 			}
 		}
+		if hb := m.GetHeartbeat(); hb != nil {
+			// The lease is renewed (above); the ack lets the worker count
+			// it from when it sent the heartbeat.
+			ack := &wire.HeadMessage{Msg: &wire.HeadMessage_LeaseAck{LeaseAck: &wire.LeaseAck{HeartbeatUnixNanos: hb.GetUnixNanos(),
+				LeaseMillis: s.h.cfg.Lease.Duration.Milliseconds(), LeaseMarginMillis: s.h.cfg.Lease.Margin.Milliseconds()}}}
+			select {
+			case sess.send <- ack:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		batch := m.GetEvents()
 		if batch == nil {
-			continue // heartbeat: the stream being alive is what counts
+			continue
 		}
 		events, seq := batch.Events, batch.Seq
 	merge:
@@ -283,6 +318,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			case next := <-in:
 				if b := next.msg.GetEvents(); next.err == nil && b != nil {
 					sess.lastSeen.Store(time.Now().UnixNano())
+					s.h.sessions.renew(sess.workerID, time.Now())
 					events, seq = append(events[:len(events):len(events)], b.Events...), b.Seq
 					continue
 				}

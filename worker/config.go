@@ -174,6 +174,13 @@ type Config struct {
 	// HTTPAddr is the host:port of the HTTP listener serving /metrics,
 	// /healthz and /readyz; empty: none. Port 0 picks a free port (tests).
 	HTTPAddr string
+	// InitPath is the host path of megaflow-init (cmd/megaflow-init, a
+	// static binary), the init every container and process-runtime task
+	// runs under: it stops the task when this worker's lease lapses (the
+	// worker killed or frozen), so no task outlives the lease. "": none
+	// (Docker's own init, and tasks outlive a crashed worker);
+	// cmd/megaflow-worker looks for it next to its executable.
+	InitPath string
 	// Collectors are extra metric collectors the worker registers in its
 	// registry (the GPU collector of gpu.NewCollector on a GPU machine).
 	Collectors []prometheus.Collector

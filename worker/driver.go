@@ -137,6 +137,7 @@ type driver struct {
 	stoppedClosed bool
 	shipper       *artifact.LogShipper // the log's shipper, once the wait began (artifacts on)
 
+	began       time.Time          // when the worker took the attempt (lease lapses after it stop it)
 	svc         *serviceRun        // nil for a batch task (service.go)
 	probeCancel context.CancelFunc // abandons the readiness probe in flight
 }
@@ -148,6 +149,7 @@ func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a 
 		log: w.log.With("task", h.key.TaskID, "attempt", h.key.Attempt),
 		ctx: ctx, cancel: cancel,
 		persistent: a != nil && w.persistent(a),
+		began:      w.clock.Now(),
 	}
 }
 
@@ -192,6 +194,11 @@ func (d *driver) run() {
 }
 
 func (d *driver) apply(ev attempt.Event) {
+	if wd, ok := ev.(attempt.WaitDone); ok && d.w.endedByLapse(d.began, wd.Exit.FinishedAt) {
+		// The lease lapsed while it ran: its init killed it, or the
+		// worker is stopping it. It ends STOPPED (the head retries it).
+		d.apply(attempt.StopRequest{Reason: "worker lease lapsed"})
+	}
 	now := d.w.clock.Now()
 	effects := d.m.Step(ev, now)
 	d.h.mu.Lock()
@@ -479,6 +486,7 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 		network = "none"
 	}
 	return contract.Spec{
+		Init:         w.initSpec(),
 		Ports:        ports,
 		Name:         ContainerName(w.nameScope(), k),
 		Image:        s.GetImage(),

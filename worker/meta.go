@@ -62,6 +62,7 @@ func (w *Worker) newGossip() (*gossip.Gossip, error) {
 		w.log.Info("joining the heads saved by the last run too", "join", w.cfg.Join, "saved", saved, "file", filepath.Join(w.cfg.DataDir, gossip.SeedsFile))
 	}
 	gcfg.Logger = w.log
+	gcfg.OnMessage = w.onGossipMessage
 	if w.cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()
 	}

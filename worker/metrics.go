@@ -22,6 +22,7 @@ type workerMetrics struct {
 	startSlotWait prometheus.Histogram
 	startFailures *prometheus.CounterVec
 	orphans       prometheus.Counter
+	leaseLapses   prometheus.Counter
 	backlog       prometheus.Gauge
 	backlogBytes  prometheus.Gauge
 }
@@ -50,6 +51,10 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 			Namespace: obs.Namespace, Subsystem: "worker", Name: "orphans_reaped_total",
 			Help: "Containers of this worker that no attempt held (leaked or left by a crash) and that reconciliation removed.",
 		}),
+		leaseLapses: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: "worker", Name: "lease_lapses_total",
+			Help: "Times this worker's lease lapsed (no heartbeat acked by the leader within the lease) and it stopped every attempt it held.",
+		}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Name: "artifact_upload_backlog",
 			Help: "Artifacts waiting to be uploaded to the blob store from this worker (set by the artifact uploader).",
@@ -76,7 +81,7 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 		defer w.mu.Unlock()
 		return float64(len(w.attempts))
 	})
-	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.backlog, m.backlogBytes, connected, held)
+	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.leaseLapses, m.backlog, m.backlogBytes, connected, held)
 	return m
 }
 

@@ -300,6 +300,7 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 	}()
 
 	spec := contract.Spec{
+		Init:         w.initSpec(),
 		Name:         name,
 		Image:        tmpl.Image,
 		Command:      slices.Clone(w.cfg.PoolKeeper),

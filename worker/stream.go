@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
@@ -46,7 +47,11 @@ func (w *Worker) runStream(ctx context.Context) {
 			conn, ok := conns[addr]
 			if !ok {
 				var err error
-				conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+					// A stream whose packets vanish (a firewall, a black-holing
+					// proxy) is noticed in Time+Timeout, not when TCP gives up.
+					// The head's EnforcementPolicy allows pings every 5 s.
+					grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}))
 				if err != nil {
 					lastErr = fmt.Errorf("dial %s: %w", addr, err)
 					continue
@@ -182,6 +187,7 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 		return false, errs.FromStatus(err)
 	}
 	hello := w.hello()
+	helloID := w.leaseSent() // the Welcome acks it
 	if err := stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: hello}}); err != nil {
 		// The head's reason comes with Recv.
 		if _, rerr := stream.Recv(); rerr != nil {
@@ -200,6 +206,11 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 	w.learnClusterID(welcome.GetClusterId())
 	if err := w.welcomed(addr, welcome, len(hello.GetRunning())); err != nil {
 		return false, err
+	}
+	w.leaseAcked(helloID, welcome.GetLeaseMillis(), welcome.GetLeaseMarginMillis())
+	if l := time.Duration(welcome.GetLeaseMillis()) * time.Millisecond; l > 0 && l < 3*w.cfg.HeartbeatInterval {
+		w.log.Warn("the heads' worker lease is under three heartbeats: a late heartbeat stops every attempt; lower --heartbeat-interval or raise --worker-lease",
+			"lease", l, "heartbeat_interval", w.cfg.HeartbeatInterval)
 	}
 	defer w.disconnected()
 	// The Welcome names the announced attempts that are not current; stop
@@ -280,11 +291,14 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 		if linger != nil {
 			lingerC = linger.C()
 		}
+		// After a freeze, the lease is checked before anything else.
+		w.checkLease()
 		select {
 		case <-ctx.Done():
 			_ = stream.CloseSend()
 			return true, ctx.Err()
 		case r := <-recv:
+			w.checkLease()
 			if r.err != nil {
 				return true, errs.FromStatus(r.err)
 			}
@@ -312,7 +326,7 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 			if w.headGone(addr) {
 				return true, fmt.Errorf("gossip reports the leader at %s gone", addr)
 			}
-			hbMsg := &wire.WorkerMessage{Msg: &wire.WorkerMessage_Heartbeat{Heartbeat: &wire.Heartbeat{UnixNanos: w.clock.Now().UnixNano(),
+			hbMsg := &wire.WorkerMessage{Msg: &wire.WorkerMessage_Heartbeat{Heartbeat: &wire.Heartbeat{UnixNanos: w.leaseSent(),
 				Info: w.takeInfoUpdate()}}}
 			if err := send(hbMsg); err != nil {
 				return true, err
@@ -334,6 +348,8 @@ func (w *Worker) handleHeadMessage(ctx context.Context, m *wire.HeadMessage) {
 		for _, f := range w.outbox.ack(msg.Ack.GetSeq()) {
 			f()
 		}
+	case *wire.HeadMessage_LeaseAck:
+		w.leaseAcked(msg.LeaseAck.GetHeartbeatUnixNanos(), msg.LeaseAck.GetLeaseMillis(), msg.LeaseAck.GetLeaseMarginMillis())
 	case *wire.HeadMessage_PoolTargets:
 		w.setPoolTargets(ctx, msg.PoolTargets.GetTargets())
 	case *wire.HeadMessage_Welcome:
@@ -353,6 +369,7 @@ func (w *Worker) welcomed(addr string, wel *wire.Welcome, announced int) error {
 	}
 	w.maxTerm = wel.GetTerm()
 	w.connected, w.leader, w.welcomedAt = true, addr, w.clock.Now()
+	w.leaderID = wel.GetLeaderId()
 	w.log.Info("connected to the leader", "leader", addr, "leader_id", wel.GetLeaderId(), "term", wel.GetTerm(),
 		"announced_attempts", announced, "unacked_batches", w.outbox.unackedLen())
 	return nil

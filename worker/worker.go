@@ -17,6 +17,7 @@ import (
 
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -62,7 +63,16 @@ type Worker struct {
 	connected  bool      // a stream to the leader is up (after Welcome)
 	welcomedAt time.Time // clock time of the last Welcome
 	leader     string    // gRPC address of the connected leader
+	leaderID   string    // node id (gossip name) of the last leader that welcomed this worker
 	maxTerm    uint64    // highest leader term seen in a Welcome
+
+	// The lease (lease.go); leaseMu is taken before mu, never after.
+	leaseMu      sync.Mutex
+	lease        lease.Holder
+	leaseLastID  int64       // the last renewal id given out
+	leaseStopped bool        // the current lapse stopped the attempts
+	leaseWritten time.Time   // the expiry last written to the lease file
+	leaseMsgs    chan []byte // lease acks received through gossip
 
 	running  atomic.Bool
 	stopOnce sync.Once
@@ -139,6 +149,7 @@ func New(cfg Config) (*Worker, error) {
 		},
 		imagePoke: make(chan struct{}, 1),
 		gpuPoke:   make(chan struct{}, 1),
+		leaseMsgs: make(chan []byte, 16),
 	}
 	if w.cfg.ImageRefreshInterval <= 0 {
 		w.cfg.ImageRefreshInterval = DefaultImageRefreshInterval
@@ -347,6 +358,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.adoptExisting(ctx) {
 		return nil
 	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.leaseLoop(ctx)
+	}()
 	w.wg.Add(2)
 	go func() {
 		defer w.wg.Done()

@@ -188,7 +188,9 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 		}
 		p := &proc{name: "worker " + id, bin: o.workerBin, log: filepath.Join(logDir, id+".log"), args: []string{
 			"--node-id", id, "--data-dir", filepath.Join(dir, id), "--gossip-addr", addr, "--http-addr", "127.0.0.1:0", "--join", strings.Join(gossip, ","),
-			"--runtime", "process", "--cpu-millis", "4000", "--memory-bytes", strconv.Itoa(4 << 30), "--nvml=false"}}
+			"--runtime", "process", "--cpu-millis", "4000", "--memory-bytes", strconv.Itoa(4 << 30), "--nvml=false",
+			// Heartbeats renew the lease (2/3 of the grace): several per lease.
+			"--heartbeat-interval", (o.workerGrace / 8).String()}}
 		if err := p.start(); err != nil {
 			return nil, err
 		}

@@ -33,6 +33,7 @@ func main() {
 func newCommand() *cobra.Command {
 	cfg := head.DefaultConfig()
 	var join, logFormat, logLevel, queueWeights, queueStrategies string
+	var workerGrace time.Duration
 	var artifactsURL string
 	cmd := &cobra.Command{
 		Use:   "megaflow-head",
@@ -51,6 +52,9 @@ Raft cluster together. A head started later with --join and no
 				return err
 			}
 			cfg.Logger = logger
+			if workerGrace > 0 {
+				cfg.Lease.Duration, cfg.Lease.Margin = workerGrace*2/3, workerGrace/3
+			}
 			if err := cfg.Scheduler.ParseQueuePolicies(queueWeights, queueStrategies); err != nil {
 				return err
 			}
@@ -96,8 +100,10 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&queueStrategies, "queue-strategies", "", "placement per queue, spread or binpack, e.g. eval=binpack (default: spread)")
 	f.IntVar(&cfg.RateBurst, "rate-burst", cfg.RateBurst, "calls a tenant may make at once above --rate-limit (0: the rate, rounded up)")
 	f.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", cfg.MaxQueueWait, "fail a task queued this long with an infeasible reason (0: never)")
-	f.DurationVar(&cfg.WorkerGrace, "worker-grace", cfg.WorkerGrace, "how long a worker may go without a stream to the leader before its attempts are re-queued")
-	f.DurationVar(&cfg.GossipDeadGrace, "gossip-dead-grace", cfg.GossipDeadGrace, "how long a worker gossip reports dead must also be without a stream before its attempts are re-queued (sooner than --worker-grace)")
+	f.DurationVar(&cfg.Lease.Duration, "worker-lease", cfg.Lease.Duration, "worker lease: a worker with no heartbeat acked for this long stops its attempts (and its tasks' init kills them when the worker is gone)")
+	f.DurationVar(&cfg.Lease.Margin, "worker-lease-margin", cfg.Lease.Margin, "how long after --worker-lease the leader waits before it re-queues the attempts of a worker it has not heard from")
+	f.DurationVar(&workerGrace, "worker-grace", 0, "deprecated: sets --worker-lease to 2/3 and --worker-lease-margin to 1/3 of this (the time before a silent worker's attempts are re-queued)")
+	_ = f.MarkHidden("worker-grace")
 	f.StringVar(&artifactsURL, "artifacts", "", "artifact store the workers upload to, read by megaflow logs/artifacts: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3)")
 	f.DurationVar(&cfg.ArtifactRetention, "artifact-retention", 0, "delete the artifacts of a finished graph this long after it ended (0: keep them until the graph is deleted; a graph's label megaflow.io/artifact-retention overrides it)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

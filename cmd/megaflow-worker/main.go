@@ -58,6 +58,7 @@ type flags struct {
 	artifacts           string
 	spoolMaxBytes       int64
 	servicePorts        string
+	initPath            string
 }
 
 func newCommand(out io.Writer) *cobra.Command {
@@ -106,6 +107,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.StringVar(&cfg.ClusterName, "cluster-name", cfg.ClusterName, "cluster label of this worker's containers")
 	fl.DurationVar(&cfg.StopGrace, "stop-grace", cfg.StopGrace, "time between SIGTERM and SIGKILL when an attempt is stopped")
 	fl.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", cfg.ReconcileInterval, "how often containers are reconciled")
+	fl.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", cfg.HeartbeatInterval, "how often a heartbeat (a lease renewal) goes to the leader; keep it well under the heads' --worker-lease")
 	fl.IntVar(&cfg.PoolMin, "pool-min", cfg.PoolMin, "warm containers kept per (image, tenant) for persistent tasks, even when idle")
 	fl.IntVar(&cfg.PoolMax, "pool-max", cfg.PoolMax, "warm containers at most per (image, tenant) for persistent tasks")
 	fl.DurationVar(&cfg.PoolIdle, "pool-idle", cfg.PoolIdle, "how long an idle warm container beyond --pool-min, or an idle session's container, is kept")
@@ -117,6 +119,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.DurationVar(&f.shutdownGrace, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
 	fl.StringVar(&f.artifacts, "artifacts", "", "artifact store for logs, output files and large results: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3, the same as the heads')")
 	fl.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", 1<<30, "local upload spool (<data-dir>/spool) bound in bytes: uploads wait there while the store is down")
+	fl.StringVar(&f.initPath, "init-path", "", "megaflow-init binary, the init of every task that stops it when this worker's lease lapses (default: next to this executable, then $PATH; required with --runtime docker)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")
@@ -155,6 +158,15 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 	}
 	defer closeRT()
 	cfg.Runtime = rt
+	initPath, err := worker.FindInit(f.initPath)
+	switch {
+	case err == nil:
+		cfg.InitPath = initPath
+	case f.runtime == "docker" || f.initPath != "":
+		return fmt.Errorf("megaflow-worker: %w", err)
+	default:
+		logger.Warn("running process tasks without megaflow-init: they outlive this worker if it crashes or freezes", "err", err)
+	}
 	closeArtifacts, err := openArtifacts(&cfg, f, logger)
 	if err != nil {
 		return err

@@ -77,7 +77,7 @@ func TestDemoStepSurvivesKill9OfLeader(t *testing.T) {
 	dir := t.TempDir()
 	bins := map[string]string{}
 	args := []string{"build", "-o", dir + "/"}
-	for _, c := range []string{"megaflow-head", "megaflow-worker", "megaflow", "megaflow-agent", "megaflow-model"} {
+	for _, c := range []string{"megaflow-head", "megaflow-worker", "megaflow", "megaflow-agent", "megaflow-model", "megaflow-init"} {
 		bins[c] = filepath.Join(dir, c)
 		args = append(args, "github.com/megaflow/megaflow/cmd/"+c)
 	}

@@ -193,6 +193,11 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		wc.MaxConcurrentStarts = o.MaxConcurrentStarts
 	}
 	wc.Logger = logger.With("daemon", "worker")
+	if p, err := worker.FindInit(""); err == nil {
+		wc.InitPath = p
+	} else {
+		wc.Logger.Warn("tasks run without megaflow-init: they outlive the worker if it crashes", "err", err)
+	}
 	w, err := worker.New(wc)
 	if err != nil {
 		_ = h.Shutdown(context.Background())

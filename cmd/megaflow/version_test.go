@@ -69,6 +69,10 @@ func TestClusterAndWorkersShowVersions(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The worker's lease as the leader holds it (issue 18).
+	if !strings.Contains(out, "LEASE") || !strings.Contains(out, "expires in") {
+		t.Errorf("megaflow workers shows no lease state:\n%s", out)
+	}
 	code, out, _ = cli(t, "--version")
 	if code != exitOK || out != "megaflow "+version.Get().String()+"\n" {
 		t.Errorf("megaflow --version: exit %d, %q", code, out)

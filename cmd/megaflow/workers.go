@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -28,7 +29,8 @@ func workersCmd(g *globals) *cobra.Command {
 				return g.printJSON(map[string]any{"workers": protoList(workers)})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKER\tSTATUS\tVERSION\tRUNTIME\tCPU (used/total)\tMEMORY (used/total)\tGPUS\tATTEMPTS\tLABELS\tREASON")
+			fmt.Fprintln(tw, "WORKER\tSTATUS\tVERSION\tRUNTIME\tCPU (used/total)\tMEMORY (used/total)\tGPUS\tATTEMPTS\tLEASE\tLABELS\tREASON")
+			now := time.Now()
 			for _, w := range workers {
 				capa, alloc := w.Info.GetCapacity(), w.GetAllocated()
 				var labels []string
@@ -36,15 +38,37 @@ func workersCmd(g *globals) *cobra.Command {
 					labels = append(labels, k+"="+v)
 				}
 				sort.Strings(labels)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%d/%d\t%d\t%s\t%s\n", w.Info.GetId(),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%d/%d\t%d\t%s\t%s\t%s\n", w.Info.GetId(),
 					strings.ToLower(strings.TrimPrefix(w.Status.String(), "WORKER_STATUS_")), orDash(w.Info.GetVersion()), w.Info.GetRuntime(),
 					float64(alloc.GetCpuMillis())/1000, float64(capa.GetCpuMillis())/1000,
 					bytesIEC(alloc.GetMemoryBytes()), bytesIEC(capa.GetMemoryBytes()), alloc.GetGpus(), capa.GetGpus(),
-					w.ActiveAttempts, orDash(strings.Join(labels, ",")), w.Reason)
+					w.ActiveAttempts, leaseState(w.GetLeaseRenewedUnixNanos(), w.GetLeaseExpiresUnixNanos(), now),
+					orDash(strings.Join(labels, ",")), w.Reason)
 			}
 			return tw.Flush()
 		},
 	}
+}
+
+// leaseState describes a worker's lease as the leader holds it: "renewed
+// 1.2s ago, expires in 13.8s", "expired 2s ago", or "-" when the answer
+// came from a follower (only the leader holds leases) or the worker is
+// down.
+func leaseState(renewed, expires int64, now time.Time) string {
+	if expires == 0 {
+		return "-"
+	}
+	in := time.Unix(0, expires).Sub(now).Round(100 * time.Millisecond)
+	var s string
+	if renewed != 0 {
+		s = "renewed " + now.Sub(time.Unix(0, renewed)).Round(100*time.Millisecond).String() + " ago, "
+	} else {
+		s = "not renewed yet, "
+	}
+	if in <= 0 {
+		return s + "expired " + (-in).String() + " ago"
+	}
+	return s + "expires in " + in.String()
 }
 
 // bytesIEC formats a byte count with binary units (1.5Gi).

@@ -42,6 +42,11 @@ type Config struct {
 	// RetainDeparted is how long Members keeps reporting dead and left
 	// members after they departed. At least 1 s.
 	RetainDeparted time.Duration
+	// OnMessage, when set, receives every user message another member sent
+	// with SendTo (a copy the callee may keep). memberlist calls it from its
+	// own goroutines: it must return at once (queue the message, drop it
+	// when the queue is full). nil: user messages are dropped.
+	OnMessage func(payload []byte)
 }
 
 // Timing is the memberlist timing profile: how often members probe and

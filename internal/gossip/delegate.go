@@ -24,8 +24,13 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return d.g.meta
 }
 
-// NotifyMsg ignores user messages: MegaFlow sends none over gossip.
-func (d *delegate) NotifyMsg([]byte) {}
+// NotifyMsg hands a user message (SendTo) to Config.OnMessage, copied:
+// memberlist reuses the buffer.
+func (d *delegate) NotifyMsg(b []byte) {
+	if f := d.g.cfg.OnMessage; f != nil && len(b) > 0 {
+		f(append([]byte(nil), b...))
+	}
+}
 
 // GetBroadcasts has no user broadcasts to add.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }

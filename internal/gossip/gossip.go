@@ -347,3 +347,23 @@ func (g *Gossip) pruneLocked() {
 		}
 	}
 }
+
+// SendTo sends payload to the live member named name over TCP (memberlist's
+// SendReliable), where its Config.OnMessage receives it. It blocks for up
+// to Timing.TCPTimeout: call it from a goroutine of the caller's, never
+// from OnMessage. Errors: no live member of that name, ErrShutdown, or the
+// connection's.
+func (g *Gossip) SendTo(name string, payload []byte) error {
+	if g.shut.Load() {
+		return ErrShutdown
+	}
+	for _, n := range g.ml.Members() {
+		if n.Name == name {
+			if err := g.ml.SendReliable(n, payload); err != nil {
+				return fmt.Errorf("gossip: send to %s: %w", name, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("gossip: send to %s: no live member of that name", name)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func dockerClusterWithStore(t *testing.T, n int, store blob.Store, configureHead
 			configureHead(cfg)
 		}
 	}})
+	initPath := filepath.Join(buildInit(t), "megaflow-init") // PID 1 of every container, as in production
 	for range n {
 		spoolDir := t.TempDir()
 		var sp *spool.Spool
@@ -87,6 +89,7 @@ func dockerClusterWithStore(t *testing.T, n int, store blob.Store, configureHead
 					}
 					cfg.Artifacts, cfg.Spool = store, sp
 				}
+				cfg.InitPath = initPath
 				if configure != nil {
 					configure(cfg)
 				}
@@ -414,10 +417,11 @@ func TestDockerLargeOutputKeepsEveryByteAndTheResult(t *testing.T) {
 // including what the containers printed while no worker ran.
 func TestDockerWorkerRestartKeepsResultsAndLogs(t *testing.T) {
 	store := artifact.NewMemStore()
-	// The worker is down for a few seconds: within the heads' grace, so
-	// that they wait for it rather than re-queue its attempts.
+	// The worker is down for a few seconds: within its lease, so that the
+	// heads wait for it rather than re-queue its attempts and the
+	// containers' init does not end them.
 	c, cli, image, cluster := dockerClusterWithStore(t, 1, store, func(cfg *head.Config) {
-		cfg.WorkerGrace, cfg.GossipDeadGrace = time.Minute, time.Minute
+		cfg.Lease.Duration, cfg.Lease.Margin = time.Minute, 30*time.Second
 	}, nil)
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

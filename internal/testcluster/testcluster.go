@@ -18,6 +18,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker"
 )
@@ -121,6 +122,9 @@ func (c *Cluster) config(m *Member, expect int) head.Config {
 	cfg.GossipAddr = m.GossipAddr
 	cfg.BootstrapExpect = expect
 	cfg.Fast = true
+	// A short lease: a killed worker's attempts are re-queued within 4 s
+	// (workers heartbeat every 500 ms here).
+	cfg.Lease = lease.Config{Duration: 3 * time.Second, Margin: time.Second}
 	for _, o := range c.Members {
 		if o != m {
 			cfg.Join = append(cfg.Join, o.GossipAddr)
@@ -337,6 +341,7 @@ func (c *Cluster) startWorker(m *WorkerMember) {
 	}
 	cfg.Labels = m.opts.Labels
 	cfg.Fast = true
+	cfg.HeartbeatInterval = 500 * time.Millisecond
 	cfg.ReconnectMin, cfg.ReconnectMax = 20*time.Millisecond, 500*time.Millisecond
 	for _, h := range c.Members {
 		cfg.Join = append(cfg.Join, h.GossipAddr)

@@ -375,8 +375,14 @@ type Worker struct {
 	ModifyIndex     uint64     `protobuf:"varint,6,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
 	// Attempts ASSIGNED or RUNNING on it.
 	ActiveAttempts uint32 `protobuf:"varint,7,opt,name=active_attempts,json=activeAttempts,proto3" json:"active_attempts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The worker's lease as the leader holds it (zero when a follower
+	// answered): when the leader last heard from the worker, and when it may
+	// re-queue the worker's attempts (lease plus margin after that, or after
+	// it became leader). Not in the table: the leader keeps it in memory.
+	LeaseRenewedUnixNanos int64 `protobuf:"varint,140,opt,name=lease_renewed_unix_nanos,json=leaseRenewedUnixNanos,proto3" json:"lease_renewed_unix_nanos,omitempty"`
+	LeaseExpiresUnixNanos int64 `protobuf:"varint,141,opt,name=lease_expires_unix_nanos,json=leaseExpiresUnixNanos,proto3" json:"lease_expires_unix_nanos,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Worker) Reset() {
@@ -454,6 +460,20 @@ func (x *Worker) GetModifyIndex() uint64 {
 func (x *Worker) GetActiveAttempts() uint32 {
 	if x != nil {
 		return x.ActiveAttempts
+	}
+	return 0
+}
+
+func (x *Worker) GetLeaseRenewedUnixNanos() int64 {
+	if x != nil {
+		return x.LeaseRenewedUnixNanos
+	}
+	return 0
+}
+
+func (x *Worker) GetLeaseExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.LeaseExpiresUnixNanos
 	}
 	return 0
 }
@@ -1142,9 +1162,14 @@ type Welcome struct {
 	// The cluster's id (16 hex digits), chosen by its first leader and kept
 	// in the table; "" until it is committed. The worker labels its
 	// containers with it and touches only containers that carry it.
-	ClusterId     string `protobuf:"bytes,160,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClusterId string `protobuf:"bytes,160,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The worker lease the head runs (internal/lease): the worker stops its
+	// attempts when none of its heartbeats sent in the last lease_millis was
+	// acked; the head re-queues them lease_margin_millis after that.
+	LeaseMillis       int64 `protobuf:"varint,140,opt,name=lease_millis,json=leaseMillis,proto3" json:"lease_millis,omitempty"`
+	LeaseMarginMillis int64 `protobuf:"varint,141,opt,name=lease_margin_millis,json=leaseMarginMillis,proto3" json:"lease_margin_millis,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -1205,6 +1230,84 @@ func (x *Welcome) GetClusterId() string {
 	return ""
 }
 
+func (x *Welcome) GetLeaseMillis() int64 {
+	if x != nil {
+		return x.LeaseMillis
+	}
+	return 0
+}
+
+func (x *Welcome) GetLeaseMarginMillis() int64 {
+	if x != nil {
+		return x.LeaseMarginMillis
+	}
+	return 0
+}
+
+// LeaseAck renews a worker's lease: the head answers every heartbeat with
+// one (on the stream, or through gossip when the stream is down). The
+// lease counts from when the worker sent that heartbeat.
+type LeaseAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The acked heartbeat's unix_nanos.
+	HeartbeatUnixNanos int64 `protobuf:"varint,1,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
+	LeaseMillis        int64 `protobuf:"varint,2,opt,name=lease_millis,json=leaseMillis,proto3" json:"lease_millis,omitempty"`
+	LeaseMarginMillis  int64 `protobuf:"varint,3,opt,name=lease_margin_millis,json=leaseMarginMillis,proto3" json:"lease_margin_millis,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *LeaseAck) Reset() {
+	*x = LeaseAck{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseAck) ProtoMessage() {}
+
+func (x *LeaseAck) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseAck.ProtoReflect.Descriptor instead.
+func (*LeaseAck) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LeaseAck) GetHeartbeatUnixNanos() int64 {
+	if x != nil {
+		return x.HeartbeatUnixNanos
+	}
+	return 0
+}
+
+func (x *LeaseAck) GetLeaseMillis() int64 {
+	if x != nil {
+		return x.LeaseMillis
+	}
+	return 0
+}
+
+func (x *LeaseAck) GetLeaseMarginMillis() int64 {
+	if x != nil {
+		return x.LeaseMarginMillis
+	}
+	return 0
+}
+
 // Ack says the head committed every event batch up to seq.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1215,7 +1318,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1330,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[12]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1343,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -1259,6 +1362,7 @@ type HeadMessage struct {
 	//	*HeadMessage_Stop
 	//	*HeadMessage_Ack
 	//	*HeadMessage_PoolTargets
+	//	*HeadMessage_LeaseAck
 	Msg           isHeadMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1266,7 +1370,7 @@ type HeadMessage struct {
 
 func (x *HeadMessage) Reset() {
 	*x = HeadMessage{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[13]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1382,7 @@ func (x *HeadMessage) String() string {
 func (*HeadMessage) ProtoMessage() {}
 
 func (x *HeadMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[13]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1395,7 @@ func (x *HeadMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadMessage.ProtoReflect.Descriptor instead.
 func (*HeadMessage) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeadMessage) GetMsg() isHeadMessage_Msg {
@@ -1346,6 +1450,15 @@ func (x *HeadMessage) GetPoolTargets() *PoolTargets {
 	return nil
 }
 
+func (x *HeadMessage) GetLeaseAck() *LeaseAck {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_LeaseAck); ok {
+			return x.LeaseAck
+		}
+	}
+	return nil
+}
+
 type isHeadMessage_Msg interface {
 	isHeadMessage_Msg()
 }
@@ -1372,6 +1485,10 @@ type HeadMessage_PoolTargets struct {
 	PoolTargets *PoolTargets `protobuf:"bytes,140,opt,name=pool_targets,json=poolTargets,proto3,oneof"`
 }
 
+type HeadMessage_LeaseAck struct {
+	LeaseAck *LeaseAck `protobuf:"bytes,150,opt,name=lease_ack,json=leaseAck,proto3,oneof"`
+}
+
 func (*HeadMessage_Welcome) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Assign) isHeadMessage_Msg() {}
@@ -1381,6 +1498,8 @@ func (*HeadMessage_Stop) isHeadMessage_Msg() {}
 func (*HeadMessage_Ack) isHeadMessage_Msg() {}
 
 func (*HeadMessage_PoolTargets) isHeadMessage_Msg() {}
+
+func (*HeadMessage_LeaseAck) isHeadMessage_Msg() {}
 
 // PoolTargets is the full list of pre-warm targets for one worker.
 type PoolTargets struct {
@@ -1392,7 +1511,7 @@ type PoolTargets struct {
 
 func (x *PoolTargets) Reset() {
 	*x = PoolTargets{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1523,7 @@ func (x *PoolTargets) String() string {
 func (*PoolTargets) ProtoMessage() {}
 
 func (x *PoolTargets) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[14]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1536,7 @@ func (x *PoolTargets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTargets.ProtoReflect.Descriptor instead.
 func (*PoolTargets) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PoolTargets) GetTargets() []*PoolTarget {
@@ -1438,7 +1557,7 @@ type GpuHealthReport struct {
 
 func (x *GpuHealthReport) Reset() {
 	*x = GpuHealthReport{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1569,7 @@ func (x *GpuHealthReport) String() string {
 func (*GpuHealthReport) ProtoMessage() {}
 
 func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1582,7 @@ func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthReport.ProtoReflect.Descriptor instead.
 func (*GpuHealthReport) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GpuHealthReport) GetUnhealthy() map[string]string {
@@ -1499,7 +1618,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12!\n" +
 	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12!\n" +
 	"\fnvlink_peers\x18\x04 \x03(\tR\vnvlinkPeers\x12\x1d\n" +
-	"\tunhealthy\x18\x8c\x01 \x01(\tR\tunhealthy\"\xae\x02\n" +
+	"\tunhealthy\x18\x8c\x01 \x01(\tR\tunhealthy\"\xa2\x03\n" +
 	"\x06Worker\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x121\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x19.megaflow.v1.WorkerStatusR\x06status\x12\x16\n" +
@@ -1507,7 +1626,9 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\tallocated\x18\x04 \x01(\v2\x16.megaflow.v1.ResourcesR\tallocated\x12*\n" +
 	"\x11update_unix_nanos\x18\x05 \x01(\x03R\x0fupdateUnixNanos\x12!\n" +
 	"\fmodify_index\x18\x06 \x01(\x04R\vmodifyIndex\x12'\n" +
-	"\x0factive_attempts\x18\a \x01(\rR\x0eactiveAttempts\"\x80\x01\n" +
+	"\x0factive_attempts\x18\a \x01(\rR\x0eactiveAttempts\x128\n" +
+	"\x18lease_renewed_unix_nanos\x18\x8c\x01 \x01(\x03R\x15leaseRenewedUnixNanos\x128\n" +
+	"\x18lease_expires_unix_nanos\x18\x8d\x01 \x01(\x03R\x15leaseExpiresUnixNanos\"\x80\x01\n" +
 	"\x0eRunningAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12!\n" +
@@ -1568,21 +1689,28 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\vStopAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8a\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xdf\x01\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12.\n" +
 	"\x05stops\x18\x03 \x03(\v2\x18.megaflow.v1.StopAttemptR\x05stops\x12\x1e\n" +
 	"\n" +
-	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\"\x17\n" +
+	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\x12\"\n" +
+	"\flease_millis\x18\x8c\x01 \x01(\x03R\vleaseMillis\x12/\n" +
+	"\x13lease_margin_millis\x18\x8d\x01 \x01(\x03R\x11leaseMarginMillis\"\x8f\x01\n" +
+	"\bLeaseAck\x120\n" +
+	"\x14heartbeat_unix_nanos\x18\x01 \x01(\x03R\x12heartbeatUnixNanos\x12!\n" +
+	"\flease_millis\x18\x02 \x01(\x03R\vleaseMillis\x12.\n" +
+	"\x13lease_margin_millis\x18\x03 \x01(\x03R\x11leaseMarginMillis\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x8f\x02\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xc6\x02\n" +
 	"\vHeadMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.megaflow.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\x06assign\x18\x02 \x01(\v2\x17.megaflow.v1.AssignmentH\x00R\x06assign\x12.\n" +
 	"\x04stop\x18\x03 \x01(\v2\x18.megaflow.v1.StopAttemptH\x00R\x04stop\x12$\n" +
 	"\x03ack\x18\x04 \x01(\v2\x10.megaflow.v1.AckH\x00R\x03ack\x12>\n" +
-	"\fpool_targets\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PoolTargetsH\x00R\vpoolTargetsB\x05\n" +
+	"\fpool_targets\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PoolTargetsH\x00R\vpoolTargets\x125\n" +
+	"\tlease_ack\x18\x96\x01 \x01(\v2\x15.megaflow.v1.LeaseAckH\x00R\bleaseAckB\x05\n" +
 	"\x03msg\"@\n" +
 	"\vPoolTargets\x121\n" +
 	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets\"\x9a\x01\n" +
@@ -1621,7 +1749,7 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_megaflow_v1_worker_proto_goTypes = []any{
 	(WorkerStatus)(0),       // 0: megaflow.v1.WorkerStatus
 	(AttemptEventKind)(0),   // 1: megaflow.v1.AttemptEventKind
@@ -1637,25 +1765,26 @@ var file_megaflow_v1_worker_proto_goTypes = []any{
 	(*Assignment)(nil),      // 11: megaflow.v1.Assignment
 	(*StopAttempt)(nil),     // 12: megaflow.v1.StopAttempt
 	(*Welcome)(nil),         // 13: megaflow.v1.Welcome
-	(*Ack)(nil),             // 14: megaflow.v1.Ack
-	(*HeadMessage)(nil),     // 15: megaflow.v1.HeadMessage
-	(*PoolTargets)(nil),     // 16: megaflow.v1.PoolTargets
-	(*GpuHealthReport)(nil), // 17: megaflow.v1.GpuHealthReport
-	nil,                     // 18: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                     // 19: megaflow.v1.Assignment.EnvEntry
-	nil,                     // 20: megaflow.v1.Assignment.ArtifactInputsEntry
-	nil,                     // 21: megaflow.v1.GpuHealthReport.UnhealthyEntry
-	(*Resources)(nil),       // 22: megaflow.v1.Resources
-	(*TaskSpec)(nil),        // 23: megaflow.v1.TaskSpec
-	(*PoolTarget)(nil),      // 24: megaflow.v1.PoolTarget
+	(*LeaseAck)(nil),        // 14: megaflow.v1.LeaseAck
+	(*Ack)(nil),             // 15: megaflow.v1.Ack
+	(*HeadMessage)(nil),     // 16: megaflow.v1.HeadMessage
+	(*PoolTargets)(nil),     // 17: megaflow.v1.PoolTargets
+	(*GpuHealthReport)(nil), // 18: megaflow.v1.GpuHealthReport
+	nil,                     // 19: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                     // 20: megaflow.v1.Assignment.EnvEntry
+	nil,                     // 21: megaflow.v1.Assignment.ArtifactInputsEntry
+	nil,                     // 22: megaflow.v1.GpuHealthReport.UnhealthyEntry
+	(*Resources)(nil),       // 23: megaflow.v1.Resources
+	(*TaskSpec)(nil),        // 24: megaflow.v1.TaskSpec
+	(*PoolTarget)(nil),      // 25: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	22, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
-	18, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
+	23, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	19, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	22, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	23, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
@@ -1664,25 +1793,26 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	6,  // 11: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
 	8,  // 12: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
 	9,  // 13: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	17, // 14: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
-	23, // 15: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	19, // 16: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	20, // 17: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
+	18, // 14: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
+	24, // 15: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	20, // 16: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	21, // 17: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
 	12, // 18: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
 	13, // 19: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
 	11, // 20: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
 	12, // 21: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	14, // 22: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	16, // 23: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
-	24, // 24: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
-	21, // 25: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
-	10, // 26: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	15, // 27: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	27, // [27:28] is the sub-list for method output_type
-	26, // [26:27] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	15, // 22: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	17, // 23: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	14, // 24: megaflow.v1.HeadMessage.lease_ack:type_name -> megaflow.v1.LeaseAck
+	25, // 25: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	22, // 26: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 27: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	16, // 28: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	28, // [28:29] is the sub-list for method output_type
+	27, // [27:28] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1697,12 +1827,13 @@ func file_megaflow_v1_worker_proto_init() {
 		(*WorkerMessage_Heartbeat)(nil),
 		(*WorkerMessage_GpuHealth)(nil),
 	}
-	file_megaflow_v1_worker_proto_msgTypes[13].OneofWrappers = []any{
+	file_megaflow_v1_worker_proto_msgTypes[14].OneofWrappers = []any{
 		(*HeadMessage_Welcome)(nil),
 		(*HeadMessage_Assign)(nil),
 		(*HeadMessage_Stop)(nil),
 		(*HeadMessage_Ack)(nil),
 		(*HeadMessage_PoolTargets)(nil),
+		(*HeadMessage_LeaseAck)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1710,7 +1841,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

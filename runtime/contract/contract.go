@@ -80,6 +80,23 @@ type Spec struct {
 	// runtime's processes listen on the host port themselves, which must
 	// then equal the container port).
 	Ports []PortBinding
+	// Init, when set, is the init the container runs under (megaflow-init,
+	// internal/leaseinit): PID 1 of a Docker container (instead of the
+	// engine's --init), the parent of a process-runtime task. It stops the
+	// task when the worker's lease lapses. nil: the runtime's own init
+	// (Docker's tini) or none; the fake runtime ignores it.
+	Init *Init
+}
+
+// Init is the lease-holding init of a container (Spec.Init).
+type Init struct {
+	// Path is the host path of the static megaflow-init binary.
+	Path string
+	// LeaseDir is the host directory holding the worker's lease file
+	// (leaseinit.FileName); the docker runtime mounts it read-only.
+	LeaseDir string
+	// Grace is the time between SIGTERM and SIGKILL when the lease lapses.
+	Grace time.Duration
 }
 
 // PortBinding publishes one TCP port of a container on the host.

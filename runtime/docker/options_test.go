@@ -3,6 +3,7 @@ package docker
 import (
 	"slices"
 	"testing"
+	"time"
 
 	mobynet "github.com/moby/moby/api/types/network"
 
@@ -118,5 +119,31 @@ func TestCreateOptionsPublishesPorts(t *testing.T) {
 	}
 	if o := createOptions(contract.Spec{Image: "img"}, 0); o.Config.ExposedPorts != nil || o.HostConfig.PortBindings != nil {
 		t.Fatalf("ports published without any asked: %v %v", o.Config.ExposedPorts, o.HostConfig.PortBindings)
+	}
+}
+
+// With Spec.Init, megaflow-init is PID 1 (the engine's init is off), runs
+// the task's command, and sees the init binary and the lease directory
+// read-only.
+func TestCreateOptionsWithLeaseInit(t *testing.T) {
+	spec := contract.Spec{Name: "t1-a1", Image: "img:1", Command: []string{"sh", "-c", "sleep 1"},
+		Init: &contract.Init{Path: "/opt/bin/megaflow-init", LeaseDir: "/data/w1/lease", Grace: 1250 * time.Millisecond}}
+	o := createOptions(spec, 0)
+	if o.HostConfig.Init == nil || *o.HostConfig.Init {
+		t.Errorf("HostConfig.Init = %v, want false: megaflow-init replaces tini", o.HostConfig.Init)
+	}
+	want := []string{"--lease", "/.megaflow/lease/expiry", "--grace", "1.25s", "--", "sh", "-c", "sleep 1"}
+	if !slices.Equal(o.Config.Entrypoint, []string{"/.megaflow/init"}) || !slices.Equal(o.Config.Cmd, want) {
+		t.Fatalf("entrypoint %q cmd %q, want /.megaflow/init %q", o.Config.Entrypoint, o.Config.Cmd, want)
+	}
+	mounts := map[string]string{}
+	for _, m := range o.HostConfig.Mounts {
+		if !m.ReadOnly {
+			t.Errorf("mount %s -> %s is writable", m.Source, m.Target)
+		}
+		mounts[m.Target] = m.Source
+	}
+	if mounts["/.megaflow/init"] != "/opt/bin/megaflow-init" || mounts["/.megaflow/lease"] != "/data/w1/lease" {
+		t.Fatalf("mounts %v", mounts)
 	}
 }

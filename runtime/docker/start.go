@@ -17,6 +17,7 @@ import (
 	mobynet "github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -62,6 +63,14 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		}()
 	}
 
+	if spec.Init != nil && len(spec.Command) == 0 {
+		// The init runs the image's own command: read it from the image.
+		cmd, err := r.imageCommand(ctx, spec.Image)
+		if err != nil {
+			return "", fmt.Errorf("docker start %s: %w", what, err)
+		}
+		spec.Command = cmd
+	}
 	cctx, cancel := r.callCtx(ctx)
 	created, err := r.cli.ContainerCreate(cctx, createOptions(spec, r.cfg.DefaultPidsLimit))
 	cancel()
@@ -98,6 +107,29 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		logf = nil // the copy owns it now
 	}
 	return created.ID, nil
+}
+
+// imageCommand returns image's ENTRYPOINT followed by its CMD, the
+// command a container of it runs by default. Errors: ErrImageNotFound, an
+// image that names no command (ErrInvalidSpec), the engine's.
+func (r *Runtime) imageCommand(ctx context.Context, image string) ([]string, error) {
+	cctx, cancel := r.callCtx(ctx)
+	res, err := r.cli.ImageInspect(cctx, image)
+	cancel()
+	if err != nil {
+		if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w: image %q not found on this worker's Docker engine; build or load it (no registry is reachable)", contract.ErrImageNotFound, image)
+		}
+		return nil, r.wrap(ctx, "inspect image", image, err, nil)
+	}
+	var cmd []string
+	if res.Config != nil {
+		cmd = append(slices.Clone(res.Config.Entrypoint), res.Config.Cmd...)
+	}
+	if len(cmd) == 0 {
+		return nil, fmt.Errorf("%w: image %q has no ENTRYPOINT or CMD and the task gives no command", contract.ErrInvalidSpec, image)
+	}
+	return cmd, nil
 }
 
 // createFailed classifies a failed create. A 404 is a missing image unless
@@ -150,10 +182,16 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 		WorkingDir: spec.WorkingDir,
 		Labels:     maps.Clone(spec.Labels),
 	}
-	if len(spec.Command) > 0 {
+	command := spec.Command
+	if spec.Init != nil {
+		// megaflow-init is PID 1 (instead of the engine's tini): it holds
+		// the worker's lease, mounted read-only with it.
+		command = leaseinit.Argv(leaseinit.ContainerInitPath, leaseinit.ContainerLeaseDir+"/"+leaseinit.FileName, spec.Init.Grace, spec.Command)
+	}
+	if len(command) > 0 {
 		// Command[0] is the program, whatever the image's ENTRYPOINT.
-		cfg.Entrypoint = []string{spec.Command[0]}
-		cfg.Cmd = slices.Clone(spec.Command[1:])
+		cfg.Entrypoint = []string{command[0]}
+		cfg.Cmd = slices.Clone(command[1:])
 		if cfg.Cmd == nil {
 			cfg.Cmd = []string{}
 		}
@@ -184,7 +222,7 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 	if network == "" {
 		network = "none"
 	}
-	init := true
+	init := spec.Init == nil // Docker's tini, unless ours runs
 	host := &container.HostConfig{
 		Resources:   res,
 		NetworkMode: container.NetworkMode(network),
@@ -195,6 +233,11 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 	}
 	for _, m := range spec.Mounts {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if spec.Init != nil {
+		host.Mounts = append(host.Mounts,
+			mount.Mount{Type: mount.TypeBind, Source: spec.Init.Path, Target: leaseinit.ContainerInitPath, ReadOnly: true},
+			mount.Mount{Type: mount.TypeBind, Source: spec.Init.LeaseDir, Target: leaseinit.ContainerLeaseDir, ReadOnly: true})
 	}
 	for _, pb := range spec.Ports {
 		cp, ok := mobynet.PortFrom(uint16(pb.ContainerPort), mobynet.TCP)

@@ -36,12 +36,14 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -146,7 +148,27 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	}
 	defer out.Close() // the child holds its own copy
 
-	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+	argv := spec.Command
+	if spec.Init != nil {
+		// megaflow-init is the task's parent: it stops the task when the
+		// worker's lease lapses, even with the worker gone.
+		// A program that is not there fails the start, as without the init.
+		prog := spec.Command[0]
+		if !strings.Contains(prog, "/") {
+			if _, err := exec.LookPath(prog); err != nil {
+				return "", fmt.Errorf("process start %s: %w: %w", spec.Name, contract.ErrInvalidSpec, err)
+			}
+		} else {
+			if !filepath.IsAbs(prog) && spec.WorkingDir != "" {
+				prog = filepath.Join(spec.WorkingDir, prog)
+			}
+			if _, err := os.Stat(prog); err != nil {
+				return "", fmt.Errorf("process start %s: %w: %w", spec.Name, contract.ErrInvalidSpec, err)
+			}
+		}
+		argv = leaseinit.Argv(spec.Init.Path, filepath.Join(spec.Init.LeaseDir, leaseinit.FileName), spec.Init.Grace, spec.Command)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.WorkingDir
 	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no copying goroutine
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -1,0 +1,267 @@
+package leaseinit
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit codes of Main when the task never ran.
+const (
+	ExitUsage    = 2   // bad command line
+	ExitNoLease  = 125 // the lease file is missing, unreadable or already expired
+	ExitNotExec  = 126 // the command exists but cannot be run
+	ExitNotFound = 127 // the command does not exist
+)
+
+// forwarded are the signals the init passes on to the task's process
+// group (as tini with TINI_KILL_PROCESS_GROUP does).
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
+
+// Main runs megaflow-init with args (without the program name):
+//
+//	megaflow-init [--lease FILE] [--grace 1s] [--poll 200ms] -- COMMAND [ARG...]
+//
+// As PID 1 (a container) it starts COMMAND in a process group of its own
+// and forwards the signals it gets to that group, as tini does. Elsewhere
+// (the parent of a process-runtime task) COMMAND stays in the init's own
+// process group, so that the runtime's signals to that group reach the
+// task directly, and the init, a child subreaper, passes the signals it
+// gets on to its descendants (orphans of the task come to it). It reaps
+// every child, and reads FILE every --poll: once the expiry it holds has
+// passed, it says so on stderr, sends SIGTERM to the task, and --grace
+// later SIGKILL to every process it can reach (all of the container's as
+// PID 1; its descendants otherwise). When COMMAND exits, whatever it left in its
+// group (and, outside a container, below the init) is killed, and Main
+// returns COMMAND's exit status (128+N for a signal N). Without --lease
+// it is a plain init. Messages go to stderr, the task's log.
+func Main(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("megaflow-init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	leaseFile := fs.String("lease", "", "file holding the lease's expiry in Unix nanoseconds (empty: no lease)")
+	grace := fs.Duration("grace", time.Second, "time between SIGTERM and SIGKILL when the lease lapses")
+	poll := fs.Duration("poll", 200*time.Millisecond, "how often the lease file is read")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	command := fs.Args()
+	if len(command) == 0 {
+		fmt.Fprintln(stderr, "megaflow-init: no command: usage: megaflow-init [--lease FILE] [--grace 1s] -- COMMAND [ARG...]")
+		return ExitUsage
+	}
+	if *poll <= 0 || *grace < 0 {
+		fmt.Fprintf(stderr, "megaflow-init: --poll %v must be positive and --grace %v not negative\n", *poll, *grace)
+		return ExitUsage
+	}
+	var expiry time.Time
+	if *leaseFile != "" {
+		var err error
+		expiry, err = ReadExpiry(*leaseFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "megaflow-init: cannot read the worker's lease: %v; the task is not started\n", err)
+			return ExitNoLease
+		}
+		if !time.Now().Before(expiry) {
+			fmt.Fprintf(stderr, "megaflow-init: the worker's lease expired at %s; the task is not started\n", expiry.Format(time.RFC3339Nano))
+			return ExitNoLease
+		}
+	}
+	pid1 := os.Getpid() == 1
+	if !pid1 {
+		// Orphans of the task are reparented to the init, not to the
+		// host's init, so that they can be reaped and killed with it.
+		_ = setChildSubreaper()
+	}
+
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "megaflow-init: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return ExitNotFound
+		}
+		return ExitNotExec
+	}
+	proc, err := os.StartProcess(path, command, &os.ProcAttr{
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: pid1},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "megaflow-init: start %s: %v\n", command[0], err)
+		if errors.Is(err, os.ErrNotExist) {
+			return ExitNotFound
+		}
+		return ExitNotExec
+	}
+	child := proc.Pid
+	tick := time.NewTicker(*poll)
+	defer tick.Stop()
+	var killAt time.Time // SIGKILL due (zero: the lease holds)
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGCHLD {
+				if code, done := reap(child); done {
+					// The task is over: what it left behind goes with it.
+					killTree(child, pid1, syscall.SIGKILL)
+					reapAll()
+					return code
+				}
+				continue
+			}
+			signalTask(child, pid1, s.(syscall.Signal))
+		case now := <-tick.C:
+			if *leaseFile == "" {
+				continue
+			}
+			if e, err := ReadExpiry(*leaseFile); err == nil {
+				expiry = e // unreadable for a moment: the last one read holds
+			}
+			if killAt.IsZero() && !now.Before(expiry) {
+				fmt.Fprintf(stderr, "megaflow-init: the worker's lease expired at %s (the worker is gone or frozen and did not renew it); stopping the task (SIGTERM, SIGKILL in %v)\n",
+					expiry.Format(time.RFC3339Nano), *grace)
+				signalTask(child, pid1, syscall.SIGTERM)
+				killAt = now.Add(*grace)
+			}
+			if !killAt.IsZero() && !now.Before(killAt) {
+				killTree(child, pid1, syscall.SIGKILL)
+			}
+		}
+		if code, done := reap(child); done { // a SIGCHLD merged with another
+			killTree(child, pid1, syscall.SIGKILL)
+			reapAll()
+			return code
+		}
+	}
+}
+
+// reap collects every exited child without blocking; done reports that
+// the task's own process (child) was among them, with its exit code.
+func reap(child int) (code int, done bool) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return code, done
+		}
+		if pid == child {
+			done = true
+			switch {
+			case ws.Exited():
+				code = ws.ExitStatus()
+			case ws.Signaled():
+				code = 128 + int(ws.Signal())
+			default:
+				code = 1
+			}
+		}
+	}
+}
+
+// reapAll reaps the children left after the task's end, for up to a
+// second (they were just sent SIGKILL).
+func reapAll() {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.ECHILD) {
+			return
+		}
+		if pid <= 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// signalTask passes sig on to the task: its process group as PID 1, every
+// descendant of the init otherwise.
+func signalTask(child int, pid1 bool, sig syscall.Signal) {
+	if pid1 {
+		_ = syscall.Kill(-child, sig)
+		return
+	}
+	for _, pid := range descendants(os.Getpid()) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// killTree sends sig to every process the init can reach: all processes
+// of the container's PID namespace when it is PID 1, its descendants
+// (orphans included, as a subreaper) otherwise.
+func killTree(child int, pid1 bool, sig syscall.Signal) {
+	if pid1 {
+		_ = syscall.Kill(-child, sig)
+		_ = syscall.Kill(-1, sig) // every process but PID 1 itself
+		return
+	}
+	for _, pid := range descendants(os.Getpid()) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// descendants lists the processes below pid, from /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parens.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// setChildSubreaper makes this process the reaper of its orphaned
+// descendants (prctl PR_SET_CHILD_SUBREAPER).
+func setChildSubreaper() error {
+	const prSetChildSubreaper = 36
+	_, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

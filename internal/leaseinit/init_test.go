@@ -1,0 +1,182 @@
+package leaseinit_test
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/leaseinit"
+)
+
+// initBin is megaflow-init, built static by TestMain.
+var initBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leaseinit-test-")
+	if err != nil {
+		panic(err)
+	}
+	initBin = filepath.Join(dir, "megaflow-init")
+	build := exec.Command("go", "build", "-o", initBin, "github.com/megaflow/megaflow/cmd/megaflow-init")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		panic("build megaflow-init: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// start runs the init with a lease expiring in `in` over a shell script;
+// it returns the command and a reader of its stdout.
+func start(t *testing.T, in time.Duration, script string) (*exec.Cmd, *bufio.Reader, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := leaseinit.WriteExpiry(dir, time.Now().Add(in)); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(initBin, leaseinit.Argv(initBin, filepath.Join(dir, leaseinit.FileName), 300*time.Millisecond, []string{"/bin/sh", "-c", script})[1:]...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return cmd, bufio.NewReader(out), dir
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(within):
+		t.Fatalf("megaflow-init still runs after %v", within)
+		return -1
+	}
+}
+
+// TestLeaseLapseKillsTheTree: a task with a background child and a
+// setsid'd grandchild (outside its process group) is killed, whole, once
+// the lease in the file lapses, and nothing of it survives the init.
+func TestLeaseLapseKillsTheTree(t *testing.T) {
+	cmd, out, _ := start(t, 1500*time.Millisecond, `trap '' TERM; sleep 300 & echo $!; setsid sleep 301 & echo $!; wait`)
+	var pids []int
+	for range 2 {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(line))
+		pids = append(pids, pid)
+	}
+	began := time.Now()
+	code := waitExit(t, cmd, 5*time.Second)
+	if took := time.Since(began); took < time.Second {
+		t.Fatalf("the init ended after %v, before the lease lapsed (exit %d)", took, code)
+	}
+	if code != 128+int(syscall.SIGKILL) && code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d, want 137 or 143", code)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d of the task survived the lapse", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestRenewedLeaseKeepsTheTask: a lease renewed in time (the file
+// rewritten) keeps the task running to its own end and exit code.
+func TestRenewedLeaseKeepsTheTask(t *testing.T) {
+	cmd, _, dir := start(t, 700*time.Millisecond, `sleep 2; exit 3`)
+	stop := time.Now().Add(3 * time.Second)
+	go func() {
+		for time.Now().Before(stop) {
+			_ = leaseinit.WriteExpiry(dir, time.Now().Add(700*time.Millisecond))
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	if code := waitExit(t, cmd, 5*time.Second); code != 3 {
+		t.Fatalf("exit %d, want the task's 3", code)
+	}
+}
+
+// TestSignalsForwarded: SIGTERM to the init reaches the task's group.
+func TestSignalsForwarded(t *testing.T) {
+	cmd, out, _ := start(t, time.Minute, `echo up; sleep 300`)
+	if _, err := out.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 3*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d, want 143", code)
+	}
+}
+
+// TestNoLeaseNoStart: a missing or expired lease file refuses the task.
+func TestNoLeaseNoStart(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for _, tc := range []struct {
+		name  string
+		setup func() string
+	}{
+		{"missing", func() string { return filepath.Join(dir, "nope") }},
+		{"expired", func() string {
+			d := filepath.Join(dir, "old")
+			if err := leaseinit.WriteExpiry(d, time.Now().Add(-time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(d, leaseinit.FileName)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(initBin, "--lease", tc.setup(), "--", "/bin/sh", "-c", "touch "+marker)
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != leaseinit.ExitNoLease {
+				t.Fatalf("err %v, want exit %d", err, leaseinit.ExitNoLease)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the task ran")
+			}
+		})
+	}
+}

@@ -1,0 +1,270 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/leaseinit"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+// The worker's lease (internal/lease). It renews it with every heartbeat
+// (the Hello too) and counts each renewal from when it sent it, once the
+// head acked it (LeaseAck, or the Welcome for the Hello). When no renewal
+// sent in the last lease duration was acked, the lease has lapsed: the
+// worker stops every attempt it holds (STOPPED, which the head retries),
+// before the head may re-queue them (lease plus margin after it last heard
+// from the worker). After each renewal it writes the lease's expiry plus
+// half the margin to DataDir/lease/expiry, the file its tasks' init reads:
+// when the worker process is gone or frozen, the inits kill the tasks.
+//
+// A worker whose stream is down or silent renews through gossip as well
+// (lease.Renewal to the leader's gossip member, lease.Ack back), so that a
+// worker cut off from the leader's gRPC port only keeps its attempts.
+
+// leaseDir is where the lease file lives.
+func (w *Worker) leaseDir() string { return filepath.Join(w.cfg.DataDir, "lease") }
+
+// leaseSent records a renewal about to be sent (a heartbeat or the
+// Hello) and returns its id: the clock's unix nanos, made to grow.
+func (w *Worker) leaseSent() int64 {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	now := w.clock.Now()
+	id := max(now.UnixNano(), w.leaseLastID+1)
+	w.leaseLastID = id
+	w.lease.Sent(id, now)
+	return id
+}
+
+// leaseAcked applies the head's ack of renewal id with the lease it runs
+// (zero: a head without leases, ignored). When the lease had lapsed
+// before the ack, every attempt held is stopped first. The stream
+// goroutine and the gossip renewal loop call it.
+func (w *Worker) leaseAcked(id int64, leaseMillis, marginMillis int64) {
+	if leaseMillis <= 0 {
+		return
+	}
+	cfg := lease.Config{Duration: time.Duration(leaseMillis) * time.Millisecond, Margin: time.Duration(marginMillis) * time.Millisecond}
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	now := w.clock.Now()
+	if w.lease.Acked(id, cfg, now) {
+		w.lapsedLocked(now)
+	}
+	if !w.lease.Expired(now) {
+		w.leaseStopped = false
+	}
+	w.writeLeaseLocked()
+}
+
+// checkLease stops every attempt held when the lease has lapsed at the
+// clock's now (once per lapse). The lease loop calls it every tick, and the
+// stream goroutine before it handles anything, so that a worker resuming
+// from a freeze stops its stale attempts before it does anything else.
+func (w *Worker) checkLease() {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	now := w.clock.Now()
+	if w.lease.Expired(now) {
+		w.lapsedLocked(now)
+	}
+}
+
+// lapsedLocked stops every attempt held, once per lapse. leaseMu is held.
+func (w *Worker) lapsedLocked(now time.Time) {
+	if w.leaseStopped {
+		return
+	}
+	w.leaseStopped = true
+	w.mu.Lock()
+	hs := make([]*handle, 0, len(w.attempts))
+	for _, h := range w.attempts {
+		hs = append(hs, h)
+	}
+	w.mu.Unlock()
+	cfg := w.lease.Config()
+	w.log.Warn("worker lease lapsed: no heartbeat acked by the leader in time; stopping every attempt held (the leader re-queues them)",
+		"lease", cfg.Duration, "renewed_at", w.lease.Renewed(), "now", now, "attempts", len(hs))
+	w.metrics.leaseLapses.Inc()
+	for _, h := range hs {
+		h.mbox.put(attempt.StopRequest{Reason: "worker lease lapsed: no heartbeat acked by the leader for " + cfg.Duration.String()})
+	}
+}
+
+// endedByLapse reports whether an attempt begun at began whose container
+// exited at finished (zero: unknown) ended because the lease lapsed: the
+// lease lapsed after began, and the exit came at or after that lapse's
+// expiry. Such an attempt ends STOPPED (the head retries it), never as the
+// task's own success or failure; one that exited before the expiry keeps
+// its own end.
+func (w *Worker) endedByLapse(began, finished time.Time) bool {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	lapsed, expiry := w.lease.LapsedSince(began, w.clock.Now())
+	return lapsed && (finished.IsZero() || !finished.Before(expiry))
+}
+
+// writeLeaseLocked writes the inits' expiry when it changed. The clock's
+// time is written as wall time: with the real clock, the inits compare it
+// with the same host's clock. leaseMu is held.
+func (w *Worker) writeLeaseLocked() {
+	e := w.lease.InitExpiry()
+	if e.IsZero() || e.Equal(w.leaseWritten) {
+		return
+	}
+	if err := leaseinit.WriteExpiry(w.leaseDir(), e); err != nil {
+		w.log.Warn("cannot renew the lease file; the tasks' inits will stop them when the lease in it runs out", "err", err)
+		return
+	}
+	w.leaseWritten = e
+}
+
+// LeaseExpiresAt returns when the worker's view of its lease expires (zero
+// while it holds none). Any goroutine may call it.
+func (w *Worker) LeaseExpiresAt() time.Time {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	return w.lease.ExpiresAt()
+}
+
+// initSpec is the init of every container this worker starts (nil
+// without Config.InitPath). Its SIGKILL comes a quarter of the lease
+// margin after its SIGTERM (lease.InitGrace), a second when no lease was
+// given yet.
+func (w *Worker) initSpec() *contract.Init {
+	if w.cfg.InitPath == "" {
+		return nil
+	}
+	w.leaseMu.Lock()
+	margin := w.lease.Config().Margin
+	w.leaseMu.Unlock()
+	grace := lease.InitGrace(margin)
+	if grace <= 0 {
+		grace = time.Second
+	}
+	return &contract.Init{Path: w.cfg.InitPath, LeaseDir: w.leaseDir(), Grace: grace}
+}
+
+// leaseTick is how often the lease loop checks the lease.
+const leaseTick = 200 * time.Millisecond
+
+// leaseLoop checks the lease every leaseTick until ctx ends, noticing a
+// freeze (the monotonic clock jumped) first thing after it, and renews the
+// lease through gossip when the last acked renewal is older than two
+// heartbeats (the stream is down or silent). Run owns it.
+func (w *Worker) leaseLoop(ctx context.Context) {
+	prev := w.clock.Now()
+	var lastGossip time.Time
+	for {
+		if !sleep(w.clock, leaseTick, ctx.Done()) {
+			return
+		}
+		now := w.clock.Now()
+		if lease.Frozen(prev, now, leaseTick) {
+			w.log.Warn("worker resumed after a freeze; checking its lease first", "frozen_for", now.Sub(prev).Round(time.Millisecond))
+		}
+		prev = now
+		w.checkLease()
+		w.leaseMu.Lock()
+		held, renewed := w.lease.Held(), w.lease.Renewed()
+		w.leaseMu.Unlock()
+		if held && now.Sub(renewed) > 2*w.cfg.HeartbeatInterval && now.Sub(lastGossip) >= w.cfg.HeartbeatInterval {
+			lastGossip = now
+			w.renewThroughGossip()
+		}
+		for {
+			select {
+			case b := <-w.leaseMsgs:
+				if _, a, err := lease.Decode(b); err == nil && a != nil && a.Worker == w.cfg.NodeID {
+					w.leaseAcked(a.ID, a.LeaseMillis, a.MarginMillis)
+				}
+				continue
+			default:
+			}
+			break
+		}
+	}
+}
+
+// renewThroughGossip sends a lease renewal to the gossip member of the
+// last leader that welcomed this worker (heads' gossip names are their
+// node ids). It may block for gossip's TCP timeout; the lease loop calls
+// it.
+func (w *Worker) renewThroughGossip() {
+	w.mu.Lock()
+	name := w.leaderID
+	w.mu.Unlock()
+	if name == "" {
+		return
+	}
+	id := w.leaseSent()
+	if err := w.gossip.SendTo(name, lease.EncodeRenewal(lease.Renewal{Worker: w.cfg.NodeID, From: w.cfg.NodeID, ID: id})); err != nil {
+		w.log.Debug("lease renewal through gossip failed", "head", name, "err", err)
+	}
+}
+
+// onGossipMessage is the worker's gossip Config.OnMessage: lease acks
+// are queued for the lease loop (dropped when the queue is full: the next
+// renewal is a heartbeat away).
+func (w *Worker) onGossipMessage(b []byte) {
+	select {
+	case w.leaseMsgs <- b:
+	default:
+	}
+}
+
+// InitBinary is the file name of megaflow-init.
+const InitBinary = "megaflow-init"
+
+// FindInit returns the absolute path of the megaflow-init binary: path
+// when given (it must exist and be executable), else the one next to this
+// process's executable (where `make build` puts it), else the first in
+// $PATH. Errors say where it looked and how to get one; the caller decides
+// whether running without it is acceptable (cmd/megaflow-worker refuses
+// for the docker runtime).
+func FindInit(path string) (string, error) {
+	check := func(p string) error {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%s is not an executable file", p)
+		}
+		return nil
+	}
+	if path != "" {
+		abs, err := filepath.Abs(path)
+		if err == nil {
+			err = check(abs)
+		}
+		if err != nil {
+			return "", fmt.Errorf("--init-path %q: %w: build it with `make build` (bin/%s) or `CGO_ENABLED=0 go build ./cmd/%s`", path, err, InitBinary, InitBinary)
+		}
+		return abs, nil
+	}
+	var tried []string
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), InitBinary)
+		if check(p) == nil {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	if p, err := exec.LookPath(InitBinary); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs, nil
+		}
+	}
+	tried = append(tried, "$PATH")
+	return "", fmt.Errorf("%s not found (looked in %s): build it with `make build`, which puts it next to the other binaries, or pass --init-path; "+
+		"without it a task would outlive a crashed or frozen worker", InitBinary, strings.Join(tried, " and "))
+}
