@@ -238,6 +238,9 @@ func TestBadGraphChangesNothing(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{})
 	ctx := context.Background()
 	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
+	// A new cluster's leader commits its cluster id first: let it, so
+	// that what follows is the refused graph's doing alone.
+	testcluster.WaitFor(t, 10*time.Second, "the cluster id committed", func() bool { return leader.FSM().View().ClusterID() != 0 })
 	before := leader.AppliedIndex()
 	digest := tableDigest(t, leader)
 	bad := rolloutGraph("bad", 2)

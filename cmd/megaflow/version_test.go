@@ -32,7 +32,8 @@ func TestClusterAndWorkersShowVersions(t *testing.T) {
 	want := version.Get().Short()
 	heads := "--heads=" + lc.head.GRPCAddr()
 	// column returns the VERSION cell (tabwriter aligns it under the
-	// header) of the row whose first cell is id.
+	// header) of the row whose first cell starts with id (megaflow up
+	// names its worker local-<hash of the data dir>-<random>).
 	column := func(out, id string) string {
 		at := -1
 		for _, l := range strings.Split(out, "\n") {
@@ -40,7 +41,7 @@ func TestClusterAndWorkersShowVersions(t *testing.T) {
 				at = i
 				continue
 			}
-			if f := strings.Fields(l); at >= 0 && len(f) > 0 && f[0] == id && len(l) > at {
+			if f := strings.Fields(l); at >= 0 && len(f) > 0 && strings.HasPrefix(f[0], id) && len(l) > at {
 				return strings.Fields(l[at:])[0]
 			}
 		}
@@ -61,11 +62,11 @@ func TestClusterAndWorkersShowVersions(t *testing.T) {
 	}
 	for {
 		code, out, errOut = cli(t, heads, "workers")
-		if code == exitOK && column(out, "local-worker") == want {
+		if code == exitOK && column(out, "local-") == want {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("megaflow workers: exit %d, worker version %q, want %q\n%s\n%s", code, column(out, "local-worker"), want, out, errOut)
+			t.Fatalf("megaflow workers: exit %d, worker version %q, want %q\n%s\n%s", code, column(out, "local-"), want, out, errOut)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -357,13 +357,30 @@ func (g *Gossip) SendTo(name string, payload []byte) error {
 	if g.shut.Load() {
 		return ErrShutdown
 	}
-	for _, n := range g.ml.Members() {
-		if n.Name == name {
-			if err := g.ml.SendReliable(n, payload); err != nil {
-				return fmt.Errorf("gossip: send to %s: %w", name, err)
-			}
-			return nil
-		}
+	// The address comes from this package's own record, copied under
+	// memberlist's node lock (update): the *Node that ml.Members returns
+	// is memberlist's own, written by its packet handler while we read it.
+	g.mu.Lock()
+	r, ok := g.members[name]
+	var addr string
+	if ok && r.m.Status == StatusAlive {
+		addr = r.m.Addr
 	}
-	return fmt.Errorf("gossip: send to %s: no live member of that name", name)
+	g.mu.Unlock()
+	if addr == "" {
+		return fmt.Errorf("gossip: send to %s: no live member of that name", name)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("gossip: send to %s: bad address %q: %w", name, addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return fmt.Errorf("gossip: send to %s: bad port in %q: %w", name, addr, err)
+	}
+	n := &memberlist.Node{Name: name, Addr: net.ParseIP(host), Port: uint16(p)}
+	if err := g.ml.SendReliable(n, payload); err != nil {
+		return fmt.Errorf("gossip: send to %s: %w", name, err)
+	}
+	return nil
 }

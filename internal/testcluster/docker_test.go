@@ -15,6 +15,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/blob/spool"
@@ -537,6 +538,11 @@ func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	scope := cluster + "-" + c.Workers[0].ID
+	// A stale container of this worker carries its cluster's id, as every
+	// container it starts does (reconciliation touches no other).
+	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
+	testcluster.WaitFor(t, 10*time.Second, "the cluster id committed", func() bool { return leader.FSM().View().ClusterID() != 0 })
+	clusterID := state.FormatClusterID(leader.FSM().View().ClusterID())
 	foreign := worker.ContainerName(scope, attempt.Key{TaskID: "stale/foreign", Attempt: 1})
 	ours := worker.ContainerName(scope, attempt.Key{TaskID: "stale/ours", Attempt: 1})
 	var foreignID string
@@ -545,7 +551,7 @@ func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 		labels map[string]string
 	}{
 		{foreign, map[string]string{"megaflow.test.stale": cluster}},
-		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID,
+		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID, worker.LabelClusterID: clusterID,
 			worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
 	} {
 		res, err := cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{Name: n.name,
