@@ -529,8 +529,8 @@ func diffAt(got, want []byte) string {
 // fail the attempt (with max_retries 0 it used to fail the task with
 // "container name already in use"): one that is not the worker's (no
 // labels) is left alone and the attempt starts under another name; one
-// that is the worker's by its labels is removed and the attempt takes
-// the name.
+// that is the worker's by its labels (cluster name and id, worker id) is
+// removed and the attempt takes the name.
 func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 	c, cli, image, cluster := dockerCluster(t, 1, nil)
 	cl := c.Client()
@@ -546,7 +546,7 @@ func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 	}{
 		{foreign, map[string]string{"megaflow.test.stale": cluster}},
 		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID,
-			worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
+			worker.LabelClusterID: clusterID(ctx, t, cl), worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
 	} {
 		res, err := cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{Name: n.name,
 			Config: &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: n.labels}})
