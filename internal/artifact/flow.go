@@ -18,7 +18,7 @@ import (
 
 // Finish is what the worker stores once an attempt's process exited.
 type Finish struct {
-	// Log is the attempt's shipper; its last Ship happens here.
+	// Log is the attempt's shipper; its last Ship (ShipFinal) happens here.
 	Log *LogShipper
 	// OutDir is the attempt's output directory on the worker ("" if none)
 	// and Paths the task's declared output paths within it.
@@ -38,7 +38,7 @@ func (f Finish) Store(ctx context.Context, sp Spool, a Attempt) (*Manifest, []by
 	m := &Manifest{Version: ManifestVersion, TaskID: a.GraphID + "/" + a.TaskName, Attempt: a.Number}
 	var errList []error
 	if f.Log != nil {
-		if err := f.Log.Ship(ctx); err != nil {
+		if err := f.Log.ShipFinal(ctx); err != nil {
 			errList = append(errList, err)
 		}
 		m.LogChunks, m.LogBytes = f.Log.Chunks()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
-	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/blob/spool"
@@ -530,19 +529,14 @@ func diffAt(got, want []byte) string {
 // fail the attempt (with max_retries 0 it used to fail the task with
 // "container name already in use"): one that is not the worker's (no
 // labels) is left alone and the attempt starts under another name; one
-// that is the worker's by its labels is removed and the attempt takes
-// the name.
+// that is the worker's by its labels (cluster name and id, worker id) is
+// removed and the attempt takes the name.
 func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 	c, cli, image, cluster := dockerCluster(t, 1, nil)
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	scope := cluster + "-" + c.Workers[0].ID
-	// A stale container of this worker carries its cluster's id, as every
-	// container it starts does (reconciliation touches no other).
-	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
-	testcluster.WaitFor(t, 10*time.Second, "the cluster id committed", func() bool { return leader.FSM().View().ClusterID() != 0 })
-	clusterID := state.FormatClusterID(leader.FSM().View().ClusterID())
 	foreign := worker.ContainerName(scope, attempt.Key{TaskID: "stale/foreign", Attempt: 1})
 	ours := worker.ContainerName(scope, attempt.Key{TaskID: "stale/ours", Attempt: 1})
 	var foreignID string
@@ -551,8 +545,8 @@ func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 		labels map[string]string
 	}{
 		{foreign, map[string]string{"megaflow.test.stale": cluster}},
-		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID, worker.LabelClusterID: clusterID,
-			worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
+		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID,
+			worker.LabelClusterID: clusterID(ctx, t, cl), worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
 	} {
 		res, err := cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{Name: n.name,
 			Config: &container.Config{Image: image, Cmd: []string{"sleep", "600"}, Labels: n.labels}})
