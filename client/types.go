@@ -38,6 +38,10 @@ type (
 	TaskState = wire.TaskState
 	// GraphState is a graph's state.
 	GraphState = wire.GraphState
+	// ReasonCode classifies a task's or attempt's reason (Task.ReasonCode,
+	// Attempt.ReasonCode, Event.ReasonCode) beside its human text: compare
+	// codes, never the text. docs/reasons.md lists them.
+	ReasonCode = wire.ReasonCode
 )
 
 // Task states.
@@ -50,6 +54,22 @@ const (
 	TaskFailed    = wire.TaskState_TASK_STATE_FAILED
 	TaskCancelled = wire.TaskState_TASK_STATE_CANCELLED
 	TaskTimedOut  = wire.TaskState_TASK_STATE_TIMED_OUT
+)
+
+// Reason codes a client commonly tests for; every value is in
+// wire.ReasonCode (REASON_CODE_*).
+const (
+	// ReasonNone: no reason, or a row recorded before codes existed.
+	ReasonNone = wire.ReasonCode_REASON_CODE_UNSPECIFIED
+	// ReasonStoppedWithGraph: a service task stopped because every batch
+	// task of its graph ended (CANCELLED, but not a cancel by anyone).
+	ReasonStoppedWithGraph = wire.ReasonCode_REASON_CODE_STOPPED_WITH_GRAPH
+	// ReasonCancelledByUser: a client cancelled the task or its graph.
+	ReasonCancelledByUser = wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER
+	// ReasonOOM, ReasonTimeout, ReasonExitCode: how an attempt failed.
+	ReasonOOM      = wire.ReasonCode_REASON_CODE_OOM
+	ReasonTimeout  = wire.ReasonCode_REASON_CODE_TIMEOUT
+	ReasonExitCode = wire.ReasonCode_REASON_CODE_EXIT_CODE
 )
 
 // Graph states.

@@ -161,6 +161,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	if !strings.Contains(attemptReason, "exit code 3") {
 		t.Errorf("attempt 1's reason shows %q, want exit code 3", attemptReason)
 	}
+	// Beside the prose, the reason's code (wire.ReasonCode).
+	if code := run(t, bctx, "read the task's reason code", 5*time.Second, text(`#task-reason-code`)); code != "exit_code" {
+		t.Errorf("failed task's reason code shows %q, want exit_code", code)
+	}
+	if code := run(t, bctx, "read the attempt's reason code", 5*time.Second,
+		text(`#task-attempts tr[data-attempt="1"] .reason .code`)); code != "exit_code" {
+		t.Errorf("attempt 1's reason code shows %q, want exit_code", code)
+	}
 	dir := os.Getenv("MEGAFLOW_SCREENSHOT_DIR")
 	if dir == "" {
 		dir = t.TempDir()

@@ -31,7 +31,7 @@ func pastDeadline(view *state.View, now time.Time) []*state.Graph {
 func (h *Head) enforceDeadlines(ctx context.Context) {
 	now := time.Now()
 	for _, g := range pastDeadline(h.fsm.View(), now) {
-		cmd := &wire.CancelCommand{GraphId: g.ID, UnixNanos: now.UnixNano(),
+		cmd := &wire.CancelCommand{GraphId: g.ID, UnixNanos: now.UnixNano(), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE,
 			Reason: fmt.Sprintf("graph deadline of %d s passed", g.DeadlineSeconds)}
 		if _, _, err := h.apply(ctx, fsm.OpCancel, cmd); err != nil {
 			if ctx.Err() == nil {

@@ -52,7 +52,8 @@ func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
 			continue
 		}
 		reason := "lease expired: not heard from for " + (h.cfg.Lease.Duration + h.cfg.Lease.Margin).String() + " (--worker-lease plus --worker-lease-margin)"
-		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason, UnixNanos: now.UnixNano()}
+		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason,
+			ReasonCode: wire.ReasonCode_REASON_CODE_LEASE_LAPSED, UnixNanos: now.UnixNano()}
 		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {
 			h.logger.Warn("declaring worker down failed", "worker", w.Info.Id, "err", err)
 			continue

@@ -120,7 +120,8 @@ func (s *service) CancelGraph(ctx context.Context, req *wire.CancelGraphRequest)
 		resp, err := forward(ctx, s.h.fwd, req, wire.MegaflowServiceClient.CancelGraph)
 		return resp, errs.ToStatus(err)
 	}
-	res, index, err := s.h.apply(ctx, fsm.OpCancel, &wire.CancelCommand{GraphId: req.GraphId, Reason: cancelReason(req.Reason), UnixNanos: time.Now().UnixNano()})
+	res, index, err := s.h.apply(ctx, fsm.OpCancel, &wire.CancelCommand{GraphId: req.GraphId, Reason: cancelReason(req.Reason),
+		ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: time.Now().UnixNano()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
@@ -138,7 +139,7 @@ func (s *service) CancelTask(ctx context.Context, req *wire.CancelTaskRequest) (
 		return resp, errs.ToStatus(err)
 	}
 	res, index, err := s.h.apply(ctx, fsm.OpCancel, &wire.CancelCommand{GraphId: graphID, TaskId: req.TaskId,
-		Reason: cancelReason(req.Reason), UnixNanos: time.Now().UnixNano()})
+		Reason: cancelReason(req.Reason), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: time.Now().UnixNano()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}

@@ -2,7 +2,6 @@ package head
 
 import (
 	"context"
-	"strings"
 
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -76,13 +75,13 @@ func (s *stageTracker) observe(ev *wire.Event) []stageObservation {
 		if prev == wire.TaskState_TASK_STATE_RUNNING {
 			dur("running", t.started)
 		}
-		out = append(out, stageObservation{Queue: t.queue, Outcome: outcome, ReasonClass: ReasonClass(ev.Reason)})
+		out = append(out, stageObservation{Queue: t.queue, Outcome: outcome, ReasonClass: ReasonClass(ev.ReasonCode)})
 	}
 	switch ev.TaskState {
 	case wire.TaskState_TASK_STATE_QUEUED:
 		if wasActive { // the attempt failed or was lost; the task retries
 			outcome := "failed"
-			if ReasonClass(ev.Reason) == "worker_lost" {
+			if ReasonClass(ev.ReasonCode) == "worker_lost" {
 				outcome = "lost"
 			}
 			ended(outcome)
@@ -107,32 +106,37 @@ func (s *stageTracker) observe(ev *wire.Event) []stageObservation {
 // reset forgets every task (events were missed).
 func (s *stageTracker) reset() { clear(s.tasks) }
 
-// ReasonClass sorts a task's or attempt's reason into a small, fixed set
-// of label values for metrics: "none", "exit_code", "oom", "timeout",
-// "worker_lost", "cancelled", "upstream_failed", "start_failed" (the
-// container or process could not be created or started: image, runtime,
-// GPU check), "infeasible", or "other". Pure; table-tested.
-func ReasonClass(reason string) string {
-	r := strings.ToLower(reason)
-	switch {
-	case r == "":
+// ReasonClass sorts a task's or attempt's reason code into a small, fixed
+// set of label values for metrics: "none" (no reason, or an entry recorded
+// before codes existed), "exit_code", "oom", "timeout", "worker_lost" (its
+// worker went down, its lease lapsed or it no longer runs the attempt),
+// "cancelled" (by a user, a graph deadline, or a service stopped with its
+// graph), "upstream_failed" (a dependency or a used service ended),
+// "start_failed" (the container or process could not be created or
+// started: image, runtime, GPU check), "infeasible" (queued or failed
+// unplaceable), or "other". It reads the code only, never the prose. Pure;
+// table-tested.
+func ReasonClass(code wire.ReasonCode) string {
+	switch code {
+	case wire.ReasonCode_REASON_CODE_UNSPECIFIED:
 		return "none"
-	case strings.Contains(r, "oom"):
+	case wire.ReasonCode_REASON_CODE_OOM:
 		return "oom"
-	case strings.HasPrefix(r, "exit code"):
+	case wire.ReasonCode_REASON_CODE_EXIT_CODE:
 		return "exit_code"
-	case strings.Contains(r, "timed out") || strings.Contains(r, "timeout") || strings.Contains(r, "deadline"):
+	case wire.ReasonCode_REASON_CODE_TIMEOUT:
 		return "timeout"
-	case strings.HasPrefix(r, "worker ") && strings.Contains(r, "lost") || strings.Contains(r, "worker lost"):
+	case wire.ReasonCode_REASON_CODE_WORKER_LOST, wire.ReasonCode_REASON_CODE_LEASE_LAPSED,
+		wire.ReasonCode_REASON_CODE_NOT_ON_WORKER:
 		return "worker_lost"
-	case strings.Contains(r, "upstream"):
+	case wire.ReasonCode_REASON_CODE_UPSTREAM_FAILED, wire.ReasonCode_REASON_CODE_SERVICE_GONE:
 		return "upstream_failed"
-	case strings.Contains(r, "cancel"):
+	case wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE,
+		wire.ReasonCode_REASON_CODE_STOPPED_WITH_GRAPH:
 		return "cancelled"
-	case strings.Contains(r, "image") || strings.Contains(r, "create") || strings.Contains(r, "start") ||
-		strings.Contains(r, "gpu"):
+	case wire.ReasonCode_REASON_CODE_START_FAILED:
 		return "start_failed"
-	case strings.Contains(r, "no worker") || strings.Contains(r, "quota") || strings.Contains(r, "infeasible"):
+	case wire.ReasonCode_REASON_CODE_UNPLACEABLE, wire.ReasonCode_REASON_CODE_QUEUED:
 		return "infeasible"
 	}
 	return "other"

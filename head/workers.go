@@ -391,7 +391,8 @@ func (h *Head) reconcileWorker(ctx context.Context, workerID string, running []*
 	}
 	if len(lost) > 0 {
 		if _, _, err := h.apply(ctx, fsm.OpAttemptsLost, &wire.AttemptsLostCommand{Attempts: lost,
-			Reason: "worker " + workerID + " no longer runs it (restarted?)", UnixNanos: time.Now().UnixNano()}); err != nil {
+			Reason:     "worker " + workerID + " no longer runs it (restarted?)",
+			ReasonCode: wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, UnixNanos: time.Now().UnixNano()}); err != nil {
 			return nil, nil, err
 		}
 	}

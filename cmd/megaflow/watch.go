@@ -17,7 +17,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/megaflow/megaflow/client"
-	"github.com/megaflow/megaflow/head/state"
 )
 
 // Exit codes of `megaflow submit --wait|--watch` and `megaflow demo`
@@ -239,7 +238,7 @@ func summarize(ctx context.Context, c *client.Client, g *client.Graph) (*Summary
 		}
 		for _, t := range tasks {
 			s.ServiceRestarts += int(t.Restarts)
-			if t.State == client.TaskCancelled && t.Reason == state.ReasonStoppedWithGraph {
+			if t.State == client.TaskCancelled && t.ReasonCode == client.ReasonStoppedWithGraph {
 				s.ServicesStopped++
 				continue // a service's run time is not a task time
 			}

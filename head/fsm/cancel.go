@@ -28,13 +28,13 @@ func applyCancel(txn *state.Txn, cmd *wire.CancelCommand) (*CancelResult, error)
 		if graphID == "" {
 			return nil, errs.New(errs.InvalidArgument, "cancel: neither graph id nor task id given")
 		}
-		n, err = txn.CancelGraph(graphID, reason, cmd.GetUnixNanos())
+		n, err = txn.CancelGraph(graphID, cmd.GetReasonCode(), reason, cmd.GetUnixNanos())
 	} else {
 		g, _, ok := strings.Cut(taskID, "/")
 		if !ok || (graphID != "" && g != graphID) {
 			return nil, errs.New(errs.InvalidArgument, "cancel: task id %q is not \"%s/<task name>\"", taskID, graphID)
 		}
-		n, err = txn.CancelTask(taskID, reason, cmd.GetUnixNanos())
+		n, err = txn.CancelTask(taskID, cmd.GetReasonCode(), reason, cmd.GetUnixNanos())
 	}
 	if err != nil {
 		return nil, err

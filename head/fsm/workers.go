@@ -31,7 +31,11 @@ func applyWorkerDown(txn *state.Txn, cmd *wire.WorkerDownCommand) (*WorkerDownRe
 	if cmd.GetWorkerId() == "" {
 		return nil, errs.New(errs.InvalidArgument, "worker down: no worker id")
 	}
-	lost, err := txn.WorkerDown(cmd.GetWorkerId(), cmd.GetLeft(), cmd.GetReason(), cmd.GetUnixNanos())
+	code := cmd.GetReasonCode()
+	if code == wire.ReasonCode_REASON_CODE_UNSPECIFIED {
+		code = wire.ReasonCode_REASON_CODE_WORKER_LOST
+	}
+	lost, err := txn.WorkerDown(cmd.GetWorkerId(), cmd.GetLeft(), code, cmd.GetReason(), cmd.GetUnixNanos())
 	if errs.ClassOf(err) == errs.NotFound {
 		return &WorkerDownResult{}, nil
 	}
@@ -177,9 +181,13 @@ func applyTaskEvents(txn *state.Txn, cmd *wire.TaskEventsCommand) (*TaskEventsRe
 // still current and active on their worker.
 func applyAttemptsLost(txn *state.Txn, cmd *wire.AttemptsLostCommand) (*AttemptsLostResult, error) {
 	res := &AttemptsLostResult{}
+	code := cmd.GetReasonCode()
+	if code == wire.ReasonCode_REASON_CODE_UNSPECIFIED {
+		code = wire.ReasonCode_REASON_CODE_NOT_ON_WORKER
+	}
 	for _, p := range cmd.GetAttempts() {
 		why := state.LostReason(p.GetWorkerId(), cmd.GetReason())
-		loss := txn.LoseAttempt(p.GetTaskId(), p.GetAttempt(), p.GetWorkerId(), why, cmd.GetUnixNanos())
+		loss := txn.LoseAttempt(p.GetTaskId(), p.GetAttempt(), p.GetWorkerId(), code, why, cmd.GetUnixNanos())
 		if loss == state.LossNone {
 			res.Ignored++
 		}

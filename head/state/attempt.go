@@ -136,16 +136,16 @@ func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 		if cur.State != assigned {
 			return false
 		}
-		t.move(cur, running, "", unixNanos, nil)
+		t.move(cur, running, wire.ReasonCode_REASON_CODE_UNSPECIFIED, "", unixNanos, nil)
 	case evExited:
 		cur = t.started(cur, unixNanos)
 		if ev.GetExitCode() != 0 {
-			end.state, end.reason = failed, exitReason(ev)
+			end.state, end.reason, end.code = failed, exitReason(ev), exitCodeOf(ev)
 			t.failOrRetryUnless(cur, ev.GetNotRetryable(), end, unixNanos)
 			break
 		}
 		if n := len(ev.GetResult()); n > MaxResultBytes {
-			end.state, end.reason = failed, fmt.Sprintf("result of %d bytes exceeds 64 KiB", n)
+			end.state, end.reason, end.code = failed, fmt.Sprintf("result of %d bytes exceeds 64 KiB", n), wire.ReasonCode_REASON_CODE_RESULT_TOO_LARGE
 			t.endAttempt(cur, failed, end.reason, end, unixNanos, nil)
 			break
 		}
@@ -153,19 +153,22 @@ func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 		// MEGAFLOW_RESULT line ignored, and why): the task and the attempt
 		// keep it, so a result is never dropped without a word.
 		end.state, end.reason = succeeded, ev.GetReason()
+		if end.reason != "" {
+			end.code = wire.ReasonCode_REASON_CODE_RESULT_NOTE
+		}
 		t.endAttempt(cur, succeeded, end.reason, end, unixNanos, func(n *Task) { n.Result = ev.GetResult() })
 	case evFailed:
-		end.state, end.reason = failed, failReason(ev)
+		end.state, end.reason, end.code = failed, failReason(ev), exitCodeOf(ev)
 		t.failOrRetryUnless(cur, ev.GetNotRetryable(), end, unixNanos)
 	case evTimedOut:
 		cur = t.started(cur, unixNanos)
-		end.state, end.reason = timedOut, ev.GetReason()
+		end.state, end.reason, end.code = timedOut, ev.GetReason(), wire.ReasonCode_REASON_CODE_TIMEOUT
 		if end.reason == "" {
 			end.reason = "timed out"
 		}
 		t.failOrRetry(cur, timedOut, end, unixNanos)
 	case evStopped:
-		end.state, end.reason = failed, "stopped by worker "+workerID
+		end.state, end.reason, end.code = failed, "stopped by worker "+workerID, wire.ReasonCode_REASON_CODE_STOPPED_BY_WORKER
 		if r := ev.GetReason(); r != "" {
 			end.reason += ": " + r
 		}
@@ -190,17 +193,17 @@ func (t *Txn) stoppingEvent(cur *Task, ev *wire.AttemptEvent, nanos int64) bool 
 	case evExited:
 		a.State, a.ExitCode = succeeded, ev.GetExitCode()
 		if a.ExitCode != 0 {
-			a.State, a.Reason = failed, exitReason(ev)
+			a.State, a.Reason, a.ReasonCode = failed, exitReason(ev), exitCodeOf(ev)
 		}
 	case evFailed:
-		a.State, a.Reason, a.ExitCode = failed, failReason(ev), ev.GetExitCode()
+		a.State, a.Reason, a.ReasonCode, a.ExitCode = failed, failReason(ev), exitCodeOf(ev), ev.GetExitCode()
 	case evTimedOut:
-		a.State, a.Reason, a.ExitCode = timedOut, ev.GetReason(), ev.GetExitCode()
+		a.State, a.Reason, a.ReasonCode, a.ExitCode = timedOut, ev.GetReason(), wire.ReasonCode_REASON_CODE_TIMEOUT, ev.GetExitCode()
 		if a.Reason == "" {
 			a.Reason = "timed out"
 		}
 	case evStopped:
-		a.State, a.Reason, a.ExitCode = cancelled, ev.GetReason(), ev.GetExitCode()
+		a.State, a.Reason, a.ReasonCode, a.ExitCode = cancelled, ev.GetReason(), cur.ReasonCode, ev.GetExitCode()
 		if a.Reason == "" {
 			a.Reason = cur.Reason
 		}
@@ -223,7 +226,7 @@ func (t *Txn) stoppingEvent(cur *Task, ev *wire.AttemptEvent, nanos int64) bool 
 // goes back to QUEUED, at MaxLostAttempts it FAILED ("lost 3 times") and its
 // dependents are resolved. The FSM calls it for each attempt of an
 // OpAttemptsLost; WorkerDown does the same for every attempt on the worker.
-func (t *Txn) LoseAttempt(taskID string, attempt uint32, workerID, reason string, unixNanos int64) Loss {
+func (t *Txn) LoseAttempt(taskID string, attempt uint32, workerID string, code wire.ReasonCode, reason string, unixNanos int64) Loss {
 	cur := t.Task(taskID)
 	if cur == nil {
 		return LossNone
@@ -232,7 +235,7 @@ func (t *Txn) LoseAttempt(taskID string, attempt uint32, workerID, reason string
 	if a == nil || a.Number != attempt || a.WorkerID != workerID {
 		return LossNone
 	}
-	return t.lose(cur, attemptEnd{state: failed, reason: reason}, unixNanos)
+	return t.lose(cur, attemptEnd{state: failed, code: code, reason: reason}, unixNanos)
 }
 
 // Loss says what losing one attempt did to its task.
@@ -256,7 +259,7 @@ func (t *Txn) lose(cur *Task, end attemptEnd, nanos int64) Loss {
 	if cur.Stopping() {
 		n := cur.clone()
 		a := n.editAttempt()
-		a.State, a.Reason, a.ExitCode, a.FinishUnixNanos = cancelled, end.reason, end.exitCode, nanos
+		a.State, a.Reason, a.ReasonCode, a.ExitCode, a.FinishUnixNanos = cancelled, end.reason, end.code, end.exitCode, nanos
 		n.UpdateUnixNanos, n.ModifyIndex = nanos, t.index
 		t.putTask(cur, n)
 		return LossStopped
@@ -276,7 +279,9 @@ func (t *Txn) lose(cur *Task, end attemptEnd, nanos int64) Loss {
 
 // attemptEnd is how an attempt ended.
 type attemptEnd struct {
-	state    wire.TaskState
+	state wire.TaskState
+	// code classifies reason; the task's move takes it too.
+	code     wire.ReasonCode
 	reason   string
 	exitCode int32
 	// backoff is how long a retry waits, in nanoseconds (failOrRetry).
@@ -287,9 +292,9 @@ type attemptEnd struct {
 // as end says; edit, if not nil, changes the new row too. A task that ends
 // terminal has its dependents resolved.
 func (t *Txn) endAttempt(cur *Task, to wire.TaskState, reason string, end attemptEnd, nanos int64, edit func(*Task)) *Task {
-	n := t.move(cur, to, reason, nanos, func(n *Task) {
+	n := t.move(cur, to, end.code, reason, nanos, func(n *Task) {
 		a := n.editAttempt()
-		a.State, a.Reason, a.ExitCode, a.FinishUnixNanos = end.state, end.reason, end.exitCode, nanos
+		a.State, a.Reason, a.ReasonCode, a.ExitCode, a.FinishUnixNanos = end.state, end.reason, end.code, end.exitCode, nanos
 		if edit != nil {
 			edit(n)
 		}
@@ -343,7 +348,7 @@ func (t *Txn) started(cur *Task, nanos int64) *Task {
 	if cur.State != assigned {
 		return cur
 	}
-	return t.move(cur, running, "", nanos, nil)
+	return t.move(cur, running, wire.ReasonCode_REASON_CODE_UNSPECIFIED, "", nanos, nil)
 }
 
 // exitReason describes an attempt's abnormal end from its event: "OOM
@@ -360,6 +365,25 @@ func exitReason(ev *wire.AttemptEvent) string {
 		return ev.GetReason()
 	}
 	return "exit code " + strconv.Itoa(int(ev.GetExitCode()))
+}
+
+// exitCodeOf classifies an attempt's abnormal end from its event's kind,
+// oom_killed and reason_code (never from its prose): OOM when the kernel
+// killed it for memory, EXIT_CODE for a non-zero EXITED, TIMEOUT for
+// TIMED_OUT, and for FAILED the worker's code (START_FAILED) or
+// WORKER_FAILED when it gave none.
+func exitCodeOf(ev *wire.AttemptEvent) wire.ReasonCode {
+	switch {
+	case ev.GetOomKilled():
+		return wire.ReasonCode_REASON_CODE_OOM
+	case ev.GetKind() == evExited:
+		return wire.ReasonCode_REASON_CODE_EXIT_CODE
+	case ev.GetKind() == evTimedOut:
+		return wire.ReasonCode_REASON_CODE_TIMEOUT
+	case ev.GetReasonCode() != wire.ReasonCode_REASON_CODE_UNSPECIFIED:
+		return ev.GetReasonCode()
+	}
+	return wire.ReasonCode_REASON_CODE_WORKER_FAILED
 }
 
 // failReason describes a FAILED event: as exitReason, or "failed" when the

@@ -38,13 +38,13 @@ func (t *Txn) gangFollow(from wire.TaskState, n *Task, nanos int64) {
 	case IsTerminal(n.State) && n.State != succeeded:
 		why := fmt.Sprintf("gang %q: task %q %s", gang, n.Name(), stateWord(n.State))
 		switch {
-		case strings.HasPrefix(n.Reason, fmt.Sprintf("gang %q: task ", gang)):
+		case n.ReasonCode == wire.ReasonCode_REASON_CODE_GANG:
 			why = n.Reason // n followed another task of the gang: name that one
 		case n.Reason != "":
 			why += ": " + n.Reason
 		}
 		for _, o := range t.gangOf(n) {
-			if _, err := t.CancelTask(o.ID, why, nanos); err != nil {
+			if _, err := t.CancelTask(o.ID, wire.ReasonCode_REASON_CODE_GANG, why, nanos); err != nil {
 				panic(fmt.Sprintf("state: index %d: %v", t.index, err))
 			}
 		}
@@ -52,7 +52,7 @@ func (t *Txn) gangFollow(from wire.TaskState, n *Task, nanos int64) {
 		why := fmt.Sprintf("gang %q restarts: task %q: %s", gang, n.Name(), n.Reason)
 		for _, o := range t.gangOf(n) {
 			if cur := t.Task(o.ID); IsActive(cur.State) {
-				t.moveTask(cur, queued, why, nanos, nil, true)
+				t.moveTask(cur, queued, wire.ReasonCode_REASON_CODE_GANG, why, nanos, nil, true)
 			}
 		}
 	}

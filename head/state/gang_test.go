@@ -140,7 +140,7 @@ func TestGangNoRetryAfterASuccess(t *testing.T) {
 func TestGangWorkerDownRestartsTheGang(t *testing.T) {
 	s := gangStore(t, 0)
 	s.write(func(txn *Txn) {
-		if _, err := txn.WorkerDown("w0", false, "gossip: dead", int64(s.index)); err != nil {
+		if _, err := txn.WorkerDown("w0", false, wire.ReasonCode_REASON_CODE_WORKER_LOST, "gossip: dead", int64(s.index)); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -151,7 +151,7 @@ func TestGangWorkerDownRestartsTheGang(t *testing.T) {
 	// w1's stream reconciles: the attempt it no longer runs is lost, the
 	// task stays QUEUED and nothing is charged.
 	s.write(func(txn *Txn) {
-		if l := txn.LoseAttempt("g/r1", 1, "w1", "gone", int64(s.index)); l != LossStopped {
+		if l := txn.LoseAttempt("g/r1", 1, "w1", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "gone", int64(s.index)); l != LossStopped {
 			t.Fatalf("loss %v", l)
 		}
 	})
@@ -164,7 +164,7 @@ func TestGangWorkerDownRestartsTheGang(t *testing.T) {
 func TestGangCancelGraph(t *testing.T) {
 	s := gangStore(t, 0)
 	s.write(func(txn *Txn) {
-		if _, err := txn.CancelGraph("g", "enough", int64(s.index)); err != nil {
+		if _, err := txn.CancelGraph("g", wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, "enough", int64(s.index)); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -209,7 +209,7 @@ func TestGangReasonsNameTheFirstTask(t *testing.T) {
 		}
 	})
 	s.write(func(txn *Txn) {
-		if n, err := txn.CancelTask("g/r1", "not needed", 2); err != nil || n != 3 {
+		if n, err := txn.CancelTask("g/r1", wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, "not needed", 2); err != nil || n != 3 {
 			t.Fatalf("cancelled %d tasks, %v; want the 3 of the gang", n, err)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
 // GPU health: a worker reports the set of its GPUs that are unhealthy (an
@@ -65,7 +66,7 @@ func (t *Txn) SetGPUHealth(id string, unhealthy map[string]string, unixNanos int
 		for _, u := range a.GPUUUIDs {
 			if r := unhealthy[u]; r != "" {
 				why := fmt.Sprintf("GPU %s unhealthy: %s", u, r)
-				l.Add(t.lose(task, attemptEnd{state: failed, reason: why}, unixNanos))
+				l.Add(t.lose(task, attemptEnd{state: failed, code: wire.ReasonCode_REASON_CODE_GPU_UNHEALTHY, reason: why}, unixNanos))
 				break
 			}
 		}

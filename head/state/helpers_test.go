@@ -95,7 +95,7 @@ func (s *testStore) move(id, worker string, path ...wire.TaskState) {
 						s.tb.Fatal(err)
 					}
 				}
-				txn.move(cur, assigned, "", int64(s.index), func(n *Task) {
+				txn.move(cur, assigned, wire.ReasonCode_REASON_CODE_UNSPECIFIED, "", int64(s.index), func(n *Task) {
 					n.Attempts = append(slices.Clone(n.Attempts), Attempt{Number: uint32(len(n.Attempts) + 1),
 						WorkerID: worker, State: assigned, AssignUnixNanos: int64(s.index)})
 				})

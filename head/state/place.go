@@ -28,7 +28,7 @@ func (t *Txn) Place(p *wire.PlannedAttempt, leaderTerm uint64, unixNanos int64) 
 		return nil, err
 	}
 	uuids := p.GetGpuUuids()
-	return t.move(cur, assigned, "", unixNanos, func(n *Task) {
+	return t.move(cur, assigned, wire.ReasonCode_REASON_CODE_UNSPECIFIED, "", unixNanos, func(n *Task) {
 		attempts := make([]Attempt, len(n.Attempts), len(n.Attempts)+1)
 		copy(attempts, n.Attempts)
 		n.Attempts = append(attempts, Attempt{Number: p.GetAttempt(), WorkerID: p.GetWorkerId(), State: assigned,
@@ -103,7 +103,7 @@ func (t *Txn) SetQueueReason(taskID, reason string, unixNanos int64) bool {
 		return false
 	}
 	n := cur.clone()
-	n.Reason = reason
+	n.Reason, n.ReasonCode = reason, wire.ReasonCode_REASON_CODE_QUEUED
 	n.UpdateUnixNanos, n.ModifyIndex = unixNanos, t.index
 	t.putTask(cur, n)
 	t.emitTask(n, unixNanos)
@@ -122,7 +122,7 @@ func (t *Txn) FailQueued(taskID, reason string, queuedBefore, unixNanos int64) b
 		return false
 	}
 	waited := time.Duration(unixNanos - cur.QueuedUnixNanos).Round(time.Second)
-	n := t.move(cur, failed, fmt.Sprintf("%s (gave up after %v queued: the heads' --max-queue-wait)", reason, waited), unixNanos, nil)
+	n := t.move(cur, failed, wire.ReasonCode_REASON_CODE_UNPLACEABLE, fmt.Sprintf("%s (gave up after %v queued: the heads' --max-queue-wait)", reason, waited), unixNanos, nil)
 	if _, err := t.ResolveDependents(n, unixNanos); err != nil {
 		panic(fmt.Sprintf("state: index %d: %v", t.index, err))
 	}

@@ -53,9 +53,9 @@ func (t *Txn) ResolveDependents(done *Task, unixNanos int64) (cancelledCount uin
 					t.putTask(d, n)
 					continue
 				}
-				t.move(d, queued, "", unixNanos, func(n *Task) { n.DepsRemaining = 0 })
+				t.move(d, queued, wire.ReasonCode_REASON_CODE_UNSPECIFIED, "", unixNanos, func(n *Task) { n.DepsRemaining = 0 })
 			default:
-				work = append(work, t.move(d, cancelled, ReasonUpstreamFailed, unixNanos, nil))
+				work = append(work, t.move(d, cancelled, wire.ReasonCode_REASON_CODE_UPSTREAM_FAILED, ReasonUpstreamFailed, unixNanos, nil))
 				cancelledCount++
 			}
 		}
@@ -64,11 +64,11 @@ func (t *Txn) ResolveDependents(done *Task, unixNanos int64) (cancelledCount uin
 }
 
 // CancelTask cancels the task with id if it is not terminal yet, with
-// reason and the leader's time, and resolves its dependents (some of which
+// code, reason and the leader's time, and resolves its dependents (some of which
 // may be cancelled as "upstream_failed"); the other tasks of its gang are
 // cancelled too (gang.go). It returns how many tasks moved to CANCELLED
 // (0 for a task already terminal) or NotFound.
-func (t *Txn) CancelTask(id, reason string, unixNanos int64) (uint32, error) {
+func (t *Txn) CancelTask(id string, code wire.ReasonCode, reason string, unixNanos int64) (uint32, error) {
 	cur := t.Task(id)
 	if cur == nil {
 		return 0, errs.New(errs.NotFound, "task %q not found", id)
@@ -77,7 +77,7 @@ func (t *Txn) CancelTask(id, reason string, unixNanos int64) (uint32, error) {
 		return 0, nil
 	}
 	before := t.Graph(cur.GraphID).Counts[cancelled]
-	n := t.move(cur, cancelled, reason, unixNanos, nil)
+	n := t.move(cur, cancelled, code, reason, unixNanos, nil)
 	if _, err := t.ResolveDependents(n, unixNanos); err != nil {
 		panic(fmt.Sprintf("state: index %d: %v", t.index, err))
 	}
@@ -88,7 +88,7 @@ func (t *Txn) CancelTask(id, reason string, unixNanos int64) (uint32, error) {
 // in id order, with reason and the leader's time; the graph ends CANCELLED
 // with that reason, its event after those of its tasks. It returns how many
 // tasks moved to CANCELLED (0 for a graph already finished) or NotFound.
-func (t *Txn) CancelGraph(id, reason string, unixNanos int64) (uint32, error) {
+func (t *Txn) CancelGraph(id string, code wire.ReasonCode, reason string, unixNanos int64) (uint32, error) {
 	g := t.Graph(id)
 	if g == nil {
 		return 0, errs.New(errs.NotFound, "graph %q not found", id)
@@ -102,7 +102,7 @@ func (t *Txn) CancelGraph(id, reason string, unixNanos int64) (uint32, error) {
 	var n uint32
 	for _, task := range t.TasksOfGraph(id) {
 		if cur := t.Task(task.ID); !IsTerminal(cur.State) {
-			t.move(cur, cancelled, reason, unixNanos, nil)
+			t.move(cur, cancelled, code, reason, unixNanos, nil)
 			n++
 		}
 	}

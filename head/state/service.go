@@ -75,7 +75,7 @@ func (t *Txn) stopGraphServices(graphID string, nanos int64) {
 		return // batch tasks are still to end
 	}
 	for _, s := range live { // in id order: the index's order within a graph
-		t.move(t.Task(s.ID), cancelled, ReasonStoppedWithGraph, nanos, nil)
+		t.move(t.Task(s.ID), cancelled, wire.ReasonCode_REASON_CODE_STOPPED_WITH_GRAPH, ReasonStoppedWithGraph, nanos, nil)
 	}
 }
 
@@ -84,7 +84,7 @@ func (t *Txn) stopGraphServices(graphID string, nanos int64) {
 func (t *Txn) stoppedWithGraph(graphID string) uint32 {
 	var n uint32
 	for _, task := range t.TasksOfGraph(graphID) {
-		if task.State == cancelled && task.Reason == ReasonStoppedWithGraph && task.ServiceName() != "" {
+		if task.State == cancelled && task.ReasonCode == wire.ReasonCode_REASON_CODE_STOPPED_WITH_GRAPH && task.ServiceName() != "" {
 			n++
 		}
 	}
@@ -129,7 +129,7 @@ func (t *Txn) serviceEnded(svc *Task, nanos int64) {
 		if r == "" {
 			continue
 		}
-		n := t.move(cur, cancelled, r, nanos, nil)
+		n := t.move(cur, cancelled, wire.ReasonCode_REASON_CODE_SERVICE_GONE, r, nanos, nil)
 		if _, err := t.ResolveDependents(n, nanos); err != nil {
 			panic(fmt.Sprintf("state: index %d: %v", t.index, err))
 		}
@@ -276,7 +276,7 @@ func (t *Txn) serviceReady(cur *Task, ev *wire.AttemptEvent, nanos int64) bool {
 	n := cur.clone()
 	a := n.editAttempt()
 	a.Endpoint, a.ReadyUnixNanos = ep, nanos
-	n.Reason = "serving " + ep
+	n.Reason, n.ReasonCode = "serving "+ep, wire.ReasonCode_REASON_CODE_SERVING
 	n.UpdateUnixNanos, n.ModifyIndex = nanos, t.index
 	t.putTask(cur, n)
 	t.emitTask(n, nanos)
@@ -327,15 +327,15 @@ func (t *Txn) restartService(cur *Task, ev *wire.AttemptEvent, nanos, backoff in
 	case evExited:
 		cur = t.started(cur, nanos)
 		end.state = succeeded
-		end.reason = "exited 0"
+		end.reason, end.code = "exited 0", wire.ReasonCode_REASON_CODE_SERVICE_RESTART
 		if ev.GetExitCode() != 0 {
-			end.state, end.reason = failed, exitReason(ev)
+			end.state, end.reason, end.code = failed, exitReason(ev), exitCodeOf(ev)
 		}
 	case evFailed:
-		end.state, end.reason = failed, failReason(ev)
+		end.state, end.reason, end.code = failed, failReason(ev), exitCodeOf(ev)
 	case evTimedOut:
 		cur = t.started(cur, nanos)
-		end.state, end.reason = timedOut, ev.GetReason()
+		end.state, end.reason, end.code = timedOut, ev.GetReason(), wire.ReasonCode_REASON_CODE_TIMEOUT
 		if end.reason == "" {
 			end.reason = "timed out"
 		}

@@ -169,7 +169,9 @@ func TestServiceEndpoints(t *testing.T) {
 
 	// A lost worker withdraws its endpoint; a cancelled task leaves the
 	// service index.
-	s.write(func(txn *Txn) { txn.LoseAttempt("h/srv", 1, "w2", "worker w2 lost", int64(s.index)) })
+	s.write(func(txn *Txn) {
+		txn.LoseAttempt("h/srv", 1, "w2", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "worker w2 lost", int64(s.index))
+	})
 	if got := urls(s.Snapshot().ServiceEndpoints("model/a")); !slices.Equal(got, []string{"http://10.0.0.5:30000"}) {
 		t.Fatalf("model/a endpoints after w2 was lost: %v", got)
 	}
@@ -214,10 +216,14 @@ func TestServicesStopWithTheirGraph(t *testing.T) {
 			s.move("g/a", "w1", assigned, running, failed)
 		}, wire.GraphState_GRAPH_STATE_FAILED, cancelled, ReasonStoppedWithGraph},
 		{"batch task cancelled", []string{"a"}, func(s *testStore) {
-			s.write(func(txn *Txn) { txn.CancelTask("g/a", "by hand", int64(s.index)) })
+			s.write(func(txn *Txn) {
+				txn.CancelTask("g/a", wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, "by hand", int64(s.index))
+			})
 		}, wire.GraphState_GRAPH_STATE_CANCELLED, cancelled, ReasonStoppedWithGraph},
 		{"graph cancelled", []string{"a"}, func(s *testStore) {
-			s.write(func(txn *Txn) { txn.CancelGraph("g", "by hand", int64(s.index)) })
+			s.write(func(txn *Txn) {
+				txn.CancelGraph("g", wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, "by hand", int64(s.index))
+			})
 		}, wire.GraphState_GRAPH_STATE_CANCELLED, cancelled, "by hand"},
 		{"services only", nil, func(s *testStore) {}, wire.GraphState_GRAPH_STATE_RUNNING, running, ""},
 	}
@@ -280,7 +286,9 @@ func TestWaitersOfAnEndedServiceAreCancelled(t *testing.T) {
 				t.Fatalf("with another provider: u %s, graph %s; want u QUEUED, graph RUNNING", u.State, g.State)
 			}
 			// The last provider, in another graph, ends: g's waiter goes.
-			s.write(func(txn *Txn) { txn.CancelGraph("h", "done with it", int64(s.index)) })
+			s.write(func(txn *Txn) {
+				txn.CancelGraph("h", wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, "done with it", int64(s.index))
+			})
 			u, v, g = s.task("g/u"), s.task("g/v"), s.Snapshot().Graph("g")
 		}
 		want := `service "model/a" ended (task g/srv failed: exit code 1) and no task provides it`

@@ -41,6 +41,9 @@ type Task struct {
 	QueueSeq uint64
 	// Reason says why the task is in its state, e.g. "upstream_failed".
 	Reason string
+	// ReasonCode classifies Reason (UNSPECIFIED: none, or a row recorded
+	// before codes existed).
+	ReasonCode wire.ReasonCode
 	// Attempts are the executions so far, the current one last.
 	Attempts []Attempt
 	// Dependents are the names of the tasks of the same graph that depend on
@@ -87,6 +90,8 @@ type Attempt struct {
 	// Reason says why the attempt ended other than SUCCEEDED: "exit code
 	// 3", "OOM killed", "worker w1 lost: <reason>", the worker's reason.
 	Reason string
+	// ReasonCode classifies Reason.
+	ReasonCode wire.ReasonCode
 	// Times in nanoseconds since the Unix epoch, chosen by the leader.
 	AssignUnixNanos int64
 	StartUnixNanos  int64
@@ -199,6 +204,7 @@ func (t *Task) FillWire(w *wire.Task) {
 	w.Spec = t.Spec
 	w.State = t.State
 	w.Reason = t.Reason
+	w.ReasonCode = t.ReasonCode
 	if len(t.Attempts) > 0 {
 		w.Attempts = make([]*wire.Attempt, len(t.Attempts))
 		for i := range t.Attempts {
@@ -227,6 +233,7 @@ func (a *Attempt) toWire() *wire.Attempt {
 		WorkerId:        a.WorkerID,
 		State:           a.State,
 		Reason:          a.Reason,
+		ReasonCode:      a.ReasonCode,
 		AssignUnixNanos: a.AssignUnixNanos,
 		StartUnixNanos:  a.StartUnixNanos,
 		FinishUnixNanos: a.FinishUnixNanos,
@@ -260,6 +267,7 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 		LostCount:       w.GetLostCount(),
 		QueueSeq:        w.GetQueueSeq(),
 		Reason:          w.GetReason(),
+		ReasonCode:      w.GetReasonCode(),
 		Dependents:      w.GetDependents(),
 		Result:          w.GetResult(),
 		CreateUnixNanos: w.GetCreateUnixNanos(),
@@ -282,6 +290,7 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 				WorkerID:        a.GetWorkerId(),
 				State:           a.GetState(),
 				Reason:          a.GetReason(),
+				ReasonCode:      a.GetReasonCode(),
 				AssignUnixNanos: a.GetAssignUnixNanos(),
 				StartUnixNanos:  a.GetStartUnixNanos(),
 				FinishUnixNanos: a.GetFinishUnixNanos(),

@@ -25,21 +25,21 @@ func (t *Txn) SetTaskState(id string, to wire.TaskState, reason string, unixNano
 	if !CanTransition(cur.State, to) {
 		return nil, errs.New(errs.FailedPrecondition, "task %q: cannot move from %s to %s", id, cur.State, to)
 	}
-	return t.move(cur, to, reason, unixNanos, nil), nil
+	return t.move(cur, to, wire.ReasonCode_REASON_CODE_UNSPECIFIED, reason, unixNanos, nil), nil
 }
 
 // move changes cur to state to, which the caller has checked; edit, if not
 // nil, changes other fields of the new row first. An edit that ends the
 // current attempt itself (setting its state and reason) keeps move from
 // ending it the default way.
-func (t *Txn) move(cur *Task, to wire.TaskState, reason string, nanos int64, edit func(*Task)) *Task {
-	return t.moveTask(cur, to, reason, nanos, edit, false)
+func (t *Txn) move(cur *Task, to wire.TaskState, code wire.ReasonCode, reason string, nanos int64, edit func(*Task)) *Task {
+	return t.moveTask(cur, to, code, reason, nanos, edit, false)
 }
 
 // moveTask is move; keepAttempt leaves an active attempt active whatever
 // the task's new state (a gang restart: the attempt runs until its worker
 // stops it). A move of a gang's task is followed by its gang (gangFollow).
-func (t *Txn) moveTask(cur *Task, to wire.TaskState, reason string, nanos int64, edit func(*Task), keepAttempt bool) *Task {
+func (t *Txn) moveTask(cur *Task, to wire.TaskState, code wire.ReasonCode, reason string, nanos int64, edit func(*Task), keepAttempt bool) *Task {
 	if !CanTransition(cur.State, to) {
 		panic(fmt.Sprintf("state: index %d: task %q: illegal move from %s to %s", t.index, cur.ID, cur.State, to))
 	}
@@ -47,7 +47,7 @@ func (t *Txn) moveTask(cur *Task, to wire.TaskState, reason string, nanos int64,
 	if edit != nil {
 		edit(n)
 	}
-	n.State, n.Reason = to, reason
+	n.State, n.Reason, n.ReasonCode = to, reason, code
 	n.UpdateUnixNanos, n.ModifyIndex = nanos, t.index
 	if to == queued {
 		n.QueueSeq = t.takeQueueSeq()
@@ -64,9 +64,9 @@ func (t *Txn) moveTask(cur *Task, to wire.TaskState, reason string, nanos int64,
 				a.StartUnixNanos = nanos
 			}
 		case queued: // the attempt failed or was lost; the task retries
-			a.State, a.Reason, a.FinishUnixNanos = failed, reason, nanos
+			a.State, a.Reason, a.ReasonCode, a.FinishUnixNanos = failed, reason, code, nanos
 		default:
-			a.State, a.Reason, a.FinishUnixNanos = to, reason, nanos
+			a.State, a.Reason, a.ReasonCode, a.FinishUnixNanos = to, reason, code, nanos
 		}
 	}
 	t.putTask(cur, n)

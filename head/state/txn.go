@@ -181,7 +181,7 @@ func (t *Txn) emit(ev *wire.Event) {
 
 func (t *Txn) emitTask(task *Task, nanos int64) {
 	ev := &wire.Event{UnixNanos: nanos, GraphId: task.GraphID, TaskId: task.ID,
-		TaskState: task.State, Reason: task.Reason}
+		TaskState: task.State, Reason: task.Reason, ReasonCode: task.ReasonCode}
 	if a := task.CurrentAttempt(); a != nil {
 		ev.Attempt, ev.WorkerId = a.Number, a.WorkerID
 	}

@@ -195,7 +195,7 @@ func (l *Losses) Add(o Loss) {
 // new status and reason. The FSM calls it for OpWorkerDown. It returns
 // what the losses did, or NotFound for an unknown worker (changing
 // nothing).
-func (t *Txn) WorkerDown(id string, left bool, reason string, unixNanos int64) (Losses, error) {
+func (t *Txn) WorkerDown(id string, left bool, code wire.ReasonCode, reason string, unixNanos int64) (Losses, error) {
 	w := t.writableWorker(id)
 	if w == nil {
 		return Losses{}, errs.New(errs.NotFound, "worker %q not found", id)
@@ -211,7 +211,7 @@ func (t *Txn) WorkerDown(id string, left bool, reason string, unixNanos int64) (
 	var l Losses
 	why := LostReason(id, reason)
 	for _, task := range held {
-		l.Add(t.lose(task, attemptEnd{state: failed, reason: why}, unixNanos))
+		l.Add(t.lose(task, attemptEnd{state: failed, code: code, reason: why}, unixNanos))
 	}
 	if w := t.Worker(id); w.ActiveAttempts != 0 || !w.Allocated.IsZero() || len(w.gpus) != 0 {
 		panic(fmt.Sprintf("state: index %d: worker %q down but still holds %s in %d attempts", t.index, id, w.Allocated, w.ActiveAttempts))

@@ -48,10 +48,10 @@ func TestCancelKeepsAttempt(t *testing.T) {
 	s.move("g/b", "w1", assigned)
 	s.move("g/c", "w1", assigned, running)
 	s.write(func(txn *Txn) {
-		if _, err := txn.CancelTask("g/a", "user", 50); err != nil {
+		if _, err := txn.CancelTask("g/a", wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, "user", 50); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := txn.CancelGraph("g", "all", 51); err != nil {
+		if _, err := txn.CancelGraph("g", wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, "all", 51); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -73,7 +73,7 @@ func TestCancelKeepsAttempt(t *testing.T) {
 		if !txn.ApplyAttemptEvent("w1", &wire.AttemptEvent{TaskId: "g/a", Attempt: 1, Kind: evStopped}, 60, 0) {
 			t.Fatal("STOPPED of a stopping attempt ignored")
 		}
-		if txn.LoseAttempt("g/b", 1, "w1", "gone", 60) != LossStopped {
+		if txn.LoseAttempt("g/b", 1, "w1", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "gone", 60) != LossStopped {
 			t.Fatal("lost stopping attempt")
 		}
 		if len(txn.TakeEvents()) != 0 {
@@ -112,13 +112,13 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		if txn.ApplyAttemptEvent("w2", &wire.AttemptEvent{TaskId: "g/a", Attempt: 1, Kind: evStarted}, 9, 0) {
 			t.Error("event from the wrong worker applied")
 		}
-		if txn.LoseAttempt("g/a", 2, "w1", "x", 9) != LossNone || txn.LoseAttempt("g/b", 1, "w1", "x", 9) != LossNone {
+		if txn.LoseAttempt("g/a", 2, "w1", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "x", 9) != LossNone || txn.LoseAttempt("g/b", 1, "w1", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "x", 9) != LossNone {
 			t.Error("lost an attempt that is not there")
 		}
 		if txn.SetQueueReason("g/a", "x", 9) || txn.SetQueueReason("g/zz", "x", 9) {
 			t.Error("queue reason on a task that is not QUEUED")
 		}
-		if _, err := txn.WorkerDown("w9", false, "x", 9); errs.ClassOf(err) != errs.NotFound {
+		if _, err := txn.WorkerDown("w9", false, wire.ReasonCode_REASON_CODE_WORKER_LOST, "x", 9); errs.ClassOf(err) != errs.NotFound {
 			t.Errorf("unknown worker down: %v", err)
 		}
 	})

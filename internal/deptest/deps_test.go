@@ -1,8 +1,9 @@
 // Package deptest checks that imports flow one way (DESIGN.md): a user's
 // program that imports the client library links no server code, and the
 // pure packages (state, fsm, spec) link no consensus, gossip, storage,
-// Docker or NVML code. (Every package that speaks the wire API links gRPC:
-// the generated stubs share the wire package.)
+// Docker or NVML code; nothing outside head/ imports head/state. (Every
+// package that speaks the wire API links gRPC: the generated stubs share
+// the wire package.)
 package deptest
 
 import (
@@ -70,5 +71,35 @@ func TestImportsFlowOneWay(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Nothing outside head/ imports head/state (in its code or its tests): the
+// table's Go types and constants are the head's inside. Everyone else reads
+// tasks through the wire API (client, internal/wire), where a reason is
+// classified by its ReasonCode, never by comparing the head's prose, so the
+// head may reword a reason or reshape its rows without breaking the CLI,
+// the dashboard, the bench or the chaos checks.
+func TestOnlyTheHeadImportsState(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list %s...: %v", module, err)
+	}
+	const state = module + "head/state"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg := fields[0]
+		if pkg == module+"head" || strings.HasPrefix(pkg, module+"head/") {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if imp == state {
+				t.Errorf("%s imports %s: outside head/, read tasks through the wire API and compare ReasonCode, not the head's types or prose", pkg, state)
+			}
+		}
 	}
 }

@@ -123,9 +123,12 @@ type CancelCommand struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	GraphId string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
 	// Empty: the whole graph.
-	TaskId        string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	UnixNanos     int64  `protobuf:"varint,4,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	TaskId    string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Reason    string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	UnixNanos int64  `protobuf:"varint,4,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// CANCELLED_BY_USER or CANCELLED_DEADLINE; UNSPECIFIED in entries from
+	// before the code, which the FSM records as is.
+	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +189,13 @@ func (x *CancelCommand) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *CancelCommand) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
 // DropStagedCommand drops chunks of graphs whose submission never finished.
@@ -297,11 +307,14 @@ func (x *WorkerUpsertCommand) GetUnixNanos() int64 {
 // WorkerDownCommand declares a worker dead (or left): its attempts are lost
 // and their tasks re-queued within their retry budgets.
 type WorkerDownCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	Left          bool                   `protobuf:"varint,3,opt,name=left,proto3" json:"left,omitempty"`
-	UnixNanos     int64                  `protobuf:"varint,4,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId  string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Reason    string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Left      bool                   `protobuf:"varint,3,opt,name=left,proto3" json:"left,omitempty"`
+	UnixNanos int64                  `protobuf:"varint,4,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// Why, for its attempts: LEASE_LAPSED from the leader's liveness check;
+	// UNSPECIFIED (older leaders, a worker that left): WORKER_LOST.
+	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -362,6 +375,13 @@ func (x *WorkerDownCommand) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *WorkerDownCommand) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
 // PlannedAttempt is one placement of a plan.
@@ -581,10 +601,12 @@ func (x *TaskEventsCommand) GetRetryBackoffNanos() []int64 {
 
 // AttemptsLostCommand marks attempts lost (their worker no longer has them).
 type AttemptsLostCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attempts      []*PlannedAttempt      `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	UnixNanos     int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Attempts  []*PlannedAttempt      `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Reason    string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	UnixNanos int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	// Why they are lost; UNSPECIFIED (older leaders): NOT_ON_WORKER.
+	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -638,6 +660,13 @@ func (x *AttemptsLostCommand) GetUnixNanos() int64 {
 		return x.UnixNanos
 	}
 	return 0
+}
+
+func (x *AttemptsLostCommand) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
 // FailQueuedCommand fails tasks the leader found unplaceable (no worker
@@ -955,13 +984,15 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"unix_nanos\x18\x06 \x01(\x03R\tunixNanos\x12\x1d\n" +
 	"\n" +
-	"task_count\x18\a \x01(\rR\ttaskCount\"z\n" +
+	"task_count\x18\a \x01(\rR\ttaskCount\"\xb5\x01\n" +
 	"\rCancelCommand\x12\x19\n" +
 	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x04 \x01(\x03R\tunixNanos\"O\n" +
+	"unix_nanos\x18\x04 \x01(\x03R\tunixNanos\x129\n" +
+	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
+	"reasonCode\"O\n" +
 	"\x11DropStagedCommand\x12\x1b\n" +
 	"\tgraph_ids\x18\x01 \x03(\tR\bgraphIds\x12\x1d\n" +
 	"\n" +
@@ -969,13 +1000,15 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\x13WorkerUpsertCommand\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"{\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"\xb6\x01\n" +
 	"\x11WorkerDownCommand\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
 	"\x04left\x18\x03 \x01(\bR\x04left\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x04 \x01(\x03R\tunixNanos\"}\n" +
+	"unix_nanos\x18\x04 \x01(\x03R\tunixNanos\x129\n" +
+	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
+	"reasonCode\"}\n" +
 	"\x0ePlannedAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x1b\n" +
@@ -996,12 +1029,14 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12.\n" +
-	"\x13retry_backoff_nanos\x18\x04 \x03(\x03R\x11retryBackoffNanos\"\x85\x01\n" +
+	"\x13retry_backoff_nanos\x18\x04 \x03(\x03R\x11retryBackoffNanos\"\xc0\x01\n" +
 	"\x13AttemptsLostCommand\x127\n" +
 	"\battempts\x18\x01 \x03(\v2\x1b.megaflow.v1.PlannedAttemptR\battempts\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\xa0\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x129\n" +
+	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
+	"reasonCode\"\xa0\x01\n" +
 	"\x11FailQueuedCommand\x12\x19\n" +
 	"\btask_ids\x18\x01 \x03(\tR\ataskIds\x12\x18\n" +
 	"\areasons\x18\x02 \x03(\tR\areasons\x127\n" +
@@ -1061,27 +1096,31 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 	nil,                         // 15: megaflow.v1.GpuHealthCommand.UnhealthyEntry
 	(*GraphSpec)(nil),           // 16: megaflow.v1.GraphSpec
 	(*TaskSpec)(nil),            // 17: megaflow.v1.TaskSpec
-	(*WorkerInfo)(nil),          // 18: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),        // 19: megaflow.v1.AttemptEvent
-	(*Quota)(nil),               // 20: megaflow.v1.Quota
-	(*PoolTarget)(nil),          // 21: megaflow.v1.PoolTarget
+	(ReasonCode)(0),             // 18: megaflow.v1.ReasonCode
+	(*WorkerInfo)(nil),          // 19: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),        // 20: megaflow.v1.AttemptEvent
+	(*Quota)(nil),               // 21: megaflow.v1.Quota
+	(*PoolTarget)(nil),          // 22: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
 	16, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
 	17, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	18, // 2: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
-	5,  // 3: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	14, // 4: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	19, // 5: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
-	5,  // 6: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	20, // 7: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	21, // 8: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
-	15, // 9: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	18, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	19, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	18, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	5,  // 5: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
+	14, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	20, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	5,  // 8: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
+	18, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	21, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	22, // 11: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	15, // 12: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }

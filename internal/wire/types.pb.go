@@ -250,6 +250,120 @@ func (GraphState) EnumDescriptor() ([]byte, []int) {
 	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
+// ReasonCode classifies why a task or an attempt is in its state, beside
+// the human reason text (which stays free prose for people: never compare
+// it). The FSM sets it deterministically from the command it applies; rows
+// and events written before the code existed carry UNSPECIFIED.
+// docs/reasons.md lists the codes.
+type ReasonCode int32
+
+const (
+	ReasonCode_REASON_CODE_UNSPECIFIED        ReasonCode = 0
+	ReasonCode_REASON_CODE_EXIT_CODE          ReasonCode = 1  // the process exited with a non-zero code
+	ReasonCode_REASON_CODE_OOM                ReasonCode = 2  // killed for memory (the cgroup's OOM killer)
+	ReasonCode_REASON_CODE_TIMEOUT            ReasonCode = 3  // killed at its timeout
+	ReasonCode_REASON_CODE_CANCELLED_BY_USER  ReasonCode = 4  // a client cancelled the task or its graph
+	ReasonCode_REASON_CODE_CANCELLED_DEADLINE ReasonCode = 5  // its graph ran past its deadline
+	ReasonCode_REASON_CODE_STOPPED_WITH_GRAPH ReasonCode = 6  // a service stopped: every batch task of its graph ended
+	ReasonCode_REASON_CODE_UPSTREAM_FAILED    ReasonCode = 7  // a task it depends on did not succeed
+	ReasonCode_REASON_CODE_WORKER_LOST        ReasonCode = 8  // its worker was declared down or left
+	ReasonCode_REASON_CODE_LEASE_LAPSED       ReasonCode = 9  // its worker's lease lapsed: the leader declared the worker down
+	ReasonCode_REASON_CODE_START_FAILED       ReasonCode = 10 // the container or process could not be created or started
+	ReasonCode_REASON_CODE_WORKER_FAILED      ReasonCode = 11 // the worker reported it failed (crash, probe, container gone)
+	ReasonCode_REASON_CODE_RESULT_NOTE        ReasonCode = 12 // succeeded with a note about its result
+	ReasonCode_REASON_CODE_RESULT_TOO_LARGE   ReasonCode = 13 // its result exceeded 64 KiB
+	ReasonCode_REASON_CODE_UNPLACEABLE        ReasonCode = 14 // no worker could run it for longer than --max-queue-wait
+	ReasonCode_REASON_CODE_QUEUED             ReasonCode = 15 // a queueing reason: why it waits (not a failure)
+	ReasonCode_REASON_CODE_GPU_UNHEALTHY      ReasonCode = 16 // a GPU it held became unhealthy
+	ReasonCode_REASON_CODE_STOPPED_BY_WORKER  ReasonCode = 17 // the worker stopped it without the head asking
+	ReasonCode_REASON_CODE_GANG               ReasonCode = 18 // another task of its gang failed or restarted
+	ReasonCode_REASON_CODE_SERVICE_RESTART    ReasonCode = 19 // a service attempt exited 0 and is restarted (a failed one keeps its failure's code)
+	ReasonCode_REASON_CODE_SERVING            ReasonCode = 20 // a service attempt publishes its endpoint (not a failure)
+	ReasonCode_REASON_CODE_SERVICE_GONE       ReasonCode = 21 // a service it uses ended and no task provides it
+	ReasonCode_REASON_CODE_NOT_ON_WORKER      ReasonCode = 22 // its worker no longer runs it (reconciliation after a worker restart)
+)
+
+// Enum value maps for ReasonCode.
+var (
+	ReasonCode_name = map[int32]string{
+		0:  "REASON_CODE_UNSPECIFIED",
+		1:  "REASON_CODE_EXIT_CODE",
+		2:  "REASON_CODE_OOM",
+		3:  "REASON_CODE_TIMEOUT",
+		4:  "REASON_CODE_CANCELLED_BY_USER",
+		5:  "REASON_CODE_CANCELLED_DEADLINE",
+		6:  "REASON_CODE_STOPPED_WITH_GRAPH",
+		7:  "REASON_CODE_UPSTREAM_FAILED",
+		8:  "REASON_CODE_WORKER_LOST",
+		9:  "REASON_CODE_LEASE_LAPSED",
+		10: "REASON_CODE_START_FAILED",
+		11: "REASON_CODE_WORKER_FAILED",
+		12: "REASON_CODE_RESULT_NOTE",
+		13: "REASON_CODE_RESULT_TOO_LARGE",
+		14: "REASON_CODE_UNPLACEABLE",
+		15: "REASON_CODE_QUEUED",
+		16: "REASON_CODE_GPU_UNHEALTHY",
+		17: "REASON_CODE_STOPPED_BY_WORKER",
+		18: "REASON_CODE_GANG",
+		19: "REASON_CODE_SERVICE_RESTART",
+		20: "REASON_CODE_SERVING",
+		21: "REASON_CODE_SERVICE_GONE",
+		22: "REASON_CODE_NOT_ON_WORKER",
+	}
+	ReasonCode_value = map[string]int32{
+		"REASON_CODE_UNSPECIFIED":        0,
+		"REASON_CODE_EXIT_CODE":          1,
+		"REASON_CODE_OOM":                2,
+		"REASON_CODE_TIMEOUT":            3,
+		"REASON_CODE_CANCELLED_BY_USER":  4,
+		"REASON_CODE_CANCELLED_DEADLINE": 5,
+		"REASON_CODE_STOPPED_WITH_GRAPH": 6,
+		"REASON_CODE_UPSTREAM_FAILED":    7,
+		"REASON_CODE_WORKER_LOST":        8,
+		"REASON_CODE_LEASE_LAPSED":       9,
+		"REASON_CODE_START_FAILED":       10,
+		"REASON_CODE_WORKER_FAILED":      11,
+		"REASON_CODE_RESULT_NOTE":        12,
+		"REASON_CODE_RESULT_TOO_LARGE":   13,
+		"REASON_CODE_UNPLACEABLE":        14,
+		"REASON_CODE_QUEUED":             15,
+		"REASON_CODE_GPU_UNHEALTHY":      16,
+		"REASON_CODE_STOPPED_BY_WORKER":  17,
+		"REASON_CODE_GANG":               18,
+		"REASON_CODE_SERVICE_RESTART":    19,
+		"REASON_CODE_SERVING":            20,
+		"REASON_CODE_SERVICE_GONE":       21,
+		"REASON_CODE_NOT_ON_WORKER":      22,
+	}
+)
+
+func (x ReasonCode) Enum() *ReasonCode {
+	p := new(ReasonCode)
+	*p = x
+	return p
+}
+
+func (x ReasonCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReasonCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_megaflow_v1_types_proto_enumTypes[4].Descriptor()
+}
+
+func (ReasonCode) Type() protoreflect.EnumType {
+	return &file_megaflow_v1_types_proto_enumTypes[4]
+}
+
+func (x ReasonCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReasonCode.Descriptor instead.
+func (ReasonCode) EnumDescriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
 // Resources is what a task asks for or what a worker offers.
 type Resources struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -784,8 +898,10 @@ type Attempt struct {
 	Endpoint string `protobuf:"bytes,120,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// When the endpoint was published (leader time); 0: not ready.
 	ReadyUnixNanos int64 `protobuf:"varint,121,opt,name=ready_unix_nanos,json=readyUnixNanos,proto3" json:"ready_unix_nanos,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The class of reason (UNSPECIFIED for attempts recorded before it).
+	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -909,6 +1025,13 @@ func (x *Attempt) GetReadyUnixNanos() int64 {
 	return 0
 }
 
+func (x *Attempt) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
+}
+
 // Task is a task's row in the replicated task table.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -948,7 +1071,9 @@ type Task struct {
 	QueuedUnixNanos int64 `protobuf:"varint,20,opt,name=queued_unix_nanos,json=queuedUnixNanos,proto3" json:"queued_unix_nanos,omitempty"`
 	// Service tasks: attempts ended and replaced under the restart policy
 	// (not charged to max_retries).
-	Restarts      uint32 `protobuf:"varint,120,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Restarts uint32 `protobuf:"varint,120,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// The class of reason (UNSPECIFIED: none, or a row recorded before it).
+	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1128,6 +1253,13 @@ func (x *Task) GetRestarts() uint32 {
 		return x.Restarts
 	}
 	return 0
+}
+
+func (x *Task) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
 // StateCounts counts a graph's tasks by state.
@@ -1562,15 +1694,17 @@ type Event struct {
 	// Raft index of the log entry that made the change.
 	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	// Position among the events of that entry, from 0.
-	Seq           uint32     `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	UnixNanos     int64      `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	GraphId       string     `protobuf:"bytes,4,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
-	TaskId        string     `protobuf:"bytes,5,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	TaskState     TaskState  `protobuf:"varint,6,opt,name=task_state,json=taskState,proto3,enum=megaflow.v1.TaskState" json:"task_state,omitempty"`
-	GraphState    GraphState `protobuf:"varint,7,opt,name=graph_state,json=graphState,proto3,enum=megaflow.v1.GraphState" json:"graph_state,omitempty"`
-	Attempt       uint32     `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Reason        string     `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
-	WorkerId      string     `protobuf:"bytes,10,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Seq        uint32     `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	UnixNanos  int64      `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	GraphId    string     `protobuf:"bytes,4,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	TaskId     string     `protobuf:"bytes,5,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	TaskState  TaskState  `protobuf:"varint,6,opt,name=task_state,json=taskState,proto3,enum=megaflow.v1.TaskState" json:"task_state,omitempty"`
+	GraphState GraphState `protobuf:"varint,7,opt,name=graph_state,json=graphState,proto3,enum=megaflow.v1.GraphState" json:"graph_state,omitempty"`
+	Attempt    uint32     `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Reason     string     `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	WorkerId   string     `protobuf:"bytes,10,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// The class of reason of a task event (the task's reason_code).
+	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1673,6 +1807,13 @@ func (x *Event) GetWorkerId() string {
 		return x.WorkerId
 	}
 	return ""
+}
+
+func (x *Event) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
 // HeadInfo describes one head of the Raft cluster.
@@ -2110,7 +2251,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\a \x01(\tR\x04name\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd4\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x04\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12,\n" +
@@ -2126,7 +2267,9 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	" \x03(\tR\bgpuUuids\x12+\n" +
 	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\x12\x1a\n" +
 	"\bendpoint\x18x \x01(\tR\bendpoint\x12(\n" +
-	"\x10ready_unix_nanos\x18y \x01(\x03R\x0ereadyUnixNanos\"\xdf\x05\n" +
+	"\x10ready_unix_nanos\x18y \x01(\x03R\x0ereadyUnixNanos\x129\n" +
+	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
+	"reasonCode\"\x9a\x06\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bgraph_id\x18\x02 \x01(\tR\agraphId\x12\x16\n" +
@@ -2152,7 +2295,9 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"dependents\x121\n" +
 	"\x15not_before_unix_nanos\x18\x13 \x01(\x03R\x12notBeforeUnixNanos\x12*\n" +
 	"\x11queued_unix_nanos\x18\x14 \x01(\x03R\x0fqueuedUnixNanos\x12\x1a\n" +
-	"\brestarts\x18x \x01(\rR\brestarts\"\xe6\x01\n" +
+	"\brestarts\x18x \x01(\rR\brestarts\x129\n" +
+	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
+	"reasonCode\"\xe6\x01\n" +
 	"\vStateCounts\x12\x18\n" +
 	"\apending\x18\x01 \x01(\rR\apending\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\rR\x06queued\x12\x1a\n" +
@@ -2200,7 +2345,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x16first_start_unix_nanos\x18\v \x01(\x03R\x13firstStartUnixNanos\x123\n" +
 	"\x16last_finish_unix_nanos\x18\f \x01(\x03R\x13lastFinishUnixNanos\x12\x1f\n" +
 	"\vwall_millis\x18\r \x01(\x03R\n" +
-	"wallMillis\"\xc2\x02\n" +
+	"wallMillis\"\xfd\x02\n" +
 	"\x05Event\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\rR\x03seq\x12\x1d\n" +
@@ -2215,7 +2360,9 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\aattempt\x18\b \x01(\rR\aattempt\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x1b\n" +
 	"\tworker_id\x18\n" +
-	" \x01(\tR\bworkerId\"\xbb\x01\n" +
+	" \x01(\tR\bworkerId\x129\n" +
+	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
+	"reasonCode\"\xbb\x01\n" +
 	"\bHeadInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -2277,7 +2424,33 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x13GRAPH_STATE_RUNNING\x10\x01\x12\x19\n" +
 	"\x15GRAPH_STATE_SUCCEEDED\x10\x02\x12\x16\n" +
 	"\x12GRAPH_STATE_FAILED\x10\x03\x12\x19\n" +
-	"\x15GRAPH_STATE_CANCELLED\x10\x04B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\x15GRAPH_STATE_CANCELLED\x10\x04*\xb9\x05\n" +
+	"\n" +
+	"ReasonCode\x12\x1b\n" +
+	"\x17REASON_CODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15REASON_CODE_EXIT_CODE\x10\x01\x12\x13\n" +
+	"\x0fREASON_CODE_OOM\x10\x02\x12\x17\n" +
+	"\x13REASON_CODE_TIMEOUT\x10\x03\x12!\n" +
+	"\x1dREASON_CODE_CANCELLED_BY_USER\x10\x04\x12\"\n" +
+	"\x1eREASON_CODE_CANCELLED_DEADLINE\x10\x05\x12\"\n" +
+	"\x1eREASON_CODE_STOPPED_WITH_GRAPH\x10\x06\x12\x1f\n" +
+	"\x1bREASON_CODE_UPSTREAM_FAILED\x10\a\x12\x1b\n" +
+	"\x17REASON_CODE_WORKER_LOST\x10\b\x12\x1c\n" +
+	"\x18REASON_CODE_LEASE_LAPSED\x10\t\x12\x1c\n" +
+	"\x18REASON_CODE_START_FAILED\x10\n" +
+	"\x12\x1d\n" +
+	"\x19REASON_CODE_WORKER_FAILED\x10\v\x12\x1b\n" +
+	"\x17REASON_CODE_RESULT_NOTE\x10\f\x12 \n" +
+	"\x1cREASON_CODE_RESULT_TOO_LARGE\x10\r\x12\x1b\n" +
+	"\x17REASON_CODE_UNPLACEABLE\x10\x0e\x12\x16\n" +
+	"\x12REASON_CODE_QUEUED\x10\x0f\x12\x1d\n" +
+	"\x19REASON_CODE_GPU_UNHEALTHY\x10\x10\x12!\n" +
+	"\x1dREASON_CODE_STOPPED_BY_WORKER\x10\x11\x12\x14\n" +
+	"\x10REASON_CODE_GANG\x10\x12\x12\x1f\n" +
+	"\x1bREASON_CODE_SERVICE_RESTART\x10\x13\x12\x17\n" +
+	"\x13REASON_CODE_SERVING\x10\x14\x12\x1c\n" +
+	"\x18REASON_CODE_SERVICE_GONE\x10\x15\x12\x1d\n" +
+	"\x19REASON_CODE_NOT_ON_WORKER\x10\x16B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_types_proto_rawDescOnce sync.Once
@@ -2291,60 +2464,64 @@ func file_megaflow_v1_types_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_types_proto_rawDescData
 }
 
-var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_megaflow_v1_types_proto_goTypes = []any{
 	(TaskKind)(0),        // 0: megaflow.v1.TaskKind
 	(ExecutionMode)(0),   // 1: megaflow.v1.ExecutionMode
 	(TaskState)(0),       // 2: megaflow.v1.TaskState
 	(GraphState)(0),      // 3: megaflow.v1.GraphState
-	(*Resources)(nil),    // 4: megaflow.v1.Resources
-	(*ServiceSpec)(nil),  // 5: megaflow.v1.ServiceSpec
-	(*TaskSpec)(nil),     // 6: megaflow.v1.TaskSpec
-	(*GraphSpec)(nil),    // 7: megaflow.v1.GraphSpec
-	(*Attempt)(nil),      // 8: megaflow.v1.Attempt
-	(*Task)(nil),         // 9: megaflow.v1.Task
-	(*StateCounts)(nil),  // 10: megaflow.v1.StateCounts
-	(*Graph)(nil),        // 11: megaflow.v1.Graph
-	(*GraphMetrics)(nil), // 12: megaflow.v1.GraphMetrics
-	(*Event)(nil),        // 13: megaflow.v1.Event
-	(*HeadInfo)(nil),     // 14: megaflow.v1.HeadInfo
-	(*Quota)(nil),        // 15: megaflow.v1.Quota
-	(*QuotaUsage)(nil),   // 16: megaflow.v1.QuotaUsage
-	(*PoolTarget)(nil),   // 17: megaflow.v1.PoolTarget
-	nil,                  // 18: megaflow.v1.TaskSpec.EnvEntry
-	nil,                  // 19: megaflow.v1.TaskSpec.NodeSelectorEntry
-	nil,                  // 20: megaflow.v1.GraphSpec.LabelsEntry
-	nil,                  // 21: megaflow.v1.Graph.LabelsEntry
-	nil,                  // 22: megaflow.v1.PoolTarget.WorkerSelectorEntry
+	(ReasonCode)(0),      // 4: megaflow.v1.ReasonCode
+	(*Resources)(nil),    // 5: megaflow.v1.Resources
+	(*ServiceSpec)(nil),  // 6: megaflow.v1.ServiceSpec
+	(*TaskSpec)(nil),     // 7: megaflow.v1.TaskSpec
+	(*GraphSpec)(nil),    // 8: megaflow.v1.GraphSpec
+	(*Attempt)(nil),      // 9: megaflow.v1.Attempt
+	(*Task)(nil),         // 10: megaflow.v1.Task
+	(*StateCounts)(nil),  // 11: megaflow.v1.StateCounts
+	(*Graph)(nil),        // 12: megaflow.v1.Graph
+	(*GraphMetrics)(nil), // 13: megaflow.v1.GraphMetrics
+	(*Event)(nil),        // 14: megaflow.v1.Event
+	(*HeadInfo)(nil),     // 15: megaflow.v1.HeadInfo
+	(*Quota)(nil),        // 16: megaflow.v1.Quota
+	(*QuotaUsage)(nil),   // 17: megaflow.v1.QuotaUsage
+	(*PoolTarget)(nil),   // 18: megaflow.v1.PoolTarget
+	nil,                  // 19: megaflow.v1.TaskSpec.EnvEntry
+	nil,                  // 20: megaflow.v1.TaskSpec.NodeSelectorEntry
+	nil,                  // 21: megaflow.v1.GraphSpec.LabelsEntry
+	nil,                  // 22: megaflow.v1.Graph.LabelsEntry
+	nil,                  // 23: megaflow.v1.PoolTarget.WorkerSelectorEntry
 }
 var file_megaflow_v1_types_proto_depIdxs = []int32{
-	18, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
-	4,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
+	19, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
+	5,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
 	1,  // 2: megaflow.v1.TaskSpec.mode:type_name -> megaflow.v1.ExecutionMode
-	19, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
+	20, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
 	0,  // 4: megaflow.v1.TaskSpec.kind:type_name -> megaflow.v1.TaskKind
-	5,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
-	20, // 6: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
-	6,  // 7: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
+	6,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
+	21, // 6: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
+	7,  // 7: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
 	2,  // 8: megaflow.v1.Attempt.state:type_name -> megaflow.v1.TaskState
-	6,  // 9: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
-	2,  // 10: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
-	8,  // 11: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
-	21, // 12: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
-	3,  // 13: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
-	10, // 14: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
-	12, // 15: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
-	2,  // 16: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
-	3,  // 17: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
-	15, // 18: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
-	4,  // 19: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
-	22, // 20: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	4,  // 9: megaflow.v1.Attempt.reason_code:type_name -> megaflow.v1.ReasonCode
+	7,  // 10: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
+	2,  // 11: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
+	9,  // 12: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
+	4,  // 13: megaflow.v1.Task.reason_code:type_name -> megaflow.v1.ReasonCode
+	22, // 14: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
+	3,  // 15: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
+	11, // 16: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
+	13, // 17: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
+	2,  // 18: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
+	3,  // 19: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
+	4,  // 20: megaflow.v1.Event.reason_code:type_name -> megaflow.v1.ReasonCode
+	16, // 21: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
+	5,  // 22: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
+	23, // 23: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_types_proto_init() }
@@ -2357,7 +2534,7 @@ func file_megaflow_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_types_proto_rawDesc), len(file_megaflow_v1_types_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -621,7 +621,11 @@ type AttemptEvent struct {
 	// worker's spool (an ARTIFACTS_LANDED event follows once they land).
 	ArtifactsPending bool `protobuf:"varint,100,opt,name=artifacts_pending,json=artifactsPending,proto3" json:"artifacts_pending,omitempty"`
 	// SERVICE_READY: the attempt's endpoint, "http://host:port".
-	Endpoint      string `protobuf:"bytes,120,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Endpoint string `protobuf:"bytes,120,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// FAILED: the class of failure when the worker knows it
+	// (REASON_CODE_START_FAILED); UNSPECIFIED: the head derives it from kind,
+	// exit_code and oom_killed.
+	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -738,6 +742,13 @@ func (x *AttemptEvent) GetEndpoint() string {
 		return x.Endpoint
 	}
 	return ""
+}
+
+func (x *AttemptEvent) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
 // EventBatch carries events in order. seq numbers batches of one worker
@@ -1636,7 +1647,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\x91\x03\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xcc\x03\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1651,7 +1662,9 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12$\n" +
 	"\rnot_retryable\x18\x8c\x01 \x01(\bR\fnotRetryable\x12+\n" +
 	"\x11artifacts_pending\x18d \x01(\bR\x10artifactsPending\x12\x1a\n" +
-	"\bendpoint\x18x \x01(\tR\bendpoint\"Q\n" +
+	"\bendpoint\x18x \x01(\tR\bendpoint\x129\n" +
+	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
+	"reasonCode\"Q\n" +
 	"\n" +
 	"EventBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x121\n" +
@@ -1775,8 +1788,9 @@ var file_megaflow_v1_worker_proto_goTypes = []any{
 	nil,                     // 21: megaflow.v1.Assignment.ArtifactInputsEntry
 	nil,                     // 22: megaflow.v1.GpuHealthReport.UnhealthyEntry
 	(*Resources)(nil),       // 23: megaflow.v1.Resources
-	(*TaskSpec)(nil),        // 24: megaflow.v1.TaskSpec
-	(*PoolTarget)(nil),      // 25: megaflow.v1.PoolTarget
+	(ReasonCode)(0),         // 24: megaflow.v1.ReasonCode
+	(*TaskSpec)(nil),        // 25: megaflow.v1.TaskSpec
+	(*PoolTarget)(nil),      // 26: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	23, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
@@ -1788,31 +1802,32 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
-	7,  // 9: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
-	2,  // 10: megaflow.v1.Heartbeat.info:type_name -> megaflow.v1.WorkerInfo
-	6,  // 11: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
-	8,  // 12: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
-	9,  // 13: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	18, // 14: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
-	24, // 15: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	20, // 16: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	21, // 17: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
-	12, // 18: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	13, // 19: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	11, // 20: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	12, // 21: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	15, // 22: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	17, // 23: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
-	14, // 24: megaflow.v1.HeadMessage.lease_ack:type_name -> megaflow.v1.LeaseAck
-	25, // 25: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
-	22, // 26: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
-	10, // 27: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	16, // 28: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	28, // [28:29] is the sub-list for method output_type
-	27, // [27:28] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	24, // 9: megaflow.v1.AttemptEvent.reason_code:type_name -> megaflow.v1.ReasonCode
+	7,  // 10: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
+	2,  // 11: megaflow.v1.Heartbeat.info:type_name -> megaflow.v1.WorkerInfo
+	6,  // 12: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
+	8,  // 13: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
+	9,  // 14: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
+	18, // 15: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
+	25, // 16: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	20, // 17: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	21, // 18: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
+	12, // 19: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 20: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 21: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 22: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	15, // 23: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	17, // 24: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	14, // 25: megaflow.v1.HeadMessage.lease_ack:type_name -> megaflow.v1.LeaseAck
+	26, // 26: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	22, // 27: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 28: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	16, // 29: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	29, // [29:30] is the sub-list for method output_type
+	28, // [28:29] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }

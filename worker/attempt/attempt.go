@@ -278,6 +278,7 @@ func (m *Machine) startDone(ev StartDone, now time.Time) []Effect {
 		}
 		e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, startFailure(m.cfg.Image, ev.Err), now)
 		e.NotRetryable = !Retryable(ev.Err)
+		e.ReasonCode = wire.ReasonCode_REASON_CODE_START_FAILED
 		return m.finish(e)
 	}
 	m.containerID = ev.ContainerID

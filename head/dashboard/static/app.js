@@ -51,6 +51,27 @@ function fmtBytes(b) {
 const nanosToSec = (n) => num(n) / 1e9;
 const ago = (n) => (num(n) ? fmtDur(Date.now() / 1000 - nanosToSec(n)) + " ago" : "–");
 
+// codeTag labels a reason with its code (wire ReasonCode, e.g.
+// "REASON_CODE_OOM" shown as "oom"); null for none: protojson omits
+// UNSPECIFIED, which rows recorded before the codes carry.
+function codeTag(code) {
+  if (!code || code === "REASON_CODE_UNSPECIFIED") return null;
+  return el("span", { class: "code", "data-code": code, title: code, text: lower(code, "REASON_CODE_") });
+}
+
+// causes counts the codes of the tasks that did not succeed: "oom 2 · exit_code 1".
+function causes(tasks) {
+  const n = {};
+  for (const t of tasks) {
+    const st = lower(t.state, "TASK_STATE_");
+    if ((st === "failed" || st === "timed_out" || st === "cancelled") && t.reason_code) {
+      const c = lower(t.reason_code, "REASON_CODE_");
+      n[c] = (n[c] || 0) + 1;
+    }
+  }
+  return Object.entries(n).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([c, k]) => c + " " + k).join(" · ");
+}
+
 function badge(state) {
   return el("span", { class: "badge s-" + state, text: state.replace("_", " ") });
 }
@@ -184,7 +205,8 @@ function renderGraphDetail(d) {
     el("div", {}, el("span", { text: "mean " + (m.field || "reward") }), el("b", { text: num(m.count) ? num(m.mean).toFixed(4) : "–" })),
     el("div", {}, el("span", { text: "min / max" }), el("b", { text: num(m.count) ? num(m.min).toFixed(3) + " / " + num(m.max).toFixed(3) : "–" })),
     el("div", {}, el("span", { text: "wall" }), el("b", { text: num(m.wall_millis) ? fmtDur(num(m.wall_millis) / 1000) : "–" })),
-    g.reason ? el("div", {}, el("span", { text: "reason" }), el("b", { text: g.reason })) : null);
+    g.reason ? el("div", {}, el("span", { text: "reason" }), el("b", { text: g.reason })) : null,
+    causes(d.tasks || []) ? el("div", { class: "wide" }, el("span", { text: "causes" }), el("b", { id: "graph-causes", text: causes(d.tasks || []) })) : null);
   // Failed and unfinished tasks first: what an operator looks for.
   const order = { failed: 0, timed_out: 1, cancelled: 2, running: 3, assigned: 4, queued: 5, pending: 6, succeeded: 7 };
   const tasks = (d.tasks || []).slice().sort((a, b) => {
@@ -193,13 +215,13 @@ function renderGraphDetail(d) {
   });
   const rows = tasks.slice(0, 300).map((t) => {
     const st = lower(t.state, "TASK_STATE_"), atts = t.attempts || [], last = atts[atts.length - 1] || {};
-    const reason = t.reason || last.reason || "";
+    const reason = t.reason || last.reason || "", code = t.reason ? t.reason_code : last.reason_code;
     return el("tr", { "data-task": t.id, class: "click" + (route.task === t.id ? " selected" : ""), onclick: () => go("#/graph/" + encodeURIComponent(g.id) + "/task/" + encodeURIComponent(t.id)) },
       el("td", { class: "mono", text: t.id.slice(g.id.length + 1) }),
       el("td", {}, badge(st)),
       el("td", { class: "num", text: atts.length }),
       el("td", { text: last.worker_id || "" }),
-      el("td", { class: "reason" + (st === "failed" || st === "timed_out" ? " bad" : ""), text: reason }));
+      el("td", { class: "reason" + (st === "failed" || st === "timed_out" ? " bad" : "") }, codeTag(code), reason));
   });
   fill($("#tasks tbody"), rows, "no tasks", 5);
   $("#tasks-more").textContent = tasks.length > 300 || d.truncated ? "showing 300 of " + (d.truncated ? "more than " : "") + tasks.length + " tasks (failed first)" : "";
@@ -214,6 +236,7 @@ function renderTaskDetail(d) {
     el("div", {}, el("span", { text: "retries used" }), el("b", { text: num(t.retries_used) + " / " + num(t.spec && t.spec.max_retries) })),
     el("div", {}, el("span", { text: "lost" }), el("b", { text: num(t.lost_count) })),
     t.reason ? el("div", { class: "wide" }, el("span", { text: "reason" }), el("b", { id: "task-reason", class: "bad", text: t.reason })) : null,
+    t.reason_code ? el("div", {}, el("span", { text: "cause" }), el("b", { id: "task-reason-code", text: lower(t.reason_code, "REASON_CODE_") })) : null,
     t.result ? el("div", { class: "wide" }, el("span", { text: "result" }), el("code", { text: atobSafe(t.result) })) : null);
   const rows = (t.attempts || []).map((a) => {
     const as = nanosToSec(a.assign_unix_nanos), ss = nanosToSec(a.start_unix_nanos), fs = nanosToSec(a.finish_unix_nanos);
@@ -222,7 +245,7 @@ function renderTaskDetail(d) {
     const s = lower(a.state, "TASK_STATE_");
     return el("tr", { "data-attempt": a.number },
       el("td", { text: a.number }), el("td", { text: a.worker_id || "" }), el("td", {}, badge(s)),
-      el("td", { class: "reason" + (s === "failed" || s === "timed_out" ? " bad" : ""), text: a.reason || "" }),
+      el("td", { class: "reason" + (s === "failed" || s === "timed_out" ? " bad" : "") }, codeTag(a.reason_code), a.reason || ""),
       el("td", { class: "num", text: a.exit_code ?? "" }), el("td", { class: "muted", text: times }));
   });
   fill($("#task-attempts tbody"), rows, "not placed yet", 6);
