@@ -202,6 +202,10 @@ func TestDockerOOMTimeoutAndCancel(t *testing.T) {
 	if got.State != client.TaskFailed || !strings.Contains(got.Reason, "OOM") {
 		t.Fatalf("oom task: %v %q, want FAILED with an OOM reason", got.State, got.Reason)
 	}
+	// The code says it too, on the task and its attempt, without reading the text.
+	if at := got.Attempts[len(got.Attempts)-1]; got.ReasonCode != client.ReasonOOM || at.ReasonCode != client.ReasonOOM {
+		t.Fatalf("oom task's reason codes: task %s, attempt %s; want %s", got.ReasonCode, at.ReasonCode, client.ReasonOOM)
+	}
 	got, _, err = cl.GetTask(ctx, "limits/slow", client.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +213,9 @@ func TestDockerOOMTimeoutAndCancel(t *testing.T) {
 	a := got.Attempts[len(got.Attempts)-1]
 	if took := time.Duration(a.FinishUnixNanos - a.AssignUnixNanos); got.State != client.TaskTimedOut || took > 7*time.Second {
 		t.Fatalf("slow task: %v after %v, want TIMED_OUT within 2 s + 5 s", got.State, took)
+	}
+	if got.ReasonCode != client.ReasonTimeout || a.ReasonCode != client.ReasonTimeout {
+		t.Fatalf("slow task's reason codes: task %s, attempt %s; want %s", got.ReasonCode, a.ReasonCode, client.ReasonTimeout)
 	}
 
 	// Cancelling a running graph stops all its containers within 10 s.
@@ -233,6 +240,9 @@ func TestDockerOOMTimeoutAndCancel(t *testing.T) {
 		return err == nil && len(res.Items) == 0 // running ones only
 	})
 	t.Logf("containers stopped %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
+	if s0, _, err := cl.GetTask(ctx, "cancel-me/s0", client.ReadOptions{RequireLeader: true}); err != nil || s0.ReasonCode != client.ReasonCancelledByUser {
+		t.Fatalf("cancelled task: %v, err %v; want reason code %s", s0.GetReasonCode(), err, client.ReasonCancelledByUser)
+	}
 	testcluster.WaitFor(t, 30*time.Second, "every container removed", func() bool {
 		return len(containers(t, cli, cluster)) == 0
 	})
