@@ -28,7 +28,12 @@ func (h *Head) apply(ctx context.Context, op fsm.Op, msg proto.Message) (any, ui
 	}
 	start := time.Now()
 	fut := h.node.Raft().Apply(b, h.cfg.ApplyTimeout)
-	if err := fut.Error(); err != nil {
+	if err := h.node.Await(ctx, fut); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Gone before Raft answered: the entry may or may not commit.
+			return nil, 0, &errs.Error{Class: errs.Unavailable, Message: "head " + h.cfg.NodeID +
+				": stopped waiting for the commit (" + err.Error() + "); the write may or may not be committed: retry it (submissions are idempotent by graph id)"}
+		}
 		return nil, 0, h.raftError(err)
 	}
 	h.metrics.applySeconds.Observe(time.Since(start).Seconds())

@@ -15,9 +15,12 @@ import (
 // returns when ctx ends, which runLeadership does on step-down.
 func (h *Head) leaderLoop(ctx context.Context) {
 	for {
-		err := h.node.Raft().Barrier(h.cfg.ApplyTimeout).Error()
+		err := h.node.Await(ctx, h.node.Raft().Barrier(h.cfg.ApplyTimeout))
 		if err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			return
 		}
 		h.logger.Warn("leader barrier failed; retrying", "err", err)
 		select {

@@ -177,7 +177,10 @@ func (h *Head) read(ctx context.Context, ro *wire.ReadOptions) (*state.View, *wi
 		if !h.leaderReady.Load() {
 			return nil, nil, errs.New(errs.Unavailable, "head %s was just elected and is still applying the log; retry shortly", h.cfg.NodeID)
 		}
-		if err := h.node.Raft().VerifyLeader().Error(); err != nil {
+		if err := h.node.Await(ctx, h.node.Raft().VerifyLeader()); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
 			return nil, nil, h.raftError(err)
 		}
 	}

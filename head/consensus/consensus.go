@@ -50,6 +50,7 @@ type Node struct {
 
 	closeMu sync.Mutex
 	closed  bool
+	closing chan struct{} // closed when Shutdown or Kill begins (Await)
 }
 
 // New validates cfg, opens DataDir/raft/raft.db and the snapshot store,
@@ -80,6 +81,7 @@ func New(cfg Config) (*Node, error) {
 		notifyCh: make(chan bool, 8),
 		leaderCh: make(chan bool, 1),
 		stop:     make(chan struct{}),
+		closing:  make(chan struct{}),
 	}
 	ok := false
 	defer func() {
@@ -262,6 +264,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	n.closed = true
+	close(n.closing)
 	if n.IsLeader() {
 		f := n.raft.LeadershipTransfer()
 		if err := waitFuture(ctx, f); err != nil {
@@ -359,6 +362,7 @@ func (n *Node) Kill() error {
 		return nil
 	}
 	n.closed = true
+	close(n.closing)
 	n.stream.closeAll()
 	return n.closeResources(false)
 }
@@ -399,4 +403,31 @@ func (n *Node) closeResources(raftStopped bool) error {
 // can only catch up by InstallSnapshot. Tests and status pages call it.
 func (n *Node) FirstIndex() (uint64, error) {
 	return n.logs.FirstIndex()
+}
+
+// Await waits for f (an Apply, Barrier or VerifyLeader future of this
+// node's Raft), for ctx, or for the node to begin shutting down, whichever
+// comes first, and returns f's error, ctx's, or raft.ErrRaftShutdown.
+// hashicorp/raft does not answer every future once it has shut down: with
+// BatchApplyCh its apply channel is buffered, so a future enqueued as the
+// node stops is never read (a leader's Barrier hung a test's Kill for 13
+// minutes that way). Callers on the head's own goroutines wait through
+// Await, never on f.Error() alone. When f is never answered, the goroutine
+// that waits on it stays until the process ends: one per such future.
+func (n *Node) Await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		select {
+		case err := <-done: // answered as it stopped
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
 }
