@@ -19,7 +19,7 @@ import (
 // nothing of MegaFlow in the write path. Each node has what a head has
 // underneath its FSM (a TCP transport on 127.0.0.1, a raft-boltdb/v2 log and
 // stable store fsynced on every write, a 512-entry log cache, a file
-// snapshot store) and Raft tuned for throughput as DEPENDENCIES.md measured
+// snapshot store) and Raft tuned for throughput as bench/README.md measured
 // it: BatchApplyCh and MaxAppendEntries 1024. Its timeouts are the test
 // cluster's (consensus.FastTiming), so both sides elect and commit alike.
 // The FSM only counts applies.

@@ -112,7 +112,7 @@ func FastTiming() Timing {
 // snapshot defaults (threshold 8192 entries checked every 120 s, 10240
 // trailing entries), 2 retained snapshots, MaxAppendEntries 1024 (with
 // BatchApplyCh this takes TCP and BoltDB from about 2,300 to 36,700 applies/s
-// here; see DEPENDENCIES.md), a 10 s transport timeout, a pool of 3
+// here; bench/README.md), a 10 s transport timeout, a pool of 3
 // connections per peer and a 512-entry log cache. NodeID, DataDir, BindAddr
 // and FSM must still be set.
 func DefaultConfig() Config {

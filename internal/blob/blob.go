@@ -1,6 +1,6 @@
 // Package blob is MegaFlow's artifact store contract: task logs, output
 // files, manifests and large results live in a blob store apart from the
-// task table, which records only references and sizes (DESIGN.md,
+// task table, which records only references and sizes (docs/artifacts.md,
 // "artifacts"). Backends are chosen by URL: file:///path (the default, under
 // a daemon's data dir) and s3://bucket/prefix (any S3 endpoint through
 // aws-sdk-go-v2). Every backend passes the same contract test suite.

@@ -1,4 +1,4 @@
-// Package deptest checks that imports flow one way (DESIGN.md): a user's
+// Package deptest checks that imports flow one way (cmd -> head, worker, client -> runtime, gpu, internal): a user's
 // program that imports the client library links no server code, and the
 // pure packages (state, fsm, spec) link no consensus, gossip, storage,
 // Docker or NVML code; nothing outside head/ imports head/state. (Every
