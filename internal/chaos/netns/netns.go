@@ -279,8 +279,12 @@ func removePrefix(ctx context.Context, run Runner, prefix string) error {
 		}
 	}
 	if _, err := run(ctx, "ip", "link", "show", prefix+"r"); err == nil {
+		// The kernel removes a namespace's devices asynchronously, the
+		// veth's host end with its peer: it may go between show and del.
 		if _, err := run(ctx, "ip", "link", "del", prefix+"r"); err != nil {
-			errs = append(errs, err)
+			if _, still := run(ctx, "ip", "link", "show", prefix+"r"); still == nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	_ = os.Remove(filepath.Join(StateDir, prefix))
