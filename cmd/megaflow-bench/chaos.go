@@ -44,7 +44,9 @@ harness heals everything, waits for the cluster to settle and checks directly:
 every acknowledged graph present on every head, every task terminal, no result
 recorded twice, every head at the same applied index with the same table, no
 process left, no panic or data race in the logs. Executions are counted from
-the hosts' files; overlapping ones (possible after a freeze) are reported.
+the hosts' files: two executions of one task overlapping in time fail the run,
+unless the worker of one of them was frozen then (the lease rule); those are
+counted apart.
 
 It writes chaos.md, chaos.csv (the faults), chaos_timeline.csv and chaos.png
 into --out; a failing run keeps its logs and data in --out/chaos-run and exits
@@ -103,9 +105,11 @@ and the binaries of make build. docs/reliability.md describes the profiles.`,
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent workload clients")
 	f.DurationVar(&cfg.Pace, "pace", cfg.Pace, "mean pause of a client between two operations")
 	f.DurationVar(&cfg.OpTimeout, "op-timeout", cfg.OpTimeout, "deadline of one client call (past it the outcome is unknown)")
-	f.DurationVar(&cfg.WorkerGrace, "worker-grace", cfg.WorkerGrace, "the heads' --worker-grace")
+	f.DurationVar(&cfg.Lease, "worker-lease", cfg.Lease, "the heads' --worker-lease (the workers heartbeat every lease/6)")
+	f.DurationVar(&cfg.LeaseMargin, "worker-lease-margin", cfg.LeaseMargin, "the heads' --worker-lease-margin")
 	f.StringVar(&cfg.HeadBin, "head-bin", cfg.HeadBin, "the megaflow-head binary")
 	f.StringVar(&cfg.WorkerBin, "worker-bin", cfg.WorkerBin, "the megaflow-worker binary")
+	f.StringVar(&cfg.InitBin, "init-bin", cfg.InitBin, "the megaflow-init binary (every worker's --init-path)")
 	f.BoolVar(&cfg.Keep, "keep", false, "keep the run's logs and data in --out/chaos-run even when it passes")
 	f.StringVar(&cfg.Break, "break", "", "apply a deliberately broken build to the verdict (duplicate-result: one result recorded twice) to see the run fail")
 	return cmd
@@ -171,7 +175,10 @@ func chaosSummary(res *harness.Result) [][]string {
 		{"heads at the same applied index, same table", yes(v.HeadsAgree)},
 		{"executions (from the hosts' files)", strconv.Itoa(v.Executions)},
 		{"tasks executed more than once (retries)", strconv.Itoa(v.ReExecuted)},
-		{"tasks with overlapping executions (double executions)", strconv.Itoa(v.Overlapping)},
+		{"tasks that lost an attempt with its worker (re-queued)", strconv.Itoa(v.Requeued)},
+		{"tasks with overlapping executions outside a worker freeze", strconv.Itoa(v.Overlapping)},
+		{"tasks with overlapping executions during a worker freeze (allowed)", strconv.Itoa(v.OverlapAllowed)},
+		{"executions killed without an end line (not compared)", strconv.Itoa(v.Unended)},
 		{"attempts executed twice", strconv.Itoa(v.SameAttemptTwice)},
 		{"ended tasks whose attempt is still active at the end", strconv.Itoa(v.ActiveAtEnd)},
 		{"processes left after the cluster stopped", strconv.Itoa(v.LeakedProcesses)},
@@ -242,8 +249,8 @@ func writeChaos(out string, res *harness.Result) error {
 		return err
 	}
 	rep := newReport(out, "chaos.md", "megaflow-bench chaos")
-	rep.p("3 megaflow-head and %d megaflow-worker processes (process runtime), each in its own network namespace with its own address on a bridge; %d workload clients through the Go client library; heads run with --worker-grace %v. Profile %s, seed %d: replay with `megaflow-bench chaos --profile %s --seed %d`. docs/reliability.md says what is promised and how this run checks it.",
-		res.Config.Workers, res.Config.Clients, res.Config.WorkerGrace, res.Config.Profile.Name, res.Config.Seed, res.Config.Profile.Name, res.Config.Seed)
+	rep.p("3 megaflow-head and %d megaflow-worker processes (process runtime), each in its own network namespace with its own address on a bridge; %d workload clients through the Go client library; heads run with --worker-lease %v --worker-lease-margin %v, workers with --heartbeat-interval %v and every task under megaflow-init. Profile %s, seed %d: replay with `megaflow-bench chaos --profile %s --seed %d`. docs/reliability.md says what is promised and how this run checks it.",
+		res.Config.Workers, res.Config.Clients, res.Config.Lease, res.Config.LeaseMargin, res.Config.HeartbeatInterval(), res.Config.Profile.Name, res.Config.Seed, res.Config.Profile.Name, res.Config.Seed)
 	rep.p("")
 	rep.table([]string{"", ""}, chaosSummary(res))
 	if ds := res.Verdict.Details; len(ds) > 0 {

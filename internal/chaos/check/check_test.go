@@ -3,6 +3,7 @@ package check
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/megaflow/megaflow/internal/chaos/history"
 )
@@ -158,6 +159,11 @@ func TestJudgeFailsABrokenRun(t *testing.T) {
 		{"a head behind", "disagree", func(in *Input) { in.Tables[2].Applied = 80 }},
 		{"a leaked process", "processes", func(in *Input) { in.LeakedProcesses = 1 }},
 		{"a data race", "data races", func(in *Input) { in.LogProblems = []string{"h2.log: WARNING: DATA RACE"} }},
+		{"two executions at once", "at the same time", func(in *Input) {
+			in.Executions["g/t"] = []Execution{
+				{Attempt: 1, Worker: "w1", At: 1}, {Attempt: 2, Worker: "w2", At: 3},
+				{Attempt: 1, Worker: "w1", End: true, At: 5}, {Attempt: 2, Worker: "w2", End: true, At: 9}}
+		}},
 		{"a read back in time", "linearizable", func(in *Input) {
 			in.Ops = append(in.Ops, read(0, 20*s, 21*s, true, view("g/t", history.Running, history.Running)))
 		}},
@@ -195,13 +201,53 @@ func TestACancelledTaskKeepsItsAttemptActive(t *testing.T) {
 	}
 }
 
-func TestJudgeCountsOverlappingExecutionsWithoutFailing(t *testing.T) {
+// TestJudgeOverlapsOnlyInAWorkerFreeze: two executions of one task may
+// overlap only while the worker of one of them is frozen (the lease
+// rule); such overlaps are counted apart, any other fails the run.
+func TestJudgeOverlapsOnlyInAWorkerFreeze(t *testing.T) {
+	// Attempt 1 on w1 runs 1..5, attempt 2 on w2 from 3: they overlap 3..5.
+	overlap := []Execution{
+		{Attempt: 1, Worker: "w1", At: 1 * s}, {Attempt: 2, Worker: "w2", At: 3 * s},
+		{Attempt: 1, Worker: "w1", End: true, Stopped: true, At: 5 * s}, {Attempt: 2, Worker: "w2", End: true, At: 9 * s}}
+	for _, tc := range []struct {
+		name          string
+		freezes       []Freeze
+		slack         int64
+		fail          bool
+		over, allowed int
+	}{
+		{"no freeze", nil, 0, true, 1, 0},
+		{"w1 frozen over the overlap", []Freeze{{Worker: "w1", From: 2 * s, To: 6 * s}}, 0, false, 0, 1},
+		{"the other worker frozen", []Freeze{{Worker: "w2", From: 2 * s, To: 6 * s}}, 0, false, 0, 1},
+		{"w1 thawed, stopped within the slack", []Freeze{{Worker: "w1", From: 2 * s, To: 4 * s}}, 2 * s, false, 0, 1},
+		{"w1 thawed, ran past the slack", []Freeze{{Worker: "w1", From: 2 * s, To: 4 * s}}, s / 2, true, 1, 0},
+		{"the overlap began before the freeze", []Freeze{{Worker: "w1", From: 4 * s, To: 6 * s}}, 0, true, 1, 0},
+		{"a freeze of an unrelated worker", []Freeze{{Worker: "w3", From: 0, To: 10 * s}}, 0, true, 1, 0},
+		{"a freeze long before", []Freeze{{Worker: "w1", From: 0, To: 2 * s}}, 0, true, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := goodInput()
+			in.Executions["g/t"] = overlap
+			in.Freezes, in.FreezeSlack = tc.freezes, time.Duration(tc.slack)
+			v := Judge(in)
+			failed := strings.Contains(strings.Join(v.Failures, " "), "at the same time")
+			if failed != tc.fail || v.Pass() == tc.fail || v.Overlapping != tc.over || v.OverlapAllowed != tc.allowed {
+				t.Fatalf("failures %v, overlapping %d, allowed %d; want fail %v, %d, %d (details %v)",
+					v.Failures, v.Overlapping, v.OverlapAllowed, tc.fail, tc.over, tc.allowed, v.Details)
+			}
+		})
+	}
+}
+
+// TestJudgeDoesNotCompareUnendedExecutions: an execution killed by
+// SIGKILL has no end line; it is counted, not compared.
+func TestJudgeDoesNotCompareUnendedExecutions(t *testing.T) {
 	in := goodInput()
 	in.Executions["g/t"] = []Execution{
-		{Attempt: 1, Worker: "w1", At: 1}, {Attempt: 2, Worker: "w2", At: 3},
-		{Attempt: 1, Worker: "w1", End: true, At: 5}, {Attempt: 2, Worker: "w2", End: true, At: 9}}
+		{Attempt: 1, Worker: "w1", At: 1 * s}, {Attempt: 2, Worker: "w2", At: 3 * s},
+		{Attempt: 2, Worker: "w2", End: true, At: 9 * s}}
 	v := Judge(in)
-	if !v.Pass() || v.Overlapping != 1 {
-		t.Fatalf("overlapping %d, failures %v", v.Overlapping, v.Failures)
+	if !v.Pass() || v.Unended != 1 || v.Overlapping != 0 || v.ReExecuted != 1 {
+		t.Fatalf("unended %d, overlapping %d, re-executed %d, failures %v", v.Unended, v.Overlapping, v.ReExecuted, v.Failures)
 	}
 }

@@ -49,11 +49,21 @@ func (t Table) Digest() uint64 {
 
 // Execution is one line of a task's execution file: an execution of one
 // attempt started (End false) or ended, on a worker, at a time (Unix ns).
+// Stopped marks an end by a signal (SIGTERM or SIGINT: a cancel, a
+// timeout, a lease lapse); an execution killed by SIGKILL writes no end.
 type Execution struct {
 	Attempt uint32
 	Worker  string
 	End     bool
+	Stopped bool
 	At      int64
+}
+
+// Freeze is a window during which a worker process was frozen (from
+// before its SIGSTOP to after its SIGCONT), in Unix ns like Execution.At.
+type Freeze struct {
+	Worker   string
+	From, To int64
 }
 
 // Input is everything the verdict is computed from.
@@ -75,6 +85,14 @@ type Input struct {
 	QuiesceError string
 	// CheckTimeout bounds the checker per partition (0: 10 s).
 	CheckTimeout time.Duration
+	// Freezes are the worker freezes of the run. Two executions of one
+	// task may overlap in time only while the worker of one of them was
+	// frozen (docs/reliability.md, the lease rule): the overlap must begin
+	// within a freeze of that worker and end at most FreezeSlack after the
+	// freeze ended (the thawed worker stops its stale attempts before
+	// anything else; their processes take a moment to end).
+	Freezes     []Freeze
+	FreezeSlack time.Duration
 }
 
 // Clone returns a copy of in whose tables can be edited without changing in's.
@@ -118,9 +136,15 @@ type Verdict struct {
 	// Executions counted from the hosts' files; ReExecuted: tasks executed
 	// more than once (retries, allowed: tasks run at least once);
 	// Overlapping: tasks with two executions running at the same time
-	// (possible after a freeze until worker leases land; reported, not
-	// failed); SameAttemptTwice: one attempt executed twice.
-	Executions, ReExecuted, Overlapping, SameAttemptTwice int
+	// outside what the lease rule allows (a failure); OverlapAllowed:
+	// tasks whose executions overlapped only while the worker of one of
+	// them was frozen (allowed, reported); SameAttemptTwice: one attempt
+	// executed twice; Unended: executions with no end line (killed with
+	// SIGKILL: when they stopped is not known, so they are not compared).
+	Executions, ReExecuted, Overlapping, OverlapAllowed, SameAttemptTwice, Unended int
+	// Requeued: tasks of the leader's table with an attempt lost with its
+	// worker (a lapsed lease, a worker declared down) and run again.
+	Requeued int
 	// ActiveAtEnd: terminal tasks of the leader's table whose last attempt
 	// is still active once the cluster settled (a cancelled task's attempt
 	// whose stop was never reported); reported, not failed.
@@ -153,8 +177,10 @@ func (v *Verdict) detail(kind string, n *int, format string, args ...any) {
 // missing at the end, a task not terminal, a result recorded twice, a
 // read of an impossible task, a watch out of order, a history that is not
 // linearizable (or that the checker could not decide), heads that
-// disagree, leaked processes, panics or races in the logs, or a cluster
-// that did not settle. Overlapping executions are counted, not failed.
+// disagree, leaked processes, panics or races in the logs, a cluster
+// that did not settle, or two executions of one task overlapping in time
+// other than while the worker of one of them was frozen (those are
+// counted apart, not failed).
 func Judge(in Input) Verdict {
 	v := Verdict{States: map[string]int{}, LeakedProcesses: in.LeakedProcesses}
 	timeout := in.CheckTimeout
@@ -231,6 +257,9 @@ func Judge(in Input) Verdict {
 		for _, id := range tids {
 			view := t.Tasks[id]
 			v.States[view.State.String()]++
+			if view.Lost > 0 {
+				v.Requeued++
+			}
 			if !view.State.Terminal() {
 				v.detail("not terminal", &nTerm, "%s is %s at the end", id, view.State)
 			}
@@ -253,7 +282,7 @@ func Judge(in Input) Verdict {
 	}
 	v.Lost, v.NotTerminal = nLost, nTerm
 	v.DuplicateResults += nDup
-	executions(in.Executions, &v)
+	executions(in, &v)
 
 	if v.Lost > 0 {
 		v.fail("%d acknowledged tasks lost", v.Lost)
@@ -284,6 +313,9 @@ func Judge(in Input) Verdict {
 	}
 	if in.LeakedProcesses > 0 {
 		v.fail("%d processes of the cluster left after it stopped", in.LeakedProcesses)
+	}
+	if v.Overlapping > 0 {
+		v.fail("%d tasks ran two executions at the same time outside a worker freeze", v.Overlapping)
 	}
 	if len(in.LogProblems) > 0 {
 		v.fail("%d panics or data races in the logs: %s", len(in.LogProblems), strings.Join(first(in.LogProblems, 3), "; "))
@@ -328,19 +360,17 @@ func watchProblems(ops []history.Op, v *Verdict) int {
 	return n
 }
 
-// executions counts the figures of the execution files.
-func executions(ex map[string][]Execution, v *Verdict) {
+// executions counts the figures of the execution files and judges each
+// pair of overlapping executions of a task against the freezes.
+func executions(in Input, v *Verdict) {
+	ex := in.Executions
 	ids := make([]string, 0, len(ex))
 	for id := range ex {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var nOver, nSame int
+	var nOver, nAllowed, nSame int
 	for _, id := range ids {
-		type run struct {
-			start, end int64
-			attempt    uint32
-		}
 		var runs []run
 		open := map[string]int{} // attempt/worker -> index in runs
 		seen := map[uint32]int{}
@@ -350,7 +380,7 @@ func executions(ex map[string][]Execution, v *Verdict) {
 				v.Executions++
 				seen[e.Attempt]++
 				open[key] = len(runs)
-				runs = append(runs, run{start: e.At, attempt: e.Attempt})
+				runs = append(runs, run{start: e.At, attempt: e.Attempt, worker: e.Worker})
 				continue
 			}
 			if i, ok := open[key]; ok {
@@ -361,28 +391,74 @@ func executions(ex map[string][]Execution, v *Verdict) {
 		if len(runs) > 1 {
 			v.ReExecuted++
 		}
+		for _, r := range runs {
+			if r.end == 0 {
+				v.Unended++
+			}
+		}
 		for a, c := range seen {
 			if c > 1 {
 				v.detail("same attempt twice", &nSame, "%s attempt %d executed %d times", id, a, c)
 			}
 		}
-		over := false
+		var bad, allowed string
 		for i := range runs {
 			for j := i + 1; j < len(runs); j++ {
 				a, b := runs[i], runs[j]
 				if a.end == 0 || b.end == 0 {
 					continue // killed: when it stopped is not known
 				}
-				if a.start < b.end && b.start < a.end {
-					over = true
+				if !(a.start < b.end && b.start < a.end) {
+					continue
+				}
+				from, to := max(a.start, b.start), min(a.end, b.end)
+				what := fmt.Sprintf("attempt %d on %s [%s] and attempt %d on %s [%s] overlapped %.3fs",
+					a.attempt, a.worker, a.span(), b.attempt, b.worker, b.span(), float64(to-from)/1e9)
+				if f, ok := duringFreeze(in, from, to, a.worker, b.worker); ok {
+					if allowed == "" {
+						allowed = fmt.Sprintf("%s: %s, within the freeze of %s [%s]", id, what, f.Worker, span(f.From, f.To))
+					}
+				} else if bad == "" {
+					bad = fmt.Sprintf("%s: %s, outside any freeze of their workers", id, what)
 				}
 			}
 		}
-		if over {
-			v.detail("overlapping", &nOver, "%s ran two attempts at the same time", id)
+		switch {
+		case bad != "":
+			v.detail("overlapping", &nOver, "%s", bad)
+		case allowed != "":
+			v.detail("overlapping in a freeze", &nAllowed, "%s", allowed)
 		}
 	}
-	v.Overlapping, v.SameAttemptTwice = nOver, nSame
+	v.Overlapping, v.OverlapAllowed, v.SameAttemptTwice = nOver, nAllowed, nSame
+}
+
+// run is one execution of a task: from its start line to its end or stop
+// line (end 0: none).
+type run struct {
+	start, end int64
+	attempt    uint32
+	worker     string
+}
+
+func (r run) span() string { return span(r.start, r.end) }
+
+// span shows a window of Unix ns as wall-clock times of day (UTC, ms).
+func span(from, to int64) string {
+	f := func(ns int64) string { return time.Unix(0, ns).UTC().Format("15:04:05.000") }
+	return f(from) + " to " + f(to)
+}
+
+// duringFreeze returns the freeze of worker a or b that allows an overlap
+// from..to (Unix ns): it began within the freeze and ended at most
+// in.FreezeSlack after it.
+func duringFreeze(in Input, from, to int64, a, b string) (Freeze, bool) {
+	for _, f := range in.Freezes {
+		if (f.Worker == a || f.Worker == b) && f.From <= from && from <= f.To && to <= f.To+int64(in.FreezeSlack) {
+			return f, true
+		}
+	}
+	return Freeze{}, false
 }
 
 // InjectDuplicateResult is the harness's deliberately broken build: it

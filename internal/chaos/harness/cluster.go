@@ -59,7 +59,7 @@ func newCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 		c.heads = append(c.heads, &proc{name: h.Name, host: h, net: n, bin: cfg.HeadBin, log: filepath.Join(cfg.Dir, "logs", h.Name+".log"), args: []string{
 			"--node-id", h.Name, "--data-dir", filepath.Join(cfg.Dir, "data", h.Name),
 			"--raft-addr", fmt.Sprintf("%s:%d", h.IP, raftPort), "--grpc-addr", c.grpc[i], "--gossip-addr", gossip[i], "--http-addr=",
-			"--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--worker-grace", cfg.WorkerGrace.String()}})
+			"--bootstrap-expect", "3", "--join", strings.Join(join, ","), "--worker-lease", cfg.Lease.String(), "--worker-lease-margin", cfg.LeaseMargin.String()}})
 	}
 	for _, h := range n.Hosts[3:] {
 		if err := os.MkdirAll(filepath.Join(cfg.Dir, "hosts", h.Name, "exec"), 0o755); err != nil {
@@ -69,7 +69,8 @@ func newCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 		c.workers = append(c.workers, &proc{name: h.Name, host: h, net: n, bin: cfg.WorkerBin, log: filepath.Join(cfg.Dir, "logs", h.Name+".log"), args: []string{
 			"--node-id", h.Name, "--data-dir", filepath.Join(cfg.Dir, "data", h.Name),
 			"--gossip-addr", fmt.Sprintf("%s:%d", h.IP, gossipPort), "--http-addr=", "--join", strings.Join(gossip, ","),
-			"--runtime", "process", "--cpu-millis", "4000", "--memory-bytes", strconv.Itoa(4 << 30), "--nvml=false"}})
+			"--runtime", "process", "--cpu-millis", "4000", "--memory-bytes", strconv.Itoa(4 << 30), "--nvml=false",
+			"--init-path", cfg.InitBin, "--heartbeat-interval", cfg.HeartbeatInterval().String()}})
 	}
 	c.admin, err = client.Dial(ctx, c.grpc, client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/megaflow/megaflow/internal/chaos/check"
+	"github.com/megaflow/megaflow/internal/chaos/fault"
 )
 
 func TestParseExecution(t *testing.T) {
@@ -17,6 +19,7 @@ func TestParseExecution(t *testing.T) {
 	}{
 		{"start 2 w1 1700000000000000000", check.Execution{Attempt: 2, Worker: "w1", At: 1700000000000000000}, true},
 		{"end 1 w3 17", check.Execution{Attempt: 1, Worker: "w3", End: true, At: 17}, true},
+		{"stop 3 w2 18", check.Execution{Attempt: 3, Worker: "w2", End: true, Stopped: true, At: 18}, true},
 		{"start  w1 17", check.Execution{}, false}, // the attempt missing
 		{"begin 1 w1 17", check.Execution{}, false},
 		{"start 1 w1 noon", check.Execution{}, false},
@@ -83,5 +86,20 @@ func TestKnownRaftPipelineHang(t *testing.T) {
 	}
 	if knownRaftPipelineHang(filepath.Join(dir, "missing")) {
 		t.Error("a missing log was recognised")
+	}
+}
+
+// TestFreezesAreWorkerFreezesInUnixTime: the verdict's freeze windows are
+// the freeze-worker faults, moved from run offsets to Unix ns.
+func TestFreezesAreWorkerFreezesInUnixTime(t *testing.T) {
+	start := time.Unix(1000, 0)
+	got := freezes([]Injected{
+		{Fault: fault.Fault{Kind: fault.FreezeWorker}, Target: "w2", Start: 5e9, End: 9e9},
+		{Fault: fault.Fault{Kind: fault.FreezeHead}, Target: "h1 (leader)", Start: 10e9, End: 12e9},
+		{Fault: fault.Fault{Kind: fault.KillWorker}, Target: "w1", Start: 13e9, End: 15e9},
+	}, start)
+	want := []check.Freeze{{Worker: "w2", From: 1005e9, To: 1009e9}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("freezes = %+v, want %+v", got, want)
 	}
 }

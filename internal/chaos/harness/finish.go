@@ -12,6 +12,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/chaos/check"
+	"github.com/megaflow/megaflow/internal/chaos/fault"
 	"github.com/megaflow/megaflow/internal/chaos/history"
 )
 
@@ -211,10 +212,11 @@ func readExecutions(dir string) (map[string][]check.Execution, error) {
 	return out, nil
 }
 
-// parseExecution parses "start|end <attempt> <worker> <unix ns>".
+// parseExecution parses "start|end|stop <attempt> <worker> <unix ns>"
+// (stop: the execution ended by a signal).
 func parseExecution(line string) (check.Execution, bool) {
 	f := strings.Fields(line)
-	if len(f) != 4 || (f[0] != "start" && f[0] != "end") {
+	if len(f) != 4 || (f[0] != "start" && f[0] != "end" && f[0] != "stop") {
 		return check.Execution{}, false
 	}
 	a, err1 := strconv.ParseUint(f[1], 10, 32)
@@ -222,7 +224,19 @@ func parseExecution(line string) (check.Execution, bool) {
 	if err1 != nil || err2 != nil {
 		return check.Execution{}, false
 	}
-	return check.Execution{Attempt: uint32(a), Worker: f[2], End: f[0] == "end", At: at}, true
+	return check.Execution{Attempt: uint32(a), Worker: f[2], End: f[0] != "start", Stopped: f[0] == "stop", At: at}, true
+}
+
+// freezes returns the worker freezes among faults as windows of Unix ns
+// (start is the Unix time of the run's offset 0).
+func freezes(faults []Injected, start time.Time) []check.Freeze {
+	var out []check.Freeze
+	for _, f := range faults {
+		if f.Fault.Kind == fault.FreezeWorker {
+			out = append(out, check.Freeze{Worker: f.Target, From: start.UnixNano() + f.Start, To: start.UnixNano() + f.End})
+		}
+	}
+	return out
 }
 
 // knownRaftPipelineHang reports whether the goroutine dump at the end of

@@ -31,9 +31,11 @@ import (
 
 // Config is one run.
 type Config struct {
-	// HeadBin and WorkerBin are the megaflow-head and megaflow-worker
-	// binaries (make build puts them in bin/).
-	HeadBin, WorkerBin string
+	// HeadBin, WorkerBin and InitBin are the megaflow-head,
+	// megaflow-worker and megaflow-init binaries (make build puts them in
+	// bin/). Every worker gets InitBin as its --init-path, so that each
+	// task runs under megaflow-init as in production.
+	HeadBin, WorkerBin, InitBin string
 	// Workers is the number of worker hosts (1 to 20).
 	Workers int
 	// Clients is the number of concurrent workload clients (1 to 64).
@@ -46,8 +48,11 @@ type Config struct {
 	// when the run fails (or Keep is set) and removed otherwise.
 	Dir  string
 	Keep bool
-	// WorkerGrace is the heads' --worker-grace.
-	WorkerGrace time.Duration
+	// Lease and LeaseMargin are the heads' --worker-lease and
+	// --worker-lease-margin (docs/reliability.md, Worker leases). The
+	// workers heartbeat every Lease/6 (--heartbeat-interval), the ratio of
+	// production's 2 s to 10 s with room for a loaded machine.
+	Lease, LeaseMargin time.Duration
 	// OpTimeout bounds one client call; a call that times out has an
 	// unknown outcome.
 	OpTimeout time.Duration
@@ -64,14 +69,17 @@ type Config struct {
 // DefaultConfig returns a run of the short profile with 3 workers and 4
 // clients.
 func DefaultConfig() Config {
-	return Config{HeadBin: "bin/megaflow-head", WorkerBin: "bin/megaflow-worker", Workers: 3, Clients: 4, Seed: 1,
-		Profile: fault.Short(), WorkerGrace: 4 * time.Second, OpTimeout: 5 * time.Second, Pace: 200 * time.Millisecond}
+	return Config{HeadBin: "bin/megaflow-head", WorkerBin: "bin/megaflow-worker", InitBin: "bin/megaflow-init", Workers: 3, Clients: 4, Seed: 1,
+		Profile: fault.Short(), Lease: 3 * time.Second, LeaseMargin: 1500 * time.Millisecond, OpTimeout: 5 * time.Second, Pace: 200 * time.Millisecond}
 }
+
+// HeartbeatInterval is the workers' --heartbeat-interval: Lease/6.
+func (c Config) HeartbeatInterval() time.Duration { return c.Lease / 6 }
 
 // Validate names every field out of range.
 func (c Config) Validate() error {
 	var errs []error
-	for _, b := range []struct{ flag, path string }{{"--head-bin", c.HeadBin}, {"--worker-bin", c.WorkerBin}} {
+	for _, b := range []struct{ flag, path string }{{"--head-bin", c.HeadBin}, {"--worker-bin", c.WorkerBin}, {"--init-bin", c.InitBin}} {
 		if _, err := os.Stat(b.path); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w (run make build first)", b.flag, b.path, err))
 		}
@@ -85,8 +93,11 @@ func (c Config) Validate() error {
 	if c.Dir == "" {
 		errs = append(errs, errors.New("Dir is empty: give a folder for the run's data and logs"))
 	}
-	if c.WorkerGrace <= 0 || c.OpTimeout <= 0 || c.Pace < 0 {
-		errs = append(errs, fmt.Errorf("worker grace %v and op timeout %v must be positive, pace %v not negative", c.WorkerGrace, c.OpTimeout, c.Pace))
+	if c.Lease < time.Second || c.LeaseMargin < 200*time.Millisecond || c.LeaseMargin > c.Lease {
+		errs = append(errs, fmt.Errorf("--worker-lease %v must be at least 1s and --worker-lease-margin %v within [200ms, the lease] (the heads refuse others)", c.Lease, c.LeaseMargin))
+	}
+	if c.OpTimeout <= 0 || c.Pace < 0 {
+		errs = append(errs, fmt.Errorf("op timeout %v must be positive, pace %v not negative", c.OpTimeout, c.Pace))
 	}
 	if c.Break != "" && c.Break != "duplicate-result" {
 		errs = append(errs, fmt.Errorf("--break %q: the only broken build is duplicate-result", c.Break))
@@ -142,6 +153,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if why := netns.Available(ctx); why != "" {
 		return nil, errors.New(why)
 	}
+	// The init runs as each task's argv[0], in the task's own directory.
+	abs, err := filepath.Abs(cfg.InitBin)
+	if err != nil {
+		return nil, fmt.Errorf("--init-bin %q: %w", cfg.InitBin, err)
+	}
+	cfg.InitBin = abs
 	res := &Result{Config: cfg, Schedule: fault.Schedule(cfg.Profile, cfg.Seed)}
 	swept, err := netns.Sweep(ctx, nil)
 	res.Swept = swept
@@ -187,6 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		in.LogProblems = append(in.LogProblems, "execution files: "+err.Error())
 	}
 	in.LogProblems = append(in.LogProblems, scanLogs(res.LogDir)...)
+	in.Freezes, in.FreezeSlack = freezes(res.Faults, rec.Start()), freezeSlack
 	res.Input = in
 	if cfg.Break == "duplicate-result" {
 		in = res.Input.Clone()
@@ -200,6 +218,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	return res, nil
 }
+
+// freezeSlack is how long after its SIGCONT a frozen worker's stale
+// executions may still run: the worker stops them before anything else,
+// and their processes take a moment to end on a loaded machine.
+const freezeSlack = 2 * time.Second
 
 // scanLogs returns the lines of the logs under dir that show a panic, a
 // fatal runtime error or a data race.

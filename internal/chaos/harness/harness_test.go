@@ -16,8 +16,11 @@ import (
 )
 
 // buildBinaries builds megaflow-head and megaflow-worker with the race
-// detector into dir, so that a data race in either shows in its log.
-func buildBinaries(t *testing.T, dir string) (string, string) {
+// detector into dir, so that a data race in either shows in its log, and
+// megaflow-init beside them as make build does (static, CGO_ENABLED=0; it
+// has no race build: it is small and single-threaded in effect). It
+// returns the head, worker and init paths.
+func buildBinaries(t *testing.T, dir string) (string, string, string) {
 	t.Helper()
 	root, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -35,7 +38,14 @@ func buildBinaries(t *testing.T, dir string) (string, string) {
 		}
 		out = append(out, bin)
 	}
-	return out[0], out[1]
+	initBin := filepath.Join(dir, "megaflow-init")
+	cmd := exec.Command("go", "build", "-o", initBin, "./cmd/megaflow-init")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build megaflow-init: %v\n%s", err, b)
+	}
+	return out[0], out[1], initBin
 }
 
 // TestChaosShortProfile runs the short profile (about 2 minutes: every
@@ -64,13 +74,13 @@ func TestChaosShortProfile(t *testing.T) {
 		seed = v
 	}
 	bins := t.TempDir()
-	headBin, workerBin := buildBinaries(t, bins)
+	headBin, workerBin, initBin := buildBinaries(t, bins)
 	dir, err := os.MkdirTemp("", "megaflow-chaos-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.HeadBin, cfg.WorkerBin, cfg.Dir, cfg.Seed = headBin, workerBin, dir, seed
+	cfg.HeadBin, cfg.WorkerBin, cfg.InitBin, cfg.Dir, cfg.Seed = headBin, workerBin, initBin, dir, seed
 	cfg.Clients = 3
 	cfg.Progress = testWriter{t}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -80,8 +90,8 @@ func TestChaosShortProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := res.Verdict
-	t.Logf("seed %d: %d faults (%v), %d acknowledged ops, %d unknown, %d graphs, %d executions, %d overlapping, %d partitions checked",
-		seed, len(res.Faults), fault.Counts(res.Schedule), v.Acknowledged, v.Unknown, v.AckedGraphs, v.Executions, v.Overlapping, v.Lin.Partitions)
+	t.Logf("seed %d: %d faults (%v), %d acknowledged ops, %d unknown, %d graphs, %d executions, %d re-executed, %d re-queued, %d overlapping (%d in a freeze), %d partitions checked",
+		seed, len(res.Faults), fault.Counts(res.Schedule), v.Acknowledged, v.Unknown, v.AckedGraphs, v.Executions, v.ReExecuted, v.Requeued, v.Overlapping, v.OverlapAllowed, v.Lin.Partitions)
 	if !v.Pass() {
 		for _, d := range v.Details {
 			t.Log(d)
@@ -99,6 +109,11 @@ func TestChaosShortProfile(t *testing.T) {
 	}
 	if v.Acknowledged < 500 || v.AckedGraphs < 100 || v.Lin.Partitions < 100 {
 		t.Fatalf("too little work to judge: %d ops, %d graphs, %d partitions", v.Acknowledged, v.AckedGraphs, v.Lin.Partitions)
+	}
+	// The lease (3 s + 1.5 s) is short enough that the profile's kills,
+	// freezes and partitions (3 to 6 s) make workers lose attempts.
+	if v.Requeued == 0 {
+		t.Fatalf("no task lost an attempt with its worker: the faults did not exercise the lease's re-queues (lease %v, margin %v)", cfg.Lease, cfg.LeaseMargin)
 	}
 	out, _ := netns.Exec(ctx, "ip", "netns", "list")
 	if strings.Contains(string(out), res.Prefix) {

@@ -114,10 +114,14 @@ func (w *workload) pick(n int, rng *rand.Rand) (graphRef, bool) {
 
 // taskCommand is a task's argv: it appends "start <attempt> <worker> <ns>"
 // to its execution file on its worker's host, sleeps, appends "end ...",
-// and exits with code.
+// and exits with code. Stopped by SIGTERM or SIGINT (a cancel, its
+// timeout, its worker's lease lapsing, its init), it appends "stop ..."
+// instead, so that the verdict knows when it stopped running; SIGKILL
+// leaves no end line.
 func (w *workload) taskCommand(graph, task string, sleep float64, code int) []string {
 	f := filepath.Join(w.execDir, "$MEGAFLOW_WORKER_ID", "exec", graph+"__"+task)
-	script := fmt.Sprintf(`echo "start $MEGAFLOW_ATTEMPT $MEGAFLOW_WORKER_ID $(date +%%s%%N)" >> %[1]s; sleep %.2[2]f; `+
+	script := fmt.Sprintf(`trap 'echo "stop $MEGAFLOW_ATTEMPT $MEGAFLOW_WORKER_ID $(date +%%s%%N)" >> %[1]s; exit 143' TERM INT; `+
+		`echo "start $MEGAFLOW_ATTEMPT $MEGAFLOW_WORKER_ID $(date +%%s%%N)" >> %[1]s; sleep %.2[2]f; `+
 		`echo "end $MEGAFLOW_ATTEMPT $MEGAFLOW_WORKER_ID $(date +%%s%%N)" >> %[1]s; exit %[3]d`, f, sleep, code)
 	return []string{"sh", "-c", script}
 }
@@ -160,7 +164,7 @@ func (w *workload) submit(ctx context.Context, cl *client.Client, n int, id stri
 			ts.Command, ts.MaxRetries = w.taskCommand(id, name, 0.1, 3), 1
 		case size == 1 && r == 1: // times out
 			ts.Command, ts.MaxRetries, ts.TimeoutSeconds = w.taskCommand(id, name, 3, 0), 0, 1
-		case size == 1 && r == 2 && rng.IntN(2) == 0: // long: outlives a freeze or a kill of its worker
+		case size == 1 && r == 2 && rng.IntN(2) == 0: // long: outlives the lease and margin, so a freeze or kill of its worker re-queues it
 			ts.Command = w.taskCommand(id, name, 6, 0)
 		default:
 			ts.Command = w.taskCommand(id, name, 0.2+0.3*rng.Float64(), 0)
@@ -277,7 +281,7 @@ func state(s client.TaskState) history.State {
 
 // taskView is a task as the history records a read of it.
 func taskView(t *client.Task) history.TaskView {
-	v := history.TaskView{ID: t.Id, Found: true, State: state(t.State)}
+	v := history.TaskView{ID: t.Id, Found: true, State: state(t.State), Lost: t.LostCount}
 	for _, a := range t.Attempts {
 		v.Attempts = append(v.Attempts, history.Attempt{Number: a.Number, Worker: a.WorkerId, State: state(a.State)})
 	}

@@ -96,6 +96,9 @@ type TaskView struct {
 	Attempts []Attempt
 	// Result is a digest of the recorded result (0: none).
 	Result uint64
+	// Lost counts the attempts lost with their worker (its lease lapsed or
+	// it was declared down) and retried without counting as a failure.
+	Lost uint32
 }
 
 // Op is one client operation.
