@@ -474,3 +474,59 @@ func TestDeadMemberRestartsOnSameAddress(t *testing.T) {
 		return e.Kind == EventJoin && e.Member.Name == "n2" && e.Member.Status == StatusAlive
 	})
 }
+
+// TestSendToWhileTheTargetReadvertises: SendTo must not read memberlist's
+// own Node of the target, which memberlist rewrites (Addr, Port, Meta)
+// under its node lock whenever the target re-advertises itself (a meta
+// update, a refuted suspicion, a restart). The chaos harness's race-built
+// heads and workers showed that race between the lease's gossip renewals
+// and memberlist's alive handler. Run with -race: one member sends to
+// another while that one updates its meta, and every message arrives.
+func TestSendToWhileTheTargetReadvertises(t *testing.T) {
+	got := make(chan []byte, 1024)
+	a := start(t, testConfig("n0", RoleHead))
+	cfg := testConfig("n1", RoleWorker, a.LocalAddr())
+	cfg.OnMessage = func(b []byte) { got <- b }
+	b := start(t, cfg)
+	waitFor(t, 10*time.Second, "n0 to see n1 alive", func() bool { m, ok := member(a, "n1"); return ok && m.Status == StatusAlive })
+	done := make(chan struct{})
+	updated := make(chan error, 1)
+	go func() {
+		defer close(updated)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			meta := cfg.Meta.Clone()
+			meta.Extra = map[string]string{"i": fmt.Sprint(i)}
+			if err := b.UpdateMeta(meta); err != nil {
+				updated <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	const n = 200
+	for i := range n {
+		if err := a.SendTo("n1", []byte(fmt.Sprint(i))); err != nil {
+			close(done)
+			t.Fatalf("SendTo #%d: %v", i, err)
+		}
+	}
+	close(done)
+	if err := <-updated; err != nil {
+		t.Fatalf("UpdateMeta: %v", err)
+	}
+	for i := range n {
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d messages arrived", i, n)
+		}
+	}
+	if err := a.SendTo("nobody", []byte("x")); err == nil || !strings.Contains(err.Error(), "no live member") {
+		t.Fatalf("SendTo an unknown member: %v", err)
+	}
+}
