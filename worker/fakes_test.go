@@ -164,16 +164,19 @@ type fakeHead struct {
 	addr string
 	srv  *grpc.Server
 
-	mu         sync.Mutex
-	term       uint64
-	redirect   string // answer NOT_LEADER naming this address
-	autoAck    bool
-	onHello    func(*wire.WorkerHello) []*wire.HeadMessage
-	hellos     []*wire.WorkerHello
-	batches    []*wire.EventBatch
-	heartbeats int
-	refused    int // streams refused with NOT_LEADER
-	sess       *headSession
+	mu       sync.Mutex
+	term     uint64
+	redirect string // answer NOT_LEADER naming this address
+	autoAck  bool
+	// leaseMillis and marginMillis go in the Welcome (0: no lease). The
+	// fake head never acks a heartbeat, so such a lease lapses.
+	leaseMillis, marginMillis int64
+	onHello                   func(*wire.WorkerHello) []*wire.HeadMessage
+	hellos                    []*wire.WorkerHello
+	batches                   []*wire.EventBatch
+	heartbeats                int
+	refused                   int // streams refused with NOT_LEADER
+	sess                      *headSession
 }
 
 type headSession struct {
@@ -222,9 +225,10 @@ func (h *fakeHead) Connect(stream grpc.BidiStreamingServer[wire.WorkerMessage, w
 	sess := &headSession{out: make(chan *wire.HeadMessage, 1000), kill: make(chan struct{})}
 	h.mu.Lock()
 	h.hellos = append(h.hellos, hello)
-	term, onHello := h.term, h.onHello
+	term, onHello, leaseMillis, marginMillis := h.term, h.onHello, h.leaseMillis, h.marginMillis
 	h.mu.Unlock()
-	if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Welcome{Welcome: &wire.Welcome{LeaderId: h.id, Term: term}}}); err != nil {
+	welcome := &wire.Welcome{LeaderId: h.id, Term: term, LeaseMillis: leaseMillis, LeaseMarginMillis: marginMillis}
+	if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
 	if onHello != nil {

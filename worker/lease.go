@@ -78,6 +78,15 @@ func (w *Worker) checkLease() {
 	}
 }
 
+// leaseLapsed reports whether the lease has lapsed at the clock's now
+// (false while none was ever held). It takes leaseMu: call it without
+// w.mu held.
+func (w *Worker) leaseLapsed() bool {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	return w.lease.Expired(w.clock.Now())
+}
+
 // lapsedLocked stops every attempt held, once per lapse. leaseMu is held.
 func (w *Worker) lapsedLocked(now time.Time) {
 	if w.leaseStopped {

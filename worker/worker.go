@@ -459,6 +459,31 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 		log.Warn("ignoring an assignment without task id or attempt number")
 		return
 	}
+	// An assignment handled once the lease has lapsed (one the leader sent
+	// before a freeze of this process, read after it) must not start: the
+	// leader may have re-queued it, and its second attempt may run
+	// elsewhere. It is reported STOPPED, which the leader retries if it is
+	// still current. An attempt registered before a lapse is stopped by
+	// it (lapsedLocked); one registered while the lease lapses is stopped
+	// below, after its registration.
+	if w.leaseLapsed() {
+		log.Warn("refusing an assignment: this worker's lease has lapsed (the leader may have re-queued it); reporting it stopped")
+		w.outbox.add(&wire.AttemptEvent{
+			TaskId:    key.TaskID,
+			Attempt:   key.Attempt,
+			Kind:      wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED,
+			Reason:    "worker " + w.cfg.NodeID + " refused the assignment: its lease had lapsed",
+			UnixNanos: w.clock.Now().UnixNano(),
+		}, nil)
+		return
+	}
+	var started *handle
+	defer func() {
+		if started != nil && w.leaseLapsed() {
+			started.mbox.put(attempt.StopRequest{Reason: "worker lease lapsed as the attempt was assigned"})
+			started.requestStop()
+		}
+	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closing {
@@ -498,6 +523,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	cfg.TimeoutFromStart = w.persistent(a)
 	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
 	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, nil, preds, svc)
+	started = w.attempts[key]
 }
 
 // stopAttempt handles a StopAttempt from the leader; the stream goroutine

@@ -1,0 +1,39 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// TestAssignmentReadAfterTheLeaseLapsedIsRefused: an assignment the worker
+// reads once its lease has lapsed (the leader sent it before this process
+// was frozen; the leader may have re-queued it since) must not start; it
+// is reported STOPPED so that the leader retries it. The chaos harness's
+// short profile found the bug: a worker thawed from a 4.6 s SIGSTOP
+// stopped the 0 attempts it held, then started two assignments that had
+// waited in its stream, 40 ms after their second attempts had started
+// elsewhere. Without the check in assign this test sees the container
+// start.
+func TestAssignmentReadAfterTheLeaseLapsedIsRefused(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis = 300, 200 })
+	rt := newFakeRT(t)
+	w := startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	waitFor(t, 10*time.Second, "a stream", func() bool { return head.helloCount() >= 1 })
+	// The fake head acks no heartbeat: the Welcome's lease lapses 300 ms
+	// after the Hello.
+	waitFor(t, 10*time.Second, "the lease to lapse", func() bool { return w.leaseLapsed() })
+	head.send(assignMsg("g/t", 1, spec("img", "hang")))
+	ev := head.waitEvent("g/t", 1, wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED)
+	if id := rt.containerOf("g/t", 1); id != "" {
+		t.Fatalf("the attempt assigned after the lapse started container %s", id)
+	}
+	for _, c := range rt.Calls() {
+		if c.Op == "Start" {
+			t.Fatalf("a container was started after the lease lapsed: %+v", c.Spec.Name)
+		}
+	}
+	t.Logf("reported: %s", ev.GetReason())
+}
