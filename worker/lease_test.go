@@ -37,3 +37,34 @@ func TestAssignmentReadAfterTheLeaseLapsedIsRefused(t *testing.T) {
 	}
 	t.Logf("reported: %s", ev.GetReason())
 }
+
+// TestRefusedAssignmentSentAgainDoesNotStart: the head sends an ASSIGNED
+// attempt again to a worker that reconnects before the head has the
+// attempt's STOPPED; the worker, whose lease the new Welcome renewed, must
+// not start the attempt it refused, or it runs beside the retry that the
+// STOPPED causes. The chaos harness's long profile found it: six tasks, at
+// a leader freeze, ran attempt 1 (refused, then started from the new
+// leader's resend) beside attempt 2.
+func TestRefusedAssignmentSentAgainDoesNotStart(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis, h.autoAck = 300, 200, false })
+	rt := newFakeRT(t)
+	w := startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	waitFor(t, 10*time.Second, "a stream", func() bool { return head.helloCount() >= 1 })
+	waitFor(t, 10*time.Second, "the lease to lapse", func() bool { return w.leaseLapsed() })
+	head.send(assignMsg("g/t", 1, spec("img", "hang")))
+	head.waitEvent("g/t", 1, wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED)
+	// A new stream whose Welcome renews the lease for 10 s; the STOPPED is
+	// still unacked.
+	head.set(func(h *fakeHead) { h.leaseMillis = 10_000 })
+	head.killStream()
+	waitFor(t, 10*time.Second, "a second stream", func() bool { return head.helloCount() >= 2 })
+	waitFor(t, 10*time.Second, "the lease renewed", func() bool { return !w.leaseLapsed() })
+	head.send(assignMsg("g/t", 1, spec("img", "hang")))
+	head.send(assignMsg("g/u", 1, spec("img", "hang")))
+	// The stream is handled in order: once g/u runs, g/t's resend was seen.
+	waitFor(t, 10*time.Second, "g/u's container", func() bool { return rt.containerOf("g/u", 1) != "" })
+	if id := rt.containerOf("g/t", 1); id != "" {
+		t.Fatalf("the refused attempt started from the head's resend: container %s", id)
+	}
+}

@@ -74,6 +74,12 @@ type Worker struct {
 	leaseWritten time.Time   // the expiry last written to the lease file
 	leaseMsgs    chan []byte // lease acks received through gossip
 
+	// Assignments refused because the lease had lapsed, until the head
+	// acked their STOPPED: the head sends an ASSIGNED attempt again to a
+	// worker that reconnects before that, and it must not start then.
+	refusedMu sync.Mutex
+	refused   map[attempt.Key]bool
+
 	running  atomic.Bool
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown or Kill: Run stops
@@ -466,15 +472,36 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	// still current. An attempt registered before a lapse is stopped by
 	// it (lapsedLocked); one registered while the lease lapses is stopped
 	// below, after its registration.
+	// A refused attempt stays refused: the head sends it again (as
+	// ASSIGNED, never received) when this worker reconnects before the head
+	// has its STOPPED, and starting it then would run it beside the retry
+	// that STOPPED causes.
+	w.refusedMu.Lock()
+	again := w.refused[key]
+	w.refusedMu.Unlock()
+	if again {
+		log.Info("ignoring an assignment refused before (its lease had lapsed); its STOPPED is on its way to the head")
+		return
+	}
 	if w.leaseLapsed() {
 		log.Warn("refusing an assignment: this worker's lease has lapsed (the leader may have re-queued it); reporting it stopped")
+		w.refusedMu.Lock()
+		if w.refused == nil {
+			w.refused = map[attempt.Key]bool{}
+		}
+		w.refused[key] = true
+		w.refusedMu.Unlock()
 		w.outbox.add(&wire.AttemptEvent{
 			TaskId:    key.TaskID,
 			Attempt:   key.Attempt,
 			Kind:      wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED,
 			Reason:    "worker " + w.cfg.NodeID + " refused the assignment: its lease had lapsed",
 			UnixNanos: w.clock.Now().UnixNano(),
-		}, nil)
+		}, func() {
+			w.refusedMu.Lock()
+			delete(w.refused, key)
+			w.refusedMu.Unlock()
+		})
 		return
 	}
 	var started *handle
