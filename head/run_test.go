@@ -9,6 +9,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/fake"
@@ -125,7 +126,12 @@ func TestWorkerLossReRunsItsTasks(t *testing.T) {
 
 // Killing the head leader while tasks run restarts none of them.
 func TestLeaderLossRestartsNoTask(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{})
+	// A lease well above an election and a reconnection on a loaded
+	// machine (the test cluster's 3 s lapsed once in CI): this test is
+	// about the leader's loss, not the lease's.
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+		cfg.Lease = lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}
+	}})
 	for range 2 {
 		rt := fake.New(nil)
 		rt.Default(fake.Behavior{Duration: 10 * time.Second})

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/worker"
 )
@@ -19,7 +21,12 @@ import (
 func TestDockerSessionTasksWaitWithoutTimingOut(t *testing.T) {
 	// The session's container goes PoolIdle after its last task (all
 	// were assigned at once, so none was marked the session's last).
-	c, cli, image, cluster := dockerCluster(t, 1, func(cfg *worker.Config) { cfg.PoolIdle = time.Second })
+	// A lease well above a loaded machine's heartbeat delays: this test is
+	// about the session's order and timeouts, not the lease (3 s lapsed
+	// once under load in CI and re-ran three tasks).
+	c, cli, image, cluster := dockerClusterWithStore(t, 1, nil, func(cfg *head.Config) {
+		cfg.Lease = lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}
+	}, func(cfg *worker.Config) { cfg.PoolIdle = time.Second })
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
