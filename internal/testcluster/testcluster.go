@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func New(t testing.TB, opts Options) *Cluster {
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 15000+rand.IntN(15000))
+		addr := fmt.Sprintf("127.0.0.1:%d", ports.next())
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
@@ -109,8 +110,42 @@ func FreeAddr(t testing.TB) string {
 		u.Close()
 		return addr
 	}
-	t.Fatal("free port: none of 1000 tries in 15000-29999 was free")
+	t.Fatalf("free port: none of 1000 tries in %d-%d was free", portLow, portLow+portSpan-1)
 	return ""
+}
+
+// The range FreeAddr walks: 15000-29999.
+const (
+	portLow  = 15000
+	portSpan = 15000
+)
+
+// ports is this test process's walk over the range. A cluster's addresses
+// are all picked before its heads bind them, so a pick that is random each
+// time can hand the same free port to two members of one cluster (about one
+// 3-head start in 400: "bind: address already in use" in CI). The walk
+// starts at a random port (test processes of other packages run beside
+// this one) and moves one port per call, so one process is never handed a
+// port twice within 15,000 calls.
+var ports portWalk
+
+// portWalk is a position in the range; safe for concurrent use.
+type portWalk struct {
+	mu      sync.Mutex
+	started bool
+	at      int
+}
+
+// next returns the next port of the walk.
+func (w *portWalk) next() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started {
+		w.at, w.started = rand.IntN(portSpan), true
+	}
+	p := portLow + w.at
+	w.at = (w.at + 1) % portSpan
+	return p
 }
 
 func (c *Cluster) config(m *Member, expect int) head.Config {
