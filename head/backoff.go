@@ -38,9 +38,12 @@ func uniform() float64 {
 // its task waits should the event fail its attempt with retries left
 // (TaskEventsCommand.retry_backoff_nanos), or the wait before a service
 // task restarts (grown by its restarts, head/state/service.go); 0 for
-// events that cannot. The
-// worker stream handler on the leader calls it before proposing the batch.
-func (h *Head) retryBackoffs(view *state.View, events []*wire.AttemptEvent) []int64 {
+// events that cannot; nil when no event can. base and maxWait are
+// head.Config.RetryBackoff and RetryBackoffMax; draw returns a number
+// uniform in [0, 1) for each backoff's jitter (uniform on the leader, a
+// fixed sequence in tests). The worker stream handler on the leader calls
+// it before proposing the batch.
+func retryBackoffs(view *state.View, events []*wire.AttemptEvent, base, maxWait time.Duration, draw func() float64) []int64 {
 	out := make([]int64, len(events))
 	some := false
 	for i, ev := range events {
@@ -68,7 +71,7 @@ func (h *Head) retryBackoffs(view *state.View, events []*wire.AttemptEvent) []in
 		if t.ServiceName() != "" && t.Spec.GetService().GetRestartPolicy() != "never" {
 			n = t.Restarts // service restarts back off by their own count
 		}
-		out[i] = int64(retryBackoff(h.cfg.RetryBackoff, h.cfg.RetryBackoffMax, n, uniform()))
+		out[i] = int64(retryBackoff(base, maxWait, n, draw()))
 		some = some || out[i] > 0
 	}
 	if !some {

@@ -25,20 +25,29 @@ func pastDeadline(view *state.View, now time.Time) []*state.Graph {
 	return out
 }
 
+// deadlineCancels returns a CancelCommand for every RUNNING graph of view
+// whose deadline has passed at now (pastDeadline), with the reason "graph
+// deadline of N s passed", in id order. It is pure.
+func deadlineCancels(view *state.View, now time.Time) []*wire.CancelCommand {
+	var out []*wire.CancelCommand
+	for _, g := range pastDeadline(view, now) {
+		out = append(out, &wire.CancelCommand{GraphId: g.ID, UnixNanos: now.UnixNano(), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE,
+			Reason: fmt.Sprintf("graph deadline of %d s passed", g.DeadlineSeconds)})
+	}
+	return out
+}
+
 // enforceDeadlines runs on the leader, from the leader loop about once a
-// second: it cancels every graph past its deadline, one CancelCommand each,
-// with the reason "graph deadline of N s passed".
+// second: it commits deadlineCancels, one CancelCommand each, and stops at
+// the first that fails (the next tick tries again).
 func (h *Head) enforceDeadlines(ctx context.Context) {
-	now := time.Now()
-	for _, g := range pastDeadline(h.fsm.View(), now) {
-		cmd := &wire.CancelCommand{GraphId: g.ID, UnixNanos: now.UnixNano(), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE,
-			Reason: fmt.Sprintf("graph deadline of %d s passed", g.DeadlineSeconds)}
+	for _, cmd := range deadlineCancels(h.fsm.View(), time.Now()) {
 		if _, _, err := h.apply(ctx, fsm.OpCancel, cmd); err != nil {
 			if ctx.Err() == nil {
-				h.logger.Warn("cancelling a graph past its deadline failed", "graph", g.ID, "err", err)
+				h.logger.Warn("cancelling a graph past its deadline failed", "graph", cmd.GraphId, "err", err)
 			}
 			return
 		}
-		h.logger.Info("cancelled a graph past its deadline", "graph", g.ID, "deadline_seconds", g.DeadlineSeconds)
+		h.logger.Info("cancelled a graph past its deadline", "graph", cmd.GraphId, "reason", cmd.Reason)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
-	"github.com/megaflow/megaflow/internal/wire"
 )
 
 // leaderLoop runs while this head leads: after a Raft barrier (so the table
@@ -111,17 +110,11 @@ func (h *Head) reconcileHeads(ctx context.Context) {
 // sweepStaged drops the chunks of graph submissions older than StagedTTL
 // that never received their last chunk (a client or leader died mid-way).
 func (h *Head) sweepStaged(ctx context.Context) {
-	now := time.Now()
-	var stale []string
-	for _, s := range h.fsm.View().StagedGraphs() {
-		if now.Sub(time.Unix(0, s.FirstUnixNanos)) > h.cfg.StagedTTL {
-			stale = append(stale, s.GraphID)
-		}
-	}
-	if len(stale) == 0 {
+	cmd := staleStaged(h.fsm.View(), time.Now(), h.cfg.StagedTTL)
+	if cmd == nil {
 		return
 	}
-	if _, _, err := h.apply(ctx, fsm.OpDropStaged, &wire.DropStagedCommand{GraphIds: stale, UnixNanos: now.UnixNano()}); err != nil {
-		h.logger.Warn("dropping stale staged graphs failed", "graphs", len(stale), "err", err)
+	if _, _, err := h.apply(ctx, fsm.OpDropStaged, cmd); err != nil {
+		h.logger.Warn("dropping stale staged graphs failed", "graphs", len(cmd.GraphIds), "err", err)
 	}
 }

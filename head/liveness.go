@@ -6,7 +6,6 @@ import (
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/lease"
-	"github.com/megaflow/megaflow/internal/wire"
 )
 
 // leaderLost returns a channel closed when this head's current leadership
@@ -42,23 +41,12 @@ func (h *Head) leaderSince() time.Time {
 // gone. The verdict is a command in the log, and its attempts are
 // re-queued by it.
 func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
-	now := time.Now()
-	for _, w := range h.fsm.View().Workers() {
-		if w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE {
-			continue
-		}
-		renewed := h.sessions.renewedAt(w.Info.Id)
-		if !lease.HeadExpired(h.cfg.Lease, renewed, since, now) {
-			continue
-		}
-		reason := "lease expired: not heard from for " + (h.cfg.Lease.Duration + h.cfg.Lease.Margin).String() + " (--worker-lease plus --worker-lease-margin)"
-		cmd := &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason,
-			ReasonCode: wire.ReasonCode_REASON_CODE_LEASE_LAPSED, UnixNanos: now.UnixNano()}
+	for _, cmd := range lapsedWorkers(h.fsm.View(), h.sessions.renewedAt, h.cfg.Lease, since, time.Now()) {
 		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {
-			h.logger.Warn("declaring worker down failed", "worker", w.Info.Id, "err", err)
+			h.logger.Warn("declaring worker down failed", "worker", cmd.WorkerId, "err", err)
 			continue
 		}
-		h.logger.Info("worker declared down; its attempts are re-queued", "worker", w.Info.Id, "reason", reason)
+		h.logger.Info("worker declared down; its attempts are re-queued", "worker", cmd.WorkerId, "reason", cmd.Reason)
 	}
 }
 

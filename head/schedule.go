@@ -3,8 +3,6 @@ package head
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -53,144 +51,28 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 // for, so looking further down a long queue only costs time.
 const maxQueuedPerQueue = 4096
 
-// scheduleOnce builds the scheduler's input from the table (alive workers
-// with a live stream, every QUEUED task), places, and commits the plan in
-// one command. The FSM re-checks every placement against the newest table.
-// A round that places nothing and changes no queueing reason commits
-// nothing. Tasks that use a service without a ready endpoint are not
-// placed; their reason says which service they wait for (serviceWait).
-// Tasks waiting out a retry backoff (not_before in the future) are
-// left out; scheduleOnce returns the earliest such time, when the loop
-// runs a round again (zero: none).
+// scheduleOnce runs one scheduling round (planRound) on the current
+// table and commits its plan, then fails the tasks it found unplaceable
+// for too long. A round that places nothing and changes no queueing reason
+// commits nothing. It returns the earliest end of a retry backoff, when
+// the loop runs a round again (zero: none).
 func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
-	view := h.fsm.View()
-	// The seed is fixed for a term: the same table gives the same plan, and
-	// queueing reasons do not flap between rounds.
-	in := scheduler.Input{Seed: h.node.Raft().CurrentTerm(), Policy: h.cfg.Scheduler, Running: map[string]int{}}
-	for _, w := range view.AliveWorkers() {
-		if !h.sessions.connected(w.ID()) {
-			continue
-		}
-		starting := 0
-		for _, t := range view.AssignedTo(w.ID()) {
-			if a := t.ActiveAttempt(); a != nil && a.State == wire.TaskState_TASK_STATE_ASSIGNED {
-				starting++
-			}
-			in.Running[t.Queue()]++
-		}
-		sw := scheduler.Worker{
-			ID: w.ID(), Capacity: w.Capacity(), Allocated: w.Allocated, Labels: w.Info.GetLabels(),
-			Images: w.Info.GetImages(), Runtime: w.Info.GetRuntime(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
-		}
-		for _, d := range w.Info.GetGpus() {
-			if d.GetUnhealthy() != "" {
-				continue // no new work until it is healthy again
-			}
-			sw.GPUs = append(sw.GPUs, scheduler.GPU{UUID: d.GetUuid(), Model: d.GetModel(), MemoryBytes: d.GetMemoryBytes(),
-				InUse: w.GPUHolder(d.GetUuid()) != "", NVLinkPeers: d.GetNvlinkPeers()})
-		}
-		in.Workers = append(in.Workers, sw)
-	}
-	if len(in.Workers) == 0 {
-		return wake // nowhere to place; reasons are refreshed once a worker connects
-	}
-	queued := map[string]*state.Task{}
-	waiting := map[string]string{} // tasks waiting for a service -> new reason
-	perQueue := map[string]int{}
-	now := time.Now().UnixNano()
-	for t := range view.Queued() {
-		if t.ActiveAttempt() != nil {
-			continue // its gang restarts: placed again once the attempt stopped
-		}
-		if nb := t.NotBeforeUnixNanos; nb > now {
-			if wake.IsZero() || nb < wake.UnixNano() {
-				wake = time.Unix(0, nb)
-			}
-			continue
-		}
-		if perQueue[t.Queue()]++; perQueue[t.Queue()] > maxQueuedPerQueue {
-			continue
-		}
-		if r := serviceWait(view, t); r != "" {
-			if t.Reason != r {
-				waiting[t.ID] = r
-			}
-			continue
-		}
-		queued[t.ID] = t
-		res := t.Spec.GetResources()
-		in.Tasks = append(in.Tasks, scheduler.Task{
-			ID: t.ID, Tenant: t.Tenant, Queue: t.Queue(), Priority: t.Priority, QueueSeq: t.QueueSeq,
-			Resources: state.ResourcesOf(res), GPUModel: res.GetGpuModel(), GPUMemoryBytes: res.GetGpuMemoryBytes(),
-			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(), Session: t.Spec.GetSession(),
-			Runtime: t.Spec.GetRuntime(), Gang: t.Spec.GetGang(),
-		})
-	}
-	in.Tasks = holdIncompleteGangs(view, in.Tasks, queued, waiting, now)
-	if len(in.Tasks) == 0 && len(waiting) == 0 {
-		return wake
-	}
-	var plan scheduler.Plan
-	if len(in.Tasks) > 0 {
-		scheduler.PinSessions(in.Tasks, sessionAttempts(view, queued))
-		in.Tasks = h.holdForReconnect(view, in.Tasks, queued, waiting)
-		in.Quotas, in.Cluster = schedulerQuotas(view)
-		if len(in.Tasks) > 0 {
-			plan = scheduler.Place(in)
-		}
-	}
-	cmd := &wire.PlanCommand{LeaderTerm: h.node.Raft().CurrentTerm(), UnixNanos: time.Now().UnixNano()}
-	if len(waiting) > 0 {
-		cmd.Unplaced = waiting
-	}
-	for _, p := range plan.Placements {
-		t := queued[p.TaskID]
-		cmd.Attempts = append(cmd.Attempts, &wire.PlannedAttempt{TaskId: p.TaskID, Attempt: uint32(len(t.Attempts)) + 1,
-			WorkerId: p.WorkerID, GpuUuids: p.GPUUUIDs})
-	}
-	for id, r := range plan.Unplaced {
-		if msg := r.String(); queued[id].Reason != msg {
-			if cmd.Unplaced == nil {
-				cmd.Unplaced = map[string]string{}
-			}
-			cmd.Unplaced[id] = msg
-		}
-	}
-	if len(cmd.Attempts) > 0 || len(cmd.Unplaced) > 0 {
-		if _, _, err := h.apply(ctx, fsm.OpPlan, cmd); err != nil {
+	r := planRound(roundInput{View: h.fsm.View(), Connected: h.sessions.connected, Term: h.node.Raft().CurrentTerm(),
+		Now: time.Now(), Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait})
+	if r.Plan != nil {
+		if _, _, err := h.apply(ctx, fsm.OpPlan, r.Plan); err != nil {
 			if ctx.Err() == nil {
-				h.logger.Warn("committing a plan failed", "placements", len(cmd.Attempts), "err", err)
+				h.logger.Warn("committing a plan failed", "placements", len(r.Plan.Attempts), "err", err)
 			}
-			return wake
+			return r.Wake
 		}
 	}
-	h.failUnplaceable(ctx, queued, plan.Unplaced)
-	return wake
-}
-
-// failUnplaceable fails the tasks that no worker could run (an infeasible
-// reason) and that have been QUEUED longer than MaxQueueWait, with their
-// reason, in one FailQueuedCommand. The FSM re-checks that each is still
-// QUEUED with that reason. It does nothing when MaxQueueWait is 0.
-func (h *Head) failUnplaceable(ctx context.Context, queued map[string]*state.Task, unplaced map[string]scheduler.Reason) {
-	if h.cfg.MaxQueueWait <= 0 {
-		return
-	}
-	now := time.Now()
-	cutoff := now.Add(-h.cfg.MaxQueueWait).UnixNano()
-	cmd := &wire.FailQueuedCommand{QueuedBeforeUnixNanos: cutoff, UnixNanos: now.UnixNano()}
-	for _, id := range slices.Sorted(maps.Keys(unplaced)) {
-		if r := unplaced[id]; r.Infeasible() && queued[id].QueuedUnixNanos <= cutoff {
-			cmd.TaskIds = append(cmd.TaskIds, id)
-			cmd.Reasons = append(cmd.Reasons, r.String())
+	if r.Fail != nil {
+		if _, _, err := h.apply(ctx, fsm.OpFailQueued, r.Fail); err != nil && ctx.Err() == nil {
+			h.logger.Warn("failing unplaceable tasks failed", "tasks", len(r.Fail.TaskIds), "err", err)
 		}
 	}
-	if len(cmd.TaskIds) == 0 {
-		return
-	}
-	if _, _, err := h.apply(ctx, fsm.OpFailQueued, cmd); err != nil && ctx.Err() == nil {
-		h.logger.Warn("failing unplaceable tasks failed", "tasks", len(cmd.TaskIds), "err", err)
-	}
+	return r.Wake
 }
 
 // schedulerQuotas adapts the table's quotas and the current usage (tasks
@@ -236,30 +118,6 @@ func sessionAttempts(view *state.View, queued map[string]*state.Task) []schedule
 		}
 	}
 	return out
-}
-
-// holdForReconnect removes from tasks those pinned to the worker of their
-// session (PinnedWorker) when that worker is still ALIVE in the table but
-// has no stream to this leader right now: it is reconnecting (after a
-// leader change, or a dropped stream), and the session's container is
-// still there. Placing such a task elsewhere would split the session; it
-// waits, with a reason, until the worker is back or is declared down (and
-// its sessions with it). Changed reasons go into waiting.
-func (h *Head) holdForReconnect(view *state.View, tasks []scheduler.Task, queued map[string]*state.Task, waiting map[string]string) []scheduler.Task {
-	kept := tasks[:0]
-	for _, t := range tasks {
-		if t.PinnedWorker != "" && !h.sessions.connected(t.PinnedWorker) {
-			if w := view.Worker(t.PinnedWorker); w != nil && w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {
-				r := fmt.Sprintf("waiting for session %s's worker %s to reconnect", t.Session, t.PinnedWorker)
-				if queued[t.ID].Reason != r {
-					waiting[t.ID] = r
-				}
-				continue
-			}
-		}
-		kept = append(kept, t)
-	}
-	return kept
 }
 
 // holdIncompleteGangs removes from tasks the tasks of every gang that is

@@ -330,7 +330,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		}
 		if len(events) > 0 {
 			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: events, UnixNanos: time.Now().UnixNano(),
-				RetryBackoffNanos: s.h.retryBackoffs(s.h.fsm.View(), events)}
+				RetryBackoffNanos: retryBackoffs(s.h.fsm.View(), events, s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, uniform)}
 			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
 			}
@@ -357,59 +357,43 @@ type attemptKey struct {
 	stop    bool
 }
 
-// reconcileWorker compares what a worker announces with the table: attempts
-// the table does not hold as current and active on this worker are stopped;
-// attempts the table has RUNNING here that the worker lost are marked lost
-// (their tasks are retried); attempts ASSIGNED but never received are sent
-// again. It returns the attempts the worker holds (already delivered) and
-// the stops to send.
+// reconcileWorker reconciles what a worker announces with the table
+// (reconcile) and commits the attempts it lost. It returns the attempts
+// the worker holds (already delivered) and the stops to send.
 func (h *Head) reconcileWorker(ctx context.Context, workerID string, running []*wire.RunningAttempt) (map[attemptKey]bool, []*wire.HeadMessage, error) {
-	view := h.fsm.View()
-	sent := map[attemptKey]bool{}
-	var stops []*wire.HeadMessage
-	for _, ra := range running {
-		t := view.Task(ra.TaskId)
-		var cur *state.Attempt
-		if t != nil {
-			cur = t.CurrentAttempt()
-		}
-		if cur == nil || cur.Number != ra.Attempt || cur.WorkerID != workerID || !cur.Active() {
-			stops = append(stops, stopMsg(ra.TaskId, ra.Attempt, "attempt is not current"))
-			continue
-		}
-		sent[attemptKey{task: ra.TaskId, attempt: ra.Attempt}] = true
-	}
-	var lost []*wire.PlannedAttempt
-	for _, t := range view.AssignedTo(workerID) {
-		cur := t.CurrentAttempt()
-		if sent[attemptKey{task: t.ID, attempt: cur.Number}] {
-			continue
-		}
-		if cur.State == wire.TaskState_TASK_STATE_RUNNING || t.Stopping() {
-			lost = append(lost, &wire.PlannedAttempt{TaskId: t.ID, Attempt: cur.Number, WorkerId: workerID})
-		}
-	}
-	if len(lost) > 0 {
-		if _, _, err := h.apply(ctx, fsm.OpAttemptsLost, &wire.AttemptsLostCommand{Attempts: lost,
-			Reason:     "worker " + workerID + " no longer runs it (restarted?)",
-			ReasonCode: wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, UnixNanos: time.Now().UnixNano()}); err != nil {
+	r := reconcile(h.fsm.View(), workerID, running, time.Now())
+	if r.Lost != nil {
+		if _, _, err := h.apply(ctx, fsm.OpAttemptsLost, r.Lost); err != nil {
 			return nil, nil, err
 		}
 	}
-	return sent, stops, nil
+	return r.Held, r.Stops, nil
 }
 
 func stopMsg(taskID string, attempt uint32, reason string) *wire.HeadMessage {
 	return &wire.HeadMessage{Msg: &wire.HeadMessage_Stop{Stop: &wire.StopAttempt{TaskId: taskID, Attempt: attempt, Reason: reason}}}
 }
 
-// pushAssignments sends the worker every active attempt the table holds on
-// it that this stream has not delivered, and a stop for every such attempt
-// whose task was cancelled. The stops go first, so that a cancel committed
-// with (or before) further assignments reaches the worker before any of
-// them. sent records what was delivered.
+// pushAssignments sends the worker what deliveries decides, in order.
 func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool) error {
-	view := h.fsm.View()
+	for _, m := range deliveries(h.fsm.View(), workerID, sent) {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliveries returns what a worker's stream must deliver now: every
+// active attempt the table holds on workerID that the stream has not
+// delivered, and a stop for every such attempt whose task was cancelled
+// (or whose gang restarts). The stops go first, so that a cancel committed
+// with (or before) further assignments reaches the worker before any of
+// them. It records the messages in sent (the stream's delivered attempts)
+// and forgets the attempts that are no longer active: the stream may live
+// for months. A stream whose Send fails ends, and sent with it.
+func deliveries(view *state.View, workerID string, sent map[attemptKey]bool) []*wire.HeadMessage {
+	var out []*wire.HeadMessage
 	open := map[string]map[string]int{} // graph -> session -> unfinished tasks
 	active := make(map[attemptKey]bool, len(sent))
 	assigned := view.AssignedTo(workerID)
@@ -421,9 +405,7 @@ func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID
 			active[k] = true
 			if !sent[k] {
 				sent[k] = true
-				if err := stream.Send(stopMsg(t.ID, cur.Number, t.Reason)); err != nil {
-					return err
-				}
+				out = append(out, stopMsg(t.ID, cur.Number, t.Reason))
 			}
 			continue
 		}
@@ -437,24 +419,21 @@ func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID
 		cur := t.CurrentAttempt()
 		sent[attemptKey{task: t.ID, attempt: cur.Number}] = true
 		a := &wire.Assignment{TaskId: t.ID, Attempt: cur.Number, LeaderTerm: cur.LeaderTerm, GraphId: t.GraphID,
-			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: h.taskEnv(view, t), ArtifactInputs: artifactInputs(view, t)}
+			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: taskEnv(view, t), ArtifactInputs: artifactInputs(view, t)}
 		if s := t.Spec.GetSession(); s != "" {
 			if open[t.GraphID] == nil {
 				open[t.GraphID] = unfinishedBySession(view, t.GraphID)
 			}
 			a.SessionEnds = open[t.GraphID][s] <= 1
 		}
-		if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Assign{Assign: a}}); err != nil {
-			return err
-		}
+		out = append(out, &wire.HeadMessage{Msg: &wire.HeadMessage_Assign{Assign: a}})
 	}
-	// Attempts that ended need no memory: the stream may live for months.
 	for k := range sent {
 		if !active[k] {
 			delete(sent, k)
 		}
 	}
-	return nil
+	return out
 }
 
 // unfinishedBySession counts a graph's tasks that have not finished, by
@@ -476,7 +455,7 @@ func unfinishedBySession(view *state.View, graphID string) map[string]int {
 // (MEGAFLOW_SERVICE_<NAME>=http://10.0.0.5:31000,http://10.0.0.6:31002;
 // NAME is the service name upper-cased with every character other than a
 // letter or digit turned into '_': "model/qwen-7b" gives MODEL_QWEN_7B).
-func (h *Head) taskEnv(view *state.View, t *state.Task) map[string]string {
+func taskEnv(view *state.View, t *state.Task) map[string]string {
 	env := map[string]string{
 		"MEGAFLOW_TASK_ID":  t.ID,
 		"MEGAFLOW_GRAPH_ID": t.GraphID,

@@ -1,0 +1,294 @@
+package head
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/megaflow/megaflow/head/scheduler"
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// The leader's decisions, as pure functions of the table (a state.View),
+// the time and what the leader alone knows (which workers have a stream to
+// it, when it last heard from each). Each returns the commands to propose,
+// or nil when there is nothing to commit; the loops in leader.go,
+// schedule.go, liveness.go and workers.go read the inputs, call these and
+// propose what they return. Tests call them on tables built by applying
+// commands to an FSM, with no Raft, socket or clock (leadercore_test.go).
+
+// roundInput is what one scheduling round reads.
+type roundInput struct {
+	// View is the table the round plans from.
+	View *state.View
+	// Connected reports whether a worker has a stream to this leader:
+	// only those are given new attempts.
+	Connected func(workerID string) bool
+	// Term is the leader's Raft term: the scheduler's seed (the same table
+	// gives the same plan for a term) and the plan's fencing term.
+	Term uint64
+	// Now is the round's time: retry backoffs, gang readiness, and the
+	// queue-wait cutoff are measured against it.
+	Now time.Time
+	// Policy is the placement policy (head.Config.Scheduler).
+	Policy scheduler.Policy
+	// MaxQueueWait is how long an unplaceable task may stay QUEUED before
+	// it fails (head.Config.MaxQueueWait; 0: never).
+	MaxQueueWait time.Duration
+}
+
+// round is what a scheduling round decided.
+type round struct {
+	// Plan places tasks and refreshes queueing reasons; nil when the round
+	// changes nothing.
+	Plan *wire.PlanCommand
+	// Fail fails the tasks that no worker can run and that waited longer
+	// than MaxQueueWait; nil when none. It is proposed after Plan commits.
+	Fail *wire.FailQueuedCommand
+	// Wake is the earliest time a task's retry backoff ends (zero: none),
+	// when the next round must run even if nothing else changes.
+	Wake time.Time
+}
+
+// planRound is one scheduling round: it builds the scheduler's input from
+// the table (alive workers with a live stream, every QUEUED task past its
+// backoff, at most maxQueuedPerQueue per queue), holds tasks that wait for
+// a service, a whole gang or their session's reconnecting worker, places
+// the rest, and returns the plan as one command. The FSM re-checks every
+// placement against the newest table when it applies it.
+func planRound(in roundInput) round {
+	var out round
+	view := in.View
+	nowNanos := in.Now.UnixNano()
+	sin := scheduler.Input{Seed: in.Term, Policy: in.Policy, Running: map[string]int{}}
+	for _, w := range view.AliveWorkers() {
+		if !in.Connected(w.ID()) {
+			continue
+		}
+		starting := 0
+		for _, t := range view.AssignedTo(w.ID()) {
+			if a := t.ActiveAttempt(); a != nil && a.State == wire.TaskState_TASK_STATE_ASSIGNED {
+				starting++
+			}
+			sin.Running[t.Queue()]++
+		}
+		sw := scheduler.Worker{
+			ID: w.ID(), Capacity: w.Capacity(), Allocated: w.Allocated, Labels: w.Info.GetLabels(),
+			Images: w.Info.GetImages(), Runtime: w.Info.GetRuntime(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
+		}
+		for _, d := range w.Info.GetGpus() {
+			if d.GetUnhealthy() != "" {
+				continue // no new work until it is healthy again
+			}
+			sw.GPUs = append(sw.GPUs, scheduler.GPU{UUID: d.GetUuid(), Model: d.GetModel(), MemoryBytes: d.GetMemoryBytes(),
+				InUse: w.GPUHolder(d.GetUuid()) != "", NVLinkPeers: d.GetNvlinkPeers()})
+		}
+		sin.Workers = append(sin.Workers, sw)
+	}
+	if len(sin.Workers) == 0 {
+		return out // nowhere to place; reasons are refreshed once a worker connects
+	}
+	queued := map[string]*state.Task{}
+	waiting := map[string]string{} // tasks held back -> new reason
+	perQueue := map[string]int{}
+	for t := range view.Queued() {
+		if t.ActiveAttempt() != nil {
+			continue // its gang restarts: placed again once the attempt stopped
+		}
+		if nb := t.NotBeforeUnixNanos; nb > nowNanos {
+			if out.Wake.IsZero() || nb < out.Wake.UnixNano() {
+				out.Wake = time.Unix(0, nb)
+			}
+			continue
+		}
+		if perQueue[t.Queue()]++; perQueue[t.Queue()] > maxQueuedPerQueue {
+			continue
+		}
+		if r := serviceWait(view, t); r != "" {
+			if t.Reason != r {
+				waiting[t.ID] = r
+			}
+			continue
+		}
+		queued[t.ID] = t
+		res := t.Spec.GetResources()
+		sin.Tasks = append(sin.Tasks, scheduler.Task{
+			ID: t.ID, Tenant: t.Tenant, Queue: t.Queue(), Priority: t.Priority, QueueSeq: t.QueueSeq,
+			Resources: state.ResourcesOf(res), GPUModel: res.GetGpuModel(), GPUMemoryBytes: res.GetGpuMemoryBytes(),
+			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(), Session: t.Spec.GetSession(),
+			Runtime: t.Spec.GetRuntime(), Gang: t.Spec.GetGang(),
+		})
+	}
+	sin.Tasks = holdIncompleteGangs(view, sin.Tasks, queued, waiting, nowNanos)
+	if len(sin.Tasks) == 0 && len(waiting) == 0 {
+		return out
+	}
+	var plan scheduler.Plan
+	if len(sin.Tasks) > 0 {
+		scheduler.PinSessions(sin.Tasks, sessionAttempts(view, queued))
+		sin.Tasks = holdForReconnect(view, in.Connected, sin.Tasks, queued, waiting)
+		sin.Quotas, sin.Cluster = schedulerQuotas(view)
+		if len(sin.Tasks) > 0 {
+			plan = scheduler.Place(sin)
+		}
+	}
+	cmd := &wire.PlanCommand{LeaderTerm: in.Term, UnixNanos: nowNanos}
+	if len(waiting) > 0 {
+		cmd.Unplaced = waiting
+	}
+	for _, p := range plan.Placements {
+		t := queued[p.TaskID]
+		cmd.Attempts = append(cmd.Attempts, &wire.PlannedAttempt{TaskId: p.TaskID, Attempt: uint32(len(t.Attempts)) + 1,
+			WorkerId: p.WorkerID, GpuUuids: p.GPUUUIDs})
+	}
+	for id, r := range plan.Unplaced {
+		if msg := r.String(); queued[id].Reason != msg {
+			if cmd.Unplaced == nil {
+				cmd.Unplaced = map[string]string{}
+			}
+			cmd.Unplaced[id] = msg
+		}
+	}
+	if len(cmd.Attempts) > 0 || len(cmd.Unplaced) > 0 {
+		out.Plan = cmd
+	}
+	out.Fail = unplaceable(queued, plan.Unplaced, in.Now, in.MaxQueueWait)
+	return out
+}
+
+// unplaceable returns the command that fails the tasks no worker could run
+// (an infeasible reason) and that have been QUEUED longer than maxWait,
+// with their reasons, in id order; nil when there are none or maxWait is 0.
+// The FSM re-checks that each is still QUEUED with that reason.
+func unplaceable(queued map[string]*state.Task, unplaced map[string]scheduler.Reason, now time.Time, maxWait time.Duration) *wire.FailQueuedCommand {
+	if maxWait <= 0 {
+		return nil
+	}
+	cutoff := now.Add(-maxWait).UnixNano()
+	cmd := &wire.FailQueuedCommand{QueuedBeforeUnixNanos: cutoff, UnixNanos: now.UnixNano()}
+	for _, id := range slices.Sorted(maps.Keys(unplaced)) {
+		if r := unplaced[id]; r.Infeasible() && queued[id].QueuedUnixNanos <= cutoff {
+			cmd.TaskIds = append(cmd.TaskIds, id)
+			cmd.Reasons = append(cmd.Reasons, r.String())
+		}
+	}
+	if len(cmd.TaskIds) == 0 {
+		return nil
+	}
+	return cmd
+}
+
+// holdForReconnect removes from tasks those pinned to the worker of their
+// session (PinnedWorker) when that worker is still ALIVE in the table but
+// has no stream to this leader right now: it is reconnecting (after a
+// leader change, or a dropped stream), and the session's container is
+// still there. Placing such a task elsewhere would split the session; it
+// waits, with a reason, until the worker is back or is declared down (and
+// its sessions with it). Changed reasons go into waiting.
+func holdForReconnect(view *state.View, connected func(string) bool, tasks []scheduler.Task, queued map[string]*state.Task, waiting map[string]string) []scheduler.Task {
+	kept := tasks[:0]
+	for _, t := range tasks {
+		if t.PinnedWorker != "" && !connected(t.PinnedWorker) {
+			if w := view.Worker(t.PinnedWorker); w != nil && w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {
+				r := fmt.Sprintf("waiting for session %s's worker %s to reconnect", t.Session, t.PinnedWorker)
+				if queued[t.ID].Reason != r {
+					waiting[t.ID] = r
+				}
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	return kept
+}
+
+// lapsedWorkers returns a WorkerDownCommand for every worker the table
+// holds ALIVE whose lease has expired on this leader at now: the leader
+// has not heard from it (renewedAt: a message on its stream, a renewal
+// through gossip; zero when never) for l.Duration+l.Margin, counted from
+// since, when this head became leader, at the earliest
+// (lease.HeadExpired). In the table's worker order.
+func lapsedWorkers(view *state.View, renewedAt func(workerID string) time.Time, l lease.Config, since, now time.Time) []*wire.WorkerDownCommand {
+	var out []*wire.WorkerDownCommand
+	for _, w := range view.Workers() {
+		if w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE {
+			continue
+		}
+		if !lease.HeadExpired(l, renewedAt(w.Info.Id), since, now) {
+			continue
+		}
+		reason := "lease expired: not heard from for " + (l.Duration + l.Margin).String() + " (--worker-lease plus --worker-lease-margin)"
+		out = append(out, &wire.WorkerDownCommand{WorkerId: w.Info.Id, Reason: reason,
+			ReasonCode: wire.ReasonCode_REASON_CODE_LEASE_LAPSED, UnixNanos: now.UnixNano()})
+	}
+	return out
+}
+
+// staleStaged returns the command that drops the chunks of graph
+// submissions first staged more than ttl before now that never received
+// their last chunk (a client or leader died mid-way); nil when none.
+func staleStaged(view *state.View, now time.Time, ttl time.Duration) *wire.DropStagedCommand {
+	var stale []string
+	for _, s := range view.StagedGraphs() {
+		if now.Sub(time.Unix(0, s.FirstUnixNanos)) > ttl {
+			stale = append(stale, s.GraphID)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	return &wire.DropStagedCommand{GraphIds: stale, UnixNanos: now.UnixNano()}
+}
+
+// reconciliation is what the leader does about what a worker announces
+// when its stream opens.
+type reconciliation struct {
+	// Held is the attempts the worker holds that are current: already
+	// delivered, not to be sent again.
+	Held map[attemptKey]bool
+	// Stops is a stop for every attempt the worker holds that the table
+	// does not hold as current and active on it.
+	Stops []*wire.HeadMessage
+	// Lost marks lost the attempts the table has RUNNING (or stopping) on
+	// the worker that the worker no longer has (their tasks are retried);
+	// nil when none. Attempts ASSIGNED but never received are not lost:
+	// they are sent again.
+	Lost *wire.AttemptsLostCommand
+}
+
+// reconcile compares what worker workerID announces (running) with the
+// table.
+func reconcile(view *state.View, workerID string, running []*wire.RunningAttempt, now time.Time) reconciliation {
+	r := reconciliation{Held: map[attemptKey]bool{}}
+	for _, ra := range running {
+		t := view.Task(ra.TaskId)
+		var cur *state.Attempt
+		if t != nil {
+			cur = t.CurrentAttempt()
+		}
+		if cur == nil || cur.Number != ra.Attempt || cur.WorkerID != workerID || !cur.Active() {
+			r.Stops = append(r.Stops, stopMsg(ra.TaskId, ra.Attempt, "attempt is not current"))
+			continue
+		}
+		r.Held[attemptKey{task: ra.TaskId, attempt: ra.Attempt}] = true
+	}
+	var lost []*wire.PlannedAttempt
+	for _, t := range view.AssignedTo(workerID) {
+		cur := t.CurrentAttempt()
+		if r.Held[attemptKey{task: t.ID, attempt: cur.Number}] {
+			continue
+		}
+		if cur.State == wire.TaskState_TASK_STATE_RUNNING || t.Stopping() {
+			lost = append(lost, &wire.PlannedAttempt{TaskId: t.ID, Attempt: cur.Number, WorkerId: workerID})
+		}
+	}
+	if len(lost) > 0 {
+		r.Lost = &wire.AttemptsLostCommand{Attempts: lost,
+			Reason:     "worker " + workerID + " no longer runs it (restarted?)",
+			ReasonCode: wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, UnixNanos: now.UnixNano()}
+	}
+	return r
+}

@@ -1,0 +1,424 @@
+package head
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/wire"
+	"google.golang.org/protobuf/proto"
+)
+
+// rewrite regenerates the expected output of the leader's scenarios:
+//
+//	go test ./head -run TestLeaderScenarios -rewrite
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/leader/*.txt")
+
+// TestLeaderScenarios drives the leader's decisions (leadercore.go) through
+// scenario files in the style of head/scheduler's: a table built by
+// applying commands to a real FSM at given log indexes, a time the script
+// sets ("at=5s" from the scenario's epoch), and what only the leader knows
+// (which workers are connected, when it last heard from each, when it
+// became leader). Every command the decisions return is printed and then
+// applied, as the leader would propose it. No Raft, socket, clock or sleep.
+//
+// A scenario file is a list of blocks:
+//
+//	# comments and blank lines between blocks are kept
+//	command arg key=value ...
+//	----
+//	expected output, up to a blank line or the end of the file
+func TestLeaderScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/leader/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
+			runScenario(t, f, newLeaderSim(t).do)
+		})
+	}
+}
+
+// leaderSim is a leader's table and what it knows beside the table.
+type leaderSim struct {
+	t      *testing.T
+	f      *fsm.FSM
+	index  uint64
+	epoch  time.Time
+	graphs []string
+	// connected: workers with a stream to this leader.
+	connected map[string]bool
+	// heard: when the leader last heard from each worker.
+	heard map[string]time.Time
+	// sent: each worker stream's delivered attempts.
+	sent  map[string]map[attemptKey]bool
+	since time.Time // when this head became leader
+	term  uint64
+	cfg   Config
+}
+
+func newLeaderSim(t *testing.T) *leaderSim {
+	f, err := fsm.New(fsm.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Lease = lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, 8*time.Second
+	cfg.MaxQueueWait = 30 * time.Second
+	epoch := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	return &leaderSim{t: t, f: f, epoch: epoch, connected: map[string]bool{}, heard: map[string]time.Time{},
+		sent: map[string]map[attemptKey]bool{}, since: epoch, term: 1, cfg: cfg}
+}
+
+// apply commits one command at the next index, as Raft would.
+func (s *leaderSim) apply(op fsm.Op, msg proto.Message) error {
+	b, err := fsm.Encode(op, msg)
+	if err != nil {
+		return err
+	}
+	s.index++
+	if err, ok := s.f.Apply(&raft.Log{Index: s.index, Term: s.term, Type: raft.LogCommand, Data: b}).(error); ok {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// at reads "at=5s" (from the epoch; default 0).
+func (s *leaderSim) at(kv map[string]string) (time.Time, error) {
+	v, ok := kv["at"]
+	if !ok {
+		return s.epoch, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("at=%s: %v", v, err)
+	}
+	return s.epoch.Add(d), nil
+}
+
+// rel prints a time as its offset from the epoch.
+func (s *leaderSim) rel(t time.Time) string { return t.Sub(s.epoch).String() }
+
+// attemptArg parses "g/a#2".
+func attemptArg(a string) (string, uint32, error) {
+	id, n, ok := strings.Cut(a, "#")
+	if !ok {
+		return "", 0, fmt.Errorf("%q: want task#attempt", a)
+	}
+	u, err := strconv.ParseUint(n, 10, 32)
+	return id, uint32(u), err
+}
+
+func (s *leaderSim) do(line string) (string, error) {
+	fields := strings.Fields(line)
+	pos, kv := args(fields[1:])
+	now, err := s.at(kv)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	p := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	switch fields[0] {
+	case "worker": // worker ID [cpu=MILLIS] [starts=N] [at=]: registers, connected, heard now
+		cpu, _ := strconv.ParseInt(cmp(kv["cpu"], "4000"), 10, 64)
+		starts, _ := strconv.Atoi(cmp(kv["starts"], "0"))
+		info := &wire.WorkerInfo{Id: pos[0], Capacity: &wire.Resources{CpuMillis: cpu, MemoryBytes: 1 << 34},
+			MaxConcurrentStarts: int32(starts)}
+		if err := s.apply(fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: now.UnixNano()}); err != nil {
+			return "", err
+		}
+		s.connected[pos[0]], s.heard[pos[0]] = true, now
+		s.sent[pos[0]] = map[attemptKey]bool{}
+	case "connect", "disconnect": // the worker's stream to this leader opens or ends
+		s.connected[pos[0]] = fields[0] == "connect"
+		if fields[0] == "connect" {
+			s.sent[pos[0]] = map[attemptKey]bool{}
+		}
+	case "heard": // heard WORKER at=: a message or a renewal through gossip
+		s.heard[pos[0]] = now
+	case "elected": // elected at=: this head becomes leader (a new term; it knows no renewals)
+		s.term++
+		s.since = now
+		s.heard = map[string]time.Time{}
+		for w := range s.connected {
+			s.connected[w] = false
+		}
+	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [deadline=S] [at=]
+		g := &wire.GraphSpec{Id: pos[0]}
+		if d := kv["deadline"]; d != "" {
+			g.DeadlineSeconds, _ = strconv.ParseInt(d, 10, 64)
+		}
+		retries, _ := strconv.Atoi(cmp(kv["retries"], "0"))
+		cpu, _ := strconv.ParseInt(cmp(kv["cpu"], "1000"), 10, 64)
+		for _, ts := range pos[1:] {
+			name, deps, _ := strings.Cut(ts, ":")
+			spec := &wire.TaskSpec{Name: name, Image: "img", Command: []string{"run"}, MaxRetries: int32(retries),
+				Resources: &wire.Resources{CpuMillis: cpu}, Session: kv["session"]}
+			if deps != "" {
+				spec.DependsOn = strings.Split(deps, "+")
+			}
+			g.Tasks = append(g.Tasks, spec)
+		}
+		cmd := &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: g.Id, DeadlineSeconds: g.DeadlineSeconds},
+			Tasks: g.Tasks, Chunks: 1, SpecDigest: []byte("digest"), UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
+		if err := s.apply(fsm.OpSubmitGraph, cmd); err != nil {
+			return "", err
+		}
+		s.graphs = append(s.graphs, pos[0])
+	case "round": // round [at=]: one scheduling round
+		r := planRound(roundInput{View: s.f.View(), Connected: func(id string) bool { return s.connected[id] },
+			Term: s.term, Now: now, Policy: s.cfg.Scheduler, MaxQueueWait: s.cfg.MaxQueueWait})
+		if r.Plan != nil {
+			for _, a := range r.Plan.Attempts {
+				p("place %s#%d on %s", a.TaskId, a.Attempt, a.WorkerId)
+			}
+			for _, id := range slices.Sorted(mapsKeys(r.Plan.Unplaced)) {
+				p("reason %s: %s", id, r.Plan.Unplaced[id])
+			}
+			if err := s.apply(fsm.OpPlan, r.Plan); err != nil {
+				return "", err
+			}
+		}
+		if r.Fail != nil {
+			for i, id := range r.Fail.TaskIds {
+				p("fail %s: %s", id, r.Fail.Reasons[i])
+			}
+			if err := s.apply(fsm.OpFailQueued, r.Fail); err != nil {
+				return "", err
+			}
+		}
+		if !r.Wake.IsZero() {
+			p("wake at %s", s.rel(r.Wake))
+		}
+	case "event": // event WORKER TASK#N started|exited=CODE|failed|timedout [at=]: the worker reports
+		id, n, err := attemptArg(pos[1])
+		if err != nil {
+			return "", err
+		}
+		ev := &wire.AttemptEvent{TaskId: id, Attempt: n, UnixNanos: now.UnixNano()}
+		kind := ""
+		if len(pos) > 2 {
+			kind = pos[2]
+		}
+		if v, ok := kv["exited"]; ok {
+			kind = "exited"
+			c, _ := strconv.Atoi(v)
+			ev.ExitCode = int32(c)
+		}
+		switch kind {
+		case "started":
+			ev.Kind = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STARTED
+		case "exited":
+			ev.Kind = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED
+		case "failed":
+			ev.Kind, ev.Reason = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, "crashed"
+		case "timedout":
+			ev.Kind = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT
+		default:
+			return "", fmt.Errorf("event kind %q: want started, exited=CODE, failed or timedout", kind)
+		}
+		evs := []*wire.AttemptEvent{ev}
+		// draw 0.5: the nominal backoff, no jitter.
+		backoffs := retryBackoffs(s.f.View(), evs, s.cfg.RetryBackoff, s.cfg.RetryBackoffMax, func() float64 { return 0.5 })
+		if backoffs != nil {
+			p("backoff %s: %s", id, time.Duration(backoffs[0]))
+		}
+		s.heard[pos[0]] = now
+		if err := s.apply(fsm.OpTaskEvents, &wire.TaskEventsCommand{WorkerId: pos[0], Events: evs,
+			UnixNanos: now.UnixNano(), RetryBackoffNanos: backoffs}); err != nil {
+			return "", err
+		}
+	case "liveness": // liveness [at=]: the leader's lease check
+		for _, cmd := range lapsedWorkers(s.f.View(), func(id string) time.Time { return s.heard[id] }, s.cfg.Lease, s.since, now) {
+			p("down %s: %s (%s)", cmd.WorkerId, cmd.Reason, strings.TrimPrefix(cmd.ReasonCode.String(), "REASON_CODE_"))
+			if err := s.apply(fsm.OpWorkerDown, cmd); err != nil {
+				return "", err
+			}
+		}
+	case "reconcile": // reconcile WORKER [TASK#N ...] [at=]: its stream opens announcing what it runs
+		var running []*wire.RunningAttempt
+		for _, a := range pos[1:] {
+			id, n, err := attemptArg(a)
+			if err != nil {
+				return "", err
+			}
+			running = append(running, &wire.RunningAttempt{TaskId: id, Attempt: n, Started: true})
+		}
+		r := reconcile(s.f.View(), pos[0], running, now)
+		for _, k := range slices.SortedFunc(mapsKeys(r.Held), func(a, b attemptKey) int { return strings.Compare(a.task, b.task) }) {
+			p("held %s#%d", k.task, k.attempt)
+		}
+		for _, m := range r.Stops {
+			p("stop %s#%d: %s", m.GetStop().GetTaskId(), m.GetStop().GetAttempt(), m.GetStop().GetReason())
+		}
+		if r.Lost != nil {
+			for _, a := range r.Lost.Attempts {
+				p("lost %s#%d: %s", a.TaskId, a.Attempt, r.Lost.Reason)
+			}
+			if err := s.apply(fsm.OpAttemptsLost, r.Lost); err != nil {
+				return "", err
+			}
+		}
+		s.connected[pos[0]], s.heard[pos[0]] = true, now
+		s.sent[pos[0]] = r.Held
+	case "deliver": // deliver WORKER: what its stream sends now
+		if s.sent[pos[0]] == nil {
+			s.sent[pos[0]] = map[attemptKey]bool{}
+		}
+		for _, m := range deliveries(s.f.View(), pos[0], s.sent[pos[0]]) {
+			if a := m.GetAssign(); a != nil {
+				p("assign %s#%d term=%d", a.TaskId, a.Attempt, a.LeaderTerm)
+			} else {
+				p("stop %s#%d: %s", m.GetStop().GetTaskId(), m.GetStop().GetAttempt(), m.GetStop().GetReason())
+			}
+		}
+	case "cancel": // cancel GRAPH [at=]: a user cancels a graph
+		if err := s.apply(fsm.OpCancel, &wire.CancelCommand{GraphId: pos[0], Reason: "cancelled by the user",
+			ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: now.UnixNano()}); err != nil {
+			return "", err
+		}
+	case "deadlines": // deadlines [at=]: the leader's deadline check
+		for _, cmd := range deadlineCancels(s.f.View(), now) {
+			p("cancel %s: %s", cmd.GraphId, cmd.Reason)
+			if err := s.apply(fsm.OpCancel, cmd); err != nil {
+				return "", err
+			}
+		}
+	case "tasks": // the table's tasks: state, attempts, reason
+		for _, g := range s.graphs {
+			for _, t := range s.f.View().TasksOfGraph(g) {
+				l := fmt.Sprintf("%s %s attempts=%d", t.ID, strings.TrimPrefix(t.State.String(), "TASK_STATE_"), len(t.Attempts))
+				if t.NotBeforeUnixNanos > 0 && t.State == wire.TaskState_TASK_STATE_QUEUED {
+					l += " not-before=" + s.rel(time.Unix(0, t.NotBeforeUnixNanos))
+				}
+				if t.Reason != "" {
+					l += ": " + t.Reason
+				}
+				out = append(out, l)
+			}
+		}
+	case "workers": // the table's workers
+		for _, w := range s.f.View().Workers() {
+			p("%s %s", w.ID(), strings.TrimPrefix(w.Status.String(), "WORKER_STATUS_"))
+		}
+	default:
+		return "", fmt.Errorf("unknown command %q", fields[0])
+	}
+	return strings.Join(out, "\n"), nil
+}
+
+func cmp(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// args splits "a b k=v" into positional arguments and key=value pairs.
+func args(fields []string) (pos []string, kv map[string]string) {
+	kv = map[string]string{}
+	for _, f := range fields {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			kv[k] = v
+		} else {
+			pos = append(pos, f)
+		}
+	}
+	return pos, kv
+}
+
+// block is one command of a scenario and its expected output.
+type block struct {
+	pre  []string // comment and blank lines before the command
+	line int      // line number of the command, from 1
+	cmd  string
+	want string
+}
+
+func parseBlocks(t *testing.T, path string) (blocks []block, tail []string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	var pre []string
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			pre = append(pre, l)
+			continue
+		}
+		b := block{pre: pre, line: i + 1, cmd: l}
+		pre = nil
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			t.Fatalf("%s:%d: %q is not followed by ----", path, i+1, l)
+		}
+		i += 2
+		var out []string
+		for ; i < len(lines) && lines[i] != ""; i++ {
+			out = append(out, lines[i])
+		}
+		b.want = strings.Join(out, "\n")
+		blocks = append(blocks, b)
+	}
+	return blocks, pre
+}
+
+// runScenario runs every block of path through do, comparing or, with
+// -rewrite, regenerating the expected output.
+func runScenario(t *testing.T, path string, do func(cmd string) (string, error)) {
+	blocks, tail := parseBlocks(t, path)
+	var out strings.Builder
+	for _, b := range blocks {
+		got, err := do(b.cmd)
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		got = strings.TrimRight(got, "\n")
+		if strings.Contains(got, "\n\n") {
+			t.Fatalf("%s:%d: output has a blank line:\n%s", path, b.line, got)
+		}
+		if !*rewrite && got != b.want {
+			t.Errorf("%s:%d: %s\n--- want\n%s\n--- got\n%s", path, b.line, b.cmd, b.want, got)
+		}
+		for _, l := range b.pre {
+			out.WriteString(l + "\n")
+		}
+		out.WriteString(b.cmd + "\n----\n")
+		if got != "" {
+			out.WriteString(got + "\n")
+		}
+		out.WriteString("\n")
+	}
+	for _, l := range tail {
+		out.WriteString(l + "\n")
+	}
+	if *rewrite {
+		s := strings.TrimRight(out.String(), "\n") + "\n"
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
