@@ -111,22 +111,48 @@ func testLogger() *slog.Logger {
 }
 
 // cluster is n heads in this process with real TCP transports on loopback
-// and BoltDB files in temporary directories.
+// and BoltDB files in temporary directories (newCluster), or with
+// hashicorp/raft's in-memory transports and stores (newInmemCluster).
 type cluster struct {
 	t     *testing.T
 	cfgs  []Config
 	nodes []*Node // nil while stopped
 	fsms  []*testFSM
+	// trans holds each node's current InmemTransport (newInmemCluster
+	// only; nil for TCP). A restart gets a new one.
+	trans []*raft.InmemTransport
 }
 
 func newCluster(t *testing.T, n int, tweak func(*Config)) *cluster {
 	t.Helper()
+	return newClusterOf(t, n, false, tweak)
+}
+
+// newInmemCluster is newCluster on InmemTransport, InmemStore and
+// InmemSnapshotStore: no socket, no file. A node's stores live in its
+// Config, so a restart (start) keeps its log, term and snapshots.
+func newInmemCluster(t *testing.T, n int, tweak func(*Config)) *cluster {
+	t.Helper()
+	return newClusterOf(t, n, true, tweak)
+}
+
+func newClusterOf(t *testing.T, n int, inmem bool, tweak func(*Config)) *cluster {
+	t.Helper()
 	c := &cluster{t: t, cfgs: make([]Config, n), nodes: make([]*Node, n), fsms: make([]*testFSM, n)}
+	if inmem {
+		c.trans = make([]*raft.InmemTransport, n)
+	}
 	for i := range n {
 		cfg := DefaultConfig()
 		cfg.NodeID = fmt.Sprintf("h%d", i)
-		cfg.DataDir = t.TempDir()
-		cfg.BindAddr = "127.0.0.1:0"
+		if inmem {
+			store := raft.NewInmemStore()
+			cfg.LogStore, cfg.StableStore = store, store
+			cfg.SnapshotStore = raft.NewInmemSnapshotStore()
+		} else {
+			cfg.DataDir = t.TempDir()
+			cfg.BindAddr = "127.0.0.1:0"
+		}
 		cfg.Logger = testLogger().With("test_node", cfg.NodeID)
 		cfg.Fast = true
 		cfg.TransportTimeout = 2 * time.Second
@@ -137,23 +163,60 @@ func newCluster(t *testing.T, n int, tweak func(*Config)) *cluster {
 		c.start(i)
 	}
 	t.Cleanup(func() {
-		for _, nd := range c.nodes {
+		for i, nd := range c.nodes {
 			if nd != nil {
 				_ = nd.Shutdown(context.Background())
+				c.unroute(i)
 			}
 		}
 	})
 	return c
 }
 
+// unroute, in an in-memory cluster, removes every other node's route to
+// node i, stopped, so that their RPCs to it fail at once, as TCP dials to a
+// stopped head are refused. Otherwise an RPC to it would wait out the
+// transport timeout in its queue (a leader's leadership transfer as it
+// shuts down, ten times that), outliving the test. Only i's peers'
+// transports are touched: Raft closed i's own as it stopped.
+func (c *cluster) unroute(i int) {
+	if c.trans == nil {
+		return
+	}
+	for j, o := range c.trans {
+		if j != i && o != nil {
+			o.Disconnect(c.trans[i].LocalAddr())
+		}
+	}
+}
+
 // start (re)starts node i on its data directory with a fresh FSM. After the
-// first start it binds the address it had, so that its peers reach it.
+// first start it binds the address it had, so that its peers reach it. In
+// an in-memory cluster it gives node i a new transport at the same address,
+// connected both ways to every other node's.
 func (c *cluster) start(i int) {
 	c.t.Helper()
 	c.fsms[i] = &testFSM{}
 	cfg := c.cfgs[i]
 	cfg.FSM = c.fsms[i]
 	var nd *Node
+	if c.trans != nil {
+		_, tr := raft.NewInmemTransportWithTimeout(raft.ServerAddress("inmem-"+cfg.NodeID), cfg.TransportTimeout)
+		c.trans[i] = tr
+		for j, o := range c.trans {
+			if j != i && o != nil {
+				tr.Connect(o.LocalAddr(), o)
+				o.Connect(tr.LocalAddr(), tr)
+			}
+		}
+		cfg.Transport = tr
+		var err error
+		if nd, err = New(cfg); err != nil {
+			c.t.Fatalf("New(%s): %v", cfg.NodeID, err)
+		}
+		c.nodes[i] = nd
+		return
+	}
 	// A restart binds the old port, which may briefly serve as some
 	// connection's ephemeral source port: retry until it is free.
 	waitFor(c.t, 10*time.Second, cfg.NodeID+" to start on "+cfg.BindAddr, func() bool {
@@ -197,11 +260,25 @@ func (c *cluster) bootstrap() {
 // nodes agree on it, and returns its index.
 func (c *cluster) leader() int {
 	c.t.Helper()
+	var running []int
+	for i, nd := range c.nodes {
+		if nd != nil {
+			running = append(running, i)
+		}
+	}
+	return c.leaderAmong(running...)
+}
+
+// leaderAmong waits until exactly one of the nodes members is leader and
+// all of them agree on it, and returns its index. Nodes outside members
+// (stopped, or cut off from members) are not looked at.
+func (c *cluster) leaderAmong(members ...int) int {
+	c.t.Helper()
 	idx := -1
-	waitFor(c.t, 10*time.Second, "a leader all running nodes agree on", func() bool {
+	waitFor(c.t, 10*time.Second, fmt.Sprintf("a leader nodes %v agree on", members), func() bool {
 		idx = -1
-		for i, nd := range c.nodes {
-			if nd != nil && nd.IsLeader() {
+		for _, i := range members {
+			if c.nodes[i].IsLeader() {
 				if idx >= 0 {
 					return false
 				}
@@ -211,8 +288,8 @@ func (c *cluster) leader() int {
 		if idx < 0 {
 			return false
 		}
-		for _, nd := range c.nodes {
-			if nd != nil && nd.Stats().LeaderID != c.nodes[idx].ID() {
+		for _, i := range members {
+			if c.nodes[i].Stats().LeaderID != c.nodes[idx].ID() {
 				return false
 			}
 		}

@@ -13,21 +13,52 @@ import (
 
 // Config configures a Node. Start from DefaultConfig, set NodeID, DataDir,
 // BindAddr and FSM, then call New, which validates it with Validate.
+//
+// Tests may instead hand the Node its transport and stores (Transport,
+// LogStore, StableStore, SnapshotStore), for example hashicorp/raft's
+// InmemTransport, InmemStore and InmemSnapshotStore, to run Raft without
+// sockets or disk and to cut links between nodes in memory. Left nil, as
+// the head leaves them, the Node uses TCP on BindAddr and BoltDB and file
+// snapshots under DataDir/raft.
 type Config struct {
 	// NodeID is the Raft server id: stable across restarts, unique in the
 	// cluster. Required.
 	NodeID string
 	// DataDir is the head's data directory. Raft keeps its files under
 	// DataDir/raft: raft.db (BoltDB log and stable store, fsynced on every
-	// write) and snapshots/. Required.
+	// write) and snapshots/. Required unless LogStore, StableStore and
+	// SnapshotStore are all set; it is then unused.
 	DataDir string
 	// BindAddr is the "ip:port" the Raft TCP transport listens on. Port 0
 	// picks a free port (tests); Node.Addr reports the real address.
+	// Required unless Transport is set, and then it must be empty.
 	BindAddr string
 	// AdvertiseAddr is the "ip:port" the other heads dial. Empty means the
 	// bound address, which then must not be 0.0.0.0. A port of 0 means the
-	// bound port.
+	// bound port. Must be empty when Transport is set.
 	AdvertiseAddr string
+	// Transport, when set, is used instead of the TCP transport on
+	// BindAddr; Node.Addr then reports its LocalAddr, which is what peers
+	// must be given (BootstrapServers, AddVoter). Nil, the default, means
+	// TCP. TransportTimeout and TransportMaxPool apply to TCP only.
+	// Ownership: hashicorp/raft closes a transport that implements
+	// raft.WithClose when it shuts down, so the Node's Shutdown and Kill
+	// close it (Kill closes it first, so that nothing the dying node sends
+	// reaches its peers); a New that fails leaves it open. A transport
+	// serves one Node: make a new one to restart a node.
+	Transport raft.Transport
+	// LogStore and StableStore, when set, are used instead of BoltDB in
+	// DataDir/raft/raft.db (raft.NewInmemStore is both). Set both or
+	// neither. LogCacheSize still puts a cache in front of LogStore. The
+	// Node never closes them: they belong to the caller, who may hand them
+	// to a new Node to restart one with its log and term.
+	LogStore    raft.LogStore
+	StableStore raft.StableStore
+	// SnapshotStore, when set, is used instead of the file snapshot store
+	// in DataDir/raft (then SnapshotRetain is unused);
+	// raft.NewInmemSnapshotStore keeps the latest snapshot in memory. The
+	// Node never closes it (the interface has no Close).
+	SnapshotStore raft.SnapshotStore
 	// FSM is the replicated state machine (head/fsm in the head). Required.
 	FSM raft.FSM
 	// Logger receives Raft's log lines, mapped from hclog levels to slog
@@ -136,27 +167,14 @@ func (c *Config) Validate() error {
 	if c.NodeID == "" {
 		return errors.New("consensus: Config.NodeID is required")
 	}
-	if c.DataDir == "" {
-		return errors.New("consensus: Config.DataDir is required")
+	if (c.LogStore == nil) != (c.StableStore == nil) {
+		return errors.New("consensus: Config.LogStore and Config.StableStore must be set together or both left nil")
 	}
-	bindHost, _, err := splitHostPort(c.BindAddr)
-	if err != nil {
-		return fmt.Errorf("consensus: Config.BindAddr: %w", err)
+	if c.DataDir == "" && c.usesDisk() {
+		return errors.New("consensus: Config.DataDir is required unless LogStore, StableStore and SnapshotStore are all set")
 	}
-	bindIP := net.ParseIP(bindHost)
-	if bindIP == nil {
-		return fmt.Errorf("consensus: Config.BindAddr %q: host must be an IP address", c.BindAddr)
-	}
-	if c.AdvertiseAddr != "" {
-		host, _, err := splitHostPort(c.AdvertiseAddr)
-		if err != nil {
-			return fmt.Errorf("consensus: Config.AdvertiseAddr: %w", err)
-		}
-		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-			return fmt.Errorf("consensus: Config.AdvertiseAddr %q: host must be a specific IP address", c.AdvertiseAddr)
-		}
-	} else if bindIP.IsUnspecified() {
-		return fmt.Errorf("consensus: Config.AdvertiseAddr is required when BindAddr %q is unspecified", c.BindAddr)
+	if err := c.validateAddrs(); err != nil {
+		return err
 	}
 	if c.FSM == nil {
 		return errors.New("consensus: Config.FSM is required")
@@ -192,6 +210,46 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("consensus: Config.TransportMaxPool %d: must be at least 1", c.TransportMaxPool)
 	case c.LogCacheSize < 0:
 		return fmt.Errorf("consensus: Config.LogCacheSize %d: must not be negative", c.LogCacheSize)
+	}
+	return nil
+}
+
+// usesDisk reports whether New opens anything under DataDir/raft: BoltDB
+// when LogStore is nil, file snapshots when SnapshotStore is nil.
+func (c *Config) usesDisk() bool {
+	return c.LogStore == nil || c.SnapshotStore == nil
+}
+
+// validateAddrs checks BindAddr and AdvertiseAddr: required for TCP, empty
+// with a Transport.
+func (c *Config) validateAddrs() error {
+	if c.Transport != nil {
+		if c.BindAddr != "" {
+			return fmt.Errorf("consensus: Config.BindAddr %q: must be empty when Config.Transport is set", c.BindAddr)
+		}
+		if c.AdvertiseAddr != "" {
+			return fmt.Errorf("consensus: Config.AdvertiseAddr %q: must be empty when Config.Transport is set", c.AdvertiseAddr)
+		}
+		return nil
+	}
+	bindHost, _, err := splitHostPort(c.BindAddr)
+	if err != nil {
+		return fmt.Errorf("consensus: Config.BindAddr: %w", err)
+	}
+	bindIP := net.ParseIP(bindHost)
+	if bindIP == nil {
+		return fmt.Errorf("consensus: Config.BindAddr %q: host must be an IP address", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" {
+		host, _, err := splitHostPort(c.AdvertiseAddr)
+		if err != nil {
+			return fmt.Errorf("consensus: Config.AdvertiseAddr: %w", err)
+		}
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			return fmt.Errorf("consensus: Config.AdvertiseAddr %q: host must be a specific IP address", c.AdvertiseAddr)
+		}
+	} else if bindIP.IsUnspecified() {
+		return fmt.Errorf("consensus: Config.AdvertiseAddr is required when BindAddr %q is unspecified", c.BindAddr)
 	}
 	return nil
 }

@@ -1,8 +1,9 @@
 // Package consensus owns the head's Raft wiring: the BoltDB log and stable
-// store, the file snapshot store, the TCP transport and the raft.Raft that
-// ties them to the FSM, plus bootstrap (BootstrapServers, Bootstrap),
-// leadership observation (LeaderChanges) and voter management for the
-// leader (AddVoter, RemoveServer). It holds no FSM logic: the FSM comes in
+// store, the file snapshot store, the TCP transport (tests may pass
+// in-memory ones through Config instead) and the raft.Raft that ties them
+// to the FSM, plus bootstrap (BootstrapServers, Bootstrap), leadership
+// observation (LeaderChanges) and voter management for the leader
+// (AddVoter, RemoveServer). It holds no FSM logic: the FSM comes in
 // through Config (head/fsm in the head). Only head packages may import it;
 // workers and clients never talk Raft.
 //
@@ -25,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/megaflow/megaflow/internal/dirlock"
@@ -36,12 +38,13 @@ type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	raft   *raft.Raft
-	store  *raftboltdb.BoltStore
-	stream *tcpStream
-	trans  *raft.NetworkTransport
-	snaps  *raft.FileSnapshotStore
-	logs   raft.LogStore // store, behind the log cache
-	lock   *dirlock.Lock // DataDir/raft/LOCK, held until the store is closed
+	store  *raftboltdb.BoltStore // nil with Config.LogStore
+	stream *tcpStream            // nil with Config.Transport
+	trans  raft.Transport        // the TCP transport or Config.Transport
+	snaps  raft.SnapshotStore    // the file store or Config.SnapshotStore
+	logs   raft.LogStore         // store or Config.LogStore, behind the log cache
+	stable raft.StableStore      // store or Config.StableStore
+	lock   *dirlock.Lock         // DataDir/raft/LOCK, held until the store is closed; nil without disk
 
 	notifyCh chan bool     // raft's Config.NotifyCh
 	leaderCh chan bool     // LeaderChanges; capacity 1, latest wins
@@ -54,9 +57,10 @@ type Node struct {
 }
 
 // New validates cfg, opens DataDir/raft/raft.db and the snapshot store,
-// binds the transport and starts Raft. A node with no existing state waits,
-// as a follower without peers, until Bootstrap is called or a leader adds
-// it. Call Shutdown (or Kill) to release everything New opened.
+// binds the transport (each unless Config supplies it) and starts Raft. A
+// node with no existing state waits, as a follower without peers, until
+// Bootstrap is called or a leader adds it. Call Shutdown (or Kill) to
+// release everything New opened.
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -71,10 +75,6 @@ func New(cfg Config) (*Node, error) {
 	log = log.With("component", "raft", "node", cfg.NodeID)
 	hl := newHclog(log)
 
-	dir := filepath.Join(cfg.DataDir, "raft")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("consensus: create %s: %w", dir, err)
-	}
 	n := &Node{
 		cfg:      cfg,
 		log:      log,
@@ -90,32 +90,93 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	var err error
-	// Another process on this directory: say so at once, with its pid,
-	// rather than wait out BoltDB's lock ("open raft.db: timeout").
-	if n.lock, err = dirlock.Acquire(dir, "consensus"); err != nil {
+	if err := n.openStores(hl); err != nil {
 		return nil, err
 	}
-	dbPath := filepath.Join(dir, "raft.db")
-	n.store, err = raftboltdb.New(raftboltdb.Options{
-		Path:        dbPath,
-		NoSync:      false,
-		BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}, // the lock above keeps other processes off
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consensus: open %s: %w", dbPath, err)
+	if err := n.openTransport(hl); err != nil {
+		return nil, err
 	}
-	n.logs = n.store
-	if cfg.LogCacheSize > 0 {
-		if n.logs, err = raft.NewLogCache(cfg.LogCacheSize, n.store); err != nil {
-			return nil, fmt.Errorf("consensus: log cache: %w", err)
+
+	rc := cfg.raftConfig()
+	rc.NotifyCh = n.notifyCh
+	rc.Logger = hl.Named("raft")
+	var err error
+	if n.raft, err = raft.NewRaft(rc, cfg.FSM, n.logs, n.stable, n.snaps, n.trans); err != nil {
+		return nil, fmt.Errorf("consensus: start raft: %w", err)
+	}
+	ok = true
+	n.wg.Add(1)
+	go n.forwardLeadership()
+	log.Debug("raft started", "addr", n.Addr(), "dir", n.diskDir())
+	return n, nil
+}
+
+// diskDir returns DataDir/raft, or "" when the Node keeps nothing on disk.
+func (n *Node) diskDir() string {
+	if !n.cfg.usesDisk() {
+		return ""
+	}
+	return filepath.Join(n.cfg.DataDir, "raft")
+}
+
+// openStores sets n.logs, n.stable and n.snaps: Config's stores where set,
+// else BoltDB and file snapshots in DataDir/raft, whose lock it then takes
+// first. New calls it; on error, closeResources releases what it opened.
+func (n *Node) openStores(hl hclog.Logger) error {
+	cfg := &n.cfg
+	dir := n.diskDir()
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("consensus: create %s: %w", dir, err)
+		}
+		// Another process on this directory: say so at once, with its pid,
+		// rather than wait out BoltDB's lock ("open raft.db: timeout").
+		var err error
+		if n.lock, err = dirlock.Acquire(dir, "consensus"); err != nil {
+			return err
 		}
 	}
-	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, hl.Named("snapshot")); err != nil {
-		return nil, fmt.Errorf("consensus: open snapshot store in %s: %w", dir, err)
+	n.logs, n.stable = cfg.LogStore, cfg.StableStore
+	if n.logs == nil {
+		dbPath := filepath.Join(dir, "raft.db")
+		var err error
+		n.store, err = raftboltdb.New(raftboltdb.Options{
+			Path:        dbPath,
+			NoSync:      false,
+			BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}, // the lock above keeps other processes off
+		})
+		if err != nil {
+			return fmt.Errorf("consensus: open %s: %w", dbPath, err)
+		}
+		n.logs, n.stable = n.store, n.store
 	}
+	if cfg.LogCacheSize > 0 {
+		var err error
+		if n.logs, err = raft.NewLogCache(cfg.LogCacheSize, n.logs); err != nil {
+			return fmt.Errorf("consensus: log cache: %w", err)
+		}
+	}
+	n.snaps = cfg.SnapshotStore
+	if n.snaps == nil {
+		var err error
+		if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, hl.Named("snapshot")); err != nil {
+			return fmt.Errorf("consensus: open snapshot store in %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// openTransport sets n.trans: Config.Transport, or a TCP transport on
+// BindAddr (with n.stream). New calls it after openStores.
+func (n *Node) openTransport(hl hclog.Logger) error {
+	cfg := &n.cfg
+	if cfg.Transport != nil {
+		n.trans = cfg.Transport
+		return nil
+	}
+	var err error
 	if n.stream, err = listenTCP(cfg.BindAddr, cfg.AdvertiseAddr); err != nil {
-		return nil, fmt.Errorf("consensus: listen on %s: %w", cfg.BindAddr, err)
+		return fmt.Errorf("consensus: listen on %s: %w", cfg.BindAddr, err)
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.stream,
@@ -133,18 +194,7 @@ func New(cfg Config) (*Node, error) {
 		MaxRPCsInFlight: 1,
 		Logger:          hl.Named("transport"),
 	})
-
-	rc := cfg.raftConfig()
-	rc.NotifyCh = n.notifyCh
-	rc.Logger = hl.Named("raft")
-	if n.raft, err = raft.NewRaft(rc, cfg.FSM, n.logs, n.store, n.snaps, n.trans); err != nil {
-		return nil, fmt.Errorf("consensus: start raft: %w", err)
-	}
-	ok = true
-	n.wg.Add(1)
-	go n.forwardLeadership()
-	log.Debug("raft started", "addr", n.Addr(), "dir", dir)
-	return n, nil
+	return nil
 }
 
 // Raft returns the underlying raft.Raft, for Apply, Barrier, VerifyLeader,
@@ -180,7 +230,7 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 // the error is logged. The head's startup calls it once, before deciding to
 // bootstrap.
 func (n *Node) HasExistingState() bool {
-	has, err := raft.HasExistingState(n.logs, n.store, n.snaps)
+	has, err := raft.HasExistingState(n.logs, n.stable, n.snaps)
 	if err != nil {
 		n.log.Error("cannot read raft state; treating it as existing", "err", err)
 		return true
@@ -252,7 +302,8 @@ var ErrShutdownIncomplete = errors.New("raft did not stop in time")
 // closing the transport's listener and every open connection at once (an
 // RPC to a peer that accepts TCP but never answers would otherwise hold a
 // replication goroutine for up to TransportTimeout), waits for Raft's
-// goroutines, and closes BoltDB. If Raft's goroutines have not stopped by
+// goroutines (Raft closes the transport, Config.Transport included), and
+// closes BoltDB (not Config's stores). If Raft's goroutines have not stopped by
 // then, it logs each one still running (its stack's first frames) and
 // returns an error wrapping ErrShutdownIncomplete; BoltDB is closed anyway
 // (its file lock released) when no write holds it. It returns nil when
@@ -275,7 +326,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		return n.closeResources(false)
 	}
 	f := n.raft.Shutdown()
-	n.stream.closeAll()
+	n.closeConns()
 	err := waitFuture(ctx, f)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		grace, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
@@ -287,7 +338,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.log.Error("raft did not stop within the shutdown deadline; giving up on its goroutines",
 				"grace", ShutdownGrace, "goroutines", len(left), "stacks", strings.Join(left, "\n---\n"))
 			storeErr := n.closeStoreWithin(ShutdownGrace)
-			_ = n.lock.Release()
+			n.releaseLock()
 			return errors.Join(fmt.Errorf("consensus: shutdown %s: %w (%d goroutines of hashicorp/raft still running, named in the log)",
 				n.cfg.NodeID, ErrShutdownIncomplete, len(left)), storeErr)
 		}
@@ -303,7 +354,11 @@ func (n *Node) stopForwarder() {
 }
 
 // closeStoreWithin closes BoltDB unless a write holds it longer than d.
+// Stores from Config are left open.
 func (n *Node) closeStoreWithin(d time.Duration) error {
+	if n.store == nil {
+		return nil
+	}
 	done := make(chan error, 1)
 	go func() { done <- n.store.Close() }()
 	select {
@@ -339,7 +394,11 @@ func raftGoroutines() []string {
 //  1. closes the transport's listener and every open TCP connection,
 //     inbound and outbound, at once, and refuses any further dial, so peers
 //     see resets and refused connections exactly as after a process death,
-//     and nothing Raft does from then on reaches them;
+//     and nothing Raft does from then on reaches them (with
+//     Config.Transport, it closes that transport instead: an
+//     InmemTransport drops its routes to every peer, but the peers keep
+//     theirs to it, so their RPCs time out rather than fail at once unless
+//     the test disconnects them too);
 //  2. shuts Raft down: its goroutines stop, in-flight futures fail, no
 //     leadership transfer is attempted and no snapshot is taken; apart from
 //     a disk write already under way, which completes, Raft writes nothing
@@ -348,13 +407,13 @@ func raftGoroutines() []string {
 //  4. closes BoltDB, which releases its file lock (as the kernel would) but
 //     writes nothing: every write Raft made was already an fsynced
 //     transaction (NoSync is false), so the file holds exactly what a crash
-//     would leave.
+//     would leave. Stores from Config are left as they are, for a restart.
 //
 // What differs from a real crash: the FSM keeps its in-memory state (a
 // restart builds a new FSM anyway), and an FSM Apply already running
 // finishes. A Node cannot be used after Kill; restart it with New on the
 // same DataDir (and BindAddr, unless the leader updates its address with
-// AddVoter). It returns nil when called again, or after Shutdown.
+// AddVoter), or on the same Config stores with a new Transport. It returns nil when called again, or after Shutdown.
 func (n *Node) Kill() error {
 	n.closeMu.Lock()
 	defer n.closeMu.Unlock()
@@ -363,13 +422,39 @@ func (n *Node) Kill() error {
 	}
 	n.closed = true
 	close(n.closing)
-	n.stream.closeAll()
+	n.closeConns()
+	if n.stream == nil {
+		// Config.Transport: closing it first is the nearest an injected
+		// transport gets to closing every connection (InmemTransport's
+		// Close drops its routes to every peer). Raft closes it again as it
+		// shuts down.
+		if c, ok := n.trans.(raft.WithClose); ok {
+			_ = c.Close()
+		}
+	}
 	return n.closeResources(false)
 }
 
+// closeConns closes the TCP listener and every TCP connection, and refuses
+// new ones; nothing with Config.Transport.
+func (n *Node) closeConns() {
+	if n.stream != nil {
+		n.stream.closeAll()
+	}
+}
+
+// releaseLock releases DataDir/raft's lock, if New took it.
+func (n *Node) releaseLock() {
+	if n.lock != nil {
+		_ = n.lock.Release()
+	}
+}
+
 // closeResources shuts down whatever New opened, in order: Raft (which also
-// closes the transport; raftStopped: Shutdown already waited for it), the
-// leadership forwarder, the connections, BoltDB.
+// closes the transport, Config's included; raftStopped: Shutdown already
+// waited for it), the leadership forwarder, the TCP transport and
+// connections, BoltDB, the directory lock. It leaves Config's stores open,
+// and Config.Transport too when Raft never started (a failed New).
 func (n *Node) closeResources(raftStopped bool) error {
 	var errs []error
 	if n.raft != nil {
@@ -380,10 +465,10 @@ func (n *Node) closeResources(raftStopped bool) error {
 		}
 		n.stopForwarder()
 	}
-	if n.trans != nil {
-		_ = n.trans.Close()
-	}
 	if n.stream != nil {
+		if c, ok := n.trans.(raft.WithClose); ok { // ours: the TCP transport
+			_ = c.Close()
+		}
 		n.stream.closeAll()
 	}
 	if n.store != nil {
@@ -391,7 +476,7 @@ func (n *Node) closeResources(raftStopped bool) error {
 			errs = append(errs, fmt.Errorf("close raft.db: %w", err))
 		}
 	}
-	_ = n.lock.Release()
+	n.releaseLock()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consensus: shutdown %s: %w", n.cfg.NodeID, err)
 	}

@@ -34,7 +34,8 @@ var ErrReplayAhead = errors.New("consensus: replay: the data directory's snapsho
 // (raft hands a BatchingFSM at most MaxAppendEntries at once) and only the
 // LogCommand and LogConfiguration entries, as raft does. f must be fresh.
 // It takes the directory's lock (dirlock) and opens raft.db read-only, so
-// the node must be shut down. Tests call it to check that a table rebuilt from disk
+// the node must be shut down; it reads only these disk stores, not stores
+// passed in Config. Tests call it to check that a table rebuilt from disk
 // equals the one the node had (internal/testcluster). Errors: an entry
 // missing from the log, a store that cannot be opened, ErrReplayAhead, or a
 // panic of f (a corrupt log, or a bug), with the range of entries it was
