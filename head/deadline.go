@@ -29,7 +29,7 @@ func pastDeadline(view *state.View, now time.Time) []*state.Graph {
 // second: it cancels every graph past its deadline, one CancelCommand each,
 // with the reason "graph deadline of N s passed".
 func (h *Head) enforceDeadlines(ctx context.Context) {
-	now := time.Now()
+	now := h.clock.Now()
 	for _, g := range pastDeadline(h.fsm.View(), now) {
 		cmd := &wire.CancelCommand{GraphId: g.ID, UnixNanos: now.UnixNano(), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE,
 			Reason: fmt.Sprintf("graph deadline of %d s passed", g.DeadlineSeconds)}

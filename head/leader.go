@@ -39,7 +39,7 @@ func (h *Head) leaderLoop(ctx context.Context) {
 		h.leaderMu.Unlock()
 	}()
 	h.sessions.reset()
-	since := time.Now()
+	since := h.clock.Now()
 	h.leaderMu.Lock()
 	h.leaderStart = since
 	h.leaderMu.Unlock()
@@ -111,7 +111,7 @@ func (h *Head) reconcileHeads(ctx context.Context) {
 // sweepStaged drops the chunks of graph submissions older than StagedTTL
 // that never received their last chunk (a client or leader died mid-way).
 func (h *Head) sweepStaged(ctx context.Context) {
-	now := time.Now()
+	now := h.clock.Now()
 	var stale []string
 	for _, s := range h.fsm.View().StagedGraphs() {
 		if now.Sub(time.Unix(0, s.FirstUnixNanos)) > h.cfg.StagedTTL {

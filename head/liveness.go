@@ -42,7 +42,7 @@ func (h *Head) leaderSince() time.Time {
 // gone. The verdict is a command in the log, and its attempts are
 // re-queued by it.
 func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
-	now := time.Now()
+	now := h.clock.Now()
 	for _, w := range h.fsm.View().Workers() {
 		if w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE {
 			continue
@@ -79,7 +79,7 @@ func (h *Head) leaseGossip(ctx context.Context) {
 		if err != nil || r == nil || r.Worker == "" || r.From == "" {
 			continue
 		}
-		h.sessions.renew(r.Worker, time.Now())
+		h.sessions.renew(r.Worker, h.clock.Now())
 		ack := lease.EncodeAck(lease.Ack{Worker: r.Worker, ID: r.ID,
 			LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), MarginMillis: h.cfg.Lease.Margin.Milliseconds()})
 		if err := h.gossip.SendTo(r.From, ack); err != nil {

@@ -26,12 +26,14 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 	defer wake.Stop()
 	for {
 		changed := h.fsm.Changed()
+		// The pause paces the round's own work, so it is measured on the
+		// process's time; next is the head's clock's.
 		start := time.Now()
 		next := h.scheduleOnce(ctx)
 		pause := max(h.cfg.ScheduleInterval, 2*time.Since(start))
 		wake.Reset(time.Hour)
 		if !next.IsZero() {
-			wake.Reset(time.Until(next))
+			wake.Reset(next.Sub(h.clock.Now()))
 		}
 		select {
 		case <-ctx.Done():
@@ -97,7 +99,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 	queued := map[string]*state.Task{}
 	waiting := map[string]string{} // tasks waiting for a service -> new reason
 	perQueue := map[string]int{}
-	now := time.Now().UnixNano()
+	now := h.clock.Now().UnixNano()
 	for t := range view.Queued() {
 		if t.ActiveAttempt() != nil {
 			continue // its gang restarts: placed again once the attempt stopped
@@ -139,7 +141,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			plan = scheduler.Place(in)
 		}
 	}
-	cmd := &wire.PlanCommand{LeaderTerm: h.node.Raft().CurrentTerm(), UnixNanos: time.Now().UnixNano()}
+	cmd := &wire.PlanCommand{LeaderTerm: h.node.Raft().CurrentTerm(), UnixNanos: h.clock.Now().UnixNano()}
 	if len(waiting) > 0 {
 		cmd.Unplaced = waiting
 	}
@@ -176,7 +178,7 @@ func (h *Head) failUnplaceable(ctx context.Context, queued map[string]*state.Tas
 	if h.cfg.MaxQueueWait <= 0 {
 		return
 	}
-	now := time.Now()
+	now := h.clock.Now()
 	cutoff := now.Add(-h.cfg.MaxQueueWait).UnixNano()
 	cmd := &wire.FailQueuedCommand{QueuedBeforeUnixNanos: cutoff, UnixNanos: now.UnixNano()}
 	for _, id := range slices.Sorted(maps.Keys(unplaced)) {
