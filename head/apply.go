@@ -26,7 +26,7 @@ func (h *Head) apply(ctx context.Context, op fsm.Op, msg proto.Message) (any, ui
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	start := time.Now()
+	start := time.Now() // Raft's commit latency: the process's time, not the head's clock
 	fut := h.node.Raft().Apply(b, h.cfg.ApplyTimeout)
 	if err := h.node.Await(ctx, fut); err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -290,7 +290,7 @@ func (h *Head) deleteGraph(ctx context.Context, id string) (*wire.DeleteGraphRes
 		}
 		out.Artifacts = int64(n)
 	}
-	res, index, err := h.apply(ctx, fsm.OpDeleteGraph, &wire.DeleteGraphCommand{GraphId: id, UnixNanos: time.Now().UnixNano()})
+	res, index, err := h.apply(ctx, fsm.OpDeleteGraph, &wire.DeleteGraphCommand{GraphId: id, UnixNanos: h.clock.Now().UnixNano()})
 	if err != nil {
 		return nil, err
 	}

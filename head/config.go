@@ -3,13 +3,14 @@ package head
 import (
 	"errors"
 	"fmt"
-	"github.com/megaflow/megaflow/internal/blob"
 	"log/slog"
 	"math"
 	"net"
 	"time"
 
 	"github.com/megaflow/megaflow/head/scheduler"
+	"github.com/megaflow/megaflow/internal/blob"
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/lease"
 )
 
@@ -44,6 +45,11 @@ type Config struct {
 	Join []string
 	// Logger receives the head's logs; nil discards them.
 	Logger *slog.Logger
+	// Clock is the head's time: the times the leader stamps into commands,
+	// worker leases and liveness, deadlines, queue waits, retention and
+	// rate limits. nil: the real clock. Raft's own timing, the schedule
+	// loop's pacing and the latency metrics stay on the process's time.
+	Clock clock.Clock
 	// Artifacts is the artifact store the workers upload to, read by the
 	// Logs, ArtifactList and ArtifactGet RPCs; nil: those answer
 	// FAILED_PRECONDITION.

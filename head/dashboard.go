@@ -147,7 +147,7 @@ func (h *Head) apiQueues(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	now := time.Now().UnixNano()
+	now := h.clock.Now().UnixNano()
 	rows := map[string]*queueRow{"default": {Name: "default"}}
 	for t := range view.Tasks() {
 		q := queueName(t.Queue())

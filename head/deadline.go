@@ -41,7 +41,7 @@ func deadlineCancels(view *state.View, now time.Time) []*wire.CancelCommand {
 // second: it commits deadlineCancels, one CancelCommand each, and stops at
 // the first that fails (the next tick tries again).
 func (h *Head) enforceDeadlines(ctx context.Context) {
-	for _, cmd := range deadlineCancels(h.fsm.View(), time.Now()) {
+	for _, cmd := range deadlineCancels(h.fsm.View(), h.clock.Now()) {
 		if _, _, err := h.apply(ctx, fsm.OpCancel, cmd); err != nil {
 			if ctx.Err() == nil {
 				h.logger.Warn("cancelling a graph past its deadline failed", "graph", cmd.GraphId, "err", err)

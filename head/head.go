@@ -27,6 +27,7 @@ import (
 
 	"github.com/megaflow/megaflow/head/consensus"
 	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/version"
@@ -38,6 +39,7 @@ import (
 type Head struct {
 	cfg    Config
 	logger *slog.Logger
+	clock  clock.Clock // Config.Clock, or the real clock
 
 	fsm    *fsm.FSM
 	node   *consensus.Node
@@ -79,7 +81,11 @@ func New(cfg Config) (*Head, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("head", cfg.NodeID)
-	h := &Head{cfg: cfg, logger: logger, stopped: make(chan struct{})}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	h := &Head{cfg: cfg, logger: logger, clock: clk, stopped: make(chan struct{})}
 	h.limiter = newRateLimiter(cfg.RateLimit, cfg.rateBurst())
 
 	table, err := fsm.New(fsm.Config{EventRingSize: cfg.EventRetention})

@@ -38,7 +38,7 @@ func (h *Head) leaderLoop(ctx context.Context) {
 		h.leaderMu.Unlock()
 	}()
 	h.sessions.reset()
-	since := time.Now()
+	since := h.clock.Now()
 	h.leaderMu.Lock()
 	h.leaderStart = since
 	h.leaderMu.Unlock()
@@ -110,7 +110,7 @@ func (h *Head) reconcileHeads(ctx context.Context) {
 // sweepStaged drops the chunks of graph submissions older than StagedTTL
 // that never received their last chunk (a client or leader died mid-way).
 func (h *Head) sweepStaged(ctx context.Context) {
-	cmd := staleStaged(h.fsm.View(), time.Now(), h.cfg.StagedTTL)
+	cmd := staleStaged(h.fsm.View(), h.clock.Now(), h.cfg.StagedTTL)
 	if cmd == nil {
 		return
 	}

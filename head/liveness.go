@@ -41,7 +41,7 @@ func (h *Head) leaderSince() time.Time {
 // gone. The verdict is a command in the log, and its attempts are
 // re-queued by it.
 func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
-	for _, cmd := range lapsedWorkers(h.fsm.View(), h.sessions.renewedAt, h.cfg.Lease, since, time.Now()) {
+	for _, cmd := range lapsedWorkers(h.fsm.View(), h.sessions.renewedAt, h.cfg.Lease, since, h.clock.Now()) {
 		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {
 			h.logger.Warn("declaring worker down failed", "worker", cmd.WorkerId, "err", err)
 			continue
@@ -67,7 +67,7 @@ func (h *Head) leaseGossip(ctx context.Context) {
 		if err != nil || r == nil || r.Worker == "" || r.From == "" {
 			continue
 		}
-		h.sessions.renew(r.Worker, time.Now())
+		h.sessions.renew(r.Worker, h.clock.Now())
 		ack := lease.EncodeAck(lease.Ack{Worker: r.Worker, ID: r.ID,
 			LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), MarginMillis: h.cfg.Lease.Margin.Milliseconds()})
 		if err := h.gossip.SendTo(r.From, ack); err != nil {

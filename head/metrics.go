@@ -141,7 +141,7 @@ func queueName(t string) string {
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.h
 	view := h.fsm.View()
-	now := time.Now()
+	now := h.clock.Now()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -265,7 +265,7 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	if st.State == "Leader" {
 		contact = 0
 	} else if lc := h.node.Raft().LastContact(); !lc.IsZero() {
-		contact = now.Sub(lc).Seconds()
+		contact = time.Since(lc).Seconds() // Raft's time, not the head's clock
 	}
 	gauge(descRaftLastContact, contact)
 

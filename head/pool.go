@@ -2,7 +2,6 @@ package head
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -27,7 +26,7 @@ func (s *service) PoolWarm(ctx context.Context, req *wire.PoolWarmRequest) (*wir
 	}
 	c := proto.CloneOf(tg)
 	c.ModifyIndex, c.UpdateUnixNanos = 0, 0 // the FSM stamps them
-	_, index, err := s.h.apply(ctx, fsm.OpPoolWarm, &wire.PoolWarmCommand{Target: c, UnixNanos: time.Now().UnixNano()})
+	_, index, err := s.h.apply(ctx, fsm.OpPoolWarm, &wire.PoolWarmCommand{Target: c, UnixNanos: s.h.clock.Now().UnixNano()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}

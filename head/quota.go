@@ -2,7 +2,6 @@ package head
 
 import (
 	"context"
-	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
@@ -41,7 +40,7 @@ func (s *service) SetQuota(ctx context.Context, req *wire.SetQuotaRequest) (*wir
 		return resp, errs.ToStatus(err)
 	}
 	cmd := &wire.SetQuotaCommand{Quota: &wire.Quota{Tenant: q.GetTenant(), MaxRunning: q.GetMaxRunning(),
-		CpuMillis: q.GetCpuMillis(), MemoryBytes: q.GetMemoryBytes(), Gpus: q.GetGpus()}, UnixNanos: time.Now().UnixNano()}
+		CpuMillis: q.GetCpuMillis(), MemoryBytes: q.GetMemoryBytes(), Gpus: q.GetGpus()}, UnixNanos: s.h.clock.Now().UnixNano()}
 	_, index, err := s.h.apply(ctx, fsm.OpSetQuota, cmd)
 	if err != nil {
 		return nil, errs.ToStatus(err)

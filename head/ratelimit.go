@@ -114,7 +114,7 @@ func (h *Head) checkRate(ctx context.Context, fullMethod string, req any) error 
 		return nil
 	}
 	tenant := callTenant(md, req)
-	if ok, wait := h.limiter.allow(tenant, time.Now()); !ok {
+	if ok, wait := h.limiter.allow(tenant, h.clock.Now()); !ok {
 		h.metrics.rateLimited.WithLabelValues(tenant).Inc()
 		return errs.ToStatus(&errs.Error{Class: errs.ResourceExhausted, RetryAfter: wait,
 			Message: "tenant " + tenant + " is over its API rate limit of " + formatRate(h.cfg.RateLimit, h.cfg.RateBurst) +

@@ -57,7 +57,7 @@ func (h *Head) retentionLoop(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		h.landPendingArtifacts(ctx)
-		for _, g := range expiredArtifacts(h.fsm.View().Graphs(), time.Now(), h.cfg.ArtifactRetention, done) {
+		for _, g := range expiredArtifacts(h.fsm.View().Graphs(), h.clock.Now(), h.cfg.ArtifactRetention, done) {
 			n, err := h.cfg.Artifacts.DeletePrefix(ctx, artifact.GraphPrefix(g.Tenant, g.ID))
 			if err != nil {
 				if ctx.Err() == nil {
@@ -87,7 +87,7 @@ func (h *Head) retentionLoop(ctx context.Context) {
 // and commits one ARTIFACTS_LANDED per attempt in its worker's name (the
 // table ignores a repeated one).
 func (h *Head) landPendingArtifacts(ctx context.Context) {
-	cutoff := time.Now().Add(-h.cfg.ArtifactSweepInterval).UnixNano()
+	cutoff := h.clock.Now().Add(-h.cfg.ArtifactSweepInterval).UnixNano()
 	byWorker := map[string][]*wire.AttemptEvent{}
 	for t := range h.fsm.View().Tasks() {
 		for i := range t.Attempts {
@@ -100,11 +100,11 @@ func (h *Head) landPendingArtifacts(ctx context.Context) {
 				continue // not landed (or the store is down): the next sweep looks again
 			}
 			byWorker[a.WorkerID] = append(byWorker[a.WorkerID], &wire.AttemptEvent{TaskId: t.ID, Attempt: a.Number,
-				Kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED, UnixNanos: time.Now().UnixNano()})
+				Kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED, UnixNanos: h.clock.Now().UnixNano()})
 		}
 	}
 	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
-		cmd := &wire.TaskEventsCommand{WorkerId: w, Events: byWorker[w], UnixNanos: time.Now().UnixNano()}
+		cmd := &wire.TaskEventsCommand{WorkerId: w, Events: byWorker[w], UnixNanos: h.clock.Now().UnixNano()}
 		if _, _, err := h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
 			if ctx.Err() == nil {
 				h.logger.Warn("clearing artifacts_pending failed; next sweep retries", "worker", w, "err", err)

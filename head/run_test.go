@@ -9,6 +9,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -277,14 +278,14 @@ func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.Lease.Duration, cfg.Lease.Margin = time.Minute, time.Second // the killed worker stays ALIVE in the table
 	}})
-	clock := fake.NewManualClock(time.Now())
-	rts := []*fake.Runtime{fake.New(nil), fake.New(clock)}
+	clk := clock.NewFake(time.Now())
+	rts := []*fake.Runtime{fake.New(nil), fake.New(clk)}
 	for i, rt := range rts {
 		rt.Default(fake.Behavior{Hang: true}) // the warm containers' keepers
 		for _, step := range []string{"/bin/setup", "/bin/rollout"} {
 			rt.OnCommand(step, fake.Behavior{Duration: 5 * time.Millisecond})
 		}
-		rt.OnCommand("/bin/gate", fake.Behavior{Duration: time.Hour}) // on w2's manual clock
+		rt.OnCommand("/bin/gate", fake.Behavior{Duration: time.Hour}) // on w2's fake clock
 		c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Labels: map[string]string{"pool": []string{"a", "b"}[i]}})
 	}
 	cl := c.Client()
@@ -316,7 +317,7 @@ func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
 		h := c.Running()[c.WaitLeader(10*time.Second)]
 		return !h.WorkerConnected("w1")
 	})
-	clock.Advance(time.Hour) // gate ends: rollout is queued while w1 is away
+	clk.Advance(time.Hour) // gate ends: rollout is queued while w1 is away
 	testcluster.WaitFor(t, 30*time.Second, "rollout waiting for w1", func() bool {
 		r := task("rollout")
 		if r.State != client.TaskQueued && r.State != client.TaskPending {

@@ -24,12 +24,14 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 	defer wake.Stop()
 	for {
 		changed := h.fsm.Changed()
+		// The pause paces the round's own work, so it is measured on the
+		// process's time; next is the head's clock's.
 		start := time.Now()
 		next := h.scheduleOnce(ctx)
 		pause := max(h.cfg.ScheduleInterval, 2*time.Since(start))
 		wake.Reset(time.Hour)
 		if !next.IsZero() {
-			wake.Reset(time.Until(next))
+			wake.Reset(next.Sub(h.clock.Now()))
 		}
 		select {
 		case <-ctx.Done():
@@ -58,7 +60,7 @@ const maxQueuedPerQueue = 4096
 // the loop runs a round again (zero: none).
 func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 	r := planRound(roundInput{View: h.fsm.View(), Connected: h.sessions.connected, Term: h.node.Raft().CurrentTerm(),
-		Now: time.Now(), Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait})
+		Now: h.clock.Now(), Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait})
 	if r.Plan != nil {
 		if _, _, err := h.apply(ctx, fsm.OpPlan, r.Plan); err != nil {
 			if ctx.Err() == nil {

@@ -53,7 +53,7 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 	if err := spec.Validate(g, spec.DefaultLimits()); err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := h.clock.Now()
 	if g.Id == "" {
 		g.Id = spec.NewGraphID(now, rand.Reader)
 	}
@@ -121,7 +121,7 @@ func (s *service) CancelGraph(ctx context.Context, req *wire.CancelGraphRequest)
 		return resp, errs.ToStatus(err)
 	}
 	res, index, err := s.h.apply(ctx, fsm.OpCancel, &wire.CancelCommand{GraphId: req.GraphId, Reason: cancelReason(req.Reason),
-		ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: time.Now().UnixNano()})
+		ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: s.h.clock.Now().UnixNano()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
@@ -139,7 +139,7 @@ func (s *service) CancelTask(ctx context.Context, req *wire.CancelTaskRequest) (
 		return resp, errs.ToStatus(err)
 	}
 	res, index, err := s.h.apply(ctx, fsm.OpCancel, &wire.CancelCommand{GraphId: graphID, TaskId: req.TaskId,
-		Reason: cancelReason(req.Reason), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: time.Now().UnixNano()})
+		Reason: cancelReason(req.Reason), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: s.h.clock.Now().UnixNano()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
@@ -195,7 +195,7 @@ func (h *Head) read(ctx context.Context, ro *wire.ReadOptions) (*state.View, *wi
 	if !meta.FromLeader {
 		meta.LeaderHttp = h.leaderHTTP(leaderID)
 		if lc := h.node.Raft().LastContact(); !lc.IsZero() {
-			meta.LastContactMillis = time.Since(lc).Milliseconds()
+			meta.LastContactMillis = time.Since(lc).Milliseconds() // Raft's time, not the head's clock
 		} else {
 			meta.LastContactMillis = -1
 		}
@@ -446,7 +446,7 @@ func (s *service) ListWorkers(ctx context.Context, req *wire.ListWorkersRequest)
 	}
 	out := &wire.ListWorkersResponse{Meta: meta}
 	leading := s.h.IsLeader() && s.h.leaderReady.Load()
-	now := time.Now()
+	now := s.h.clock.Now()
 	for _, w := range view.Workers() {
 		ww := w.ToWire()
 		if leading && w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {

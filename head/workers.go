@@ -165,20 +165,20 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	ctx := stream.Context()
 	info := hello.Info
 	log := h.logger.With("worker", info.Id)
-	if err := h.sessions.duplicateOf(info, time.Now()); err != nil {
+	if err := h.sessions.duplicateOf(info, h.clock.Now()); err != nil {
 		log.Warn("refusing a second worker process with the same id", "err", err)
 		return errs.ToStatus(err)
 	}
-	if _, _, err := h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: time.Now().UnixNano()}); err != nil {
+	if _, _, err := h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: h.clock.Now().UnixNano()}); err != nil {
 		return errs.ToStatus(err)
 	}
 	sess := &session{workerID: info.Id, instance: info.GetInstance(), send: make(chan *wire.HeadMessage, 256), done: make(chan struct{})}
-	sess.lastSeen.Store(time.Now().UnixNano())
-	h.sessions.renew(info.Id, time.Now())
+	sess.lastSeen.Store(h.clock.Now().UnixNano())
+	h.sessions.renew(info.Id, h.clock.Now())
 	if old := h.sessions.attach(sess); old != nil {
 		close(old.done)
 	}
-	defer func() { h.sessions.detach(sess, time.Now()) }()
+	defer func() { h.sessions.detach(sess, h.clock.Now()) }()
 
 	sent, stops, err := h.reconcileWorker(ctx, info.Id, hello.Running)
 	if err != nil {
@@ -277,11 +277,11 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			return r.err
 		}
 		m := r.msg
-		sess.lastSeen.Store(time.Now().UnixNano())
-		s.h.sessions.renew(sess.workerID, time.Now())
+		sess.lastSeen.Store(s.h.clock.Now().UnixNano())
+		s.h.sessions.renew(sess.workerID, s.h.clock.Now())
 		if gh := m.GetGpuHealth(); gh != nil {
 			// Unhealthy GPUs: marked in the table, their attempts lost.
-			cmd := &wire.GpuHealthCommand{WorkerId: sess.workerID, Unhealthy: gh.GetUnhealthy(), UnixNanos: time.Now().UnixNano()}
+			cmd := &wire.GpuHealthCommand{WorkerId: sess.workerID, Unhealthy: gh.GetUnhealthy(), UnixNanos: s.h.clock.Now().UnixNano()}
 			if _, _, err := s.h.apply(ctx, fsm.OpGpuHealth, cmd); err != nil {
 				return errs.ToStatus(err)
 			}
@@ -292,7 +292,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			if info.GetId() != sess.workerID {
 				return errs.ToStatus(errs.New(errs.InvalidArgument, "worker stream of %s: heartbeat carries the info of worker %q; a stream speaks for its own worker only", sess.workerID, info.GetId()))
 			}
-			if _, _, err := s.h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: time.Now().UnixNano()}); err != nil {
+			if _, _, err := s.h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: s.h.clock.Now().UnixNano()}); err != nil {
 				return errs.ToStatus(err)
 			}
 		}
@@ -317,8 +317,8 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			select {
 			case next := <-in:
 				if b := next.msg.GetEvents(); next.err == nil && b != nil {
-					sess.lastSeen.Store(time.Now().UnixNano())
-					s.h.sessions.renew(sess.workerID, time.Now())
+					sess.lastSeen.Store(s.h.clock.Now().UnixNano())
+					s.h.sessions.renew(sess.workerID, s.h.clock.Now())
 					events, seq = append(events[:len(events):len(events)], b.Events...), b.Seq
 					continue
 				}
@@ -329,7 +329,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			}
 		}
 		if len(events) > 0 {
-			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: events, UnixNanos: time.Now().UnixNano(),
+			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: events, UnixNanos: s.h.clock.Now().UnixNano(),
 				RetryBackoffNanos: retryBackoffs(s.h.fsm.View(), events, s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, uniform)}
 			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
@@ -361,7 +361,7 @@ type attemptKey struct {
 // (reconcile) and commits the attempts it lost. It returns the attempts
 // the worker holds (already delivered) and the stops to send.
 func (h *Head) reconcileWorker(ctx context.Context, workerID string, running []*wire.RunningAttempt) (map[attemptKey]bool, []*wire.HeadMessage, error) {
-	r := reconcile(h.fsm.View(), workerID, running, time.Now())
+	r := reconcile(h.fsm.View(), workerID, running, h.clock.Now())
 	if r.Lost != nil {
 		if _, _, err := h.apply(ctx, fsm.OpAttemptsLost, r.Lost); err != nil {
 			return nil, nil, err

@@ -407,7 +407,7 @@ func TestWaitRetriedWhileRuntimeDown(t *testing.T) {
 	head.waitEvent("g/t", 1, kindStarted)
 	waitFor(t, 5*time.Second, "the failed Wait", func() bool { return rt.CallCount("Wait") == 1 })
 	rt.clock.Advance(time.Minute) // it exits meanwhile
-	waitFor(t, 5*time.Second, "the retry timer armed", func() bool { return clock.dueWithin(attempt.RetryMin) > 0 })
+	waitFor(t, 5*time.Second, "the retry timer armed", func() bool { return dueWithin(clock, attempt.RetryMin) })
 	clock.Advance(attempt.RetryMin)
 	e := head.waitEvent("g/t", 1, kindExited)
 	if e.GetExitCode() != 3 || rt.CallCount("Wait") != 2 {

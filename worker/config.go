@@ -3,13 +3,14 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"github.com/megaflow/megaflow/internal/wire"
 	"log/slog"
 	"net"
 	"time"
 
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
+	"github.com/megaflow/megaflow/internal/clock"
+	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -83,7 +84,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock is the worker's time: timeouts, retries, reconciliation,
 	// heartbeats, reconnect backoff and event times. nil: the real clock.
-	Clock Clock
+	Clock clock.Clock
 
 	// ReconcileInterval is how often the worker lists its containers to
 	// remove leaked ones and to take over adopted ones. Default 30 s.

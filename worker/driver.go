@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
@@ -130,7 +131,7 @@ type driver struct {
 	ops    sync.WaitGroup
 
 	startCancel   context.CancelFunc
-	timer         Timer
+	timer         clock.Timer
 	persistent    bool     // runs as an exec in a warm container (see pool.go)
 	execRun       *execRun // the exec, once StartContainer began (persistent)
 	forgotten     bool

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -29,15 +30,15 @@ import (
 type fakeRT struct {
 	*fake.Runtime
 	t     testing.TB
-	clock *fake.ManualClock
+	clock *clock.Fake
 }
 
 // newFakeRT returns a fake runtime whose containers are all removed when the
 // test ends (after the worker stopped), so none of its goroutines outlive
 // the test. Every test's "hang" command runs until stopped.
 func newFakeRT(t testing.TB) *fakeRT {
-	clock := fake.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	r := &fakeRT{Runtime: fake.New(clock), t: t, clock: clock}
+	clk := newFakeClock()
+	r := &fakeRT{Runtime: fake.New(clk), t: t, clock: clk}
 	r.OnCommand("hang", fake.Behavior{Hang: true})
 	t.Cleanup(func() {
 		cs, _ := r.List(context.Background(), nil)
@@ -387,78 +388,17 @@ func (h *fakeHead) waitEvent(task string, n uint32, kind wire.AttemptEventKind) 
 }
 
 // ---------------------------------------------------------------------------
-// fakeClock: time that moves only when the test advances it.
+// The worker's clock: a clock.Fake that moves only when the test advances it.
 
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]bool
-}
+// t0 is where every test's fake clocks start.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-type fakeTimer struct {
-	c  *fakeClock
-	at time.Time
-	ch chan time.Time
-}
+func newFakeClock() *clock.Fake { return clock.NewFake(t0) }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), timers: map[*fakeTimer]bool{}}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.ch <- c.now
-		return t
-	}
-	c.timers[t] = true
-	return t
-}
-
-// Advance moves the clock and fires the timers that came due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			delete(c.timers, t)
-			t.ch <- c.now
-		}
-	}
-}
-
-// dueWithin returns how many timers fire within d from now.
-func (c *fakeClock) dueWithin(d time.Duration) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for t := range c.timers {
-		if !t.at.After(c.now.Add(d)) {
-			n++
-		}
-	}
-	return n
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	if !t.c.timers[t] {
-		return false
-	}
-	delete(t.c.timers, t)
-	return true
+// dueWithin reports whether a timer of c fires within d from now.
+func dueWithin(c *clock.Fake, d time.Duration) bool {
+	at, ok := c.Next()
+	return ok && !at.After(c.Now().Add(d))
 }
 
 // ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -173,7 +174,7 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 	prev := w.clock.Now()
 	var lastGossip time.Time
 	for {
-		if !sleep(w.clock, leaseTick, ctx.Done()) {
+		if !clock.Sleep(w.clock, leaseTick, ctx.Done()) {
 			return
 		}
 		now := w.clock.Now()

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -501,7 +502,7 @@ func (p *pool) tick(ctx context.Context) {
 // until ctx ends.
 func (p *pool) run(ctx context.Context) {
 	every := max(p.w.cfg.PoolIdle/4, 10*time.Millisecond)
-	for sleep(p.w.clock, every, ctx.Done()) {
+	for clock.Sleep(p.w.clock, every, ctx.Done()) {
 		p.tick(ctx)
 	}
 }

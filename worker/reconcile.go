@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
@@ -28,7 +29,7 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 			break
 		}
 		w.log.Warn("cannot list this worker's containers; retrying before connecting", "err", err, "retry_in", backoff)
-		if !sleep(w.clock, jitter(backoff), ctx.Done()) {
+		if !clock.Sleep(w.clock, jitter(backoff), ctx.Done()) {
 			return false
 		}
 		backoff = min(2*backoff, w.cfg.ReconnectMax)
@@ -80,7 +81,7 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 
 // reconcileLoop runs reconcile every ReconcileInterval until ctx ends.
 func (w *Worker) reconcileLoop(ctx context.Context) {
-	for sleep(w.clock, w.cfg.ReconcileInterval, ctx.Done()) {
+	for clock.Sleep(w.clock, w.cfg.ReconcileInterval, ctx.Done()) {
 		w.reconcile(ctx)
 	}
 }

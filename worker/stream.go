@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -88,7 +89,7 @@ func (w *Worker) runStream(ctx context.Context) {
 		redirects = 0
 		if welcomed {
 			backoff, quiet = w.cfg.ReconnectMin, false
-			if !sleep(w.clock, jitter(backoff), ctx.Done()) {
+			if !clock.Sleep(w.clock, jitter(backoff), ctx.Done()) {
 				return
 			}
 			continue
@@ -104,7 +105,7 @@ func (w *Worker) runStream(ctx context.Context) {
 			level("no leader took the stream; retrying", "heads", addrs, "err", lastErr, "retry_in", backoff)
 		}
 		quiet = true
-		if !sleep(w.clock, jitter(backoff), ctx.Done()) {
+		if !clock.Sleep(w.clock, jitter(backoff), ctx.Done()) {
 			return
 		}
 		backoff = min(2*backoff, w.cfg.ReconnectMax)
@@ -280,7 +281,7 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 
 	hb := w.clock.NewTimer(w.cfg.HeartbeatInterval)
 	defer func() { hb.Stop() }()
-	var linger Timer
+	var linger clock.Timer
 	defer func() {
 		if linger != nil {
 			linger.Stop()

@@ -353,29 +353,6 @@ func TestMetaFitsAndDropsLongLabels(t *testing.T) {
 	}
 }
 
-func TestFakeClock(t *testing.T) {
-	c := newFakeClock()
-	t1, t2 := c.NewTimer(time.Second), c.NewTimer(2*time.Second)
-	c.Advance(time.Second)
-	select {
-	case <-t1.C():
-	default:
-		t.Fatal("t1 did not fire")
-	}
-	if !t2.Stop() || t2.Stop() {
-		t.Error("Stop results")
-	}
-	c.Advance(time.Hour)
-	select {
-	case <-t2.C():
-		t.Fatal("a stopped timer fired")
-	default:
-	}
-	if !sleep(c, 0, nil) {
-		t.Error("sleep(0) did not return at once")
-	}
-}
-
 // Two clusters sharing a Docker engine with the same worker ids get
 // different container names; the default cluster keeps the short names.
 func TestNameScopeSeparatesClusters(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/obs"
@@ -29,7 +30,7 @@ import (
 type Worker struct {
 	cfg    Config
 	log    *slog.Logger
-	clock  Clock
+	clock  clock.Clock
 	rt     contract.Runtime
 	gossip *gossip.Gossip
 	sem    *fifoSem
@@ -118,9 +119,9 @@ func New(cfg Config) (*Worker, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("worker", cfg.NodeID)
-	clock := cfg.Clock
-	if clock == nil {
-		clock = realClock{}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("worker %s: DataDir: %w", cfg.NodeID, err)
@@ -137,12 +138,12 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{
 		cfg:   cfg,
 		log:   logger,
-		clock: clock,
+		clock: clk,
 		rt:    cfg.Runtime,
 		sem:   newFIFOSem(cfg.MaxConcurrentStarts),
 		// Seqs start at the process's start time, so they also grow across
 		// restarts of the worker.
-		outbox:   newOutbox(uint64(clock.Now().UnixNano()), cfg.MaxBatchEvents),
+		outbox:   newOutbox(uint64(clk.Now().UnixNano()), cfg.MaxBatchEvents),
 		attempts: make(map[attempt.Key]*handle),
 		stopped:  make(chan struct{}),
 		runDone:  make(chan struct{}),

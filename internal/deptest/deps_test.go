@@ -59,6 +59,10 @@ func TestImportsFlowOneWay(t *testing.T) {
 			"the chaos harness drives the real binaries from outside, through the client library: it links no head or worker code"},
 		{"internal/chaos/check", []string{"google.golang.org/grpc", module + "client", module + "internal/wire"},
 			"the verdict is pure: histories and tables in, a verdict out"},
+		{"head/fsm", []string{module + "internal/clock"},
+			"the FSM reads no clock: the leader stamps times into the command"},
+		{"head/scheduler", []string{module + "internal/clock"},
+			"the scheduler has no hidden clock: the time it needs comes in its parameters"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.pkg, func(t *testing.T) {
@@ -71,6 +75,18 @@ func TestImportsFlowOneWay(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// internal/clock imports nothing of the module: the head, the worker and
+// the fake runtime all take it, so anything it imported could never import
+// a clock.
+func TestClockIsALeaf(t *testing.T) {
+	const pkg = module + "internal/clock"
+	for d := range deps(t, "internal/clock") {
+		if strings.HasPrefix(d, module) && d != pkg {
+			t.Errorf("internal/clock imports %s: it is a leaf that every layer injects", d)
+		}
 	}
 }
 

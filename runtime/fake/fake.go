@@ -3,7 +3,7 @@
 // worker's attempt life cycle, the persistent pool, reconciliation, and
 // the in-process test cluster. Nothing runs: a "container" is a record and
 // a goroutine that ends it after its Behavior's Duration, measured on a
-// Clock the test may drive by hand.
+// clock.Clock the test may drive by hand (a clock.Fake).
 //
 // What a container does is chosen per Spec by the first matching rule
 // (On, OnCommand), else the default (Default; at first: exit 0 at once).
@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -94,7 +95,7 @@ type rule struct {
 
 // Runtime is the fake. Create it with New; safe for concurrent use.
 type Runtime struct {
-	clock Clock
+	clock clock.Clock
 
 	mu       sync.Mutex
 	rules    []rule
@@ -121,13 +122,16 @@ type ctr struct {
 	exit    contract.Exit
 }
 
-// New returns an empty fake on clock; nil means the wall clock (use small
-// Durations then).
-func New(clock Clock) *Runtime {
-	if clock == nil {
-		clock = realClock{}
+// New returns an empty fake on clk; nil means the wall clock (use small
+// Durations then). With a clock.Fake, every container that does not hang,
+// every timed Exec, every StartDelay and every Stop waiting out a grace
+// holds one of its Waiters until the fake passes its deadline (a container
+// stopped early included): a test waits for them before it advances.
+func New(clk clock.Clock) *Runtime {
+	if clk == nil {
+		clk = clock.Real()
 	}
-	return &Runtime{clock: clock, failures: map[string][]error{}, ctrs: map[string]*ctr{}}
+	return &Runtime{clock: clk, failures: map[string][]error{}, ctrs: map[string]*ctr{}}
 }
 
 // Default sets the behavior of specs no rule matches.
@@ -320,7 +324,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (id string, err
 	r.ctrs[c.id] = c
 	var timer <-chan time.Time
 	if !b.Hang {
-		timer = r.clock.After(b.Duration) // before Start returns, so a ManualClock sees it
+		timer = r.clock.After(b.Duration) // before Start returns, so a clock.Fake counts it
 	}
 	r.mu.Unlock()
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -23,9 +24,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestBehaviorsOnManualClock(t *testing.T) {
-	clock := NewManualClock(time.Unix(1000, 0))
-	r := New(clock)
+func TestBehaviorsOnFakeClock(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	r := New(clk)
 	r.OnCommand("train", Behavior{Duration: time.Hour, ExitCode: 3, Output: "epoch 1\n"})
 	r.OnCommand("hog", Behavior{Duration: time.Minute, OOM: true})
 	r.OnCommand("server", Behavior{Hang: true})
@@ -54,7 +55,7 @@ func TestBehaviorsOnManualClock(t *testing.T) {
 		t.Fatalf("running %d", r.Running())
 	}
 
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	exit, err := r.Wait(ctx, hog)
 	if err != nil || !exit.OOMKilled || exit.Code != 137 || exit.FinishedAt != time.Unix(1060, 0) {
 		t.Fatalf("hog: %+v %v", exit, err)
@@ -64,7 +65,7 @@ func TestBehaviorsOnManualClock(t *testing.T) {
 		t.Fatalf("train ended early: %v", err)
 	}
 	cancel()
-	clock.Advance(time.Hour)
+	clk.Advance(time.Hour)
 	if exit, _ := r.Wait(ctx, train); exit.Code != 3 {
 		t.Fatalf("train: %+v", exit)
 	}
@@ -77,8 +78,8 @@ func TestBehaviorsOnManualClock(t *testing.T) {
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.Stop(ctx, stubborn, 10*time.Second) }()
-	waitFor(t, "Stop waits its grace", func() bool { return clock.Waiters() == 1 })
-	clock.Advance(10 * time.Second)
+	waitFor(t, "Stop waits its grace", func() bool { return clk.Waiters() == 1 })
+	clk.Advance(10 * time.Second)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +152,8 @@ func TestInjectedFailuresAndExec(t *testing.T) {
 }
 
 func TestOnFuncAndStartDelay(t *testing.T) {
-	clock := NewManualClock(time.Unix(1000, 0))
-	r := New(clock)
+	clk := clock.NewFake(time.Unix(1000, 0))
+	r := New(clk)
 	r.OnCommand("plain", Behavior{})
 	r.OnFunc(func(s contract.Spec) (Behavior, bool) {
 		if s.Env["SLOW"] == "" {
@@ -181,16 +182,16 @@ func TestOnFuncAndStartDelay(t *testing.T) {
 		}
 		started <- id
 	}()
-	waitFor(t, "Start waits on the clock", func() bool { return clock.Waiters() == 1 })
+	waitFor(t, "Start waits on the clock", func() bool { return clk.Waiters() == 1 })
 	select {
 	case <-started:
 		t.Fatal("Start returned before its StartDelay passed")
 	default:
 	}
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	slow := <-started
-	waitFor(t, "the container's timer", func() bool { return clock.Waiters() == 1 })
-	clock.Advance(time.Hour)
+	waitFor(t, "the container's timer", func() bool { return clk.Waiters() == 1 })
+	clk.Advance(time.Hour)
 	exit, err := r.Wait(ctx, slow)
 	if err != nil || exit.Code != 7 || !exit.StartedAt.Equal(time.Unix(1060, 0)) {
 		t.Fatalf("slow: exit %+v, %v; want code 7, started at 1060", exit, err)
@@ -203,7 +204,7 @@ func TestOnFuncAndStartDelay(t *testing.T) {
 		_, err := r.Start(cctx, contract.Spec{Name: "cancelled", Env: map[string]string{"SLOW": "1"}})
 		done <- err
 	}()
-	waitFor(t, "Start waits on the clock", func() bool { return clock.Waiters() == 1 })
+	waitFor(t, "Start waits on the clock", func() bool { return clk.Waiters() == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled start: %v, want context.Canceled", err)
