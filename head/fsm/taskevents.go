@@ -1,0 +1,32 @@
+package fsm
+
+import (
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// What workers report about the attempts they run. The rules live in
+// head/state (Txn.ApplyAttemptEvent); this walks a batch in order.
+
+// applyTaskEvents applies a worker's events in order, each with the retry
+// backoff the leader chose for it.
+func applyTaskEvents(txn *state.Txn, cmd *wire.TaskEventsCommand) (*TaskEventsResult, error) {
+	if cmd.GetWorkerId() == "" {
+		return nil, errs.New(errs.InvalidArgument, "task events: no worker id")
+	}
+	res := &TaskEventsResult{}
+	backoffs := cmd.GetRetryBackoffNanos()
+	for i, ev := range cmd.GetEvents() {
+		var backoff int64
+		if i < len(backoffs) {
+			backoff = backoffs[i]
+		}
+		if txn.ApplyAttemptEvent(cmd.GetWorkerId(), ev, cmd.GetUnixNanos(), backoff) {
+			res.Applied++
+		} else {
+			res.Ignored++
+		}
+	}
+	return res, nil
+}
