@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/megaflow/megaflow/client"
+	localcluster "github.com/megaflow/megaflow/internal/cluster"
 )
 
 // failoverOptions are the flags of `megaflow-bench failover`.
@@ -145,7 +146,7 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 	for range 3 {
 		var a addrs
 		for _, p := range []*string{&a.raft, &a.grpc, &a.gossip} {
-			if *p, err = freeAddr(); err != nil {
+			if *p, err = localcluster.FreeAddr(); err != nil {
 				return err
 			}
 		}
@@ -182,7 +183,7 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 	addWorker := func() (*proc, error) {
 		nextWorker++
 		id := fmt.Sprintf("w%d", nextWorker)
-		addr, err := freeAddr()
+		addr, err := localcluster.FreeAddr()
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/blob/spool"
+	"github.com/megaflow/megaflow/internal/cluster"
 	"github.com/megaflow/megaflow/internal/dirlock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/logging"
@@ -63,10 +64,11 @@ type localCluster struct {
 	logPath string
 
 	logFile *os.File
-	cancel  context.CancelFunc
-	done    chan error // one value per daemon
-	// closeArtifacts closes the worker's spool and the artifact store.
-	closeArtifacts func()
+	// cluster runs the head and the worker (internal/cluster).
+	cluster *cluster.Cluster
+	// closeRT closes the runtime; closeArtifacts the worker's spool and
+	// the artifact store.
+	closeRT, closeArtifacts func()
 	// lock keeps other processes off DataDir until Stop.
 	lock *dirlock.Lock
 }
@@ -115,7 +117,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	lc := &localCluster{logPath: filepath.Join(o.DataDir, "megaflow.log"), done: make(chan error, 2)}
+	lc := &localCluster{logPath: filepath.Join(o.DataDir, "megaflow.log")}
 	// A second `megaflow up` on this directory stops here, naming the
 	// first one's pid, before it touches the log, the runtime's state or
 	// the artifacts.
@@ -161,55 +163,53 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	closeArtifacts := func() { sp.Close(); store.Close() }
 	closeAll := func() { closeRT(); closeArtifacts() }
 
-	hc := head.DefaultConfig()
-	hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
-	hc.GRPCAddr, hc.RaftAddr, hc.GossipAddr = o.GRPCAddr, o.RaftAddr, o.GossipAddr
-	hc.BootstrapExpect = 1
-	hc.Version = version.Get().Short()
-	hc.Artifacts = store
-	hc.Logger = logger.With("daemon", "head")
-	h, err := head.New(hc)
+	// The in-process cluster (internal/cluster): one head, a single-voter
+	// Raft cluster under DataDir/head, and one worker under DataDir/worker.
+	c, err := cluster.Start(ctx, cluster.Options{Dir: o.DataDir, Heads: 1, Logger: logger, LeaderTimeout: 60 * time.Second,
+		ConfigureHead: func(_ int, hc *head.Config) {
+			hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
+			hc.GRPCAddr, hc.RaftAddr, hc.GossipAddr = o.GRPCAddr, o.RaftAddr, o.GossipAddr
+			hc.Join = nil
+			hc.BootstrapExpect = 1
+			hc.Version = version.Get().Short()
+			hc.Artifacts = store
+		}})
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("head: %w", err)
+		return nil, fmt.Errorf("the local cluster's head: %w (see %s)", err, lc.logPath)
 	}
+	h := c.Members[0].Head()
 	workerID, err := localWorkerID(filepath.Join(o.DataDir, "worker"))
 	if err != nil {
-		_ = h.Shutdown(context.Background())
+		c.Stop()
 		closeAll()
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	wc := worker.DefaultConfig()
-	wc.NodeID, wc.DataDir, wc.GossipAddr = workerID, filepath.Join(o.DataDir, "worker"), o.WorkerGossipAddr
-	wc.Heads, wc.Join = []string{h.GRPCAddr()}, []string{h.GossipAddr()}
-	wc.Runtime = rt
-	wc.Version = version.Get().Short()
-	wc.Artifacts, wc.Spool = store, sp
-	wc.Capacity = worker.Capacity{CPUMillis: o.CPUMillis, MemoryBytes: o.MemoryBytes}
-	if o.PoolMax > 0 {
-		wc.PoolMax = o.PoolMax
-	}
-	if o.MaxConcurrentStarts > 0 {
-		wc.MaxConcurrentStarts = o.MaxConcurrentStarts
-	}
-	wc.Logger = logger.With("daemon", "worker")
-	if p, err := worker.FindInit(""); err == nil {
-		wc.InitPath = p
-	} else {
-		wc.Logger.Warn("tasks run without megaflow-init: they outlive the worker if it crashes", "err", err)
-	}
-	w, err := worker.New(wc)
+	wm, err := c.AddWorker(cluster.WorkerOptions{ID: workerID, DataDir: filepath.Join(o.DataDir, "worker"), GossipAddr: o.WorkerGossipAddr,
+		Runtime: rt, Capacity: worker.Capacity{CPUMillis: o.CPUMillis, MemoryBytes: o.MemoryBytes},
+		Configure: func(wc *worker.Config) {
+			wc.Heads = []string{h.GRPCAddr()}
+			wc.Version = version.Get().Short()
+			wc.Artifacts, wc.Spool = store, sp
+			if o.PoolMax > 0 {
+				wc.PoolMax = o.PoolMax
+			}
+			if o.MaxConcurrentStarts > 0 {
+				wc.MaxConcurrentStarts = o.MaxConcurrentStarts
+			}
+			if p, err := worker.FindInit(""); err == nil {
+				wc.InitPath = p
+			} else {
+				wc.Logger.Warn("tasks run without megaflow-init: they outlive the worker if it crashes", "err", err)
+			}
+		}})
 	if err != nil {
-		_ = h.Shutdown(context.Background())
+		c.Stop()
 		closeAll()
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	lc.head, lc.worker = h, w
-	rctx, cancel := context.WithCancel(context.Background())
-	lc.cancel = func() { cancel(); closeRT() }
-	lc.closeArtifacts = closeArtifacts
-	go func() { lc.done <- h.Run(rctx) }() // owned by lc: Stop cancels and waits
-	go func() { lc.done <- w.Run(rctx) }()
+	lc.cluster, lc.head, lc.worker = c, h, wm.Worker()
+	lc.closeRT, lc.closeArtifacts = closeRT, closeArtifacts
 
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer wcancel()
@@ -251,16 +251,14 @@ func (lc *localCluster) waitReady(ctx context.Context) error {
 	}
 }
 
-// Stop shuts the worker, then the head down cleanly within ctx, and waits
-// for both.
+// Stop shuts the worker, then the head down cleanly (10 s at most each),
+// waits for both, and closes the runtime, the artifact store and the log.
 func (lc *localCluster) Stop(ctx context.Context) error {
-	err := errors.Join(lc.worker.Shutdown(ctx), lc.head.Shutdown(ctx))
-	lc.cancel()
-	for range 2 {
-		if e := <-lc.done; e != nil && !errors.Is(e, context.Canceled) {
-			err = errors.Join(err, e)
-		}
+	err := lc.cluster.StopWorker(0)
+	for _, s := range lc.cluster.Stop() {
+		err = errors.Join(err, s.Err)
 	}
+	lc.closeRT()
 	lc.closeArtifacts() // after both daemons stopped
 	err = errors.Join(err, lc.logFile.Close())
 	return errors.Join(err, lc.lock.Release())

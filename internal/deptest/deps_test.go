@@ -48,6 +48,8 @@ func TestImportsFlowOneWay(t *testing.T) {
 		{"head/fsm", []string{"go.etcd.io/bbolt", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/memberlist",
 			module + "head/consensus", module + "internal/gossip", "github.com/prometheus/client_golang"},
 			"the FSM is pure: applying a log entry does no I/O and keeps no metrics (head/metrics.go reads views)"},
+		{"internal/cluster", []string{module + "internal/testcluster", module + "runtime/fake", module + "runtime/docker", module + "runtime/process"},
+			"the in-process cluster serves `megaflow up`, the benchmark harness and the tests alike: the caller gives the runtime, and the test helpers wrap it (internal/testcluster), not the other way"},
 		{"internal/spec", []string{"github.com/hashicorp/", module + "head", module + "client"},
 			"validation is pure and shared by the head and the client"},
 		{"internal/blob/spool", []string{"github.com/aws/", module + "internal/blob/s3blob"},

@@ -333,7 +333,7 @@ func TestDockerWorkerRestartReadopts(t *testing.T) {
 	// Once the restarted worker is back on its stream, the same containers
 	// run: none was stopped or started again.
 	testcluster.WaitFor(t, 30*time.Second, "the worker to reconnect", func() bool {
-		return c.Workers[0].Worker().Leader() != ""
+		return c.Workers()[0].Worker().Leader() != ""
 	})
 	if after := containers(t, cli, cluster); !sameSet(before, after) {
 		t.Fatalf("containers before the restart %v, after %v; want the same ids", before, after)
@@ -546,7 +546,7 @@ func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	scope := cluster + "-" + c.Workers[0].ID
+	scope := cluster + "-" + c.Workers()[0].ID
 	foreign := worker.ContainerName(scope, attempt.Key{TaskID: "stale/foreign", Attempt: 1})
 	ours := worker.ContainerName(scope, attempt.Key{TaskID: "stale/ours", Attempt: 1})
 	var foreignID string
@@ -555,7 +555,7 @@ func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
 		labels map[string]string
 	}{
 		{foreign, map[string]string{"megaflow.test.stale": cluster}},
-		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers[0].ID,
+		{ours, map[string]string{worker.LabelCluster: cluster, worker.LabelWorker: c.Workers()[0].ID,
 			worker.LabelClusterID: clusterID(ctx, t, cl), worker.LabelTask: "stale/ours", worker.LabelAttempt: "1"}},
 	} {
 		res, err := cli.ContainerCreate(ctx, dockerclient.ContainerCreateOptions{Name: n.name,

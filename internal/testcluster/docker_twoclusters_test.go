@@ -38,8 +38,8 @@ func TestDockerTwoClustersOnOneEngineKeepApart(t *testing.T) {
 	})
 
 	b, _, _, cluster2 := dockerCluster(t, 1, nil) // same cluster name, same worker id "w1"
-	if cluster2 != cluster || a.Workers[0].ID != b.Workers[0].ID {
-		t.Fatalf("clusters %q %q, workers %q %q: the test wants them equal", cluster, cluster2, a.Workers[0].ID, b.Workers[0].ID)
+	if cluster2 != cluster || a.Workers()[0].ID != b.Workers()[0].ID {
+		t.Fatalf("clusters %q %q, workers %q %q: the test wants them equal", cluster, cluster2, a.Workers()[0].ID, b.Workers()[0].ID)
 	}
 	cb := b.Client()
 	gb := &client.GraphSpec{Id: "second"}

@@ -4,20 +4,14 @@ import (
 	"errors"
 	"time"
 
-	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/head/consensus"
 	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/cluster"
 )
 
 // replayBatch is the most entries the replay hands the FSM at once: what
 // hashicorp/raft hands it when a head starts again (MaxAppendEntries).
 const replayBatch = 1024
-
-// stoppedHead is a head that Stop shut down cleanly, with its member.
-type stoppedHead struct {
-	member *Member
-	head   *head.Head
-}
 
 // checkReplay is the replay invariant every test cluster checks at its
 // end: each stopped head's data directory alone (its latest snapshot and
@@ -29,7 +23,7 @@ type stoppedHead struct {
 // not at all (issue 18: a delete replayed in a batch panicked). On a
 // difference it fails the test with a readable diff. Options.NoReplayCheck
 // turns it off, with a reason.
-func (c *Cluster) checkReplay(stopped []stoppedHead) {
+func (c *Cluster) checkReplay(stopped []cluster.StoppedHead) {
 	c.t.Helper()
 	if len(stopped) == 0 {
 		return
@@ -39,7 +33,7 @@ func (c *Cluster) checkReplay(stopped []stoppedHead) {
 		return
 	}
 	for _, s := range stopped {
-		table := s.head.FSM()
+		table := s.Head.FSM()
 		applied := table.AppliedIndex()
 		before := fsm.Dump(table.View())
 		rebuilt, err := fsm.New(fsm.DefaultConfig())
@@ -47,22 +41,22 @@ func (c *Cluster) checkReplay(stopped []stoppedHead) {
 			c.t.Fatal(err)
 		}
 		begin := time.Now()
-		res, err := consensus.Replay(s.member.DataDir, rebuilt, applied, replayBatch)
+		res, err := consensus.Replay(s.Member.DataDir, rebuilt, applied, replayBatch)
 		switch {
 		case errors.Is(err, consensus.ErrReplayAhead):
-			c.t.Logf("head %s: replay check skipped: %v (applied %d)", s.member.ID, err, applied)
+			c.t.Logf("head %s: replay check skipped: %v (applied %d)", s.Member.ID, err, applied)
 			continue
 		case err != nil:
-			c.t.Errorf("head %s: rebuilding its table from %s up to index %d: %v", s.member.ID, s.member.DataDir, applied, err)
+			c.t.Errorf("head %s: rebuilding its table from %s up to index %d: %v", s.Member.ID, s.Member.DataDir, applied, err)
 			continue
 		}
 		if d := fsm.DiffDumps(before, fsm.Dump(rebuilt.View()), 40); d != "" {
 			c.t.Errorf("head %s: the table rebuilt from its data directory (snapshot at %d, then %d entries) differs from the one it had at index %d "+
-				"(- what the head had, + what the replay built):\n%s", s.member.ID, res.SnapshotIndex, res.Entries, applied, d)
+				"(- what the head had, + what the replay built):\n%s", s.Member.ID, res.SnapshotIndex, res.Entries, applied, d)
 			continue
 		}
 		if c.opts.Verbose {
-			c.t.Logf("head %s: replay check: snapshot at %d, %d entries, index %d, %v", s.member.ID, res.SnapshotIndex, res.Entries, applied, time.Since(begin))
+			c.t.Logf("head %s: replay check: snapshot at %d, %d entries, index %d, %v", s.Member.ID, res.SnapshotIndex, res.Entries, applied, time.Since(begin))
 		}
 	}
 }

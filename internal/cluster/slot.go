@@ -1,14 +1,14 @@
-package testcluster
+package cluster
 
 import (
 	"context"
+	"log/slog"
 	"sync"
-	"testing"
 	"time"
 )
 
-// daemon is what a head and a worker have in common for a test cluster:
-// run until the context ends, stop cleanly, or stop as a crash would.
+// daemon is what a head and a worker have in common for a cluster: run
+// until the context ends, stop cleanly, or stop as a crash would.
 type daemon interface {
 	Run(ctx context.Context) error
 	Shutdown(ctx context.Context) error
@@ -23,6 +23,7 @@ type slot[D daemon] struct {
 	live   bool
 	cancel context.CancelFunc
 	done   chan struct{}
+	runErr error // what Run returned, once done is closed
 }
 
 // get returns the running daemon, or D's zero value (nil) when none runs.
@@ -36,19 +37,25 @@ func (s *slot[D]) get() D {
 	return s.d
 }
 
-// run starts d; a Run error other than the context's is logged on t.
-func (s *slot[D]) run(t testing.TB, name string, d D) {
+// run starts d; a Run error other than the context's is logged.
+func (s *slot[D]) run(log *slog.Logger, name string, d D) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := d.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Logf("%s: run: %v", name, err)
-		}
-	}()
 	s.mu.Lock()
-	s.d, s.live, s.cancel, s.done = d, true, cancel, done
+	s.d, s.live, s.cancel, s.done, s.runErr = d, true, cancel, done, nil
 	s.mu.Unlock()
+	go func() { // owned by the slot: kill and stop wait for done
+		err := d.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("daemon ended on its own", "daemon", name, "err", err)
+		} else {
+			err = nil
+		}
+		s.mu.Lock()
+		s.runErr = err
+		s.mu.Unlock()
+		close(done)
+	}()
 }
 
 // take detaches the running daemon, if any, for the caller to stop.
@@ -72,7 +79,8 @@ func (s *slot[D]) kill() {
 }
 
 // stop shuts the daemon down cleanly (10 s at most) and waits for it. It
-// reports whether a daemon was running, and the error of its Shutdown.
+// reports whether a daemon was running, and the error of its Shutdown or,
+// when that succeeded, of a Run that had ended on its own.
 func (s *slot[D]) stop() (bool, error) {
 	d, cancel, done, live := s.take()
 	if !live {
@@ -83,5 +91,10 @@ func (s *slot[D]) stop() (bool, error) {
 	stop()
 	cancel()
 	<-done
+	if err == nil {
+		s.mu.Lock()
+		err = s.runErr
+		s.mu.Unlock()
+	}
 	return true, err
 }

@@ -1,4 +1,4 @@
-package testcluster
+package cluster
 
 import "testing"
 
@@ -9,7 +9,10 @@ import "testing"
 func TestFreeAddrNeverRepeats(t *testing.T) {
 	seen := map[string]int{}
 	for i := range 2000 {
-		a := FreeAddr(t)
+		a, err := FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if j, ok := seen[a]; ok {
 			t.Fatalf("call %d returned %s, as call %d did", i, a, j)
 		}

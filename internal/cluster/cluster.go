@@ -1,0 +1,449 @@
+// Package cluster runs a MegaFlow cluster in one process: real heads (Raft
+// over TCP loopback, BoltDB under a data directory, gossip, gRPC) and real
+// workers on the runtime the caller gives. It is the one in-process
+// cluster: `megaflow up` and `megaflow demo` start one head and one worker
+// with it, the benchmark harness three heads and simulated workers, and
+// the tests wrap it with testing.TB helpers (internal/testcluster). Heads
+// and workers can be killed as a crash would and started again on their
+// data directories and addresses.
+//
+// A Cluster owns the goroutine that runs each daemon; Stop ends them all.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// Options configures a Cluster.
+type Options struct {
+	// Dir holds each member's data directory (Dir/<id>) unless
+	// ConfigureHead or WorkerOptions.DataDir says otherwise. Required.
+	Dir string
+	// Heads is how many heads bootstrap together (default 3, at most 7).
+	Heads int
+	// Logger receives the daemons' logs (each with "head" or "worker" and
+	// its id) and the Run errors of daemons that end on their own. Nil
+	// discards them.
+	Logger *slog.Logger
+	// ConfigureHead, when set, edits head i's config (0-based) after the
+	// cluster's defaults: id h<i+1>, data directory Dir/<id>, free
+	// loopback addresses, BootstrapExpect Heads, Join the other heads'
+	// gossip addresses (the Logger, unless it sets one, is set after it:
+	// Logger with the head's id). It may change the id, the data
+	// directory and the addresses (a port of 0 is taken from the bound
+	// head); in a cluster of more than one head it must not change the
+	// gossip address, which the others join. It runs on every start,
+	// restarts included.
+	ConfigureHead func(i int, cfg *head.Config)
+	// LeaderTimeout bounds Start's wait for a leader (default 30 s).
+	LeaderTimeout time.Duration
+}
+
+// Member is one head slot of the cluster: its id, data directory and
+// addresses survive kills and restarts.
+type Member struct {
+	ID         string
+	DataDir    string
+	RaftAddr   string
+	GRPCAddr   string
+	GossipAddr string
+
+	index int
+	slot  slot[*head.Head]
+}
+
+// Head returns the running head, or nil while it is killed or stopped.
+func (m *Member) Head() *head.Head { return m.slot.get() }
+
+// Cluster is a set of heads started together and the workers added to
+// them.
+type Cluster struct {
+	opts   Options
+	logger *slog.Logger
+	// Members are the head slots, in start order.
+	Members []*Member
+
+	mu        sync.Mutex
+	workers   []*WorkerMember
+	workerSeq int
+}
+
+// Start starts opts.Heads heads that bootstrap together and waits until
+// one leads (LeaderTimeout, or until ctx ends). On an error it stops what
+// it started.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("cluster: Options.Dir is required: give a directory for the members' data")
+	}
+	if opts.Heads == 0 {
+		opts.Heads = 3
+	}
+	if opts.Heads < 1 || opts.Heads > 7 {
+		return nil, fmt.Errorf("cluster: Options.Heads %d: want 1 to 7", opts.Heads)
+	}
+	if opts.LeaderTimeout == 0 {
+		opts.LeaderTimeout = 30 * time.Second
+	}
+	c := &Cluster{opts: opts, logger: opts.Logger}
+	if c.logger == nil {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	for i := range opts.Heads {
+		m := &Member{index: i, ID: fmt.Sprintf("h%d", i+1)}
+		m.DataDir = filepath.Join(opts.Dir, m.ID)
+		for _, p := range []*string{&m.RaftAddr, &m.GRPCAddr, &m.GossipAddr} {
+			var err error
+			if *p, err = FreeAddr(); err != nil {
+				return nil, err
+			}
+		}
+		c.Members = append(c.Members, m)
+	}
+	for _, m := range c.Members {
+		if err := c.start(m, opts.Heads); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if _, err := c.WaitLeader(ctx, opts.LeaderTimeout); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// HeadConfig returns the config member m starts with: the cluster's
+// defaults for it, then ConfigureHead. expect is its BootstrapExpect.
+func (c *Cluster) HeadConfig(m *Member, expect int) head.Config {
+	cfg := head.DefaultConfig()
+	cfg.NodeID = m.ID
+	cfg.DataDir = m.DataDir
+	cfg.RaftAddr, cfg.GRPCAddr, cfg.GossipAddr = m.RaftAddr, m.GRPCAddr, m.GossipAddr
+	cfg.BootstrapExpect = expect
+	for _, o := range c.Members {
+		if o != m {
+			cfg.Join = append(cfg.Join, o.GossipAddr)
+		}
+	}
+	cfg.Logger = nil
+	if c.opts.ConfigureHead != nil {
+		c.opts.ConfigureHead(m.index, &cfg)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = c.logger.With("head", cfg.NodeID)
+	}
+	return cfg
+}
+
+// start starts member m's head and records the id, directory and
+// addresses it runs with.
+func (c *Cluster) start(m *Member, expect int) error {
+	cfg := c.HeadConfig(m, expect)
+	h, err := head.New(cfg)
+	if err != nil {
+		return fmt.Errorf("start head %s: %w", cfg.NodeID, err)
+	}
+	m.ID, m.DataDir = cfg.NodeID, cfg.DataDir
+	m.RaftAddr, m.GRPCAddr, m.GossipAddr = h.RaftAddr(), h.GRPCAddr(), h.GossipAddr()
+	m.slot.run(c.logger, "head "+m.ID, h)
+	return nil
+}
+
+// Kill stops member i as a crash would (no leadership transfer, no gossip
+// leave), keeping its data directory.
+func (c *Cluster) Kill(i int) { c.Members[i].slot.kill() }
+
+// Restart starts a killed or stopped member again on its data directory
+// and addresses.
+func (c *Cluster) Restart(i int) error { return c.start(c.Members[i], len(c.Members)) }
+
+// AddHead starts one more head, with its data directory under dir, that
+// joins the cluster's gossip pool without bootstrap-expect, so the leader
+// must add it as a voter, and returns its member.
+func (c *Cluster) AddHead(dir string) (*Member, error) {
+	m := &Member{index: len(c.Members), ID: fmt.Sprintf("h%d", len(c.Members)+1), DataDir: dir}
+	for _, p := range []*string{&m.RaftAddr, &m.GRPCAddr, &m.GossipAddr} {
+		var err error
+		if *p, err = FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	c.Members = append(c.Members, m)
+	if err := c.start(m, 0); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// StoppedHead is a head that Stop shut down cleanly, with its member.
+type StoppedHead struct {
+	Member *Member
+	Head   *head.Head
+	// Err is what its Shutdown or Run returned (nil: a clean stop).
+	Err error
+}
+
+// Stop shuts every running worker, then every running head down cleanly
+// (10 s at most each) and returns the heads it stopped, whose tables and
+// data directories the caller may still read.
+func (c *Cluster) Stop() []StoppedHead {
+	c.mu.Lock()
+	ws := c.workers
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range ws {
+		wg.Add(1)
+		go func() { // owned: Stop waits for it below
+			defer wg.Done()
+			_, _ = m.slot.stop()
+			m.closeRuntime()
+		}()
+	}
+	wg.Wait()
+	var out []StoppedHead
+	for _, m := range c.Members {
+		h := m.Head()
+		ran, err := m.slot.stop()
+		if ran && h != nil {
+			out = append(out, StoppedHead{Member: m, Head: h, Err: err})
+		}
+	}
+	return out
+}
+
+// Running returns the heads that are running.
+func (c *Cluster) Running() []*head.Head {
+	var out []*head.Head
+	for _, m := range c.Members {
+		if h := m.Head(); h != nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Leader returns the index of a running head that leads, or -1.
+func (c *Cluster) Leader() int {
+	for i, m := range c.Members {
+		if h := m.Head(); h != nil && h.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitLeader waits until exactly one running head leads (timeout at most,
+// or until ctx ends) and returns its member index.
+func (c *Cluster) WaitLeader(ctx context.Context, timeout time.Duration) (int, error) {
+	idx := -1
+	err := WaitUntil(ctx, timeout, "a single leader", func() bool {
+		idx = -1
+		n := 0
+		for i, m := range c.Members {
+			if h := m.Head(); h != nil && h.IsLeader() {
+				idx, n = i, n+1
+			}
+		}
+		return n == 1
+	})
+	return idx, err
+}
+
+// GRPCAddrs returns every member's gRPC address, running or not.
+func (c *Cluster) GRPCAddrs() []string {
+	out := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		out[i] = m.GRPCAddr
+	}
+	return out
+}
+
+// GossipAddrs returns every member's gossip address, running or not.
+func (c *Cluster) GossipAddrs() []string {
+	out := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		out[i] = m.GossipAddr
+	}
+	return out
+}
+
+// Dial returns a client of every head, the leader first when one leads
+// (the client keeps to its first head while it answers; a follower would
+// forward every write), retrying quickly (20 ms to 500 ms).
+func (c *Cluster) Dial(ctx context.Context) (*client.Client, error) {
+	addrs := c.GRPCAddrs()
+	if l := c.Leader(); l > 0 {
+		addrs[0], addrs[l] = addrs[l], addrs[0]
+	}
+	return client.Dial(ctx, addrs, client.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
+}
+
+// WorkerOptions configures a worker that AddWorker starts.
+type WorkerOptions struct {
+	// ID is the worker's id (default w<n>, n counting the cluster's
+	// workers from 1).
+	ID string
+	// DataDir is its data directory (default Options.Dir/<id>).
+	DataDir string
+	// GossipAddr is its gossip address (default a free loopback port).
+	GossipAddr string
+	// Runtime runs its containers (a fake, process or docker runtime).
+	// Required unless NewRuntime is set.
+	Runtime contract.Runtime
+	// NewRuntime, when set, makes a runtime for each start of the worker
+	// (instead of Runtime), and KillWorker and StopWorker close the
+	// stopped one's (when it is an io.Closer), as the death of a worker
+	// process ends its runtime's goroutines: a restarted worker must take
+	// its containers over from the engine alone.
+	NewRuntime func() contract.Runtime
+	// Capacity is what it offers (zero: worker.Config's default, the
+	// machine).
+	Capacity worker.Capacity
+	// Labels are its placement labels.
+	Labels map[string]string
+	// Configure, when set, edits the worker's config last, on every start.
+	Configure func(*worker.Config)
+}
+
+// WorkerMember is one worker slot: its id, data directory and gossip
+// address survive kills and restarts.
+type WorkerMember struct {
+	ID         string
+	DataDir    string
+	GossipAddr string
+
+	opts WorkerOptions
+	slot slot[*worker.Worker]
+	rt   contract.Runtime // the running worker's, from NewRuntime
+}
+
+// Worker returns the running worker, or nil while it is killed or stopped.
+func (m *WorkerMember) Worker() *worker.Worker { return m.slot.get() }
+
+// Workers returns the cluster's worker slots, in the order they were added.
+func (c *Cluster) Workers() []*WorkerMember {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*WorkerMember(nil), c.workers...)
+}
+
+// AddWorker starts a worker that joins the heads through gossip and
+// returns its slot.
+func (c *Cluster) AddWorker(opts WorkerOptions) (*WorkerMember, error) {
+	m := &WorkerMember{ID: opts.ID, DataDir: opts.DataDir, GossipAddr: opts.GossipAddr, opts: opts}
+	c.mu.Lock()
+	c.workerSeq++
+	if m.ID == "" {
+		m.ID = fmt.Sprintf("w%d", c.workerSeq)
+	}
+	c.mu.Unlock()
+	if m.DataDir == "" {
+		m.DataDir = filepath.Join(c.opts.Dir, m.ID)
+	}
+	if m.GossipAddr == "" {
+		var err error
+		if m.GossipAddr, err = FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.startWorker(m); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.workers = append(c.workers, m)
+	c.mu.Unlock()
+	return m, nil
+}
+
+// WorkerConfig returns the config worker m starts with: worker defaults,
+// the member's id, directory and address, joining every head's gossip
+// address, then WorkerOptions.Configure.
+func (c *Cluster) WorkerConfig(m *WorkerMember) worker.Config {
+	cfg := worker.DefaultConfig()
+	cfg.NodeID, cfg.DataDir, cfg.GossipAddr = m.ID, m.DataDir, m.GossipAddr
+	cfg.Runtime = m.opts.Runtime
+	if m.opts.Capacity != (worker.Capacity{}) {
+		cfg.Capacity = m.opts.Capacity
+	}
+	cfg.Labels = m.opts.Labels
+	cfg.Join = c.GossipAddrs()
+	cfg.Logger = c.logger.With("worker", m.ID)
+	if m.opts.Configure != nil {
+		m.opts.Configure(&cfg)
+	}
+	return cfg
+}
+
+func (c *Cluster) startWorker(m *WorkerMember) error {
+	if m.opts.NewRuntime != nil {
+		m.rt = m.opts.NewRuntime()
+		m.opts.Runtime = m.rt
+	}
+	w, err := worker.New(c.WorkerConfig(m))
+	if err != nil {
+		m.closeRuntime()
+		return fmt.Errorf("start worker %s: %w", m.ID, err)
+	}
+	m.slot.run(c.logger, "worker "+m.ID, w)
+	return nil
+}
+
+// KillWorker stops worker i as a crash would; its containers keep running.
+func (c *Cluster) KillWorker(i int) {
+	m := c.Workers()[i]
+	m.slot.kill()
+	m.closeRuntime()
+}
+
+// StopWorker shuts worker i down cleanly (Worker.Shutdown: it leaves the
+// gossip pool) and returns the error of its Shutdown or Run.
+func (c *Cluster) StopWorker(i int) error {
+	m := c.Workers()[i]
+	_, err := m.slot.stop()
+	m.closeRuntime()
+	return err
+}
+
+// RestartWorker starts a killed or stopped worker again with the same id,
+// data directory and gossip address.
+func (c *Cluster) RestartWorker(i int) error { return c.startWorker(c.Workers()[i]) }
+
+// closeRuntime closes the runtime NewRuntime made for the worker's last
+// start, once that worker stopped.
+func (m *WorkerMember) closeRuntime() {
+	if cl, ok := m.rt.(io.Closer); ok && m.opts.NewRuntime != nil {
+		_ = cl.Close()
+	}
+	m.rt = nil
+}
+
+// WaitUntil polls cond every 10 ms until it holds, ctx ends or timeout
+// passes; the error names what it waited for.
+func WaitUntil(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
