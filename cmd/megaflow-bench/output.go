@@ -67,6 +67,16 @@ func linePlot(path string, a axes, ss ...series) error {
 	if a.yFrom0 && !a.logY {
 		p.Y.Min = 0
 	}
+	// One point (one client count, say) gives a log axis the range
+	// [v, v], which gonum/plot pads down to 0 and then refuses ("Values
+	// must be greater than 0 for a log scale"): widen it to a factor of 2
+	// each way.
+	if a.logX && p.X.Min == p.X.Max && p.X.Min > 0 {
+		p.X.Min, p.X.Max = p.X.Min/2, p.X.Max*2
+	}
+	if a.logY && p.Y.Min == p.Y.Max && p.Y.Min > 0 {
+		p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
+	}
 	p.Add(plotter.NewGrid())
 	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("save plot %s: %w", path, err)
