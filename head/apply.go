@@ -63,9 +63,14 @@ func (h *Head) raftError(err error) error {
 func (h *Head) notLeader() error {
 	id, addr := h.leaderGRPC()
 	msg := "head " + h.cfg.NodeID + " is not the leader"
-	if id == "" {
+	switch {
+	case id == "":
 		msg += " and knows no leader (election in progress?); retry shortly"
-	} else {
+	case id == h.cfg.NodeID:
+		// Raft elected this head, and its leader loop has not yet caught
+		// up with the log (the barrier every new leader waits for).
+		msg = "head " + h.cfg.NodeID + " was just elected and is not leading yet (it is catching up with the log); retry shortly"
+	default:
 		msg += "; the leader is " + id + " at " + addr
 	}
 	return &errs.Error{Class: errs.NotLeader, Message: msg, LeaderID: id, LeaderAddr: addr}

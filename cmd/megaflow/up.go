@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,29 @@ type localOptions struct {
 	MaxConcurrentStarts int
 	// LogLevel of the log file: debug, info, warn or error.
 	LogLevel string
+}
+
+// validate checks what can be checked before anything is written: every
+// error names its flag and says what it accepts.
+func (o *localOptions) validate() error {
+	switch {
+	case o.DataDir == "":
+		return errs.New(errs.InvalidArgument, "--data-dir is empty: give a directory for the cluster's data")
+	case o.Runtime != "auto" && o.Runtime != "docker" && o.Runtime != "process":
+		return errs.New(errs.InvalidArgument, "--runtime %q: want auto, docker or process", o.Runtime)
+	case o.CPUMillis < 0:
+		return errs.New(errs.InvalidArgument, "--cpu-millis %d: give the millicores the worker offers, or 0 for all cores", o.CPUMillis)
+	case o.MemoryBytes < 0:
+		return errs.New(errs.InvalidArgument, "--memory-bytes %d: give the bytes the worker offers, or 0 for the machine's memory", o.MemoryBytes)
+	case o.PoolMax < 0:
+		return errs.New(errs.InvalidArgument, "--pool-max %d: must be 0 (the worker's default) or more", o.PoolMax)
+	case o.MaxConcurrentStarts < 0:
+		return errs.New(errs.InvalidArgument, "--max-concurrent-starts %d: must be 0 (the worker's default) or more", o.MaxConcurrentStarts)
+	}
+	if _, err := logging.New(io.Discard, "text", o.LogLevel); err != nil {
+		return errs.New(errs.InvalidArgument, "--log-level: %v", err)
+	}
+	return nil
 }
 
 // localCluster is a running embedded cluster. Stop ends it.
@@ -111,8 +135,8 @@ func chooseRuntime(ctx context.Context, name, processDir string, logger *slog.Lo
 // its table (60 s at most), and returns them running. The daemons log to
 // DataDir/megaflow.log.
 func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error) {
-	if o.DataDir == "" {
-		return nil, errs.New(errs.InvalidArgument, "--data-dir is empty: give a directory for the cluster's data")
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
@@ -176,7 +200,13 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		}})
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("the local cluster's head: %w (see %s)", err, lc.logPath)
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("interrupted before the local cluster was ready (%w)", ctx.Err())
+		case errors.Is(err, syscall.EADDRINUSE):
+			return nil, fmt.Errorf("%w: another process listens there; stop it, or give this cluster free addresses with --grpc-addr, --raft-addr and --gossip-addr", err)
+		}
+		return nil, fmt.Errorf("the local cluster's head did not start: %w (see %s)", err, lc.logPath)
 	}
 	h := c.Members[0].Head()
 	workerID, err := localWorkerID(filepath.Join(o.DataDir, "worker"))

@@ -65,3 +65,39 @@ tasks:
 		t.Fatalf("failing graph: exit %d, summary %+v, stderr %q", code, s, errOut)
 	}
 }
+
+// TestUpRefusesBadFlagsBeforeWriting: each bad flag of `megaflow up` is
+// refused naming the flag, before the data directory is even created (a
+// refused start leaves nothing behind).
+func TestUpRefusesBadFlagsBeforeWriting(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*localOptions)
+		want string
+	}{
+		{func(o *localOptions) { o.DataDir = "" }, "--data-dir is empty"},
+		{func(o *localOptions) { o.Runtime = "bogus" }, `--runtime "bogus": want auto, docker or process`},
+		{func(o *localOptions) { o.CPUMillis = -5 }, "--cpu-millis -5"},
+		{func(o *localOptions) { o.MemoryBytes = -1 }, "--memory-bytes -1"},
+		{func(o *localOptions) { o.PoolMax = -1 }, "--pool-max -1"},
+		{func(o *localOptions) { o.MaxConcurrentStarts = -2 }, "--max-concurrent-starts -2"},
+		{func(o *localOptions) { o.LogLevel = "loud" }, `--log-level: log level "loud"`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			o := localOptions{DataDir: dir, Runtime: "process", LogLevel: "info", GRPCAddr: "127.0.0.1:0",
+				RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", WorkerGossipAddr: "127.0.0.1:0"}
+			tc.edit(&o)
+			lc, err := startLocal(context.Background(), o)
+			if err == nil {
+				_ = lc.Stop(context.Background())
+				t.Fatal("started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("the refused start left %s behind (stat: %v)", dir, err)
+			}
+		})
+	}
+}

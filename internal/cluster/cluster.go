@@ -41,7 +41,7 @@ type Options struct {
 	// cluster's defaults: id h<i+1>, data directory Dir/<id>, free
 	// loopback addresses, BootstrapExpect Heads, Join the other heads'
 	// gossip addresses (the Logger, unless it sets one, is set after it:
-	// Logger with the head's id). It may change the id, the data
+	// head.New adds the head's id to each line). It may change the id, the data
 	// directory and the addresses (a port of 0 is taken from the bound
 	// head); in a cluster of more than one head it must not change the
 	// gossip address, which the others join. It runs on every start,
@@ -142,7 +142,7 @@ func (c *Cluster) HeadConfig(m *Member, expect int) head.Config {
 		c.opts.ConfigureHead(m.index, &cfg)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = c.logger.With("head", cfg.NodeID)
+		cfg.Logger = c.logger // head.New names the head in every line
 	}
 	return cfg
 }
@@ -153,7 +153,7 @@ func (c *Cluster) start(m *Member, expect int) error {
 	cfg := c.HeadConfig(m, expect)
 	h, err := head.New(cfg)
 	if err != nil {
-		return fmt.Errorf("start head %s: %w", cfg.NodeID, err)
+		return err // it names the head
 	}
 	m.ID, m.DataDir = cfg.NodeID, cfg.DataDir
 	m.RaftAddr, m.GRPCAddr, m.GossipAddr = h.RaftAddr(), h.GRPCAddr(), h.GossipAddr()
@@ -379,7 +379,7 @@ func (c *Cluster) WorkerConfig(m *WorkerMember) worker.Config {
 	}
 	cfg.Labels = m.opts.Labels
 	cfg.Join = c.GossipAddrs()
-	cfg.Logger = c.logger.With("worker", m.ID)
+	cfg.Logger = c.logger // worker.New names the worker in every line
 	if m.opts.Configure != nil {
 		m.opts.Configure(&cfg)
 	}
