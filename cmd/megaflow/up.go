@@ -190,6 +190,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	// The in-process cluster (internal/cluster): one head, a single-voter
 	// Raft cluster under DataDir/head, and one worker under DataDir/worker.
 	c, err := cluster.Start(ctx, cluster.Options{Dir: o.DataDir, Heads: 1, Logger: logger, LeaderTimeout: 60 * time.Second,
+		StopTimeout: 30 * time.Second, // the worker's shutdown includes its tasks' stop grace (10 s)
 		ConfigureHead: func(_ int, hc *head.Config) {
 			hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
 			hc.GRPCAddr, hc.RaftAddr, hc.GossipAddr = o.GRPCAddr, o.RaftAddr, o.GossipAddr
@@ -247,6 +248,9 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
 		_ = lc.Stop(sctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted before the local cluster was ready (%w)", ctx.Err())
+		}
 		return nil, fmt.Errorf("the local cluster did not come up: %w (see %s)", err, lc.logPath)
 	}
 	return lc, nil
@@ -281,8 +285,9 @@ func (lc *localCluster) waitReady(ctx context.Context) error {
 	}
 }
 
-// Stop shuts the worker, then the head down cleanly (10 s at most each),
-// waits for both, and closes the runtime, the artifact store and the log.
+// Stop shuts the worker, then the head down cleanly (30 s at most each:
+// the cluster's StopTimeout; ctx is not used), waits for both, and closes
+// the runtime, the artifact store and the log.
 func (lc *localCluster) Stop(ctx context.Context) error {
 	err := lc.cluster.StopWorker(0)
 	for _, s := range lc.cluster.Stop() {

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,10 @@ type Options struct {
 	ConfigureHead func(i int, cfg *head.Config)
 	// LeaderTimeout bounds Start's wait for a leader (default 30 s).
 	LeaderTimeout time.Duration
+	// StopTimeout bounds each daemon's clean shutdown in Stop, StopWorker
+	// and the clean stops of tests (default 10 s): a worker's shutdown
+	// includes its runtime's stop grace for the tasks it still runs.
+	StopTimeout time.Duration
 }
 
 // Member is one head slot of the cluster: its id, data directory and
@@ -60,8 +65,9 @@ type Member struct {
 	GRPCAddr   string
 	GossipAddr string
 
-	index int
-	slot  slot[*head.Head]
+	index   int
+	started bool // it ran once: restarts keep its id, directory and addresses
+	slot    slot[*head.Head]
 }
 
 // Head returns the running head, or nil while it is killed or stopped.
@@ -95,6 +101,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if opts.LeaderTimeout == 0 {
 		opts.LeaderTimeout = 30 * time.Second
+	}
+	if opts.StopTimeout == 0 {
+		opts.StopTimeout = 10 * time.Second
 	}
 	c := &Cluster{opts: opts, logger: opts.Logger}
 	if c.logger == nil {
@@ -148,15 +157,25 @@ func (c *Cluster) HeadConfig(m *Member, expect int) head.Config {
 }
 
 // start starts member m's head and records the id, directory and
-// addresses it runs with.
+// addresses it runs with; a restart keeps those (a ConfigureHead that asks
+// for port 0 does not move a restarted head to new ports). It refuses a
+// member whose head still runs.
 func (c *Cluster) start(m *Member, expect int) error {
+	if m.Head() != nil {
+		return fmt.Errorf("head %s is running: kill or stop it before starting it again", m.ID)
+	}
 	cfg := c.HeadConfig(m, expect)
+	if m.started {
+		cfg.NodeID, cfg.DataDir = m.ID, m.DataDir
+		cfg.RaftAddr, cfg.GRPCAddr, cfg.GossipAddr = m.RaftAddr, m.GRPCAddr, m.GossipAddr
+	}
 	h, err := head.New(cfg)
 	if err != nil {
 		return err // it names the head
 	}
 	m.ID, m.DataDir = cfg.NodeID, cfg.DataDir
 	m.RaftAddr, m.GRPCAddr, m.GossipAddr = h.RaftAddr(), h.GRPCAddr(), h.GossipAddr()
+	m.started = true
 	m.slot.run(c.logger, "head "+m.ID, h)
 	return nil
 }
@@ -182,6 +201,7 @@ func (c *Cluster) AddHead(dir string) (*Member, error) {
 	}
 	c.Members = append(c.Members, m)
 	if err := c.start(m, 0); err != nil {
+		c.Members = c.Members[:len(c.Members)-1]
 		return nil, err
 	}
 	return m, nil
@@ -207,7 +227,7 @@ func (c *Cluster) Stop() []StoppedHead {
 		wg.Add(1)
 		go func() { // owned: Stop waits for it below
 			defer wg.Done()
-			_, _ = m.slot.stop()
+			_, _ = m.slot.stop(c.opts.StopTimeout)
 			m.closeRuntime()
 		}()
 	}
@@ -215,7 +235,7 @@ func (c *Cluster) Stop() []StoppedHead {
 	var out []StoppedHead
 	for _, m := range c.Members {
 		h := m.Head()
-		ran, err := m.slot.stop()
+		ran, err := m.slot.stop(c.opts.StopTimeout)
 		if ran && h != nil {
 			out = append(out, StoppedHead{Member: m, Head: h, Err: err})
 		}
@@ -292,8 +312,8 @@ func (c *Cluster) Dial(ctx context.Context) (*client.Client, error) {
 
 // WorkerOptions configures a worker that AddWorker starts.
 type WorkerOptions struct {
-	// ID is the worker's id (default w<n>, n counting the cluster's
-	// workers from 1).
+	// ID is the worker's id (default w<n>, n its index from 1); unique in
+	// the cluster.
 	ID string
 	// DataDir is its data directory (default Options.Dir/<id>).
 	DataDir string
@@ -326,6 +346,7 @@ type WorkerMember struct {
 
 	opts WorkerOptions
 	slot slot[*worker.Worker]
+	mu   sync.Mutex
 	rt   contract.Runtime // the running worker's, from NewRuntime
 }
 
@@ -343,27 +364,35 @@ func (c *Cluster) Workers() []*WorkerMember {
 // returns its slot.
 func (c *Cluster) AddWorker(opts WorkerOptions) (*WorkerMember, error) {
 	m := &WorkerMember{ID: opts.ID, DataDir: opts.DataDir, GossipAddr: opts.GossipAddr, opts: opts}
-	c.mu.Lock()
-	c.workerSeq++
-	if m.ID == "" {
-		m.ID = fmt.Sprintf("w%d", c.workerSeq)
-	}
-	c.mu.Unlock()
-	if m.DataDir == "" {
-		m.DataDir = filepath.Join(c.opts.Dir, m.ID)
-	}
 	if m.GossipAddr == "" {
 		var err error
 		if m.GossipAddr, err = FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
-	if err := c.startWorker(m); err != nil {
-		return nil, err
-	}
+	// The slot is taken before the start, so that concurrent AddWorkers
+	// get distinct ids and indexes, and an id is never taken twice.
 	c.mu.Lock()
+	if m.ID == "" {
+		m.ID = fmt.Sprintf("w%d", len(c.workers)+1)
+	}
+	for _, o := range c.workers {
+		if o.ID == m.ID {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("cluster: a worker %s exists already: give another WorkerOptions.ID", m.ID)
+		}
+	}
 	c.workers = append(c.workers, m)
 	c.mu.Unlock()
+	if m.DataDir == "" {
+		m.DataDir = filepath.Join(c.opts.Dir, m.ID)
+	}
+	if err := c.startWorker(m); err != nil {
+		c.mu.Lock()
+		c.workers = slices.DeleteFunc(c.workers, func(o *WorkerMember) bool { return o == m })
+		c.mu.Unlock()
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -386,16 +415,25 @@ func (c *Cluster) WorkerConfig(m *WorkerMember) worker.Config {
 	return cfg
 }
 
+// startWorker starts worker m and records the gossip address it bound. It
+// refuses a member whose worker still runs.
 func (c *Cluster) startWorker(m *WorkerMember) error {
+	if m.Worker() != nil {
+		return fmt.Errorf("worker %s is running: kill or stop it before starting it again", m.ID)
+	}
 	if m.opts.NewRuntime != nil {
-		m.rt = m.opts.NewRuntime()
-		m.opts.Runtime = m.rt
+		rt := m.opts.NewRuntime()
+		m.mu.Lock()
+		m.rt = rt
+		m.mu.Unlock()
+		m.opts.Runtime = rt
 	}
 	w, err := worker.New(c.WorkerConfig(m))
 	if err != nil {
 		m.closeRuntime()
 		return fmt.Errorf("start worker %s: %w", m.ID, err)
 	}
+	m.GossipAddr = w.GossipAddr()
 	m.slot.run(c.logger, "worker "+m.ID, w)
 	return nil
 }
@@ -411,7 +449,7 @@ func (c *Cluster) KillWorker(i int) {
 // gossip pool) and returns the error of its Shutdown or Run.
 func (c *Cluster) StopWorker(i int) error {
 	m := c.Workers()[i]
-	_, err := m.slot.stop()
+	_, err := m.slot.stop(c.opts.StopTimeout)
 	m.closeRuntime()
 	return err
 }
@@ -423,10 +461,13 @@ func (c *Cluster) RestartWorker(i int) error { return c.startWorker(c.Workers()[
 // closeRuntime closes the runtime NewRuntime made for the worker's last
 // start, once that worker stopped.
 func (m *WorkerMember) closeRuntime() {
-	if cl, ok := m.rt.(io.Closer); ok && m.opts.NewRuntime != nil {
+	m.mu.Lock()
+	rt := m.rt
+	m.rt = nil
+	m.mu.Unlock()
+	if cl, ok := rt.(io.Closer); ok && m.opts.NewRuntime != nil {
 		_ = cl.Close()
 	}
-	m.rt = nil
 }
 
 // WaitUntil polls cond every 10 ms until it holds, ctx ends or timeout

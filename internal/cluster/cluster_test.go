@@ -94,6 +94,29 @@ func TestOneHeadOneWorker(t *testing.T) {
 	if err := WaitUntil(ctx, time.Minute, "worker wk alive", func() bool { return aliveWorkers(ctx, cl)["wk"] }); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.AddWorker(WorkerOptions{ID: "wk", Runtime: fake.New(nil)}); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("a second worker wk: %v, want refused", err)
+	}
+	if err := c.RestartWorker(0); err == nil || !strings.Contains(err.Error(), "is running") {
+		t.Fatalf("restarting a running worker: %v, want refused", err)
+	}
+	if err := c.Restart(0); err == nil || !strings.Contains(err.Error(), "is running") {
+		t.Fatalf("restarting a running head: %v, want refused", err)
+	}
+	// A killed head comes back on the ports it had, although its config
+	// asks for port 0.
+	grpcAddr, gossipAddr := m.GRPCAddr, m.GossipAddr
+	c.Kill(0)
+	if err := c.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	if m.GRPCAddr != grpcAddr || m.GossipAddr != gossipAddr || m.Head().GRPCAddr() != grpcAddr {
+		t.Fatalf("restarted head at %s (gossip %s), was %s (%s)", m.GRPCAddr, m.GossipAddr, grpcAddr, gossipAddr)
+	}
+	if _, err := c.WaitLeader(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	workerGossip := wm.GossipAddr
 	c.KillWorker(0)
 	if wm.Worker() != nil {
 		t.Fatal("a killed worker still runs")
@@ -105,6 +128,9 @@ func TestOneHeadOneWorker(t *testing.T) {
 		return wm.Worker() != nil && aliveWorkers(ctx, cl)["wk"]
 	}); err != nil {
 		t.Fatal(err)
+	}
+	if wm.GossipAddr != workerGossip {
+		t.Fatalf("restarted worker gossips at %s, was %s", wm.GossipAddr, workerGossip)
 	}
 	got := c.Stop()
 	stopped = true

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -78,23 +79,21 @@ func (s *slot[D]) kill() {
 	<-done
 }
 
-// stop shuts the daemon down cleanly (10 s at most) and waits for it. It
-// reports whether a daemon was running, and the error of its Shutdown or,
-// when that succeeded, of a Run that had ended on its own.
-func (s *slot[D]) stop() (bool, error) {
+// stop shuts the daemon down cleanly (timeout at most) and waits for it.
+// It reports whether a daemon was running, and the errors of its Shutdown
+// and of a Run that had ended on its own.
+func (s *slot[D]) stop(timeout time.Duration) (bool, error) {
 	d, cancel, done, live := s.take()
 	if !live {
 		return false, nil
 	}
-	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, stop := context.WithTimeout(context.Background(), timeout)
 	err := d.Shutdown(ctx)
 	stop()
 	cancel()
 	<-done
-	if err == nil {
-		s.mu.Lock()
-		err = s.runErr
-		s.mu.Unlock()
-	}
+	s.mu.Lock()
+	err = errors.Join(err, s.runErr)
+	s.mu.Unlock()
 	return true, err
 }
