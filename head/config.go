@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/megaflow/megaflow/head/scheduler"
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/clock"
@@ -27,8 +28,17 @@ type Config struct {
 	// DataDir holds the Raft log, stable store and snapshots (DataDir/raft).
 	DataDir string
 	// RaftAddr is the host:port the Raft TCP transport binds and advertises.
-	// Port 0 picks a free port (tests).
+	// Port 0 picks a free port (tests). Not used with RaftTransport.
 	RaftAddr string
+	// RaftTransport, RaftLogStore with RaftStableStore, and
+	// RaftSnapshotStore, for tests, replace Raft's TCP transport on
+	// RaftAddr, its BoltDB log and stable store, and its file snapshots
+	// (hashicorp/raft's in-memory ones: head/consensus.Config's fields of
+	// the same names, which say who closes what). Nil keeps each.
+	RaftTransport     raft.Transport
+	RaftLogStore      raft.LogStore
+	RaftStableStore   raft.StableStore
+	RaftSnapshotStore raft.SnapshotStore
 	// GRPCAddr is the host:port of the client-facing and worker gRPC service.
 	GRPCAddr string
 	// GossipAddr is the host:port of the memberlist pool (TCP and UDP).
@@ -153,6 +163,9 @@ func (c *Config) Validate() error {
 		errsList = append(errsList, errors.New("--data-dir is empty: give a directory for the Raft log and snapshots"))
 	}
 	for _, a := range []struct{ name, addr string }{{"--raft-addr", c.RaftAddr}, {"--grpc-addr", c.GRPCAddr}, {"--gossip-addr", c.GossipAddr}} {
+		if a.name == "--raft-addr" && c.RaftTransport != nil {
+			continue // not used
+		}
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			errsList = append(errsList, fmt.Errorf("%s %q is not host:port (e.g. 127.0.0.1:7070): %v", a.name, a.addr, err))
 		}

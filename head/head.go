@@ -98,6 +98,10 @@ func New(cfg Config) (*Head, error) {
 	ccfg.NodeID = cfg.NodeID
 	ccfg.DataDir = cfg.DataDir
 	ccfg.BindAddr = cfg.RaftAddr
+	ccfg.Transport, ccfg.LogStore, ccfg.StableStore, ccfg.SnapshotStore = cfg.RaftTransport, cfg.RaftLogStore, cfg.RaftStableStore, cfg.RaftSnapshotStore
+	if cfg.RaftTransport != nil {
+		ccfg.BindAddr = ""
+	}
 	ccfg.FSM = h.fsm
 	ccfg.Logger = logger
 	ccfg.SnapshotThreshold = cfg.SnapshotThreshold
