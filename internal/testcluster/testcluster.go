@@ -57,7 +57,8 @@ type Cluster struct {
 }
 
 // New starts a cluster whose heads bootstrap together, and waits for a
-// leader. It registers Stop as t's cleanup.
+// leader that has committed the cluster id (the one write a new cluster's
+// leader makes on its own). It registers Stop as t's cleanup.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, opts: opts}
@@ -83,6 +84,17 @@ func New(t testing.TB, opts Options) *Cluster {
 	}
 	c.Cluster = cc
 	t.Cleanup(c.Stop)
+	// A new leader commits the cluster id once, in the background, after
+	// its barrier: a test that measures "nothing changed" from its first
+	// request must not see that write land in the middle.
+	WaitFor(t, 30*time.Second, "the leader to commit the cluster id", func() bool {
+		for _, h := range c.Running() {
+			if h.IsLeader() && h.FSM().View().ClusterID() != 0 {
+				return true
+			}
+		}
+		return false
+	})
 	return c
 }
 
