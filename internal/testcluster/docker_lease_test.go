@@ -8,6 +8,8 @@ import (
 	dockerclient "github.com/moby/moby/client"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/worker"
 )
@@ -18,7 +20,9 @@ import (
 // within the lease plus margin (3 s + 1 s here), instead of letting them
 // run their whole course (300 s); the leader re-queues their tasks.
 func TestDockerKilledWorkersContainersStopWithItsLease(t *testing.T) {
-	c, cli, image, cluster := dockerCluster(t, 1, nil) // its containers run under megaflow-init
+	c, cli, image, cluster := dockerClusterWithStore(t, 1, nil, func(cfg *head.Config) {
+		cfg.Lease = lease.Config{Duration: 3 * time.Second, Margin: time.Second}
+	}, nil) // its containers run under megaflow-init
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/blob/spool"
+	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
@@ -48,6 +49,12 @@ func dockerClusterWithStore(t *testing.T, n int, store blob.Store, configureHead
 		cluster = cluster[:60]
 	}
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+		// A 10 s lease, not the test cluster's 3 s: the Docker tests load
+		// the machine with the engine's work beside -race, and a leader
+		// that changes every few seconds there (terms 2 to 31 in one CI
+		// run) let 3 s leases lapse and re-ran tasks until their loss
+		// budget was spent. Tests about the lease set their own.
+		cfg.Lease = lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}
 		if store != nil {
 			cfg.Artifacts = store
 		}
