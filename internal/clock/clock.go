@@ -1,7 +1,7 @@
 // Package clock owns MegaFlow's injected time: the Clock interface that
 // everything which stamps, waits or expires reads (the head, the worker,
 // the fake container runtime), Real for production, and Fake, which moves
-// only when a test says so (CONVENTIONS.md, "Inject time"). It imports
+// only when a test says so (docs/leader.md, "One clock"). It imports
 // nothing of the module, so any package may import it.
 package clock
 
