@@ -1,9 +1,10 @@
 package head
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
-	"os"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/scenario"
 	"github.com/megaflow/megaflow/internal/wire"
 	"google.golang.org/protobuf/proto"
 )
@@ -44,7 +46,7 @@ func TestLeaderScenarios(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			runScenario(t, f, newLeaderSim(t).do)
+			scenario.Run(t, f, *rewrite, newLeaderSim(t).do)
 		})
 	}
 }
@@ -131,8 +133,8 @@ func (s *leaderSim) do(line string) (string, error) {
 	p := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
 	switch fields[0] {
 	case "worker": // worker ID [cpu=MILLIS] [starts=N] [at=]: registers, connected, heard now
-		cpu, _ := strconv.ParseInt(cmp(kv["cpu"], "4000"), 10, 64)
-		starts, _ := strconv.Atoi(cmp(kv["starts"], "0"))
+		cpu, _ := strconv.ParseInt(cmp.Or(kv["cpu"], "4000"), 10, 64)
+		starts, _ := strconv.Atoi(cmp.Or(kv["starts"], "0"))
 		info := &wire.WorkerInfo{Id: pos[0], Capacity: &wire.Resources{CpuMillis: cpu, MemoryBytes: 1 << 34},
 			MaxConcurrentStarts: int32(starts)}
 		if err := s.apply(fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: now.UnixNano()}); err != nil {
@@ -159,8 +161,8 @@ func (s *leaderSim) do(line string) (string, error) {
 		if d := kv["deadline"]; d != "" {
 			g.DeadlineSeconds, _ = strconv.ParseInt(d, 10, 64)
 		}
-		retries, _ := strconv.Atoi(cmp(kv["retries"], "0"))
-		cpu, _ := strconv.ParseInt(cmp(kv["cpu"], "1000"), 10, 64)
+		retries, _ := strconv.Atoi(cmp.Or(kv["retries"], "0"))
+		cpu, _ := strconv.ParseInt(cmp.Or(kv["cpu"], "1000"), 10, 64)
 		for _, ts := range pos[1:] {
 			name, deps, _ := strings.Cut(ts, ":")
 			spec := &wire.TaskSpec{Name: name, Image: "img", Command: []string{"run"}, MaxRetries: int32(retries),
@@ -183,7 +185,7 @@ func (s *leaderSim) do(line string) (string, error) {
 			for _, a := range r.Plan.Attempts {
 				p("place %s#%d on %s", a.TaskId, a.Attempt, a.WorkerId)
 			}
-			for _, id := range slices.Sorted(mapsKeys(r.Plan.Unplaced)) {
+			for _, id := range slices.Sorted(maps.Keys(r.Plan.Unplaced)) {
 				p("reason %s: %s", id, r.Plan.Unplaced[id])
 			}
 			if err := s.apply(fsm.OpPlan, r.Plan); err != nil {
@@ -256,7 +258,7 @@ func (s *leaderSim) do(line string) (string, error) {
 			running = append(running, &wire.RunningAttempt{TaskId: id, Attempt: n, Started: true})
 		}
 		r := reconcile(s.f.View(), pos[0], running, now)
-		for _, k := range slices.SortedFunc(mapsKeys(r.Held), func(a, b attemptKey) int { return strings.Compare(a.task, b.task) }) {
+		for _, k := range slices.SortedFunc(maps.Keys(r.Held), func(a, b attemptKey) int { return strings.Compare(a.task, b.task) }) {
 			p("held %s#%d", k.task, k.attempt)
 		}
 		for _, m := range r.Stops {
@@ -318,107 +320,5 @@ func (s *leaderSim) do(line string) (string, error) {
 	return strings.Join(out, "\n"), nil
 }
 
-func cmp(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // args splits "a b k=v" into positional arguments and key=value pairs.
-func args(fields []string) (pos []string, kv map[string]string) {
-	kv = map[string]string{}
-	for _, f := range fields {
-		if k, v, ok := strings.Cut(f, "="); ok {
-			kv[k] = v
-		} else {
-			pos = append(pos, f)
-		}
-	}
-	return pos, kv
-}
-
-// block is one command of a scenario and its expected output.
-type block struct {
-	pre  []string // comment and blank lines before the command
-	line int      // line number of the command, from 1
-	cmd  string
-	want string
-}
-
-func parseBlocks(t *testing.T, path string) (blocks []block, tail []string) {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	var pre []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pre = append(pre, l)
-			continue
-		}
-		b := block{pre: pre, line: i + 1, cmd: l}
-		pre = nil
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: %q is not followed by ----", path, i+1, l)
-		}
-		i += 2
-		var out []string
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			out = append(out, lines[i])
-		}
-		b.want = strings.Join(out, "\n")
-		blocks = append(blocks, b)
-	}
-	return blocks, pre
-}
-
-// runScenario runs every block of path through do, comparing or, with
-// -rewrite, regenerating the expected output.
-func runScenario(t *testing.T, path string, do func(cmd string) (string, error)) {
-	blocks, tail := parseBlocks(t, path)
-	var out strings.Builder
-	for _, b := range blocks {
-		got, err := do(b.cmd)
-		if err != nil {
-			got = "error: " + err.Error()
-		}
-		got = strings.TrimRight(got, "\n")
-		if strings.Contains(got, "\n\n") {
-			t.Fatalf("%s:%d: output has a blank line:\n%s", path, b.line, got)
-		}
-		if !*rewrite && got != b.want {
-			t.Errorf("%s:%d: %s\n--- want\n%s\n--- got\n%s", path, b.line, b.cmd, b.want, got)
-		}
-		for _, l := range b.pre {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString(b.cmd + "\n----\n")
-		if got != "" {
-			out.WriteString(got + "\n")
-		}
-		out.WriteString("\n")
-	}
-	for _, l := range tail {
-		out.WriteString(l + "\n")
-	}
-	if *rewrite {
-		s := strings.TrimRight(out.String(), "\n") + "\n"
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+func args(fields []string) (pos []string, kv map[string]string) { return scenario.Args(fields) }
