@@ -23,7 +23,7 @@ func (s *service) ClusterStatus(ctx context.Context, _ *wire.ClusterStatusReques
 		LeaderId: leaderID, LeaderGrpcAddr: leaderAddr, Term: st.Term, CommitIndex: st.CommitIndex,
 		AppliedIndex: h.fsm.AppliedIndex(), LastLogIndex: st.LastLogIndex, RaftState: st.State,
 		HeadId: h.cfg.NodeID, LastSnapshotIndex: st.LastSnapshotIndex,
-		ClusterId: state.FormatClusterID(h.fsm.View().ClusterID()),
+		ClusterId: state.FormatClusterID(h.fsm.View().ClusterID()), Rules: h.fsm.View().Rules(),
 	}
 	gossipByID := map[string]gossip.Member{}
 	for _, m := range h.gossip.Members() {
@@ -42,6 +42,7 @@ func (s *service) ClusterStatus(ctx context.Context, _ *wire.ClusterStatusReques
 			info.GrpcAddr = m.Meta.GRPCAddr
 			info.Status = m.Status.String()
 			info.Version = m.Meta.Extra[version.MetaKey]
+			info.Rules, _ = advertisedRules(m.Meta)
 		}
 		out.Heads = append(out.Heads, info)
 	}

@@ -107,8 +107,10 @@ type Config struct {
 	RateBurst int
 	// RetryBackoff is the wait before a task's first retry after a failed
 	// attempt; each further retry waits twice as long, up to
-	// RetryBackoffMax, with ±20% jitter chosen by the leader. 0: retry at
-	// once.
+	// RetryBackoffMax, with ±20% jitter (a restarting service's wait grows
+	// with its restarts alike). The leader puts both and a random seed in
+	// each TaskEventsCommand; the FSM computes the wait (head/state
+	// .RetryBackoff). 0: retry at once.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
 	// MaxQueueWait is how long a task may stay QUEUED with an infeasible

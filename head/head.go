@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,8 +137,11 @@ func New(cfg Config) (*Head, error) {
 	h.leaseMsgs = make(chan []byte, 256)
 	gcfg.OnMessage = h.onGossipMessage
 	gcfg.Meta = gossip.Meta{Role: gossip.RoleHead, NodeID: cfg.NodeID, RaftAddr: node.Addr(), GRPCAddr: lis.Addr().String()}
+	// Every head advertises the highest rules version it applies: the
+	// leader commits a new one only once all voters do (rules.go).
+	gcfg.Meta.Extra = map[string]string{fsm.MetaKeyRules: strconv.FormatUint(fsm.RulesCurrent, 10)}
 	if cfg.Version != "" {
-		gcfg.Meta.Extra = map[string]string{version.MetaKey: cfg.Version}
+		gcfg.Meta.Extra[version.MetaKey] = cfg.Version
 	}
 	g, err := gossip.New(gcfg)
 	if err != nil {
@@ -177,7 +181,7 @@ func New(cfg Config) (*Head, error) {
 		// Followers' dashboards link to the leader's: gossip carries the
 		// address to them.
 		meta := gcfg.Meta.Clone()
-		meta.Extra = map[string]string{metaHTTP: srv.Addr()}
+		meta.Extra[metaHTTP] = srv.Addr()
 		if err := g.UpdateMeta(meta); err != nil {
 			logger.Warn("cannot gossip the HTTP address; followers' dashboards will not link to this one", "err", err)
 		}

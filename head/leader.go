@@ -69,6 +69,7 @@ func (h *Head) leaderLoop(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		h.ensureClusterID(ctx)
+		h.ensureRules(ctx)
 		h.reconcileHeads(ctx)
 		h.sweepStaged(ctx)
 		h.checkWorkers(ctx, since)

@@ -292,3 +292,16 @@ func reconcile(view *state.View, workerID string, running []*wire.RunningAttempt
 	}
 	return r
 }
+
+// taskEvents is the command that commits a batch of a worker's attempt
+// events at now. It carries the retry backoff's parameters (base and
+// maxWait: Config.RetryBackoff and RetryBackoffMax) and seed, the source of
+// the backoffs' jitter (random on the leader); the FSM computes each wait
+// itself under rules 1 and later (state.RetryBackoff), only for the events
+// that do send a task back to QUEUED. Under rules 0 (a cluster that has not
+// yet committed rules 1: a rolling upgrade from an older build) such a
+// retry waits not at all, on every head alike.
+func taskEvents(workerID string, events []*wire.AttemptEvent, now time.Time, base, maxWait time.Duration, seed uint64) *wire.TaskEventsCommand {
+	return &wire.TaskEventsCommand{WorkerId: workerID, Events: events, UnixNanos: now.UnixNano(),
+		RetrySeed: seed, RetryBackoffBaseNanos: int64(base), RetryBackoffMaxNanos: int64(maxWait)}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/megaflow/megaflow/internal/scenario"
 	"github.com/megaflow/megaflow/internal/wire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // rewrite regenerates the expected output of the leader's scenarios:
@@ -79,8 +80,13 @@ func newLeaderSim(t *testing.T) *leaderSim {
 	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, 8*time.Second
 	cfg.MaxQueueWait = 30 * time.Second
 	epoch := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	return &leaderSim{t: t, f: f, epoch: epoch, connected: map[string]bool{}, heard: map[string]time.Time{},
+	s := &leaderSim{t: t, f: f, epoch: epoch, connected: map[string]bool{}, heard: map[string]time.Time{},
 		sent: map[string]map[attemptKey]bool{}, since: epoch, term: 1, cfg: cfg}
+	// A new cluster's leader commits this build's rules first (ensureRules).
+	if err := s.apply(fsm.OpSetRules, wrapperspb.UInt64(fsm.RulesCurrent)); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // apply commits one command at the next index, as Raft would.
@@ -230,16 +236,15 @@ func (s *leaderSim) do(line string) (string, error) {
 		default:
 			return "", fmt.Errorf("event kind %q: want started, exited=CODE, failed or timedout", kind)
 		}
-		evs := []*wire.AttemptEvent{ev}
-		// draw 0.5: the nominal backoff, no jitter.
-		backoffs := retryBackoffs(s.f.View(), evs, s.cfg.RetryBackoff, s.cfg.RetryBackoffMax, func() float64 { return 0.5 })
-		if backoffs != nil {
-			p("backoff %s: %s", id, time.Duration(backoffs[0]))
-		}
 		s.heard[pos[0]] = now
-		if err := s.apply(fsm.OpTaskEvents, &wire.TaskEventsCommand{WorkerId: pos[0], Events: evs,
-			UnixNanos: now.UnixNano(), RetryBackoffNanos: backoffs}); err != nil {
+		// The seed is the command's index: the jitter is fixed per scenario.
+		if err := s.apply(fsm.OpTaskEvents, taskEvents(pos[0], []*wire.AttemptEvent{ev}, now,
+			s.cfg.RetryBackoff, s.cfg.RetryBackoffMax, s.index+1)); err != nil {
 			return "", err
+		}
+		// What the FSM decided: a retry's wait, only for a task sent back.
+		if t := s.f.View().Task(id); t != nil && t.State == wire.TaskState_TASK_STATE_QUEUED && t.NotBeforeUnixNanos > now.UnixNano() {
+			p("backoff %s: %s", id, time.Duration(t.NotBeforeUnixNanos-now.UnixNano()).Round(time.Millisecond))
 		}
 	case "liveness": // liveness [at=]: the leader's lease check
 		for _, cmd := range lapsedWorkers(s.f.View(), func(id string) time.Time { return s.heard[id] }, s.cfg.Lease, s.since, now) {

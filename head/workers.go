@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -204,8 +205,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			}
 		}
 		if len(events) > 0 {
-			cmd := &wire.TaskEventsCommand{WorkerId: sess.workerID, Events: events, UnixNanos: s.h.clock.Now().UnixNano(),
-				RetryBackoffNanos: retryBackoffs(s.h.fsm.View(), events, s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, uniform)}
+			cmd := taskEvents(sess.workerID, events, s.h.clock.Now(), s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, rand.Uint64())
 			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
 			}

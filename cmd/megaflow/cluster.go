@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -28,7 +29,7 @@ func clusterCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.printJSON(st)
 			}
-			fmt.Fprintf(g.stdout, "cluster %s\n", orDash(st.ClusterId))
+			fmt.Fprintf(g.stdout, "cluster %s  rules %d\n", orDash(st.ClusterId), st.Rules)
 			fmt.Fprintf(g.stdout, "leader %s (%s)  term %d  commit %d  applied %d  last log %d  snapshot %d  (answered by %s, %s)\n\n",
 				orDash(st.LeaderId), orDash(st.LeaderGrpcAddr), st.Term, st.CommitIndex, st.AppliedIndex,
 				st.LastLogIndex, st.LastSnapshotIndex, st.HeadId, st.RaftState)
@@ -36,7 +37,7 @@ func clusterCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(g.stdout, noLeaderNote(st.HeadId, st.Heads)+"\n")
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "HEAD\tROLE\tSUFFRAGE\tGOSSIP\tRAFT ADDR\tGRPC ADDR\tVERSION")
+			fmt.Fprintln(tw, "HEAD\tROLE\tSUFFRAGE\tGOSSIP\tRAFT ADDR\tGRPC ADDR\tVERSION\tRULES")
 			for _, h := range st.Heads {
 				role := "follower"
 				switch {
@@ -47,7 +48,11 @@ func clusterCmd(g *globals) *cobra.Command {
 				case h.Status == "dead" || h.Status == "left":
 					role = "down"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Id, role, h.Suffrage, h.Status, h.RaftAddr, orDash(h.GrpcAddr), orDash(h.Version))
+				rules := "-"
+				if h.Rules > 0 {
+					rules = strconv.FormatUint(h.Rules, 10)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Id, role, h.Suffrage, h.Status, h.RaftAddr, orDash(h.GrpcAddr), orDash(h.Version), rules)
 			}
 			return tw.Flush()
 		},

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/version"
 )
 
@@ -31,13 +33,13 @@ func TestClusterAndWorkersShowVersions(t *testing.T) {
 	}()
 	want := version.Get().Short()
 	heads := "--heads=" + lc.head.GRPCAddr()
-	// column returns the VERSION cell (tabwriter aligns it under the
-	// header) of the row whose first cell starts with id (megaflow up
-	// names its worker local-<hash of the data dir>-<random>).
-	column := func(out, id string) string {
+	// cell returns the cell under header (tabwriter aligns it) of the row
+	// whose first cell starts with id (megaflow up names its worker
+	// local-<hash of the data dir>-<random>).
+	cell := func(out, header, id string) string {
 		at := -1
 		for _, l := range strings.Split(out, "\n") {
-			if i := strings.Index(l, "VERSION"); i >= 0 && at < 0 {
+			if i := strings.Index(l, header); i >= 0 && at < 0 {
 				at = i
 				continue
 			}
@@ -47,19 +49,26 @@ func TestClusterAndWorkersShowVersions(t *testing.T) {
 		}
 		return ""
 	}
+	column := func(out, id string) string { return cell(out, "VERSION", id) }
+	rules := strconv.FormatUint(fsm.RulesCurrent, 10)
 	var out, errOut string
 	var code int
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, out, errOut = cli(t, heads, "cluster")
-		if code == exitOK && column(out, "local-head") == want {
+		// The rules version too: the one in force (the leader commits it
+		// right after its election), and the highest the head applies.
+		if code == exitOK && column(out, "local-head") == want &&
+			strings.Contains(out, "rules "+rules+"\n") && cell(out, "RULES", "local-head") == rules {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("megaflow cluster: exit %d, head version %q, want %q\n%s\n%s", code, column(out, "local-head"), want, out, errOut)
+			t.Fatalf("megaflow cluster: exit %d, head version %q, want %q, and rules %s in force and in the RULES column\n%s\n%s",
+				code, column(out, "local-head"), want, rules, out, errOut)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
 	for {
 		code, out, errOut = cli(t, heads, "workers")
 		if code == exitOK && column(out, "local-") == want {

@@ -30,6 +30,7 @@ func seedCommands() map[Op]proto.Message {
 		OpGpuHealth:    &wire.GpuHealthCommand{},
 		OpDeleteGraph:  &wire.DeleteGraphCommand{GraphId: "g"},
 		OpSetClusterID: wrapperspb.UInt64(0xabc),
+		OpSetRules:     wrapperspb.UInt64(1),
 	}
 }
 

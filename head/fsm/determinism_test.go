@@ -11,6 +11,7 @@ import (
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/wire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // logGen generates a random but valid-looking command log: submissions
@@ -19,7 +20,7 @@ import (
 // and going, plans, worker events and lost attempts, deletions of graphs
 // (finished ones, some right after their submission and cancel, unfinished
 // and unknown ones), quotas, queued tasks failed by the leader, pre-warm
-// targets and GPU health reports. Every entry is applied
+// targets, GPU health reports and rules versions. Every entry is applied
 // to a reference FSM as it is generated, so that placements and events aim
 // at the table's real state (current attempts, free GPUs) most of the time,
 // and miss it on purpose (stale attempts, wrong workers, taken GPUs) the
@@ -159,6 +160,9 @@ func (g *logGen) entries(n int) [][]byte {
 		if g.rareEvery > 0 && g.rng.Intn(g.rareEvery) == 0 {
 			g.rare()
 		}
+		if g.rng.Intn(100) == 0 { // the leader raises the rules version (or repeats one)
+			g.cmd(OpSetRules, wrapperspb.UInt64(uint64(g.rng.Intn(int(RulesCurrent)+1))))
+		}
 		if g.rng.Intn(50) == 0 { // an op from a newer version
 			g.add([]byte{byte(OpIgnorable | 0x10), 1, 2, 3})
 		}
@@ -294,7 +298,11 @@ func (g *logGen) plan() {
 func (g *logGen) events() {
 	v := g.ref.View()
 	w := g.workerID()
-	cmd := &wire.TaskEventsCommand{WorkerId: w, UnixNanos: g.nanos}
+	// Backoffs for both rules versions: the leader's waits (rules 0) and the
+	// parameters and seed the FSM computes them from (rules 1).
+	base := int64(g.rng.Intn(3)) * 1e9
+	cmd := &wire.TaskEventsCommand{WorkerId: w, UnixNanos: g.nanos,
+		RetrySeed: g.rng.Uint64(), RetryBackoffBaseNanos: base, RetryBackoffMaxNanos: 8 * base}
 	if g.rng.Intn(8) == 0 {
 		cmd.WorkerId = g.workerID()
 	}
@@ -325,6 +333,7 @@ func (g *logGen) events() {
 			ev.Kind = kStopped
 		}
 		cmd.Events = append(cmd.Events, ev)
+		cmd.RetryBackoffNanos = append(cmd.RetryBackoffNanos, int64(g.rng.Intn(3))*1e9)
 		if g.rng.Intn(5) == 0 { // delivered twice
 			cmd.Events = append(cmd.Events, ev)
 		}

@@ -20,6 +20,7 @@ import (
 func Dump(v *state.View) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "next_queue_seq %d\n", v.NextQueueSeq())
+	fmt.Fprintf(&b, "rules %d\n", v.Rules())
 	opts := prototext.MarshalOptions{}
 	for g := range v.Graphs() {
 		fmt.Fprintf(&b, "graph %s\n", opts.Format(g.ToWire()))

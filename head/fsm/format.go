@@ -19,7 +19,8 @@ import (
 //
 //	recMeta    uvarint last applied index, uvarint next queue_seq, then
 //	           (optional: absent in snapshots from before cluster ids, and
-//	           ignored by heads from before them) uvarint cluster id
+//	           ignored by heads from before them) uvarint cluster id,
+//	           then (optional likewise) uvarint rules version
 //	recGraph   wire.Graph
 //	recTask    wire.Task
 //	recStaged  wire.SubmitGraphCommand (one staged chunk)
@@ -75,6 +76,7 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 	meta := binary.AppendUvarint(nil, v.Index())
 	meta = binary.AppendUvarint(meta, v.NextQueueSeq())
 	meta = binary.AppendUvarint(meta, v.ClusterID())
+	meta = binary.AppendUvarint(meta, v.Rules())
 	bw.Write(appendRecord(nil, recMeta, meta))
 	count := uint64(1)
 
@@ -195,7 +197,7 @@ type rawBatch struct {
 
 // Rows decoded from a rawBatch besides graphs, tasks and staged chunks.
 type (
-	metaRow struct{ index, nextQueueSeq, clusterID uint64 }
+	metaRow struct{ index, nextQueueSeq, clusterID, rules uint64 }
 	endRow  struct{ count uint64 }
 )
 
@@ -267,6 +269,13 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				if err == nil {
 					err = r.ClusterID(x.clusterID)
 				}
+				if err == nil && x.rules > RulesCurrent {
+					err = fmt.Errorf("%s: the snapshot at index %d is under rules %d, this build applies rules up to %d; "+
+						"upgrade this head to a build with rules %d or later", ErrRulesTooNew, x.index, x.rules, RulesCurrent, x.rules)
+				}
+				if err == nil {
+					err = r.Rules(x.rules)
+				}
 			case *state.Graph:
 				x.Tenant = internTenant(tenants, x.Tenant)
 				err = r.Graph(x)
@@ -330,15 +339,24 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 			if k2 <= 0 {
 				return nil, fmt.Errorf("record %d: bad meta", n)
 			}
-			var cluster uint64
+			// Older snapshots end before the cluster id, or before the
+			// rules version: 0 for what is missing.
+			var cluster, rules uint64
 			if rest := buf[k+k2:]; len(rest) > 0 {
 				c, k3 := binary.Uvarint(rest)
 				if k3 <= 0 {
 					return nil, fmt.Errorf("record %d: bad meta (cluster id)", n)
 				}
 				cluster = c
+				if rest = rest[k3:]; len(rest) > 0 {
+					r, k4 := binary.Uvarint(rest)
+					if k4 <= 0 {
+						return nil, fmt.Errorf("record %d: bad meta (rules version)", n)
+					}
+					rules = r
+				}
 			}
-			rows = append(rows, metaRow{index, seq, cluster})
+			rows = append(rows, metaRow{index, seq, cluster, rules})
 		case recGraph:
 			w := &wire.Graph{}
 			if err := proto.Unmarshal(buf, w); err != nil {

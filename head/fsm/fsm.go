@@ -70,12 +70,14 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 // for LogCommand entries. It returns a result (SubmitResult, CancelResult,
 // DropStagedResult, WorkerUpsertResult, WorkerDownResult, PlanResult,
 // TaskEventsResult, AttemptsLostResult, SetQuotaResult,
-// FailQueuedResult), an *errs.Error for a command refused at apply time, or
+// FailQueuedResult; a uint64 for OpSetClusterID and OpSetRules), an *errs.Error for a command refused at apply time, or
 // nil for an ignorable op this version does not know. It panics on an entry
-// that cannot be decoded or an unknown op without OpIgnorable: the log is
-// corrupt or from a newer version, and going on would diverge.
+// that cannot be decoded, an unknown op without OpIgnorable, or an
+// OpSetRules above RulesCurrent (ErrRulesTooNew): the log is corrupt or from
+// a newer version, and going on would diverge.
 func (f *FSM) Apply(l *raft.Log) any {
 	txn := f.store.WriteTxn(l.Index)
+	defer abortOnPanic(txn)
 	res := f.apply(txn, l.Index, l.Data)
 	events := txn.TakeEvents()
 	txn.Commit()
@@ -97,6 +99,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		if txn == nil {
 			txn = f.store.WriteTxn(l.Index)
+			defer abortOnPanic(txn)
 		} else {
 			txn.SetIndex(l.Index)
 		}
@@ -109,6 +112,17 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		f.publish(last, events)
 	}
 	return results
+}
+
+// abortOnPanic discards txn's changes and releases the table's write lock
+// when an apply panics (an entry this head cannot apply), then panics on:
+// the table stays as it was before the entry, for whoever reads it while
+// the head stops.
+func abortOnPanic(txn *state.Txn) {
+	if r := recover(); r != nil {
+		txn.Abort()
+		panic(r)
+	}
 }
 
 // apply dispatches one entry. Every time and id comes from the command.
@@ -147,8 +161,12 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		res, err = applyGpuHealth(txn, cmd)
 	case *wire.DeleteGraphCommand:
 		res, err = applyDeleteGraph(txn, cmd)
-	case *wrapperspb.UInt64Value: // OpSetClusterID
-		res = txn.SetClusterID(cmd.GetValue())
+	case *wrapperspb.UInt64Value: // OpSetClusterID, OpSetRules
+		if op == OpSetRules {
+			res = applySetRules(txn, index, cmd.GetValue())
+		} else {
+			res = txn.SetClusterID(cmd.GetValue())
+		}
 	default:
 		panic(fmt.Sprintf("fsm: index %d: op %s decoded to %T, which apply does not handle", index, op, cmd))
 	}

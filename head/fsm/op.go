@@ -49,6 +49,10 @@ const (
 	// leader chose (nonzero), set unless one is set already
 	// (state.Txn.SetClusterID). The result is the cluster's id, a uint64.
 	OpSetClusterID Op = 18
+	// OpSetRules carries a wrapperspb.UInt64Value: the rules version the
+	// entries after it apply under (rules.go). The result is the version
+	// in force afterwards, a uint64.
+	OpSetRules Op = 19
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -69,6 +73,7 @@ var opNames = map[Op]string{
 	OpGpuHealth:    "GpuHealth",
 	OpDeleteGraph:  "DeleteGraph",
 	OpSetClusterID: "SetClusterID",
+	OpSetRules:     "SetRules",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
@@ -111,6 +116,7 @@ var commands = map[Op]func() proto.Message{
 	OpGpuHealth:    func() proto.Message { return &wire.GpuHealthCommand{} },
 	OpDeleteGraph:  func() proto.Message { return &wire.DeleteGraphCommand{} },
 	OpSetClusterID: func() proto.Message { return &wrapperspb.UInt64Value{} },
+	OpSetRules:     func() proto.Message { return &wrapperspb.UInt64Value{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command

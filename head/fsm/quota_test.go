@@ -158,35 +158,6 @@ func TestGraphMetrics(t *testing.T) {
 	}
 }
 
-// A failed attempt with retries left re-queues the task not before the
-// leader's backoff; a lost attempt re-queues it at once.
-func TestRetryBackoffFromCommand(t *testing.T) {
-	f := newTestFSM(t, 0)
-	f.upsert("w1", 64000, 64, 0)
-	f.submit(graphSpec("g", retries(rspec("a", 1000, 1, 0), 2)))
-	f.place(pa("g/a", 1, "w1"))
-	at := f.now()
-	f.ok(OpTaskEvents, &wire.TaskEventsCommand{WorkerId: "w1", UnixNanos: at,
-		Events: []*wire.AttemptEvent{exited("g/a", 1, 3, "")}, RetryBackoffNanos: []int64{5000}})
-	if a := f.task("g/a"); a.State != wire.TaskState_TASK_STATE_QUEUED || a.NotBeforeUnixNanos != at+5000 || a.RetriesUsed != 1 {
-		t.Fatalf("task %s not before %d retries %d; want QUEUED not before %d", a.State, a.NotBeforeUnixNanos, a.RetriesUsed, at+5000)
-	}
-	if w := f.task("g/a").ToWire(); w.NotBeforeUnixNanos != at+5000 {
-		t.Fatalf("wire not_before %d", w.NotBeforeUnixNanos)
-	}
-	f.place(pa("g/a", 2, "w1"))
-	f.lost("gone", pa("g/a", 2, "w1"))
-	if a := f.task("g/a"); a.State != wire.TaskState_TASK_STATE_QUEUED || a.NotBeforeUnixNanos != at+5000 {
-		t.Fatalf("after a loss: %s not before %d (the loss adds no wait)", a.State, a.NotBeforeUnixNanos)
-	}
-	// A command without backoffs (an older leader) retries at once.
-	f.place(pa("g/a", 3, "w1"))
-	f.report("w1", exited("g/a", 3, 1, ""))
-	if a := f.task("g/a"); a.State != wire.TaskState_TASK_STATE_QUEUED || a.NotBeforeUnixNanos != 0 {
-		t.Fatalf("without backoff: %s not before %d", a.State, a.NotBeforeUnixNanos)
-	}
-}
-
 // FailQueued fails only tasks still QUEUED with the reason the leader saw
 // and queued no later than its cutoff; dependents are resolved.
 func TestFailQueued(t *testing.T) {

@@ -9,20 +9,16 @@ import (
 // What workers report about the attempts they run. The rules live in
 // head/state (Txn.ApplyAttemptEvent); this walks a batch in order.
 
-// applyTaskEvents applies a worker's events in order, each with the retry
-// backoff the leader chose for it.
+// applyTaskEvents applies a worker's events in order, each with its retry
+// backoff under the rules in force (retryBackoff).
 func applyTaskEvents(txn *state.Txn, cmd *wire.TaskEventsCommand) (*TaskEventsResult, error) {
 	if cmd.GetWorkerId() == "" {
 		return nil, errs.New(errs.InvalidArgument, "task events: no worker id")
 	}
 	res := &TaskEventsResult{}
-	backoffs := cmd.GetRetryBackoffNanos()
+	rules := txn.Rules()
 	for i, ev := range cmd.GetEvents() {
-		var backoff int64
-		if i < len(backoffs) {
-			backoff = backoffs[i]
-		}
-		if txn.ApplyAttemptEvent(cmd.GetWorkerId(), ev, cmd.GetUnixNanos(), backoff) {
+		if txn.ApplyAttemptEvent(cmd.GetWorkerId(), ev, cmd.GetUnixNanos(), retryBackoff(rules, cmd, i)) {
 			res.Applied++
 		} else {
 			res.Ignored++

@@ -46,7 +46,7 @@ func TestArtifactsPending(t *testing.T) {
 			s.move("g/a", "w1", assigned, running)
 			for i, st := range tc.steps {
 				s.write(func(txn *Txn) {
-					if got := txn.ApplyAttemptEvent(st.worker, st.ev, 100, 0); got != st.applied {
+					if got := txn.ApplyAttemptEvent(st.worker, st.ev, 100, RetryBackoff{}); got != st.applied {
 						t.Fatalf("step %d: applied %v, want %v", i, got, st.applied)
 					}
 				})

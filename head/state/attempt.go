@@ -70,18 +70,19 @@ const (
 // any end ends it as reported (STOPPED as CANCELLED), releasing its worker.
 //
 // A failure sent back to QUEUED is not placed before unixNanos +
-// retryBackoffNanos (Task.NotBeforeUnixNanos): the backoff is the leader's
-// choice, carried in the command; a lost attempt re-queues without one.
+// backoff.Wait(retries used) (Task.NotBeforeUnixNanos), a restarting
+// service's before unixNanos + backoff.Wait(restarts); a lost attempt
+// re-queues without a wait.
 //
 // Artifacts: a final event that applied with artifacts_pending marks its
 // attempt ArtifactsPending; ARTIFACTS_LANDED clears it on the attempt of
 // that number if workerID ran it, whatever the attempt's state (it comes
 // after the end), and changes nothing else.
-func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos, retryBackoffNanos int64) bool {
+func (t *Txn) ApplyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos int64, backoff RetryBackoff) bool {
 	if ev.GetKind() == evLanded {
 		return t.setArtifactsPending(ev.GetTaskId(), ev.GetAttempt(), workerID, false, unixNanos)
 	}
-	if !t.applyAttemptEvent(workerID, ev, unixNanos, retryBackoffNanos) {
+	if !t.applyAttemptEvent(workerID, ev, unixNanos, backoff) {
 		return false
 	}
 	if ev.GetArtifactsPending() && ev.GetKind() != evStarted {
@@ -112,7 +113,7 @@ func (t *Txn) setArtifactsPending(taskID string, number uint32, workerID string,
 	return false
 }
 
-func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos, retryBackoffNanos int64) bool {
+func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNanos int64, backoff RetryBackoff) bool {
 	cur := t.Task(ev.GetTaskId())
 	if cur == nil {
 		return false
@@ -125,10 +126,10 @@ func (t *Txn) applyAttemptEvent(workerID string, ev *wire.AttemptEvent, unixNano
 		return t.stoppingEvent(cur, ev, unixNanos)
 	}
 	if serviceRestarts(cur, ev) {
-		t.restartService(cur, ev, unixNanos, retryBackoffNanos)
+		t.restartService(cur, ev, unixNanos, backoff)
 		return true
 	}
-	end := attemptEnd{exitCode: ev.GetExitCode(), backoff: max(retryBackoffNanos, 0)}
+	end := attemptEnd{exitCode: ev.GetExitCode(), backoff: backoff}
 	switch ev.GetKind() {
 	case evServiceReady:
 		return t.serviceReady(cur, ev, unixNanos)
@@ -284,8 +285,8 @@ type attemptEnd struct {
 	code     wire.ReasonCode
 	reason   string
 	exitCode int32
-	// backoff is how long a retry waits, in nanoseconds (failOrRetry).
-	backoff int64
+	// backoff is how long a retry waits (failOrRetry).
+	backoff RetryBackoff
 }
 
 // endAttempt moves cur to state to with reason, ending its active attempt
@@ -317,11 +318,11 @@ func (t *Txn) failOrRetry(cur *Task, final wire.TaskState, end attemptEnd, nanos
 	}
 	if cur.RetriesUsed < uint32(max(cur.Spec.GetMaxRetries(), 0)) {
 		t.endAttempt(cur, queued, end.reason, end, nanos, func(n *Task) {
-			n.RetriesUsed++
 			n.NotBeforeUnixNanos = 0
-			if end.backoff > 0 {
-				n.NotBeforeUnixNanos = nanos + end.backoff
+			if wait := end.backoff.Wait(n.RetriesUsed); wait > 0 {
+				n.NotBeforeUnixNanos = nanos + wait
 			}
+			n.RetriesUsed++
 		})
 		return
 	}

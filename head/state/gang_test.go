@@ -49,7 +49,7 @@ func (s *testStore) placeGang(t *testing.T, n uint32) {
 func (s *testStore) gangEvent(t *testing.T, worker, task string, attempt uint32, kind wire.AttemptEventKind, code int32) {
 	t.Helper()
 	s.write(func(txn *Txn) {
-		if !txn.ApplyAttemptEvent(worker, &wire.AttemptEvent{TaskId: task, Attempt: attempt, Kind: kind, ExitCode: code}, int64(s.index), 0) {
+		if !txn.ApplyAttemptEvent(worker, &wire.AttemptEvent{TaskId: task, Attempt: attempt, Kind: kind, ExitCode: code}, int64(s.index), RetryBackoff{}) {
 			t.Fatalf("event %v of %s attempt %d on %s ignored", kind, task, attempt, worker)
 		}
 	})

@@ -39,7 +39,7 @@ func TestNotRetryableFailsAtOnce(t *testing.T) {
 			s.move("g/a", "w1", assigned)
 			tc.ev.TaskId, tc.ev.Attempt = "g/a", 1
 			s.write(func(txn *Txn) {
-				if !txn.ApplyAttemptEvent("w1", tc.ev, 100, 0) {
+				if !txn.ApplyAttemptEvent("w1", tc.ev, 100, RetryBackoff{}) {
 					t.Fatal("event not applied")
 				}
 			})

@@ -31,8 +31,8 @@ import (
 //     on exit 0; a failure is retried only within max_retries).
 //
 // A restart is a new attempt through the head, placed by the scheduler like
-// a retry, after the leader's backoff (TaskEventsCommand
-// .retry_backoff_nanos, grown by Task.Restarts); restarts are counted in
+// a retry, after a backoff grown by Task.Restarts (RetryBackoff); restarts
+// are counted in
 // Task.Restarts and never charged to max_retries, so "always" restarts
 // without end, like a Kubernetes pod's. Attempts lost with their worker
 // count against MaxLostAttempts as for any task. A cancel (of the task or
@@ -319,10 +319,10 @@ func serviceRestarts(cur *Task, ev *wire.AttemptEvent) bool {
 }
 
 // restartService ends cur's active attempt as ev reports and sends the task
-// back to QUEUED for a new attempt, not before backoff nanoseconds from
-// now, counting the restart in Task.Restarts.
-func (t *Txn) restartService(cur *Task, ev *wire.AttemptEvent, nanos, backoff int64) {
-	end := attemptEnd{exitCode: ev.GetExitCode(), backoff: max(backoff, 0)}
+// back to QUEUED for a new attempt, not before backoff.Wait(restarts so
+// far) from now, counting the restart in Task.Restarts.
+func (t *Txn) restartService(cur *Task, ev *wire.AttemptEvent, nanos int64, backoff RetryBackoff) {
+	end := attemptEnd{exitCode: ev.GetExitCode(), backoff: backoff}
 	switch ev.GetKind() {
 	case evExited:
 		cur = t.started(cur, nanos)
@@ -341,10 +341,10 @@ func (t *Txn) restartService(cur *Task, ev *wire.AttemptEvent, nanos, backoff in
 		}
 	}
 	t.endAttempt(cur, queued, "restarting: "+end.reason, end, nanos, func(n *Task) {
-		n.Restarts++
 		n.NotBeforeUnixNanos = 0
-		if end.backoff > 0 {
-			n.NotBeforeUnixNanos = nanos + end.backoff
+		if wait := end.backoff.Wait(n.Restarts); wait > 0 {
+			n.NotBeforeUnixNanos = nanos + wait
 		}
+		n.Restarts++
 	})
 }

@@ -30,7 +30,7 @@ func (s *testStore) event(id, worker string, ev *wire.AttemptEvent) bool {
 		if a := txn.Task(id).CurrentAttempt(); ev.Attempt == 0 && a != nil {
 			ev.Attempt = a.Number
 		}
-		changed = txn.ApplyAttemptEvent(worker, ev, int64(s.index), 7)
+		changed = txn.ApplyAttemptEvent(worker, ev, int64(s.index), RetryBackoff{Fixed: 7})
 	})
 	return changed
 }

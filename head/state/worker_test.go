@@ -70,7 +70,7 @@ func TestCancelKeepsAttempt(t *testing.T) {
 	}
 	// The worker reports a ended; loses b.
 	s.write(func(txn *Txn) {
-		if !txn.ApplyAttemptEvent("w1", &wire.AttemptEvent{TaskId: "g/a", Attempt: 1, Kind: evStopped}, 60, 0) {
+		if !txn.ApplyAttemptEvent("w1", &wire.AttemptEvent{TaskId: "g/a", Attempt: 1, Kind: evStopped}, 60, RetryBackoff{}) {
 			t.Fatal("STOPPED of a stopping attempt ignored")
 		}
 		if txn.LoseAttempt("g/b", 1, "w1", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "gone", 60) != LossStopped {
@@ -109,7 +109,7 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		if _, err := txn.Place(&wire.PlannedAttempt{TaskId: "g/a", Attempt: 2, WorkerId: "w1"}, 1, 9); errs.ClassOf(err) != errs.FailedPrecondition {
 			t.Errorf("assigned task: %v", err)
 		}
-		if txn.ApplyAttemptEvent("w2", &wire.AttemptEvent{TaskId: "g/a", Attempt: 1, Kind: evStarted}, 9, 0) {
+		if txn.ApplyAttemptEvent("w2", &wire.AttemptEvent{TaskId: "g/a", Attempt: 1, Kind: evStarted}, 9, RetryBackoff{}) {
 			t.Error("event from the wrong worker applied")
 		}
 		if txn.LoseAttempt("g/a", 2, "w1", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "x", 9) != LossNone || txn.LoseAttempt("g/b", 1, "w1", wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, "x", 9) != LossNone {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/cluster"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/worker"
@@ -57,8 +58,8 @@ type Cluster struct {
 }
 
 // New starts a cluster whose heads bootstrap together, and waits for a
-// leader that has committed the cluster id (the one write a new cluster's
-// leader makes on its own). It registers Stop as t's cleanup.
+// leader that has committed the cluster id and the rules version (the
+// writes a new cluster's leader makes on its own). It registers Stop as t's cleanup.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, opts: opts}
@@ -84,12 +85,13 @@ func New(t testing.TB, opts Options) *Cluster {
 	}
 	c.Cluster = cc
 	t.Cleanup(c.Stop)
-	// A new leader commits the cluster id once, in the background, after
-	// its barrier: a test that measures "nothing changed" from its first
-	// request must not see that write land in the middle.
-	WaitFor(t, 30*time.Second, "the leader to commit the cluster id", func() bool {
+	// A new leader commits the cluster id and this build's rules version
+	// once, in the background, after its barrier: a test that measures
+	// "nothing changed" from its first request must not see those writes
+	// land in the middle.
+	WaitFor(t, 30*time.Second, "the leader to commit the cluster id and rules version", func() bool {
 		for _, h := range c.Running() {
-			if h.IsLeader() && h.FSM().View().ClusterID() != 0 {
+			if v := h.FSM().View(); h.IsLeader() && v.ClusterID() != 0 && v.Rules() == fsm.RulesCurrent {
 				return true
 			}
 		}

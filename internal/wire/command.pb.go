@@ -532,13 +532,22 @@ type TaskEventsCommand struct {
 	WorkerId  string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	Events    []*AttemptEvent        `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	UnixNanos int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
-	// Chosen by the leader, one per event (same position): should the event
-	// fail its attempt with retries left, the task goes back to QUEUED not
-	// before unix_nanos + this many nanoseconds (exponential backoff with
-	// jitter). Missing entries (older leaders): no backoff.
+	// Under rules 0 only (entries of older leaders): chosen by the leader,
+	// one per event (same position): should the event fail its attempt with
+	// retries left, the task goes back to QUEUED not before unix_nanos + this
+	// many nanoseconds. Missing entries: no backoff. From rules 1 the FSM
+	// computes the wait from the three fields below instead.
 	RetryBackoffNanos []int64 `protobuf:"varint,4,rep,packed,name=retry_backoff_nanos,json=retryBackoffNanos,proto3" json:"retry_backoff_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// From rules 1: the retry backoff's parameters, from the leader's
+	// configuration. A task sent back to QUEUED waits base·2^(retries used),
+	// capped at max, ±20% jitter drawn from retry_seed and the event's
+	// position (head/state.RetryBackoff); a restarting service the same by
+	// its restarts. base 0: no wait. Ignored under rules 0.
+	RetrySeed             uint64 `protobuf:"varint,100,opt,name=retry_seed,json=retrySeed,proto3" json:"retry_seed,omitempty"`
+	RetryBackoffBaseNanos int64  `protobuf:"varint,101,opt,name=retry_backoff_base_nanos,json=retryBackoffBaseNanos,proto3" json:"retry_backoff_base_nanos,omitempty"`
+	RetryBackoffMaxNanos  int64  `protobuf:"varint,102,opt,name=retry_backoff_max_nanos,json=retryBackoffMaxNanos,proto3" json:"retry_backoff_max_nanos,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *TaskEventsCommand) Reset() {
@@ -597,6 +606,27 @@ func (x *TaskEventsCommand) GetRetryBackoffNanos() []int64 {
 		return x.RetryBackoffNanos
 	}
 	return nil
+}
+
+func (x *TaskEventsCommand) GetRetrySeed() uint64 {
+	if x != nil {
+		return x.RetrySeed
+	}
+	return 0
+}
+
+func (x *TaskEventsCommand) GetRetryBackoffBaseNanos() int64 {
+	if x != nil {
+		return x.RetryBackoffBaseNanos
+	}
+	return 0
+}
+
+func (x *TaskEventsCommand) GetRetryBackoffMaxNanos() int64 {
+	if x != nil {
+		return x.RetryBackoffMaxNanos
+	}
+	return 0
 }
 
 // AttemptsLostCommand marks attempts lost (their worker no longer has them).
@@ -1023,13 +1053,17 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\bunplaced\x18\x04 \x03(\v2&.megaflow.v1.PlanCommand.UnplacedEntryR\bunplaced\x1a;\n" +
 	"\rUnplacedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x02\n" +
 	"\x11TaskEventsCommand\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x121\n" +
 	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\x12\x1d\n" +
 	"\n" +
 	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\x12.\n" +
-	"\x13retry_backoff_nanos\x18\x04 \x03(\x03R\x11retryBackoffNanos\"\xc0\x01\n" +
+	"\x13retry_backoff_nanos\x18\x04 \x03(\x03R\x11retryBackoffNanos\x12\x1d\n" +
+	"\n" +
+	"retry_seed\x18d \x01(\x04R\tretrySeed\x127\n" +
+	"\x18retry_backoff_base_nanos\x18e \x01(\x03R\x15retryBackoffBaseNanos\x125\n" +
+	"\x17retry_backoff_max_nanos\x18f \x01(\x03R\x14retryBackoffMaxNanos\"\xc0\x01\n" +
 	"\x13AttemptsLostCommand\x127\n" +
 	"\battempts\x18\x01 \x03(\v2\x1b.megaflow.v1.PlannedAttemptR\battempts\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +

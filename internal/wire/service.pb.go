@@ -1173,7 +1173,11 @@ type ClusterStatusResponse struct {
 	LastSnapshotIndex uint64 `protobuf:"varint,10,opt,name=last_snapshot_index,json=lastSnapshotIndex,proto3" json:"last_snapshot_index,omitempty"`
 	// The cluster's id (16 hex digits), chosen by its first leader and kept
 	// in the table; "" until it is committed.
-	ClusterId     string `protobuf:"bytes,160,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,160,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The rules version in force: which version of the apply rules the log's
+	// entries apply under (0 before the leader first commits one). It rises
+	// once every voter advertises a newer one (HeadInfo.rules).
+	Rules         uint64 `protobuf:"varint,161,opt,name=rules,proto3" json:"rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1283,6 +1287,13 @@ func (x *ClusterStatusResponse) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *ClusterStatusResponse) GetRules() uint64 {
+	if x != nil {
+		return x.Rules
+	}
+	return 0
 }
 
 type RemoveHeadRequest struct {
@@ -2916,7 +2927,7 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x12CancelTaskResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1c\n" +
 	"\tcancelled\x18\x02 \x01(\rR\tcancelled\"\x16\n" +
-	"\x14ClusterStatusRequest\"\x95\x03\n" +
+	"\x14ClusterStatusRequest\"\xac\x03\n" +
 	"\x15ClusterStatusResponse\x12+\n" +
 	"\x05heads\x18\x01 \x03(\v2\x15.megaflow.v1.HeadInfoR\x05heads\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12(\n" +
@@ -2931,7 +2942,8 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x13last_snapshot_index\x18\n" +
 	" \x01(\x04R\x11lastSnapshotIndex\x12\x1e\n" +
 	"\n" +
-	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\",\n" +
+	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\x12\x15\n" +
+	"\x05rules\x18\xa1\x01 \x01(\x04R\x05rules\",\n" +
 	"\x11RemoveHeadRequest\x12\x17\n" +
 	"\ahead_id\x18\x01 \x01(\tR\x06headId\"*\n" +
 	"\x12RemoveHeadResponse\x12\x14\n" +

@@ -1830,7 +1830,11 @@ type HeadInfo struct {
 	// The head's build (megaflow-head --version's short form, e.g. "v0.5.0"),
 	// as it advertises it by gossip; empty when gossip does not see it or it
 	// predates versions.
-	Version       string `protobuf:"bytes,180,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,180,opt,name=version,proto3" json:"version,omitempty"`
+	// The highest rules version the head's build applies, as it advertises
+	// it by gossip; 0 when gossip does not see it or its build predates rules
+	// versions.
+	Rules         uint64 `protobuf:"varint,181,opt,name=rules,proto3" json:"rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1912,6 +1916,13 @@ func (x *HeadInfo) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *HeadInfo) GetRules() uint64 {
+	if x != nil {
+		return x.Rules
+	}
+	return 0
 }
 
 // Quota limits what one tenant may run at once, or, with an empty tenant,
@@ -2362,7 +2373,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\tworker_id\x18\n" +
 	" \x01(\tR\bworkerId\x129\n" +
 	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
-	"reasonCode\"\xbb\x01\n" +
+	"reasonCode\"\xd2\x01\n" +
 	"\bHeadInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -2370,7 +2381,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x16\n" +
 	"\x06status\x18\x06 \x01(\tR\x06status\x12\x19\n" +
-	"\aversion\x18\xb4\x01 \x01(\tR\aversion\"\xe5\x01\n" +
+	"\aversion\x18\xb4\x01 \x01(\tR\aversion\x12\x15\n" +
+	"\x05rules\x18\xb5\x01 \x01(\x04R\x05rules\"\xe5\x01\n" +
 	"\x05Quota\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1f\n" +
 	"\vmax_running\x18\x02 \x01(\x05R\n" +

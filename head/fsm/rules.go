@@ -1,0 +1,80 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// Rules versions. What apply does with an entry may change from one build
+// to the next (a new rule, a fixed one); heads of two builds share one log
+// during a rolling upgrade and on replay, so a change of what apply does
+// takes effect only from the log index where the cluster's rules version
+// reaches it (state.View.Rules), never by the build alone. The leader
+// commits the next version (OpSetRules) only once every voter advertises
+// that it can apply it (head.Config's gossip metadata, MetaKeyRules); a head
+// that meets a version it cannot apply stops before changing its table
+// (ApplyRules), naming the version it needs.
+//
+// The versions, and what each changed:
+//
+//   - 0: the rules of every log written before versions existed.
+//   - 1: a retry's and a restarting service's backoff are computed by the
+//     FSM from the task's own retry or restart count, the leader's base and
+//     max and a seed carried in the TaskEventsCommand (state.RetryBackoff);
+//     under 0 the leader computed each wait and carried it
+//     (retry_backoff_nanos).
+const RulesCurrent uint64 = 1
+
+// MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
+// head advertises the highest rules version its build applies, in decimal.
+const MetaKeyRules = "rules"
+
+// ErrRulesTooNew is the panic value's prefix of a head that applies an
+// OpSetRules above RulesCurrent: the cluster moved to rules this build does
+// not know (an older build joined a cluster already upgraded, or an
+// operator downgraded a head). The head stops rather than apply entries
+// under rules it would get wrong; installing a newer build fixes it.
+const ErrRulesTooNew = "fsm: the cluster's rules version is newer than this build's"
+
+// applySetRules raises the rules version in force to version (a version at
+// or below the current one changes nothing) and returns the version in
+// force afterwards. A version above RulesCurrent panics, the table untouched:
+// every entry after it would apply under rules this build does not have.
+func applySetRules(txn *state.Txn, index, version uint64) uint64 {
+	if version > RulesCurrent {
+		panic(fmt.Sprintf("%s: index %d sets rules %d, this build applies rules up to %d; "+
+			"upgrade this head to a build with rules %d or later (megaflow-head --version prints a build's rules)",
+			ErrRulesTooNew, index, version, RulesCurrent, version))
+	}
+	return txn.SetRules(version)
+}
+
+// retryBackoff is the backoff of event i of cmd under the rules in force:
+// the leader's precomputed wait under 0, else the command's parameters with
+// a draw mixed from its seed and i.
+func retryBackoff(rules uint64, cmd *wire.TaskEventsCommand, i int) state.RetryBackoff {
+	if rules == 0 {
+		var fixed int64
+		if b := cmd.GetRetryBackoffNanos(); i < len(b) {
+			fixed = b[i]
+		}
+		return state.RetryBackoff{Fixed: fixed}
+	}
+	return state.RetryBackoff{
+		Base: cmd.GetRetryBackoffBaseNanos(),
+		Max:  cmd.GetRetryBackoffMaxNanos(),
+		Draw: splitmix64(cmd.GetRetrySeed() + uint64(i)),
+	}
+}
+
+// splitmix64 is SplitMix64's output function (Steele, Lea and Flood,
+// "Fast splittable pseudorandom number generators", OOPSLA 2014): it turns
+// consecutive inputs into well-mixed 64-bit outputs, integers only.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
