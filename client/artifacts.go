@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -85,13 +85,9 @@ func (c *Client) Logs(ctx context.Context, taskID string, o LogsOptions) iter.Se
 				return
 			}
 			c.rotate(addr)
-			t := time.NewTimer(jitter(delay))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !clock.Sleep(c.opts.clock, jitter(delay), ctx.Done()) {
 				yield(LogChunk{}, fmt.Errorf("%w (last error from head %s: %v)", ctx.Err(), addr, err))
 				return
-			case <-t.C:
 			}
 			delay = min(2*delay, c.opts.backoffMax)
 		}

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"crypto/rand"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -25,7 +24,7 @@ type SubmitResult = wire.SubmitGraphResponse
 func (c *Client) Submit(ctx context.Context, g *GraphSpec) (*SubmitResult, error) {
 	g = proto.Clone(g).(*GraphSpec)
 	if g.Id == "" {
-		g.Id = spec.NewGraphID(time.Now(), rand.Reader)
+		g.Id = spec.NewGraphID(c.opts.clock.Now(), rand.Reader)
 	}
 	if err := spec.Validate(spec.Normalize(g), spec.DefaultLimits()); err != nil {
 		return nil, err

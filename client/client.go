@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -43,6 +44,9 @@ type options struct {
 	logger      *slog.Logger
 	backoffMin  time.Duration
 	backoffMax  time.Duration
+	// clock times the waits between retries and stamps the ids Submit
+	// generates; nil means clock.Real.
+	clock clock.Clock
 }
 
 // WithDialOptions adds gRPC dial options (TLS credentials, interceptors).
@@ -59,6 +63,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithBackoff(min, max time.Duration) Option {
 	return func(o *options) { o.backoffMin, o.backoffMax = min, max }
 }
+
+// WithClock sets the clock the client waits on between retries (call,
+// Watch, Logs) and stamps generated graph ids with; nil, the default, is
+// the system clock. Tests pass a clock.Fake to drive the backoff without
+// sleeping. It does not touch the deadlines of ctx, which gRPC and the
+// context package keep on the system clock.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // Client is a connection to a MegaFlow head cluster. It is safe for
 // concurrent use by many goroutines. Close it when done.
@@ -99,6 +110,9 @@ func Dial(ctx context.Context, heads []string, opts ...Option) (*Client, error) 
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.clock == nil {
+		o.clock = clock.Real()
+	}
 	if len(heads) == 0 {
 		for _, h := range strings.Split(os.Getenv(EnvHeads), ",") {
 			if h = strings.TrimSpace(h); h != "" {
@@ -123,7 +137,8 @@ func Dial(ctx context.Context, heads []string, opts ...Option) (*Client, error) 
 	return c, ctx.Err()
 }
 
-// resolveTimeout bounds the name lookups of Dial.
+// resolveTimeout bounds the name lookups of Dial. It is a context deadline
+// for the resolver, so it stays on the system clock (not options.clock).
 const resolveTimeout = 3 * time.Second
 
 // anyResolves returns an errs.InvalidArgument error when no head address's
@@ -268,12 +283,8 @@ func (c *Client) call(ctx context.Context, fn func(context.Context, wire.Megaflo
 				wait = e.RetryAfter
 			}
 		}
-		t := time.NewTimer(jitter(wait))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clock.Sleep(c.opts.clock, jitter(wait), ctx.Done()) {
 			return fmt.Errorf("%w (last error from head %s: %v)", ctx.Err(), addr, err)
-		case <-t.C:
 		}
 		delay = min(2*delay, c.opts.backoffMax)
 	}

@@ -27,7 +27,9 @@ func (f *fakeHead) GetGraph(context.Context, *wire.GetGraphRequest) (*wire.GetGr
 	return f.answer(f.calls.Add(1))
 }
 
-func serveFake(t *testing.T, f *fakeHead) string {
+// serveFake serves f on a loopback port until the test ends and returns
+// its address.
+func serveFake(t *testing.T, f wire.MegaflowServiceServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

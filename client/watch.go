@@ -5,8 +5,8 @@ import (
 	"errors"
 	"iter"
 	"math"
-	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -78,13 +78,9 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[*Event, er
 				return
 			}
 			c.rotate(addr)
-			t := time.NewTimer(jitter(delay))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !clock.Sleep(c.opts.clock, jitter(delay), ctx.Done()) {
 				yield(nil, ctx.Err())
 				return
-			case <-t.C:
 			}
 			delay = min(2*delay, c.opts.backoffMax)
 		}
