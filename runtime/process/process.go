@@ -43,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
@@ -69,6 +70,10 @@ type Config struct {
 	// run at once. The worker daemon uses <data dir>/process. "": no
 	// records, and a crash leaves its processes running.
 	StateDir string
+	// Clock stamps each Exit's StartedAt and FinishedAt and times Stop's
+	// grace; nil: clock.Real (what the daemons use). Tests pass a
+	// clock.Fake.
+	Clock clock.Clock
 }
 
 // Runtime runs task attempts as process groups. It is safe for concurrent
@@ -77,6 +82,7 @@ type Runtime struct {
 	environ  []string
 	log      *slog.Logger
 	stateDir string
+	clock    clock.Clock
 
 	mu    sync.Mutex
 	procs map[string]*proc  // id -> process, until Remove
@@ -103,7 +109,11 @@ func New(cfg Config) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	r := &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), stateDir: cfg.StateDir,
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	r := &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), stateDir: cfg.StateDir, clock: clk,
 		procs: map[string]*proc{}, names: map[string]string{}}
 	if r.stateDir != "" {
 		if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
@@ -189,7 +199,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		r.names[spec.Name] = p.id // reserved while forking, outside the lock
 		r.mu.Unlock()
 	}
-	started := time.Now()
+	started := r.clock.Now()
 	err = cmd.Start()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -219,7 +229,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 // process group (background children outliving the leader).
 func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time) {
 	err := cmd.Wait()
-	exit := contract.Exit{Code: -1, StartedAt: started, FinishedAt: time.Now()}
+	exit := contract.Exit{Code: -1, StartedAt: started, FinishedAt: r.clock.Now()}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -279,12 +289,12 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	default:
 	}
 	r.signal(p, syscall.SIGTERM)
-	t := time.NewTimer(max(grace, 0))
+	t := r.clock.NewTimer(max(grace, 0))
 	defer t.Stop()
 	select {
 	case <-p.done:
 		return nil
-	case <-t.C:
+	case <-t.C():
 	case <-ctx.Done():
 	}
 	r.signal(p, syscall.SIGKILL)
