@@ -26,6 +26,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -53,6 +54,15 @@ type Config struct {
 	// DefaultPidsLimit bounds the processes of a container whose Spec sets
 	// no PidsLimit; default 1024; negative: no bound.
 	DefaultPidsLimit int64
+	// Clock is the runtime's own time: the backoffs of its retries and
+	// polls (re-following a log stream, the final log reads, an exec's
+	// exit and kill), the deadline of an exec's kill from the host, and an
+	// Exec's StartedAt and FinishedAt. nil: clock.Real (what the worker
+	// daemon uses); tests pass a clock.Fake. CallTimeout is not on it: it
+	// bounds waits on the engine, a real process, mostly through context
+	// deadlines, which only the system clock can end; all of its timers stay
+	// on the system clock too, so that one bound means one clock.
+	Clock clock.Clock
 }
 
 // DefaultConfig returns the configuration New uses for zero fields.
@@ -75,9 +85,10 @@ func (c Config) Validate() error {
 // concurrent use; the worker creates one with New and calls Close on
 // shutdown.
 type Runtime struct {
-	cfg Config
-	cli *client.Client
-	log *slog.Logger
+	cfg   Config
+	cli   *client.Client
+	log   *slog.Logger
+	clock clock.Clock // cfg.Clock, or clock.Real
 
 	mu     sync.Mutex
 	copies map[string]*logCopy // container id -> its log copy
@@ -104,6 +115,10 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.DefaultPidsLimit == 0 {
 		cfg.DefaultPidsLimit = def.DefaultPidsLimit
 	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -116,7 +131,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: client for %q: %w", cfg.Host, err)
 	}
-	return &Runtime{cfg: cfg, cli: cli, log: log.With("runtime", "docker"), copies: map[string]*logCopy{}, killed: map[string]bool{}, killGroup: killHostGroup}, nil
+	return &Runtime{cfg: cfg, cli: cli, log: log.With("runtime", "docker"), clock: clk, copies: map[string]*logCopy{}, killed: map[string]bool{}, killGroup: killHostGroup}, nil
 }
 
 // Name returns "docker".
@@ -167,6 +182,7 @@ func (r *Runtime) callCtx(ctx context.Context) (context.Context, context.CancelF
 // ctx ends, and by a timer after CallTimeout unless answered is called
 // first. answered reports false when the timer had already fired (the
 // engine did not answer in time). Call cancel when the stream is done.
+// The timer is on the system clock, as every CallTimeout is (Config.Clock).
 func (r *Runtime) streamCtx(ctx context.Context) (sctx context.Context, answered func() bool, cancel context.CancelFunc) {
 	sctx, stop := context.WithCancel(ctx)
 	timer := time.AfterFunc(r.cfg.CallTimeout, stop)

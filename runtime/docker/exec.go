@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -85,7 +86,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 	if err != nil {
 		return contract.Exit{Code: -1}, r.wrap(ctx, "exec attach in", id, err, contract.ErrNotFound)
 	}
-	started := time.Now()
+	started := r.clock.Now()
 	copied := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(out, out, att.Reader)
@@ -104,7 +105,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 	case <-ctx.Done():
 		cause = ctx.Err()
 		killNote = r.killExec(ctx, id, created.ID)
-		t := time.NewTimer(r.cfg.CallTimeout)
+		t := time.NewTimer(r.cfg.CallTimeout) // a CallTimeout: the system clock (Config.Clock)
 		select {
 		case <-copied:
 			copyDone = true
@@ -117,7 +118,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 	if !copyDone {
 		<-copied // returns promptly: the connection is closed
 	}
-	finished := time.Now()
+	finished := r.clock.Now()
 
 	code, err := r.execExitCode(ctx, created.ID)
 	exit := contract.Exit{Code: code, StartedAt: started, FinishedAt: finished}
@@ -157,9 +158,7 @@ func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) 
 		if !ins.Running {
 			return ins.ExitCode, nil
 		}
-		select {
-		case <-time.After(backoff):
-		case <-cctx.Done():
+		if !clock.Sleep(r.clock, backoff, cctx.Done()) {
 			return -1, fmt.Errorf("docker exec %s: %w: still running %v after its output ended", execID, contract.ErrUnavailable, r.cfg.CallTimeout)
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
@@ -179,7 +178,7 @@ func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) 
 func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 	cctx, cancel := r.cleanupCtx(ctx)
 	defer cancel()
-	deadline := time.Now().Add(execKillWait)
+	deadline := r.clock.Now().Add(execKillWait)
 	var last error
 	for {
 		ins, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{})
@@ -199,16 +198,11 @@ func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 			// (kerr is then ErrNotExist): the next inspect tells.
 			last = fmt.Errorf("killing host process group %d: %w", ins.PID, kerr)
 		}
-		if time.Now().After(deadline) {
+		if r.clock.Now().After(deadline) {
 			break
 		}
-		t := time.NewTimer(50 * time.Millisecond) // polling the engine, which has no exec-exit event to wait on
-		select {
-		case <-cctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		if cctx.Err() != nil {
+		// Polling the engine, which has no exec-exit event to wait on.
+		if !clock.Sleep(r.clock, 50*time.Millisecond, cctx.Done()) || cctx.Err() != nil {
 			break
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -164,12 +165,8 @@ func (r *Runtime) copyAll(ctx context.Context, id string, f *os.File, have int64
 		}
 		// The engine ended the stream, or it broke, while the container
 		// runs: follow again from where this copy is.
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clock.Sleep(r.clock, backoff, ctx.Done()) {
 			return ""
-		case <-t.C:
 		}
 		backoff = min(2*backoff, followRetryMax)
 	}
@@ -178,12 +175,8 @@ func (r *Runtime) copyAll(ctx context.Context, id string, f *os.File, have int64
 	var last error
 	for try := range finalReadTries {
 		if try > 0 {
-			t := time.NewTimer(time.Duration(try) * 200 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !clock.Sleep(r.clock, time.Duration(try)*200*time.Millisecond, ctx.Done()) {
 				return ""
-			case <-t.C:
 			}
 		}
 		w.verify = true
@@ -218,7 +211,7 @@ func (r *Runtime) copyStream(ctx context.Context, id string, w *logWriter, follo
 	defer stop()
 	defer raw.Close()
 	w.rewind()
-	began := time.Now()
+	began := time.Now() // a latency for the debug log: the system clock
 	err = demux(w, raw)
 	r.log.Debug("container output stream ended", "container", id, "follow", follow,
 		"stream_bytes", w.seen, "log_bytes", w.n, "took", time.Since(began), "err", err)
@@ -351,7 +344,7 @@ func (r *Runtime) awaitLogCopy(ctx context.Context, id string) string {
 	if lc == nil {
 		return ""
 	}
-	t := time.NewTimer(r.cfg.CallTimeout)
+	t := time.NewTimer(r.cfg.CallTimeout) // a CallTimeout: the system clock (Config.Clock)
 	defer t.Stop()
 	select {
 	case <-lc.done:
