@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -68,6 +69,8 @@ type record struct {
 // New validates cfg, binds memberlist's UDP and TCP listeners and starts its
 // probe and gossip goroutines. The pool then holds only this member; call
 // Join to contact the seeds. Call Shutdown to stop everything New started.
+// When BindAddr is in use (by TCP or UDP), the error matches
+// syscall.EADDRINUSE with errors.Is.
 func New(cfg Config) (*Gossip, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -98,6 +101,19 @@ func New(cfg Config) (*Gossip, error) {
 	// returns, so the local record exists below.
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		// memberlist (v0.7.0, net_transport.go and memberlist.go) formats
+		// the errors of its TCP and UDP listeners with %v, twice over
+		// ("could not set up network transport: failed to start TCP
+		// listener on ...: listen tcp ...: bind: address already in use"),
+		// so their *net.OpError and its syscall.EADDRINUSE no longer
+		// unwrap. A memberlist that wraps them some day is left as it is;
+		// until then the text the errno prints (on Linux and macOS) is all
+		// that is left (memberlist's own bind retry matches the same text),
+		// and the errno is put back so that callers (megaflow up's hint)
+		// can tell an address in use with errors.Is.
+		if !errors.Is(err, syscall.EADDRINUSE) && strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("gossip: start memberlist on %s: %w (%w)", cfg.BindAddr, err, syscall.EADDRINUSE)
+		}
 		return nil, fmt.Errorf("gossip: start memberlist on %s: %w", cfg.BindAddr, err)
 	}
 	g.ml = ml
