@@ -205,6 +205,8 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("interrupted before the local cluster was ready (%w)", ctx.Err())
 		case errors.Is(err, syscall.EADDRINUSE):
+			// The head's gossip address too: internal/gossip puts back the
+			// errno that memberlist's error text loses.
 			return nil, fmt.Errorf("%w: another process listens there; stop it, or give this cluster free addresses with --grpc-addr, --raft-addr and --gossip-addr", err)
 		}
 		return nil, fmt.Errorf("the local cluster's head did not start: %w (see %s)", err, lc.logPath)
@@ -237,6 +239,9 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	if err != nil {
 		c.Stop()
 		closeAll()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("worker: %w: another process listens there; stop it, or give the worker a free address with --worker-gossip-addr", err)
+		}
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	lc.cluster, lc.head, lc.worker = c, h, wm.Worker()

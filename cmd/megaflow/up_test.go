@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,6 +98,65 @@ func TestUpRefusesBadFlagsBeforeWriting(t *testing.T) {
 			}
 			if _, err := os.Stat(dir); !os.IsNotExist(err) {
 				t.Fatalf("the refused start left %s behind (stat: %v)", dir, err)
+			}
+		})
+	}
+}
+
+// occupyTCPAndUDP listens on one port of 127.0.0.1 by TCP and by UDP, as a
+// gossip member (or another program) would, until the test ends, and
+// returns the address.
+func occupyTCPAndUDP(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := net.ListenPacket("udp", l.Addr().String())
+		if err != nil {
+			l.Close() // its UDP twin is taken: try another port
+			continue
+		}
+		t.Cleanup(func() { l.Close(); u.Close() })
+		return l.Addr().String()
+	}
+	t.Fatal("no port of 127.0.0.1 free by both TCP and UDP in 20 tries")
+	return ""
+}
+
+// TestUpNamesTheFlagOfAnAddressInUse: `megaflow up` on a gossip address
+// that another process holds (by TCP and UDP) fails saying so and naming
+// the flag to change, as it does for the gRPC address. memberlist's bind
+// error does not unwrap to syscall.EADDRINUSE (internal/gossip puts it
+// back), so before, the gossip cases said only that the head (or the
+// worker) did not start.
+func TestUpNamesTheFlagOfAnAddressInUse(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		set  func(o *localOptions, addr string)
+	}{
+		{"--grpc-addr", func(o *localOptions, addr string) { o.GRPCAddr = addr }},
+		{"--gossip-addr", func(o *localOptions, addr string) { o.GossipAddr = addr }},
+		{"--worker-gossip-addr", func(o *localOptions, addr string) { o.WorkerGossipAddr = addr }},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			addr := occupyTCPAndUDP(t)
+			o := localOptions{DataDir: filepath.Join(t.TempDir(), "data"), Runtime: "process", LogLevel: "debug", GRPCAddr: "127.0.0.1:0",
+				RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", WorkerGossipAddr: "127.0.0.1:0"}
+			tc.set(&o, addr)
+			lc, err := startLocal(ctx, o)
+			if err == nil {
+				sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer scancel()
+				_ = lc.Stop(sctx)
+				t.Fatalf("started with %s %s, which another process holds", tc.flag, addr)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "another process listens there") || !strings.Contains(msg, tc.flag) || !strings.Contains(msg, addr) {
+				t.Fatalf("%s %s in use: %v\nwant the address, \"another process listens there\" and the flag %s", tc.flag, addr, err, tc.flag)
 			}
 		})
 	}
