@@ -1,6 +1,6 @@
 // Package clock owns MegaFlow's injected time: the Clock interface that
 // everything which stamps, waits or expires reads (the head, the worker,
-// the fake container runtime), Real for production, and Fake, which moves
+// the container runtimes, the Go client's retries), Real for production, and Fake, which moves
 // only when a test says so (docs/leader.md, "One clock"). It imports
 // nothing of the module, so any package may import it.
 package clock
