@@ -2,5 +2,8 @@
 // files rather than code: prometheus/prometheus.yml (scrape configuration),
 // prometheus/alerts.yml (alert rules after the paper's monitoring) and
 // grafana/megaflow.json (a Grafana dashboard). Its test checks them with
-// promtool and against the metrics the daemons export. Nothing imports it.
+// promtool and against the metrics the daemons export. config/head.yaml and
+// config/worker.yaml are example --config files showing every setting of
+// megaflow-head and megaflow-worker (their tests keep them in step with the
+// flags; internal/daemonconfig reads them). Nothing imports it.
 package deploy

@@ -5,6 +5,10 @@
 //	megaflow-head --node-id h1 --data-dir /var/lib/megaflow/h1 \
 //	  --raft-addr 10.0.0.1:7000 --grpc-addr 10.0.0.1:7070 --gossip-addr 10.0.0.1:7946 \
 //	  --bootstrap-expect 3 --join 10.0.0.2:7946,10.0.0.3:7946
+//
+// or with the same settings in a file (deploy/config/head.yaml):
+//
+//	megaflow-head --config /etc/megaflow/head.yaml
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/artifact/backends"
+	"github.com/megaflow/megaflow/internal/daemonconfig"
 	"github.com/megaflow/megaflow/internal/logging"
 	"github.com/megaflow/megaflow/internal/version"
 )
@@ -110,5 +115,6 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")
 	_ = cmd.MarkFlagRequired("data-dir")
+	daemonconfig.Register(cmd)
 	return cmd
 }

@@ -6,6 +6,10 @@
 //	  --gossip-addr 10.0.0.11:7946 --join 10.0.0.1:7946,10.0.0.2:7946 \
 //	  --runtime docker --labels zone=a,disk=ssd
 //
+// or with the same settings in a file (deploy/config/worker.yaml):
+//
+//	megaflow-worker --config /etc/megaflow/worker.yaml
+//
 // On SIGINT or SIGTERM the worker leaves the pool and exits; its containers
 // keep running, and the worker restarted with the same --node-id takes them
 // over (the process runtime's processes are stopped instead: nothing could
@@ -29,6 +33,7 @@ import (
 
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/blob/spool"
+	"github.com/megaflow/megaflow/internal/daemonconfig"
 	"github.com/megaflow/megaflow/internal/logging"
 	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -124,6 +129,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")
 	_ = cmd.MarkFlagRequired("data-dir")
+	daemonconfig.Register(cmd)
 	return cmd
 }
 

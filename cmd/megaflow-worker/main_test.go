@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/daemonconfig"
 	"go.uber.org/goleak"
 )
 
@@ -93,5 +97,49 @@ func TestParseLabels(t *testing.T) {
 	}
 	if got, _ := parseLabels(""); len(got) != 0 {
 		t.Errorf("empty labels = %v", got)
+	}
+}
+
+// The example in deploy/config shows every setting, and the worker takes
+// them.
+func TestConfigExample(t *testing.T) {
+	if err := daemonconfig.CheckExample(newCommand(io.Discard).Flags(), filepath.Join("..", "..", "deploy", "config", "worker.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker runs from a --config file, required flags included, and a flag
+// on the command line wins over the file; a bad key stops it before it
+// starts, naming the key.
+func TestRunsFromAConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "worker.yaml")
+	conf := "node-id: w1\ndata-dir: " + dir + "\ngossip-addr: 127.0.0.1:0\nhttp-addr: 127.0.0.1:0\nheads: [127.0.0.1:1]\n" +
+		"runtime: process\ncpu-millis: 1000\nmemory-bytes: 1073741824\nlabels: {zone: a}\n"
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd := newCommand(&out)
+	cmd.SetArgs([]string{"--config", path, "--cpu-millis", "3000"})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("megaflow-worker --config: %v\n%s", err, out.String())
+	}
+	if want := "megaflow-worker w1: runtime process; offering 3000 millicores, 1 GiB memory"; !strings.Contains(out.String(), want) {
+		t.Fatalf("output lacks %q:\n%s", want, out.String())
+	}
+
+	if err := os.WriteFile(path, []byte(conf+"cpu_millis: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = syncBuffer{}
+	cmd = newCommand(&out)
+	cmd.SetArgs([]string{"--config", path})
+	cmd.SetErr(io.Discard)
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `key "cpu_millis": not a setting`) {
+		t.Fatalf("a bad key: %v; want it named", err)
 	}
 }
