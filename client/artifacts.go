@@ -54,12 +54,12 @@ func (c *Client) Logs(ctx context.Context, taskID string, o LogsOptions) iter.Se
 		number, after := o.Attempt, uint32(0)
 		delay := c.opts.backoffMin
 		for {
-			addr, stub, err := c.pick()
+			addr, conn, err := c.pick()
 			if err != nil {
 				yield(LogChunk{}, err)
 				return
 			}
-			stream, err := stub.Logs(ctx, &wire.LogsRequest{TaskId: taskID, Attempt: number, Follow: o.Follow, AfterChunk: after,
+			stream, err := wire.NewMegaflowServiceClient(conn).Logs(ctx, &wire.LogsRequest{TaskId: taskID, Attempt: number, Follow: o.Follow, AfterChunk: after,
 				Read: c.sessionRead()})
 			for err == nil {
 				var res *wire.LogsResponse

@@ -209,14 +209,14 @@ func (c *Client) Heads() []string {
 	return out
 }
 
-// pick returns the head to call now and its stub.
-func (c *Client) pick() (string, wire.MegaflowServiceClient, error) {
+// pick returns the head to call now and its connection.
+func (c *Client) pick() (string, *grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return "", nil, errs.New(errs.FailedPrecondition, "client: closed")
 	}
-	return c.current, wire.NewMegaflowServiceClient(c.conns[c.current]), nil
+	return c.current, c.conns[c.current], nil
 }
 
 // follow switches to the leader named by a NotLeader answer.
@@ -252,13 +252,21 @@ func (c *Client) rotate(from string) {
 // answers that another head or a later try can change: no leader yet, a head
 // that is down, a NotLeader redirect. Only idempotent calls go through it.
 func (c *Client) call(ctx context.Context, fn func(context.Context, wire.MegaflowServiceClient) error) error {
+	return c.callConn(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		return fn(ctx, wire.NewMegaflowServiceClient(conn))
+	})
+}
+
+// callConn is call for any service of the heads: fn gets the current head's
+// connection.
+func (c *Client) callConn(ctx context.Context, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	delay := c.opts.backoffMin
 	for {
-		addr, stub, err := c.pick()
+		addr, conn, err := c.pick()
 		if err != nil {
 			return err
 		}
-		err = errs.FromStatus(fn(ctx, stub))
+		err = errs.FromStatus(fn(ctx, conn))
 		if err == nil {
 			return nil
 		}

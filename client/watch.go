@@ -39,12 +39,12 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[*Event, er
 		cur, fromNow := o.After, o.FromNow
 		delay := c.opts.backoffMin
 		for {
-			addr, stub, err := c.pick()
+			addr, conn, err := c.pick()
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			stream, err := stub.Watch(ctx, &wire.WatchRequest{AfterIndex: cur.Index, AfterSeq: cur.Seq,
+			stream, err := wire.NewMegaflowServiceClient(conn).Watch(ctx, &wire.WatchRequest{AfterIndex: cur.Index, AfterSeq: cur.Seq,
 				GraphId: o.GraphID, FromNow: fromNow})
 			for err == nil {
 				var res *wire.WatchResponse

@@ -162,6 +162,7 @@ func New(cfg Config) (*Head, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
 	wire.RegisterMegaflowServiceServer(h.grpc, &service{h: h})
+	wire.RegisterOperatorServiceServer(h.grpc, &operatorService{h: h})
 	wire.RegisterWorkerServiceServer(h.grpc, &workerService{h: h})
 	h.health = health.NewServer()
 	healthpb.RegisterHealthServer(h.grpc, h.health)

@@ -52,6 +52,9 @@ const (
 	MaxWorkerMemoryBytes = 1 << 50    // 1 PiB
 	MaxWorkerGPUs        = 1024
 	MaxGPUMemoryBytes    = 1 << 44 // 16 TiB
+	// MaxSnapshotChunkBytes bounds one message of a snapshot restore
+	// (OperatorService.SnapshotRestore); the clients send 1 MiB.
+	MaxSnapshotChunkBytes = 4 << 20
 	// MaxUnknownBytes bounds the unknown fields (from a newer client) one
 	// message may carry: they travel with a stored row (WorkerInfo).
 	MaxUnknownBytes = 4 << 10
@@ -141,6 +144,9 @@ var wireBounds = map[protoreflect.FullName]bound{
 	"megaflow.v1.AttemptEvent.container_id":        text(MaxIDBytes),
 	"megaflow.v1.AttemptEvent.endpoint":            text(MaxImageBytes),
 	"megaflow.v1.GpuHealthReport.unhealthy":        entries(MaxWorkerGPUs, MaxIDBytes, MaxReasonBytes),
+	"megaflow.v1.SnapshotChunk.data":               text(MaxSnapshotChunkBytes),
+	"megaflow.v1.SnapshotInfo.cluster_id":          text(MaxIDBytes),
+	"megaflow.v1.SnapshotInfo.sha256":              text(MaxIDBytes),
 }
 
 // CheckRequest checks a request of the client API or a message of the
