@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
@@ -170,6 +171,13 @@ func (h *Head) restoreSnapshot(ctx context.Context, recv func() (*wire.SnapshotC
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: info.Index, Size: size}
 	if err := h.node.Raft().Restore(meta, f, h.cfg.ApplyTimeout); err != nil {
 		return nil, h.raftError(fmt.Errorf("restore: %w", err))
+	}
+	// Raft's restore sets the FSM's table, not its applied index (the
+	// snapshot's own, below Raft's): one entry brings it to Raft's, so
+	// that reads waiting for an index past the restore are answered. It
+	// changes nothing (the rules version in force, again).
+	if _, _, err := h.apply(ctx, fsm.OpSetRules, wrapperspb.UInt64(info.Rules)); err != nil {
+		h.logger.Warn("after a snapshot restore: committing an entry to catch the applied index up failed; the next write will", "err", err)
 	}
 	h.logger.Warn("table replaced by an operator's snapshot", "index", info.Index, "bytes", size, "graphs", info.Graphs,
 		"tasks", info.Tasks, "cluster_id", info.ClusterId, "sha256", info.Sha256)

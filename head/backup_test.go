@@ -96,6 +96,12 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 			return tableRows(b, i) == want && b.Members[i].Head().FSM().View().ClusterID() == wantID
 		})
 	}
+	// The applied index follows Raft's past the restore (not the
+	// snapshot's own index), so reads after it are answered.
+	bl := b.WaitLeader(30 * time.Second)
+	if h := b.Members[bl].Head(); h.FSM().AppliedIndex() <= got.Index {
+		t.Errorf("applied index %d after restoring a snapshot at %d; want past it", h.FSM().AppliedIndex(), got.Index)
+	}
 	g, _, err := cb.GetGraph(ctx, "g1", client.ReadOptions{RequireLeader: true})
 	if err != nil || g.State != client.GraphSucceeded || g.Counts.GetSucceeded() != 5 {
 		t.Fatalf("restored graph g1: %v, %v", g, err)

@@ -102,7 +102,11 @@ graphs is replaced only with --force. Needs --yes.`,
 
 // describeSnapshot is one line about a snapshot for people.
 func describeSnapshot(i *client.SnapshotInfo) string {
+	size := fmt.Sprintf("%d bytes", i.GetSizeBytes())
+	if i.GetSizeBytes() >= 1024 {
+		size = bytesIEC(int64(i.GetSizeBytes())) + "B"
+	}
 	return fmt.Sprintf("index %d, %d graphs, %d tasks, %d workers, rules %d, cluster %s, %s, sha256 %s",
 		i.GetIndex(), i.GetGraphs(), i.GetTasks(), i.GetWorkers(), i.GetRules(), orDash(i.GetClusterId()),
-		bytesIEC(int64(i.GetSizeBytes())), i.GetSha256())
+		size, i.GetSha256())
 }
