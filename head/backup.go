@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/megaflow/megaflow/head/consensus"
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -191,4 +192,40 @@ func countGraphs(v *state.View) int {
 		n++
 	}
 	return n
+}
+
+// ExportSnapshot writes to w a snapshot of the table a stopped head left in
+// dataDir (its newest Raft snapshot, then every entry of its log after it,
+// committed or not, as the head would replay them on a restart) and
+// returns what it holds: `megaflow-head export-snapshot`, for a cluster
+// that lost its quorum (docs/operations.md). The head must be stopped (its
+// data directory's lock is taken). Errors: the directory cannot be locked
+// or read, an entry is missing or cannot be applied, w's write error.
+func ExportSnapshot(dataDir string, w io.Writer) (*wire.SnapshotInfo, error) {
+	f, err := fsm.New(fsm.Config{EventRingSize: 1})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := consensus.Replay(dataDir, f, 0, 1024); err != nil {
+		return nil, fmt.Errorf("export snapshot of %s: %w", dataDir, err)
+	}
+	sum := sha256.New()
+	cw := &countingWriter{w: io.MultiWriter(w, sum)}
+	view := f.View()
+	if err := fsm.WriteSnapshot(cw, view); err != nil {
+		return nil, fmt.Errorf("export snapshot of %s: %w", dataDir, err)
+	}
+	return snapshotInfo(view, cw.n, sum.Sum(nil)), nil
+}
+
+// countingWriter counts what it passes on to w.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -116,5 +117,53 @@ Raft cluster together. A head started later with --join and no
 	_ = cmd.MarkFlagRequired("node-id")
 	_ = cmd.MarkFlagRequired("data-dir")
 	daemonconfig.Register(cmd)
+	cmd.AddCommand(exportSnapshotCmd())
+	return cmd
+}
+
+// exportSnapshotCmd is `megaflow-head export-snapshot`: the table of a
+// stopped head, from its data directory, as a snapshot file that
+// `megaflow operator snapshot restore` takes.
+func exportSnapshotCmd() *cobra.Command {
+	var dataDir, out string
+	cmd := &cobra.Command{
+		Use:   "export-snapshot --data-dir DIR --out FILE",
+		Short: "Write the task table of a stopped head's data directory to a snapshot file",
+		Long: `Write the task table a stopped head left in its data directory (its newest
+Raft snapshot and every log entry after it, committed or not, as a restart
+would replay them) to FILE, in the format 'megaflow operator snapshot save'
+writes and 'megaflow operator snapshot restore' takes: the way back for a
+cluster that lost its quorum (docs/operations.md). The head must be stopped.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tmp, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".*.tmp")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			defer tmp.Close()
+			info, err := head.ExportSnapshot(dataDir, tmp)
+			if err != nil {
+				return err
+			}
+			if err := tmp.Sync(); err != nil {
+				return err
+			}
+			if err := tmp.Close(); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp.Name(), out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "exported %s to %s: index %d, %d graphs, %d tasks, %d workers, rules %d, cluster %s, %d bytes, sha256 %s\n",
+				dataDir, out, info.GetIndex(), info.GetGraphs(), info.GetTasks(), info.GetWorkers(), info.GetRules(), info.GetClusterId(), info.GetSizeBytes(), info.GetSha256())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the stopped head's --data-dir (required)")
+	cmd.Flags().StringVar(&out, "out", "", "snapshot file to write (required)")
+	_ = cmd.MarkFlagRequired("data-dir")
+	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }

@@ -3,6 +3,7 @@ package consensus
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"time"
 
@@ -30,7 +31,8 @@ var ErrReplayAhead = errors.New("consensus: replay: the data directory's snapsho
 // Replay rebuilds f from what a stopped node left in dataDir, the way
 // hashicorp/raft does when the node starts again, without any network: it
 // restores the newest snapshot at or below upTo, then applies the log
-// entries after it up to upTo in order, in batches of at most batch entries
+// entries after it up to upTo (0: to the log's last entry, committed or
+// not) in order, in batches of at most batch entries
 // (raft hands a BatchingFSM at most MaxAppendEntries at once) and only the
 // LogCommand and LogConfiguration entries, as raft does. f must be fresh.
 // It takes the directory's lock (dirlock) and opens raft.db read-only, so
@@ -42,6 +44,10 @@ var ErrReplayAhead = errors.New("consensus: replay: the data directory's snapsho
 // applying.
 func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayResult, error) {
 	var res ReplayResult
+	all := upTo == 0 // everything the log holds
+	if all {
+		upTo = math.MaxUint64
+	}
 	if batch < 1 {
 		batch = 1
 	}
@@ -84,6 +90,13 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 	}
 	defer store.Close()
 	first, _ := store.FirstIndex()
+	if all {
+		last, err := store.LastIndex()
+		if err != nil {
+			return res, fmt.Errorf("consensus: replay: %s: %w", dbPath, err)
+		}
+		upTo = max(last, res.SnapshotIndex)
+	}
 	logs := make([]*raft.Log, 0, batch)
 	flush := func() (err error) {
 		if len(logs) == 0 {
