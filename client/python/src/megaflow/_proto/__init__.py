@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC stubs (scripts/gen-proto-python.sh); do not edit."""

@@ -1,0 +1,774 @@
+"""The MegaFlow client: submit graphs, watch and wait for them, read results.
+
+A :class:`Client` talks to the heads over the gRPC API only. Like Go's
+``client.Client`` it finds the leader among the heads it is given, follows
+it through leader changes (a NOT_LEADER answer names the leader), moves on
+to the next head when one does not answer, and retries with jittered
+exponential backoff, always within the call's deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, TextIO, Tuple, TypeVar, Union
+
+import grpc
+
+from ._proto import service_pb2 as svc
+from ._proto import service_pb2_grpc as svc_grpc
+from ._proto import types_pb2 as pb
+from .errors import (ChecksumMismatch, DeadlineExceeded, InvalidArgument, InvalidGraph, MegaflowError, NotFound,
+                     NotLeader, OutOfRange, PermissionDenied, ResourceExhausted, Unavailable, from_rpc_error, retryable)
+from .graph import Graph, _ident_problem, validate
+
+__all__ = ["Client", "Cursor", "TaskResult", "EnvHeads", "new_graph_id", "task_state_name", "graph_state_name"]
+
+EnvHeads = "MEGAFLOW_HEADS"
+"""The environment variable :class:`Client` reads when given no heads: a
+comma-separated list of host:port."""
+
+_T = TypeVar("_T")
+_MAX_SEQ = 2**32 - 1
+_TERMINAL_GRAPH = (pb.GRAPH_STATE_SUCCEEDED, pb.GRAPH_STATE_FAILED, pb.GRAPH_STATE_CANCELLED)
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+class Cursor(NamedTuple):
+    """A position in the event history: the Raft index of an entry and the
+    position of an event within it. Resume a watch after an event with
+    ``Cursor(ev.index, ev.seq)``."""
+
+    index: int
+    seq: int
+
+
+@dataclass
+class TaskResult:
+    """How one task of a graph ended (or where it is now).
+
+    Attributes:
+        name: the task's name within its graph; task_id: "<graph>/<name>".
+        state: "PENDING", "QUEUED", "ASSIGNED", "RUNNING", "SUCCEEDED",
+            "FAILED", "CANCELLED" or "TIMED_OUT".
+        result: the JSON the task printed on its last ``MEGAFLOW_RESULT``
+            line, parsed; None without one.
+        reason: why the task is in its state (a failure's message), free
+            text for people; reason_code: its class, e.g. "EXIT_CODE", "OOM".
+        exit_code: the last attempt's exit code (0 without an attempt).
+        attempts: attempts so far.
+    """
+
+    name: str
+    task_id: str
+    state: str
+    result: Any = None
+    reason: str = ""
+    reason_code: str = ""
+    exit_code: int = 0
+    attempts: int = 0
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the task SUCCEEDED."""
+        return self.state == "SUCCEEDED"
+
+
+def task_state_name(state: int) -> str:
+    """Short name of a TaskState value: ``TASK_STATE_FAILED`` -> "FAILED"."""
+    return pb.TaskState.Name(state).replace("TASK_STATE_", "")
+
+
+def graph_state_name(state: int) -> str:
+    """Short name of a GraphState value: ``GRAPH_STATE_SUCCEEDED`` -> "SUCCEEDED"."""
+    return pb.GraphState.Name(state).replace("GRAPH_STATE_", "")
+
+
+def new_graph_id() -> str:
+    """A fresh graph id as the head would pick: "g-" and a lowercase ULID
+    (48 bits of milliseconds, 80 random bits), sortable by time."""
+    n = (int(time.time() * 1000) & (2**48 - 1)) << 80 | int.from_bytes(os.urandom(10), "big")
+    return "g-" + "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+def _parse_result(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+class Client:
+    """A connection to a MegaFlow head cluster; safe to share between threads.
+
+    Args:
+        heads: gRPC addresses (host:port) of some or all heads; None or
+            empty: the comma-separated list in env MEGAFLOW_HEADS.
+        tenant: the tenant graphs are submitted under when the graph names
+            none; None: the head's "default".
+        timeout: default deadline of each call in seconds, retries included
+            (every method takes its own ``timeout=`` too).
+        backoff: (first, max) wait in seconds between retries when no head
+            answers; each wait is jittered over [w/2, w) and doubles.
+        credentials: ``grpc.ChannelCredentials`` for TLS; None: plaintext.
+        options: extra gRPC channel options.
+
+    Raises:
+        InvalidArgument: no head address given, or a malformed one.
+
+    Use it as a context manager, or call :meth:`close`::
+
+        with megaflow.Client(["10.0.0.1:7070", "10.0.0.2:7070"]) as c:
+            gid = c.submit(graph)
+            g = c.wait(gid, timeout=3600)
+    """
+
+    def __init__(self, heads: Optional[Sequence[str]] = None, *, tenant: Optional[str] = None,
+                 timeout: float = 30.0, backoff: Tuple[float, float] = (0.05, 2.0),
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 options: Sequence[Tuple[str, Any]] = ()) -> None:
+        if isinstance(heads, str):
+            heads = [heads]
+        addrs = [h.strip() for h in (heads or []) if h and h.strip()]
+        if not addrs:
+            addrs = [h.strip() for h in os.environ.get(EnvHeads, "").split(",") if h.strip()]
+        if not addrs:
+            raise InvalidArgument(f"megaflow: no head address given; pass heads=['host:port', ...] or set {EnvHeads}")
+        for a in addrs:
+            if ":" not in a:
+                raise InvalidArgument(f"megaflow: head address {a!r} has no port; use host:port, e.g. 127.0.0.1:7070")
+        if not timeout or timeout <= 0:
+            raise InvalidArgument(f"megaflow: timeout {timeout!r} must be a positive number of seconds")
+        if tenant is not None and tenant != "":
+            if p := _ident_problem(tenant):
+                raise InvalidArgument(f"megaflow: tenant: {p}")
+        self.tenant = tenant or ""
+        self.timeout = float(timeout)
+        self._backoff = (float(backoff[0]), float(backoff[1]))
+        self._credentials = credentials
+        self._options = list(options)
+        self._lock = threading.Lock()
+        self._heads: List[str] = []
+        self._channels: Dict[str, grpc.Channel] = {}
+        self._stubs: Dict[str, svc_grpc.MegaflowServiceStub] = {}
+        self._closed = False
+        self._seen = 0  # highest Raft index written or read: reads wait for it
+        for a in addrs:
+            self._add_head(a)
+        self._current = self._heads[0]
+
+    # -- connection management -------------------------------------------
+
+    def _add_head(self, addr: str) -> None:
+        if addr in self._channels:
+            return
+        if self._credentials is not None:
+            ch = grpc.secure_channel(addr, self._credentials, options=self._options)
+        else:
+            ch = grpc.insecure_channel(addr, options=self._options)
+        self._channels[addr] = ch
+        self._stubs[addr] = svc_grpc.MegaflowServiceStub(ch)
+        self._heads.append(addr)
+
+    @property
+    def heads(self) -> List[str]:
+        """The head addresses the client knows, the one it calls now first."""
+        with self._lock:
+            return [self._current] + [h for h in self._heads if h != self._current]
+
+    def close(self) -> None:
+        """Close the connections to every head; later calls raise
+        FailedPrecondition-like :class:`MegaflowError`."""
+        with self._lock:
+            self._closed = True
+            for ch in self._channels.values():
+                ch.close()
+            self._channels.clear()
+            self._stubs.clear()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _pick(self) -> Tuple[str, svc_grpc.MegaflowServiceStub]:
+        with self._lock:
+            if self._closed:
+                raise MegaflowError("megaflow: the client is closed")
+            return self._current, self._stubs[self._current]
+
+    def _follow(self, addr: str) -> None:
+        with self._lock:
+            if not self._closed and addr:
+                self._add_head(addr)
+                self._current = addr
+
+    def _rotate(self, frm: str) -> None:
+        with self._lock:
+            if self._current != frm or len(self._heads) < 2:
+                return
+            self._current = self._heads[(self._heads.index(frm) + 1) % len(self._heads)]
+
+    def _observe(self, index: int) -> None:
+        with self._lock:
+            self._seen = max(self._seen, index)
+
+    def _read(self) -> svc.ReadOptions:
+        with self._lock:
+            return svc.ReadOptions(min_index=self._seen)
+
+    @staticmethod
+    def _jitter(d: float) -> float:
+        return d / 2 + random.random() * d / 2
+
+    def _deadline(self, timeout: Optional[float]) -> float:
+        t = self.timeout if timeout is None else timeout
+        if t <= 0:
+            raise InvalidArgument(f"megaflow: timeout {t!r} must be a positive number of seconds")
+        return time.monotonic() + t
+
+    def _call(self, method: str, request: Any, timeout: Optional[float] = None,
+              run: Optional[Callable[[Any, Any, float], _T]] = None) -> _T:
+        """Call a unary method (or run(stub_method, request, remaining)) on
+        the current head, retrying answers that another head or a later try
+        can change, until the deadline."""
+        deadline = self._deadline(timeout)
+        delay = self._backoff[0]
+        followed = False
+        last = "none"
+        while True:
+            addr, stub = self._pick()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded(f"megaflow: {method}: deadline passed before a head answered (last error: {last})")
+            fn = getattr(stub, method)
+            try:
+                if run is not None:
+                    return run(fn, request, remaining)
+                return fn(request, timeout=remaining)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+            if isinstance(err, DeadlineExceeded) or time.monotonic() >= deadline:
+                raise DeadlineExceeded(f"megaflow: {method}: deadline passed (last error from head {addr}: {err.message})",
+                                       err.code) from err
+            if not retryable(err):
+                raise err
+            last = f"{err.message} (from head {addr})"
+            wait = delay
+            if isinstance(err, NotLeader) and err.leader_addr and err.leader_addr != addr and not followed:
+                self._follow(err.leader_addr)
+                followed = True
+                continue
+            followed = False
+            if isinstance(err, NotLeader) or isinstance(err, Unavailable):
+                self._rotate(addr)
+            elif isinstance(err, ResourceExhausted) and err.retry_after:
+                wait = err.retry_after
+            pause = min(self._jitter(wait), deadline - time.monotonic())
+            if pause > 0:
+                time.sleep(pause)
+            delay = min(2 * delay, self._backoff[1])
+
+    # -- graphs ------------------------------------------------------------
+
+    def submit(self, graph: Union[Graph, pb.GraphSpec], *, timeout: Optional[float] = None) -> str:
+        """Validate a graph locally, then commit it.
+
+        A graph without an id gets one here, before the first try, so that
+        retries through leader changes never create a second graph: submit
+        is idempotent by graph id. The graph is not modified.
+
+        Args:
+            graph: a :class:`Graph` or a ``GraphSpec`` message.
+            timeout: deadline in seconds (default: the client's).
+
+        Returns:
+            The graph's id.
+
+        Raises:
+            InvalidGraph: the local checks failed (no RPC was made).
+            InvalidArgument: the head refused the spec.
+            AlreadyExists: the id holds a different graph.
+            DeadlineExceeded: no leader answered in time.
+        """
+        if isinstance(graph, Graph):
+            spec = graph.build()
+        elif isinstance(graph, pb.GraphSpec):
+            spec = pb.GraphSpec()
+            spec.CopyFrom(graph)
+            validate(spec)
+        else:
+            raise InvalidGraph(f"megaflow: submit takes a megaflow.Graph or a GraphSpec, not {type(graph).__name__}")
+        if not spec.id:
+            spec.id = new_graph_id()
+        if not spec.tenant and self.tenant:
+            spec.tenant = self.tenant
+        res = self._call("SubmitGraph", svc.SubmitGraphRequest(graph=spec), timeout)
+        self._observe(res.index)
+        return res.graph_id
+
+    def get_graph(self, graph_id: str, *, timeout: Optional[float] = None) -> pb.Graph:
+        """Return a graph's row: state, counts by task state, metrics.
+
+        Args:
+            graph_id: the graph's id.
+            timeout: deadline in seconds (default: the client's).
+
+        Returns:
+            The ``Graph`` message (``.state``, ``.counts``, ``.metrics``;
+            see proto/megaflow/v1/types.proto). Reads wait until the head
+            has applied everything this client wrote or read before.
+
+        Raises:
+            NotFound: no such graph.
+        """
+        return self._get_graph(graph_id, timeout)[0]
+
+    def _get_graph(self, graph_id: str, timeout: Optional[float]) -> Tuple[pb.Graph, svc.ReadMeta]:
+        _check_id("graph_id", graph_id)
+        res = self._call("GetGraph", svc.GetGraphRequest(graph_id=graph_id, read=self._read()), timeout)
+        self._observe(res.meta.index)
+        return res.graph, res.meta
+
+    def metrics(self, graph_id: str, *, timeout: Optional[float] = None) -> pb.GraphMetrics:
+        """Return a graph's aggregate over its task results.
+
+        Returns:
+            ``GraphMetrics``: ``success_rate`` (succeeded / finished),
+            ``mean``, ``min``, ``max``, ``count`` of the numeric result field
+            ``field`` ("reward" unless the label megaflow.io/metric names
+            another), a 12-bucket ``histogram`` and ``wall_millis``.
+
+        Raises:
+            NotFound: no such graph.
+        """
+        return self.get_graph(graph_id, timeout=timeout).metrics
+
+    def list_graphs(self, *, tenant: Optional[str] = None, state: int = 0,
+                    timeout: Optional[float] = None) -> Iterator[pb.Graph]:
+        """Iterate over the graphs, sorted by id, page by page.
+
+        Args:
+            tenant: only this tenant's; None: the client's tenant, "" all.
+            state: only graphs in this ``GraphState`` (e.g.
+                ``megaflow.GRAPH_STATE_RUNNING``); 0: any.
+            timeout: deadline of each page's call, in seconds.
+        """
+        token = ""
+        while True:
+            res = self._call("ListGraphs", svc.ListGraphsRequest(
+                tenant=self.tenant if tenant is None else tenant, state=state, page_token=token,
+                read=self._read()), timeout)
+            self._observe(res.meta.index)
+            yield from res.graphs
+            token = res.next_page_token
+            if not token:
+                return
+
+    def cancel_graph(self, graph_id: str, reason: str = "", *, timeout: Optional[float] = None) -> int:
+        """Cancel every unfinished task of a graph (idempotent).
+
+        Returns:
+            How many tasks moved to CANCELLED.
+
+        Raises:
+            NotFound: no such graph.
+        """
+        _check_id("graph_id", graph_id)
+        res = self._call("CancelGraph", svc.CancelGraphRequest(graph_id=graph_id, reason=reason), timeout)
+        self._observe(res.index)
+        return res.cancelled
+
+    def delete_graph(self, graph_id: str, *, timeout: Optional[float] = None) -> None:
+        """Delete a finished graph: its artifacts, then its rows.
+
+        Raises:
+            NotFound: no such graph.
+            FailedPrecondition: a task is not terminal (cancel and wait first).
+        """
+        _check_id("graph_id", graph_id)
+        res = self._call("DeleteGraph", svc.DeleteGraphRequest(graph_id=graph_id), timeout)
+        self._observe(res.index)
+
+    def cluster_status(self, *, timeout: Optional[float] = None) -> svc.ClusterStatusResponse:
+        """The heads, the leader, the term and the indexes, as the answering
+        head sees them."""
+        return self._call("ClusterStatus", svc.ClusterStatusRequest(), timeout)
+
+    # -- tasks -------------------------------------------------------------
+
+    def get_task(self, task_id: str, *, timeout: Optional[float] = None) -> pb.Task:
+        """Return a task's row with its attempts.
+
+        Args:
+            task_id: "<graph id>/<task name>".
+
+        Raises:
+            NotFound: no such task.
+        """
+        _check_task_id(task_id)
+        res = self._call("GetTask", svc.GetTaskRequest(task_id=task_id, read=self._read()), timeout)
+        self._observe(res.meta.index)
+        return res.task
+
+    def tasks(self, graph_id: str, *, state: int = 0, timeout: Optional[float] = None) -> Iterator[pb.Task]:
+        """Iterate over a graph's tasks (``Task`` messages), page by page.
+
+        Args:
+            graph_id: the graph's id.
+            state: only tasks in this ``TaskState``; 0: any.
+            timeout: deadline of each page's call, in seconds.
+        """
+        _check_id("graph_id", graph_id)
+        token = ""
+        while True:
+            res = self._call("ListTasks", svc.ListTasksRequest(graph_id=graph_id, state=state, page_token=token,
+                                                               omit_spec=True, read=self._read()), timeout)
+            self._observe(res.meta.index)
+            yield from res.tasks
+            token = res.next_page_token
+            if not token:
+                return
+
+    def results(self, graph_id: str, *, timeout: Optional[float] = None) -> Dict[str, TaskResult]:
+        """Return how each task of a graph ended, with its parsed JSON result.
+
+        Args:
+            graph_id: the graph's id.
+            timeout: deadline of each page's call, in seconds.
+
+        Returns:
+            Task name -> :class:`TaskResult`, in the graph's task order.
+
+        Raises:
+            NotFound: no such graph.
+        """
+        out: Dict[str, TaskResult] = {}
+        for t in self.tasks(graph_id, timeout=timeout):
+            name = t.id.split("/", 1)[1] if "/" in t.id else t.id
+            last = t.attempts[-1] if t.attempts else None
+            out[name] = TaskResult(
+                name=name, task_id=t.id, state=task_state_name(t.state), result=_parse_result(t.result),
+                reason=t.reason, reason_code=pb.ReasonCode.Name(t.reason_code).replace("REASON_CODE_", "")
+                if t.reason_code else "",
+                exit_code=last.exit_code if last else 0, attempts=len(t.attempts))
+        return out
+
+    def cancel_task(self, task_id: str, reason: str = "", *, timeout: Optional[float] = None) -> int:
+        """Cancel one task and the dependents that can then never run.
+
+        Returns:
+            How many tasks moved to CANCELLED.
+
+        Raises:
+            NotFound: no such task.
+        """
+        _check_task_id(task_id)
+        res = self._call("CancelTask", svc.CancelTaskRequest(task_id=task_id, reason=reason), timeout)
+        self._observe(res.index)
+        return res.cancelled
+
+    # -- events ------------------------------------------------------------
+
+    def watch(self, graph_id: Optional[str] = None, *, after: Optional[Tuple[int, int]] = None,
+              from_now: bool = False, timeout: Optional[float] = None) -> Iterator[pb.Event]:
+        """Stream committed events in commit order, reconnecting through head
+        failures and leader changes without gaps or duplicates.
+
+        Args:
+            graph_id: only this graph's events; None: all.
+            after: a :class:`Cursor` (or (index, seq)): events strictly
+                after it; None: from the oldest event the heads retain.
+                Resume with ``Cursor(ev.index, ev.seq)`` of the last event.
+            from_now: start at the live end instead.
+            timeout: seconds after which the iterator ends by raising
+                :class:`DeadlineExceeded`; None: it runs until the consumer
+                stops iterating (closing it cancels the stream).
+
+        Yields:
+            ``Event`` messages: ``task_id`` ("" for a graph event),
+            ``task_state`` / ``graph_state``, ``attempt``, ``reason``,
+            ``index`` and ``seq`` (the cursor).
+
+        Raises:
+            OutOfRange: the cursor is older than the retained history.
+            NotFound, InvalidArgument: as the head answers.
+            DeadlineExceeded: the timeout passed.
+        """
+        if graph_id is not None:
+            _check_id("graph_id", graph_id)
+        cur = Cursor(*after) if after is not None else Cursor(0, 0)
+        if cur.index < 0 or not 0 <= cur.seq <= _MAX_SEQ:
+            raise InvalidArgument(f"megaflow: watch: cursor {tuple(cur)} out of range")
+        deadline = None if timeout is None else self._deadline(timeout)
+        delay = self._backoff[0]
+        while True:
+            addr, stub = self._pick()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise DeadlineExceeded("megaflow: watch: timeout passed")
+            stream = stub.Watch(svc.WatchRequest(after_index=cur.index, after_seq=cur.seq, graph_id=graph_id or "",
+                                                 from_now=from_now), timeout=remaining)
+            try:
+                for res in stream:
+                    delay = self._backoff[0]
+                    from_now = False
+                    if not res.events and cur.index < res.applied_index:
+                        cur = Cursor(res.applied_index, _MAX_SEQ)  # a heartbeat: nothing of ours up to it
+                    for ev in res.events:
+                        cur = Cursor(ev.index, ev.seq)
+                        self._observe(ev.index)
+                        yield ev
+                err: Optional[MegaflowError] = None  # the head ended the stream (shutting down)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+            finally:
+                stream.cancel()
+            # Like Go's Watch, everything a retry can fix (an ended stream,
+            # UNAVAILABLE, INTERNAL from a dying head) moves to the next head.
+            if isinstance(err, DeadlineExceeded):
+                raise DeadlineExceeded(f"megaflow: watch: timeout passed (last error from head {addr}: {err.message})",
+                                       err.code) from err
+            if isinstance(err, (OutOfRange, InvalidArgument, NotFound, PermissionDenied)) or \
+                    (isinstance(err, ResourceExhausted) and not err.retry_after):
+                raise err
+            self._rotate(addr)
+            pause = self._jitter(delay)
+            if deadline is not None:
+                pause = min(pause, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
+            delay = min(2 * delay, self._backoff[1])
+
+    def wait(self, graph_id: str, *, timeout: Optional[float] = None,
+             progress: Optional[bool] = None, out: Optional[TextIO] = None) -> pb.Graph:
+        """Block until a graph is terminal (SUCCEEDED, FAILED or CANCELLED).
+
+        Args:
+            graph_id: the graph's id.
+            timeout: seconds to wait in all; None: no limit (each RPC still
+                has the client's deadline and the watch reconnects).
+            progress: print a one-line progress report (rewritten in place)
+                on ``out``; None: only when ``out`` is a terminal.
+            out: where progress goes; default ``sys.stderr``.
+
+        Returns:
+            The terminal ``Graph`` message with its counts and metrics.
+
+        Raises:
+            NotFound: no such graph.
+            DeadlineExceeded: the timeout passed first.
+        """
+        _check_id("graph_id", graph_id)
+        out = out or sys.stderr
+        if progress is None:
+            progress = bool(getattr(out, "isatty", lambda: False)())
+        deadline = None if timeout is None else self._deadline(timeout)
+        last_line = 0.0
+
+        def left() -> Optional[float]:
+            if deadline is None:
+                return None
+            r = deadline - time.monotonic()
+            if r <= 0:
+                raise DeadlineExceeded(f"megaflow: wait: graph {graph_id} is not finished after {timeout} s")
+            return r
+
+        def report(g: pb.Graph, final: bool = False) -> None:
+            if progress:
+                c = g.counts
+                done = c.succeeded + c.failed + c.cancelled + c.timed_out
+                out.write(f"\r{g.id}: {graph_state_name(g.state).lower()} {done}/{g.task_count} done "
+                          f"({c.succeeded} ok, {c.failed + c.timed_out} failed, {c.running} running, "
+                          f"{c.pending + c.queued + c.assigned} waiting)" + ("\n" if final else ""))
+                out.flush()
+
+        try:
+            while True:
+                r = left()
+                g, meta = self._get_graph(graph_id, min(self.timeout, r) if r else None)
+                if g.state in _TERMINAL_GRAPH:
+                    report(g, final=True)
+                    return g
+                report(g)
+                # Every change after the read shows up as an event after its
+                # index; a window bounds each stream, then the graph is read again.
+                window = min(30.0, r) if r else 30.0
+                try:
+                    for ev in self.watch(graph_id, after=Cursor(meta.index, _MAX_SEQ), timeout=window):
+                        if not ev.task_id and ev.graph_state in _TERMINAL_GRAPH:
+                            break
+                        if progress and time.monotonic() - last_line > 0.5:
+                            last_line = time.monotonic()
+                            report(self.get_graph(graph_id, timeout=min(self.timeout, left() or self.timeout)))
+                except (DeadlineExceeded, OutOfRange):
+                    pass  # window over, or fell behind the history: read again
+        except KeyboardInterrupt:
+            if progress:
+                out.write("\n")
+            raise
+
+    # -- logs and artifacts --------------------------------------------------
+
+    def stream_logs(self, task_id: str, *, attempt: int = 0, follow: bool = False,
+                    timeout: Optional[float] = None) -> Iterator[bytes]:
+        """Stream an attempt's combined stdout and stderr, chunk by chunk.
+
+        Args:
+            task_id: "<graph id>/<task name>".
+            attempt: 1-based attempt number; 0: the current (last) one.
+            follow: keep streaming until the attempt is terminal and its log
+                complete (waits for a first attempt of a task not yet run).
+            timeout: seconds for the whole stream (default: the client's
+                without follow, none with it).
+
+        Yields:
+            Chunks of bytes, in order; a broken stream resumes after the last
+            chunk at another head.
+
+        Raises:
+            NotFound: no such task or attempt.
+            FailedPrecondition: the head has no artifact store.
+        """
+        _check_task_id(task_id)
+        deadline = None if (timeout is None and follow) else self._deadline(timeout)
+        number, after = attempt, 0
+        delay = self._backoff[0]
+        while True:
+            addr, stub = self._pick()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise DeadlineExceeded(f"megaflow: logs of {task_id}: timeout passed")
+            stream = stub.Logs(svc.LogsRequest(task_id=task_id, attempt=number, follow=follow, after_chunk=after,
+                                               read=self._read()), timeout=remaining)
+            try:
+                for res in stream:
+                    delay = self._backoff[0]
+                    number, after = res.attempt, res.chunk
+                    yield res.data
+                return
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+            finally:
+                stream.cancel()
+            if isinstance(err, DeadlineExceeded) or not retryable(err):
+                raise err
+            self._rotate(addr)
+            time.sleep(self._jitter(delay))
+            delay = min(2 * delay, self._backoff[1])
+
+    def logs(self, task_id: str, *, attempt: int = 0, timeout: Optional[float] = None) -> str:
+        """Return an attempt's log (stdout and stderr combined) as text.
+
+        Args:
+            task_id: "<graph id>/<task name>".
+            attempt: 1-based; 0: the current (last) attempt.
+            timeout: deadline in seconds (default: the client's).
+
+        Returns:
+            The log, decoded as UTF-8 (invalid bytes replaced).
+
+        Raises:
+            NotFound: no such task or attempt.
+            FailedPrecondition: the head has no artifact store.
+        """
+        return b"".join(self.stream_logs(task_id, attempt=attempt, timeout=timeout)).decode("utf-8", "replace")
+
+    def artifacts(self, task_id: str, *, attempt: int = 0,
+                  timeout: Optional[float] = None) -> svc.ArtifactListResponse:
+        """Return an attempt's manifest: its output files with sizes and SHA-256.
+
+        Args:
+            task_id: "<graph id>/<task name>".
+            attempt: 1-based; 0: the current attempt.
+
+        Returns:
+            ``ArtifactListResponse``: ``files`` (``path``, ``size`` in bytes,
+            ``sha256``), ``log_bytes``, ``notes``.
+
+        Raises:
+            NotFound: no such task or attempt, or the manifest has not landed.
+        """
+        _check_task_id(task_id)
+        return self._call("ArtifactList", svc.ArtifactListRequest(task_id=task_id, attempt=attempt,
+                                                                  read=self._read()), timeout)
+
+    def download(self, task_id: str, dest: Union[str, os.PathLike], *, attempt: int = 0,
+                 paths: Optional[Sequence[str]] = None, timeout: Optional[float] = None) -> List[Path]:
+        """Download an attempt's artifacts into a directory, checking each
+        file's SHA-256 against the manifest.
+
+        Args:
+            task_id: "<graph id>/<task name>".
+            dest: directory to write into (created if missing); files keep
+                their relative paths below it.
+            attempt: 1-based; 0: the current attempt.
+            paths: only these paths (as the manifest lists them); None: all.
+            timeout: deadline of each call, in seconds.
+
+        Returns:
+            The paths written.
+
+        Raises:
+            NotFound: no such task, attempt or path.
+            ChecksumMismatch: a file's bytes differ from its manifest's hash
+                (nothing is left at its path).
+        """
+        manifest = self.artifacts(task_id, attempt=attempt, timeout=timeout)
+        files = {f.path: f for f in manifest.files}
+        wanted = list(files) if paths is None else list(paths)
+        for p in wanted:
+            if p not in files:
+                raise NotFound(f"megaflow: {task_id} attempt {manifest.attempt}: no artifact {p!r}; "
+                               f"it has {sorted(files) or 'none'}")
+        root = Path(dest)
+        root.mkdir(parents=True, exist_ok=True)
+        written = []
+        for p in wanted:
+            rel = PurePosixPath(p)
+            if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+                raise InvalidArgument(f"megaflow: artifact path {p!r} leaves the destination directory")
+            target = root.joinpath(*rel.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".part")
+
+            def fetch(fn: Any, req: Any, remaining: float, tmp: Path = tmp, p: str = p) -> str:
+                h = hashlib.sha256()
+                with open(tmp, "wb") as f:
+                    for res in fn(req, timeout=remaining):
+                        if res.HasField("file"):
+                            continue
+                        h.update(res.data)
+                        f.write(res.data)
+                return h.hexdigest()
+
+            try:
+                digest = self._call("ArtifactGet", svc.ArtifactGetRequest(
+                    task_id=task_id, attempt=manifest.attempt, path=p, read=self._read()), timeout, run=fetch)
+                if digest != files[p].sha256:
+                    raise ChecksumMismatch(f"megaflow: artifact {p!r} of {task_id}: SHA-256 {digest}, "
+                                           f"the manifest says {files[p].sha256}")
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
+            written.append(target)
+        return written
+
+
+def _check_id(field: str, value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"megaflow: {field}: {value!r} is not an id; give the id submit returned")
+
+
+def _check_task_id(task_id: str) -> None:
+    if not isinstance(task_id, str) or task_id.count("/") != 1 or task_id.startswith("/") or task_id.endswith("/"):
+        raise InvalidArgument(f"megaflow: task_id: {task_id!r} is not \"<graph id>/<task name>\"")

@@ -1,0 +1,239 @@
+"""MegaFlow's errors as Python exceptions.
+
+Every error the SDK raises is a :class:`MegaflowError`. The heads classify
+their errors (Go's ``internal/errs``) and send each class as one gRPC status
+code; :func:`from_rpc_error` turns a status back into the class's exception,
+so callers catch classes, never match messages::
+
+    try:
+        client.submit(graph)
+    except megaflow.AlreadyExists:
+        ...  # the id holds a different graph
+
+The classes and their gRPC codes:
+
+==========================  ===========================================
+exception                   gRPC code (and detail)
+==========================  ===========================================
+:class:`InvalidArgument`    INVALID_ARGUMENT (also a ``ValueError``)
+:class:`InvalidGraph`       raised by the SDK before any RPC: a bad spec
+:class:`NotFound`           NOT_FOUND
+:class:`AlreadyExists`      ALREADY_EXISTS
+:class:`FailedPrecondition` FAILED_PRECONDITION
+:class:`Unavailable`        UNAVAILABLE (retried by the client)
+:class:`NotLeader`          UNAVAILABLE with ErrorInfo reason NOT_LEADER
+:class:`ResourceExhausted`  RESOURCE_EXHAUSTED (rate limit: retry_after)
+:class:`OutOfRange`         OUT_OF_RANGE (a watch cursor too old)
+:class:`Internal`           INTERNAL
+:class:`PermissionDenied`   PERMISSION_DENIED / UNAUTHENTICATED (proxies)
+:class:`DeadlineExceeded`   DEADLINE_EXCEEDED, or the SDK's own deadline
+:class:`Cancelled`          CANCELLED
+==========================  ===========================================
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Type
+
+import grpc
+
+from ._proto import rpc_status_pb2
+
+__all__ = [
+    "MegaflowError",
+    "InvalidArgument",
+    "InvalidGraph",
+    "NotFound",
+    "AlreadyExists",
+    "FailedPrecondition",
+    "Unavailable",
+    "NotLeader",
+    "ResourceExhausted",
+    "OutOfRange",
+    "Internal",
+    "PermissionDenied",
+    "DeadlineExceeded",
+    "Cancelled",
+    "ChecksumMismatch",
+    "from_rpc_error",
+]
+
+
+class MegaflowError(Exception):
+    """Base class of every error the SDK raises.
+
+    Attributes:
+        message: the server's message (complete on its own: what was wrong
+            and, where it can say, what to do), or the SDK's.
+        code: the gRPC status code the head answered with, or None for an
+            error raised by the SDK itself.
+    """
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidArgument(MegaflowError, ValueError):
+    """The request is malformed; retrying it cannot help."""
+
+
+class InvalidGraph(InvalidArgument):
+    """A graph spec failed the SDK's local checks, before any RPC.
+
+    The message names the graph, the task and the field, as the head's do:
+    ``graph "step-42": task "eval": depends_on: unknown task "rollot"``.
+    """
+
+
+class NotFound(MegaflowError, LookupError):
+    """The named graph, task, attempt or artifact does not exist."""
+
+
+class AlreadyExists(MegaflowError):
+    """The graph id is taken by a graph with a different spec."""
+
+
+class FailedPrecondition(MegaflowError):
+    """The request is valid but the state forbids it now (e.g. deleting a
+    graph that still runs, or reading logs from a head without a store)."""
+
+
+class Unavailable(MegaflowError):
+    """No head answered, or the head has no leader; the client retries these
+    within the call's deadline before raising."""
+
+
+class NotLeader(Unavailable):
+    """The head is not the leader.
+
+    Attributes:
+        leader_id: the leader's head id, when the head knows it.
+        leader_addr: the leader's gRPC address (host:port), when known; the
+            client follows it.
+    """
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None,
+                 leader_id: str = "", leader_addr: str = "") -> None:
+        super().__init__(message, code)
+        self.leader_id = leader_id
+        self.leader_addr = leader_addr
+
+
+class ResourceExhausted(MegaflowError):
+    """A rate limit (with ``retry_after``) or a message over gRPC's size limit.
+
+    Attributes:
+        retry_after: seconds after which a retry may succeed (a rate
+            limit), or None: the same request will fail again.
+    """
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None,
+                 retry_after: Optional[float] = None) -> None:
+        super().__init__(message, code)
+        self.retry_after = retry_after
+
+
+class OutOfRange(MegaflowError):
+    """A watch cursor is older than the history the heads retain: re-read the
+    state and watch from now."""
+
+
+class Internal(MegaflowError):
+    """A bug or a broken invariant on the head (also: an artifact whose bytes
+    do not match its manifest)."""
+
+
+class PermissionDenied(MegaflowError):
+    """Refused for lack of permission or authentication (a proxy or TLS
+    setup in front of the heads)."""
+
+
+class DeadlineExceeded(MegaflowError, TimeoutError):
+    """The call's deadline passed before a head answered it; the message
+    carries the last error seen."""
+
+
+class Cancelled(MegaflowError):
+    """The call was cancelled."""
+
+
+class ChecksumMismatch(MegaflowError):
+    """A downloaded artifact's SHA-256 differs from its manifest's."""
+
+
+_CODES: Dict[grpc.StatusCode, Type[MegaflowError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
+    grpc.StatusCode.INTERNAL: Internal,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: PermissionDenied,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.CANCELLED: Cancelled,
+}
+
+_DETAILS_KEY = "grpc-status-details-bin"
+_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+_NOT_LEADER = "NOT_LEADER"
+
+
+def from_rpc_error(err: grpc.RpcError) -> MegaflowError:
+    """Convert a gRPC error from a head into the matching exception.
+
+    Args:
+        err: the ``grpc.RpcError`` a stub raised (a ``grpc.Call``).
+
+    Returns:
+        The exception of the error's class, its message the server's. An
+        UNAVAILABLE with the NOT_LEADER detail becomes :class:`NotLeader`
+        with the leader's address; a RetryInfo detail sets
+        ``retry_after`` on :class:`ResourceExhausted`.
+    """
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    message = (err.details() if hasattr(err, "details") else None) or str(code)
+    leader_id = leader_addr = ""
+    not_leader = False
+    retry_after: Optional[float] = None
+    trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key != _DETAILS_KEY:
+            continue
+        try:
+            st = rpc_status_pb2.Status.FromString(value)
+        except Exception:  # a malformed detail: keep the code and message
+            continue
+        for d in st.details:
+            if d.type_url == _ERROR_INFO:
+                info = rpc_status_pb2.ErrorInfo.FromString(d.value)
+                if info.reason == _NOT_LEADER:
+                    not_leader = True
+                    leader_id = info.metadata.get("leader_id", "")
+                    leader_addr = info.metadata.get("leader_addr", "")
+            elif d.type_url == _RETRY_INFO:
+                ri = rpc_status_pb2.RetryInfo.FromString(d.value)
+                retry_after = ri.retry_delay.seconds + ri.retry_delay.nanos / 1e9
+    if not_leader:
+        return NotLeader(message, code, leader_id=leader_id, leader_addr=leader_addr)
+    cls = _CODES.get(code, MegaflowError)
+    if cls is ResourceExhausted:
+        return ResourceExhausted(message, code, retry_after=retry_after)
+    return cls(message, code)
+
+
+def retryable(err: MegaflowError) -> bool:
+    """Whether the same request may succeed at another head or later:
+    Unavailable, NotLeader, and ResourceExhausted with a retry_after (a rate
+    limit), as Go's errs.Retryable."""
+    if isinstance(err, Unavailable):
+        return True
+    return isinstance(err, ResourceExhausted) and bool(err.retry_after)
