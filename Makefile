@@ -15,7 +15,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run demo demo-bare demo-images image test test-short fuzz proto bench bench-harness chaos chaos-long vet fmt clean
+.PHONY: all build release run demo demo-bare demo-images image test test-short test-python fuzz proto proto-python bench bench-harness chaos chaos-long vet fmt clean
 
 all: build
 
@@ -72,6 +72,15 @@ image:
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz
+	$(MAKE) test-python
+
+# The Python SDK (client/python): its unit tests against fake heads, and an
+# end-to-end test against `megaflow up --runtime process` (built with go, or
+# MEGAFLOW_BIN). Debian's python3 with python3-grpcio, python3-protobuf and
+# python3-pytest (.ci/run installs them).
+PYTHON ?= /usr/bin/python3
+test-python:
+	cd client/python && $(PYTHON) -m pytest -q tests
 
 # Each fuzz target for FUZZTIME (about 25 s in all with the builds), from
 # its committed seed corpus (testdata/fuzz/<target>): graph spec
@@ -103,6 +112,12 @@ proto:
 		--go_out=. --go_opt=module=github.com/megaflow/megaflow \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/megaflow/megaflow \
 		proto/megaflow/v1/*.proto
+	$(MAKE) proto-python
+
+# Regenerates the Python SDK's stubs (client/python/src/megaflow/_proto) with
+# Debian's protoc and grpc_python_plugin: apt-get install protobuf-compiler-grpc.
+proto-python:
+	./scripts/gen-proto-python.sh
 
 # The head against bare Raft (bench/README.md), then the container runtimes
 # against `docker run --rm` and a bare fork/exec (about 3 minutes on 2

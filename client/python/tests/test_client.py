@@ -19,8 +19,8 @@ FAST = dict(backoff=(0.01, 0.05), timeout=5)
 
 def small_graph(gid="step-1"):
     g = megaflow.Graph(gid)
-    a = g.task("a", ["true"])
-    g.task("b", ["true"], after=[a])
+    a = g.task("a", ["true"], image="busybox")
+    g.task("b", ["true"], image="busybox", after=[a])
     return g
 
 
@@ -60,7 +60,7 @@ def test_retries_keep_the_generated_graph_id(heads):
     h.fail_next("SubmitGraph", fail(grpc.StatusCode.UNAVAILABLE, "x"), fail(grpc.StatusCode.UNAVAILABLE, "y"))
     h.handlers["SubmitGraph"] = submitted
     g = megaflow.Graph()
-    g.task("a", ["true"])
+    g.task("a", ["true"], image="busybox")
     with megaflow.Client([h.addr], tenant="team-a", **FAST) as c:
         gid = c.submit(g)
     ids = {r.graph.id for r in h.calls["SubmitGraph"]}
@@ -126,7 +126,7 @@ def test_bad_input_fails_before_any_rpc(heads, monkeypatch):
     (h,) = heads(1)
     with megaflow.Client([h.addr], **FAST) as c:
         bad = megaflow.Graph("step-1")
-        bad.task("a", ["true"], after=["nope"])
+        bad.task("a", ["true"], image="busybox", after=["nope"])
         with pytest.raises(megaflow.InvalidGraph, match='task "a": depends_on: unknown task "nope"'):
             c.submit(bad)
         with pytest.raises(megaflow.InvalidArgument, match="task_id"):

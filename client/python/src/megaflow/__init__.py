@@ -4,8 +4,8 @@ collect their results.
     import megaflow
 
     g = megaflow.Graph("step-42")
-    gen = g.task("generate", ["python", "gen.py"], cpu="500m", memory="1Gi")
-    g.task("score", ["python", "score.py"], after=[gen], type="eval", retries=2)
+    gen = g.task("generate", ["python", "gen.py"], image="env:v1", cpu="500m", memory="1Gi")
+    g.task("score", ["python", "score.py"], image="env:v1", after=[gen], type="eval", retries=2)
     with megaflow.Client(["127.0.0.1:7070"]) as c:
         gid = c.submit(g)
         graph = c.wait(gid, timeout=600)

@@ -448,7 +448,7 @@ class Client:
             timeout: deadline of each page's call, in seconds.
 
         Returns:
-            Task name -> :class:`TaskResult`, in the graph's task order.
+            Task name -> :class:`TaskResult`, sorted by name.
 
         Raises:
             NotFound: no such graph.
@@ -574,6 +574,7 @@ class Client:
             progress = bool(getattr(out, "isatty", lambda: False)())
         deadline = None if timeout is None else self._deadline(timeout)
         last_line = 0.0
+        width = [0]
 
         def left() -> Optional[float]:
             if deadline is None:
@@ -587,9 +588,11 @@ class Client:
             if progress:
                 c = g.counts
                 done = c.succeeded + c.failed + c.cancelled + c.timed_out
-                out.write(f"\r{g.id}: {graph_state_name(g.state).lower()} {done}/{g.task_count} done "
-                          f"({c.succeeded} ok, {c.failed + c.timed_out} failed, {c.running} running, "
-                          f"{c.pending + c.queued + c.assigned} waiting)" + ("\n" if final else ""))
+                line = (f"{g.id}: {graph_state_name(g.state).lower()} {done}/{g.task_count} done "
+                        f"({c.succeeded} ok, {c.failed + c.timed_out} failed, {c.running} running, "
+                        f"{c.pending + c.queued + c.assigned} waiting)")
+                out.write("\r" + line.ljust(width[0]) + ("\n" if final else ""))
+                width[0] = len(line)
                 out.flush()
 
         try:

@@ -165,7 +165,7 @@ class Task:
 
     Its methods return the task so calls chain::
 
-        g.task("eval", ["python", "eval.py"]).after(rollout).env("SEED", "1")
+        g.task("eval", ["python", "eval.py"], image="env:v1").after(rollout).env("SEED", "1")
     """
 
     def __init__(self, spec: pb.TaskSpec) -> None:
@@ -244,7 +244,7 @@ class Graph:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def task(self, name: str, command: Sequence[str], *, image: str = "",
+    def task(self, name: str, command: Sequence[str], *, image: str,
              after: Iterable[Union[Task, str]] = (), type: str = "",
              cpu: Optional[Cpu] = None, memory: Optional[Memory] = None,
              gpus: int = 0, gpu_model: str = "", gpu_memory: Optional[Memory] = None,
@@ -262,8 +262,8 @@ class Graph:
             name: unique within the graph: [A-Za-z0-9._-], 1 to 128 characters.
             command: argv; the first element is the program (a str is
                 refused: pass ``["sh", "-c", "..."]``).
-            image: container image (Docker runtime); ignored by the process
-                runtime.
+            image: container image (required; the process runtime ignores
+                it but the head still asks for one).
             after: tasks or task names this one waits for.
             type: queue: "train", "eval", "synth" or "" (the default queue).
             cpu: cores (``2``, ``0.5``) or millicores (``"500m"``).
@@ -407,6 +407,10 @@ def validate(g: pb.GraphSpec) -> None:
         def tfail(field: str, msg: str) -> None:
             fail(f'task "{t.name}": {field}: {msg}')
 
+        if not t.image:
+            tfail("image", 'is empty; name a container image, e.g. "python:3.12-slim"')
+        if len(t.image) > 512 or any(not " " < ch < "\x7f" for ch in t.image) or t.image[0] == "-":
+            tfail("image", f"{t.image!r} is not an image reference (printable ASCII, no spaces, up to 512 bytes)")
         if not t.command:
             tfail("command", 'is empty; give the program and its arguments, e.g. ["python", "rollout.py"]')
         if len(t.command) > MAX_COMMAND_ARGS:
