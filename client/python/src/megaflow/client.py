@@ -187,7 +187,7 @@ class Client:
 
     def close(self) -> None:
         """Close the connections to every head; later calls raise
-        FailedPrecondition-like :class:`MegaflowError`."""
+        :class:`MegaflowError` ("the client is closed")."""
         with self._lock:
             self._closed = True
             for ch in self._channels.values():
@@ -574,7 +574,7 @@ class Client:
             progress = bool(getattr(out, "isatty", lambda: False)())
         deadline = None if timeout is None else self._deadline(timeout)
         last_line = 0.0
-        width = [0]
+        shown = [""]
 
         def left() -> Optional[float]:
             if deadline is None:
@@ -591,9 +591,10 @@ class Client:
                 line = (f"{g.id}: {graph_state_name(g.state).lower()} {done}/{g.task_count} done "
                         f"({c.succeeded} ok, {c.failed + c.timed_out} failed, {c.running} running, "
                         f"{c.pending + c.queued + c.assigned} waiting)")
-                out.write("\r" + line.ljust(width[0]) + ("\n" if final else ""))
-                width[0] = len(line)
-                out.flush()
+                if line != shown[0] or final:
+                    out.write("\r" + line.ljust(len(shown[0])) + ("\n" if final else ""))
+                    out.flush()
+                    shown[0] = line
 
         try:
             while True:
