@@ -299,3 +299,26 @@ def test_download_checks_sha256(heads, tmp_path):
         assert not (tmp_path / "all" / "metrics.txt").exists()
         with pytest.raises(megaflow.NotFound, match="no artifact"):
             c.download("g1/a", tmp_path, paths=["missing"])
+
+
+def test_not_leader_without_an_address_rotates(heads):
+    h1, h2 = heads(2)
+    h1.fail_next("GetGraph", not_leader(""))
+    h2.handlers["GetGraph"] = lambda r, c: graph_row(r.graph_id, pb.GRAPH_STATE_SUCCEEDED, succeeded=1)
+    with megaflow.Client([h1.addr, h2.addr], **FAST) as c:
+        assert c.get_graph("g1").state == pb.GRAPH_STATE_SUCCEEDED
+        assert c.heads[0] == h2.addr
+
+
+def test_bad_arguments_of_reads_fail_before_any_rpc(heads):
+    (h,) = heads(1)
+    with megaflow.Client([h.addr], **FAST) as c:
+        with pytest.raises(megaflow.InvalidArgument, match="attempt"):
+            c.logs("g1/a", attempt=-1)
+        with pytest.raises(megaflow.InvalidArgument, match="attempt"):
+            c.artifacts("g1/a", attempt="1")
+        with pytest.raises(megaflow.InvalidArgument, match="timeout"):
+            c.get_graph("g1", timeout=0)
+        with pytest.raises(megaflow.InvalidArgument, match="cursor"):
+            next(c.watch("g1", after=(1, -1)))
+    assert not h.calls

@@ -126,3 +126,13 @@ def test_empty_graph_and_bad_graph_fields():
         megaflow.Graph("bad/id").build()
     with pytest.raises(megaflow.InvalidGraph, match="deadline"):
         megaflow.Graph("x", deadline=-5)
+
+
+def test_wrong_types_are_invalid_graphs():
+    g = megaflow.Graph("x")
+    with pytest.raises(megaflow.InvalidGraph, match='task "a":'):
+        g.task("a", ["true"], image="i", retries="2")
+    with pytest.raises(megaflow.InvalidGraph, match='task "a":'):
+        g.task("a", ["true"], image="i", env={"A": 1})
+    with pytest.raises(megaflow.InvalidGraph, match="graph 'y'"):
+        megaflow.Graph("y", priority="high")

@@ -644,6 +644,7 @@ class Client:
             FailedPrecondition: the head has no artifact store.
         """
         _check_task_id(task_id)
+        _check_attempt(attempt)
         deadline = None if (timeout is None and follow) else self._deadline(timeout)
         number, after = attempt, 0
         delay = self._backoff[0]
@@ -703,6 +704,7 @@ class Client:
             NotFound: no such task or attempt, or the manifest has not landed.
         """
         _check_task_id(task_id)
+        _check_attempt(attempt)
         return self._call("ArtifactList", svc.ArtifactListRequest(task_id=task_id, attempt=attempt,
                                                                   read=self._read()), timeout)
 
@@ -771,6 +773,11 @@ class Client:
 def _check_id(field: str, value: str) -> None:
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"megaflow: {field}: {value!r} is not an id; give the id submit returned")
+
+
+def _check_attempt(attempt: int) -> None:
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or not 0 <= attempt < 2**32:
+        raise InvalidArgument(f"megaflow: attempt: {attempt!r} is not an attempt number; use 1, 2, ... or 0 for the current one")
 
 
 def _check_task_id(task_id: str) -> None:

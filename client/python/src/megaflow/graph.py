@@ -226,8 +226,11 @@ class Graph:
     def __init__(self, id: Optional[str] = None, *, tenant: Optional[str] = None,
                  name: Optional[str] = None, priority: int = 0,
                  labels: Optional[Mapping[str, str]] = None, deadline: Duration = None) -> None:
-        self._spec = pb.GraphSpec(id=id or "", tenant=tenant or "", name=name or "", priority=priority)
-        self._spec.labels.update(labels or {})
+        try:
+            self._spec = pb.GraphSpec(id=id or "", tenant=tenant or "", name=name or "", priority=priority)
+            self._spec.labels.update(labels or {})
+        except (TypeError, ValueError) as e:  # protobuf's type and range checks
+            raise InvalidGraph(f"graph {id or ''!r}: {e}") from None
         self._spec.deadline_seconds = parse_seconds(deadline, "deadline")
         self._tasks: List[Task] = []
 
@@ -304,15 +307,18 @@ class Graph:
             argv = [str(a) for a in command]
         except TypeError:
             raise InvalidGraph(f'task "{name}": command: {command!r} is not a list of arguments') from None
-        t = pb.TaskSpec(name=name, image=image, command=argv, type=type, priority=priority,
-                        max_retries=retries, session=session, gang=gang,
-                        run_on_upstream_failure=run_on_upstream_failure, working_dir=workdir,
-                        network=network, runtime=runtime)
-        t.env.update(env or {})
-        t.node_selector.update(selector or {})
-        t.output_paths.extend(outputs)
-        t.capabilities.extend(capabilities)
-        t.uses_services.extend(uses_services)
+        try:
+            t = pb.TaskSpec(name=name, image=image, command=argv, type=type, priority=priority,
+                            max_retries=retries, session=session, gang=gang,
+                            run_on_upstream_failure=run_on_upstream_failure, working_dir=workdir,
+                            network=network, runtime=runtime)
+            t.env.update(env or {})
+            t.node_selector.update(selector or {})
+            t.output_paths.extend(outputs)
+            t.capabilities.extend(capabilities)
+            t.uses_services.extend(uses_services)
+        except (TypeError, ValueError) as e:  # protobuf's type and range checks
+            raise InvalidGraph(f'task "{name}": {e}') from None
         t.timeout_seconds = parse_seconds(timeout, f'task "{name}": timeout')
         if cpu is not None or memory is not None or gpus or gpu_model or gpu_memory is not None:
             try:
