@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import threading
 from concurrent import futures
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Tuple
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2

@@ -4,7 +4,6 @@ timeout; nothing sleeps to synchronize."""
 
 import hashlib
 import io
-import json
 import time
 
 import grpc
