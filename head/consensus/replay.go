@@ -22,27 +22,61 @@ type ReplayResult struct {
 	Entries int
 }
 
-// ErrReplayAhead is returned by Replay when every snapshot in the data
-// directory is newer than the index asked for (a follower stopped between
-// writing an installed snapshot and restoring it): a restart would start
-// from that snapshot, past the index, so nothing can be compared there.
-var ErrReplayAhead = errors.New("consensus: replay: the data directory's snapshots are all past the index")
+// ErrReplayAhead is returned by Replay and ReplayStores when every
+// snapshot in the store is newer than the index asked for (a follower
+// stopped between writing an installed snapshot and restoring it): a
+// restart would start from that snapshot, past the index, so nothing can
+// be compared there.
+var ErrReplayAhead = errors.New("consensus: replay: the snapshots are all past the index")
 
 // Replay rebuilds f from what a stopped node left in dataDir, the way
-// hashicorp/raft does when the node starts again, without any network: it
+// hashicorp/raft does when the node starts again, without any network
+// (ReplayStores on DataDir/raft's file snapshots and raft.db). It takes
+// the directory's lock (dirlock) and opens raft.db read-only, so the node
+// must be shut down; it reads only these disk stores, not stores passed
+// in Config (ReplayStores reads those). Tests call it to check that a
+// table rebuilt from disk equals the one the node had
+// (internal/testcluster). Errors: a store that cannot be opened, and
+// those of ReplayStores.
+func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayResult, error) {
+	dir := filepath.Join(dataDir, "raft")
+	lock, err := dirlock.Acquire(dir, "consensus: replay")
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	defer lock.Release()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("consensus: replay: open snapshot store in %s: %w", dir, err)
+	}
+	dbPath := filepath.Join(dir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath,
+		BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: time.Second}})
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("consensus: replay: open %s (is its node still running?): %w", dbPath, err)
+	}
+	defer store.Close()
+	res, err := ReplayStores(store, snaps, f, upTo, batch)
+	if err != nil {
+		err = fmt.Errorf("%w (in %s)", err, dir)
+	}
+	return res, err
+}
+
+// ReplayStores rebuilds f from a stopped node's log store and snapshot
+// store, the way hashicorp/raft does when the node starts again: it
 // restores the newest snapshot at or below upTo, then applies the log
 // entries after it up to upTo (0: to the log's last entry, committed or
-// not) in order, in batches of at most batch entries
-// (raft hands a BatchingFSM at most MaxAppendEntries at once) and only the
-// LogCommand and LogConfiguration entries, as raft does. f must be fresh.
-// It takes the directory's lock (dirlock) and opens raft.db read-only, so
-// the node must be shut down; it reads only these disk stores, not stores
-// passed in Config. Tests call it to check that a table rebuilt from disk
-// equals the one the node had (internal/testcluster). Errors: an entry
-// missing from the log, a store that cannot be opened, ErrReplayAhead, or a
-// panic of f (a corrupt log, or a bug), with the range of entries it was
-// applying.
-func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayResult, error) {
+// not) in order, in batches of at most batch entries (raft hands a BatchingFSM at most MaxAppendEntries at once) and
+// only the LogCommand and LogConfiguration entries, as raft does. f must
+// be fresh. The node must be stopped: ReplayStores only reads the stores,
+// but a running node writes them. Replay calls it on a data directory's
+// stores; tests call it on in-memory stores (Config.LogStore and
+// SnapshotStore; internal/testcluster). Errors: a snapshot that cannot be
+// listed, opened or restored, an entry missing from the log,
+// ErrReplayAhead, or a panic of f (a corrupt log, or a bug), with the
+// range of entries it was applying.
+func ReplayStores(logStore raft.LogStore, snaps raft.SnapshotStore, f raft.BatchingFSM, upTo uint64, batch int) (ReplayResult, error) {
 	var res ReplayResult
 	all := upTo == 0 // everything the log holds
 	if all {
@@ -51,19 +85,9 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 	if batch < 1 {
 		batch = 1
 	}
-	dir := filepath.Join(dataDir, "raft")
-	lock, err := dirlock.Acquire(dir, "consensus: replay")
-	if err != nil {
-		return res, err
-	}
-	defer lock.Release()
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
-	if err != nil {
-		return res, fmt.Errorf("consensus: replay: open snapshot store in %s: %w", dir, err)
-	}
 	metas, err := snaps.List()
 	if err != nil {
-		return res, fmt.Errorf("consensus: replay: list snapshots in %s: %w", dir, err)
+		return res, fmt.Errorf("consensus: replay: list snapshots: %w", err)
 	}
 	for _, m := range metas { // newest first
 		if m.Index > upTo {
@@ -73,7 +97,9 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 		if err != nil {
 			return res, fmt.Errorf("consensus: replay: open snapshot %s: %w", m.ID, err)
 		}
-		if err := f.Restore(rc); err != nil {
+		err = f.Restore(rc)
+		_ = rc.Close()
+		if err != nil {
 			return res, fmt.Errorf("consensus: replay: restore snapshot %s: %w", m.ID, err)
 		}
 		res.SnapshotIndex = m.Index
@@ -82,18 +108,11 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 	if res.SnapshotIndex == 0 && len(metas) > 0 { // every one is past upTo
 		return res, ErrReplayAhead
 	}
-	dbPath := filepath.Join(dir, "raft.db")
-	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath,
-		BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: time.Second}})
-	if err != nil {
-		return res, fmt.Errorf("consensus: replay: open %s (is its node still running?): %w", dbPath, err)
-	}
-	defer store.Close()
-	first, _ := store.FirstIndex()
+	first, _ := logStore.FirstIndex()
 	if all {
-		last, err := store.LastIndex()
+		last, err := logStore.LastIndex()
 		if err != nil {
-			return res, fmt.Errorf("consensus: replay: %s: %w", dbPath, err)
+			return res, fmt.Errorf("consensus: replay: last index: %w", err)
 		}
 		upTo = max(last, res.SnapshotIndex)
 	}
@@ -114,7 +133,7 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 	}
 	for i := res.SnapshotIndex + 1; i <= upTo; i++ {
 		l := &raft.Log{}
-		if err := store.GetLog(i, l); err != nil {
+		if err := logStore.GetLog(i, l); err != nil {
 			return res, fmt.Errorf("consensus: replay: entry %d (log starts at %d, snapshot at %d): %w", i, first, res.SnapshotIndex, err)
 		}
 		if l.Type != raft.LogCommand && l.Type != raft.LogConfiguration {

@@ -1,5 +1,6 @@
 // Package cluster runs a MegaFlow cluster in one process: real heads (Raft
-// over TCP loopback, BoltDB under a data directory, gossip, gRPC) and real
+// over TCP loopback, BoltDB under a data directory, gossip, gRPC; or, with
+// Options.RaftInMemory, Raft on an in-memory network and stores) and real
 // workers on the runtime the caller gives. It is the one in-process
 // cluster: `megaflow up` and `megaflow demo` start one head and one worker
 // with it, the benchmark harness three heads and simulated workers, and
@@ -21,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -35,9 +38,15 @@ type Options struct {
 	// Heads is how many heads bootstrap together (default 3, at most 7).
 	Heads int
 	// Logger receives the daemons' logs (each with "head" or "worker" and
-	// its id) and the Run errors of daemons that end on their own. Nil
-	// discards them.
+	// its id) and, unless RunError is set, the Run errors of daemons that
+	// end on their own. Nil discards them.
 	Logger *slog.Logger
+	// RunError, when set, receives instead of Logger the error of a head's
+	// or a worker's Run that ended on its own (not by Kill, Stop or their
+	// worker forms), with the daemon's name ("head h1", "worker w2"). It
+	// is called on the daemon's goroutine, which the cluster's Kill and
+	// Stop methods wait for.
+	RunError func(daemon string, err error)
 	// ConfigureHead, when set, edits head i's config (0-based) after the
 	// cluster's defaults: id h<i+1>, data directory Dir/<id>, free
 	// loopback addresses, BootstrapExpect Heads, Join the other heads'
@@ -54,6 +63,21 @@ type Options struct {
 	// and the clean stops of tests (default 10 s): a worker's shutdown
 	// includes its runtime's stop grace for the tasks it still runs.
 	StopTimeout time.Duration
+	// RaftInMemory runs the heads' Raft without sockets or Raft files, for
+	// tests: each head gets a hashicorp/raft InmemTransport at the
+	// address "inmem-<id>" (Member.RaftAddr, kept across kills and
+	// restarts) on a network the cluster owns, and an in-memory log,
+	// stable and snapshot store that belongs to its member and survives
+	// Kill and Restart with everything written to it, as an fsynced disk
+	// would (Member.RaftStores). A head that is killed or stopped is cut
+	// off from the others at once, in both directions, as a dead process's
+	// port refuses connections; a restarted or added head is connected to
+	// every running one. It overrides the Raft transport and stores that
+	// ConfigureHead sets; the data directory still holds everything else
+	// (gossip seeds, the worker table's files). False, the default, is
+	// Raft over TCP loopback with BoltDB and file snapshots under each
+	// data directory, as `megaflow up` and the benchmarks run.
+	RaftInMemory bool
 }
 
 // Member is one head slot of the cluster: its id, data directory and
@@ -68,10 +92,26 @@ type Member struct {
 	index   int
 	started bool // it ran once: restarts keep its id, directory and addresses
 	slot    slot[*head.Head]
+	// With Options.RaftInMemory: the head's Raft log and stable store and
+	// its snapshot store, made at its first start and kept across restarts.
+	raftStore *raft.InmemStore
+	raftSnaps *memSnapshots
 }
 
 // Head returns the running head, or nil while it is killed or stopped.
 func (m *Member) Head() *head.Head { return m.slot.get() }
+
+// RaftStores returns the member's in-memory Raft log store and snapshot
+// store (Options.RaftInMemory), for a test to read once its head is
+// stopped (consensus.ReplayStores); both are nil when the cluster keeps
+// Raft on disk (under DataDir/raft) or the member never started. They
+// are the live stores: reading them while the head runs races with it.
+func (m *Member) RaftStores() (raft.LogStore, raft.SnapshotStore) {
+	if m.raftStore == nil {
+		return nil, nil
+	}
+	return m.raftStore, m.raftSnaps
+}
 
 // Cluster is a set of heads started together and the workers added to
 // them.
@@ -84,6 +124,8 @@ type Cluster struct {
 	mu        sync.Mutex
 	workers   []*WorkerMember
 	workerSeq int
+
+	net *inmemNet // the in-memory Raft network; nil unless Options.RaftInMemory
 }
 
 // Start starts opts.Heads heads that bootstrap together and waits until
@@ -109,14 +151,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.RaftInMemory {
+		c.net = newInmemNet()
+	}
 	for i := range opts.Heads {
-		m := &Member{index: i, ID: fmt.Sprintf("h%d", i+1)}
-		m.DataDir = filepath.Join(opts.Dir, m.ID)
-		for _, p := range []*string{&m.RaftAddr, &m.GRPCAddr, &m.GossipAddr} {
-			var err error
-			if *p, err = FreeAddr(); err != nil {
-				return nil, err
-			}
+		m, err := c.newMember(i, filepath.Join(opts.Dir, fmt.Sprintf("h%d", i+1)))
+		if err != nil {
+			return nil, err
 		}
 		c.Members = append(c.Members, m)
 	}
@@ -133,8 +174,27 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// newMember makes head slot i with data directory dir and its addresses:
+// free loopback ports, and for Raft in memory "inmem-h<i+1>".
+func (c *Cluster) newMember(i int, dir string) (*Member, error) {
+	m := &Member{index: i, ID: fmt.Sprintf("h%d", i+1), DataDir: dir}
+	addrs := []*string{&m.RaftAddr, &m.GRPCAddr, &m.GossipAddr}
+	if c.net != nil {
+		m.RaftAddr, addrs = "inmem-"+m.ID, addrs[1:]
+	}
+	for _, p := range addrs {
+		var err error
+		if *p, err = FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
 // HeadConfig returns the config member m starts with: the cluster's
 // defaults for it, then ConfigureHead. expect is its BootstrapExpect.
+// With Options.RaftInMemory, each start then sets the Raft transport and
+// stores (not set here: a transport serves one start).
 func (c *Cluster) HeadConfig(m *Member, expect int) head.Config {
 	cfg := head.DefaultConfig()
 	cfg.NodeID = m.ID
@@ -169,20 +229,63 @@ func (c *Cluster) start(m *Member, expect int) error {
 		cfg.NodeID, cfg.DataDir = m.ID, m.DataDir
 		cfg.RaftAddr, cfg.GRPCAddr, cfg.GossipAddr = m.RaftAddr, m.GRPCAddr, m.GossipAddr
 	}
+	if c.net != nil {
+		if m.raftStore == nil {
+			m.raftStore, m.raftSnaps = raft.NewInmemStore(), newMemSnapshots()
+		}
+		cfg.RaftAddr = m.RaftAddr // the transport's address; head.New ignores it
+		cfg.RaftTransport = c.net.attach(raft.ServerAddress(m.RaftAddr))
+		cfg.RaftLogStore, cfg.RaftStableStore, cfg.RaftSnapshotStore = m.raftStore, m.raftStore, m.raftSnaps
+	}
 	h, err := head.New(cfg)
 	if err != nil {
+		if c.net != nil { // Raft never started: its transport is still open
+			tr := c.net.isolate(raft.ServerAddress(m.RaftAddr))
+			refuse(tr)
+			if tr != nil {
+				_ = tr.Close()
+			}
+		}
 		return err // it names the head
 	}
 	m.ID, m.DataDir = cfg.NodeID, cfg.DataDir
 	m.RaftAddr, m.GRPCAddr, m.GossipAddr = h.RaftAddr(), h.GRPCAddr(), h.GossipAddr()
 	m.started = true
-	m.slot.run(c.logger, "head "+m.ID, h)
+	m.slot.run(c.runEnded, "head "+m.ID, h)
 	return nil
 }
 
+// runEnded reports the error of a daemon's Run that ended on its own:
+// to Options.RunError, else to the logger.
+func (c *Cluster) runEnded(daemon string, err error) {
+	if c.opts.RunError != nil {
+		c.opts.RunError(daemon, err)
+		return
+	}
+	c.logger.Warn("daemon ended on its own", "daemon", daemon, "err", err)
+}
+
 // Kill stops member i as a crash would (no leadership transfer, no gossip
-// leave), keeping its data directory.
-func (c *Cluster) Kill(i int) { c.Members[i].slot.kill() }
+// leave), keeping its data directory (and, with Raft in memory, its Raft
+// stores; its peers' RPCs to it fail from the start of the kill on).
+func (c *Cluster) Kill(i int) {
+	m := c.Members[i]
+	if c.net == nil {
+		m.slot.kill()
+		return
+	}
+	tr := c.net.isolate(raft.ServerAddress(m.RaftAddr))
+	m.slot.kill()
+	refuse(tr)
+}
+
+// isolate cuts member m's stopped head off the in-memory Raft network, if
+// the cluster has one, and answers what was sent to it.
+func (c *Cluster) isolate(m *Member) {
+	if c.net != nil {
+		refuse(c.net.isolate(raft.ServerAddress(m.RaftAddr)))
+	}
+}
 
 // Restart starts a killed or stopped member again on its data directory
 // and addresses.
@@ -192,12 +295,9 @@ func (c *Cluster) Restart(i int) error { return c.start(c.Members[i], len(c.Memb
 // joins the cluster's gossip pool without bootstrap-expect, so the leader
 // must add it as a voter, and returns its member.
 func (c *Cluster) AddHead(dir string) (*Member, error) {
-	m := &Member{index: len(c.Members), ID: fmt.Sprintf("h%d", len(c.Members)+1), DataDir: dir}
-	for _, p := range []*string{&m.RaftAddr, &m.GRPCAddr, &m.GossipAddr} {
-		var err error
-		if *p, err = FreeAddr(); err != nil {
-			return nil, err
-		}
+	m, err := c.newMember(len(c.Members), dir)
+	if err != nil {
+		return nil, err
 	}
 	c.Members = append(c.Members, m)
 	if err := c.start(m, 0); err != nil {
@@ -236,6 +336,10 @@ func (c *Cluster) Stop() []StoppedHead {
 	for _, m := range c.Members {
 		h := m.Head()
 		ran, err := m.slot.stop(c.opts.StopTimeout)
+		// Cut off only now: its shutdown may hand leadership over. The
+		// heads stopped after it then fail at once to reach it (a leader
+		// would otherwise try to hand leadership to it and wait).
+		c.isolate(m)
 		if ran && h != nil {
 			out = append(out, StoppedHead{Member: m, Head: h, Err: err})
 		}
@@ -434,7 +538,7 @@ func (c *Cluster) startWorker(m *WorkerMember) error {
 		return fmt.Errorf("start worker %s: %w", m.ID, err)
 	}
 	m.GossipAddr = w.GossipAddr()
-	m.slot.run(c.logger, "worker "+m.ID, w)
+	m.slot.run(c.runEnded, "worker "+m.ID, w)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -38,8 +37,9 @@ func (s *slot[D]) get() D {
 	return s.d
 }
 
-// run starts d; a Run error other than the context's is logged.
-func (s *slot[D]) run(log *slog.Logger, name string, d D) {
+// run starts d; a Run error other than the context's (Run ended on its
+// own) goes to ended, with name.
+func (s *slot[D]) run(ended func(name string, err error), name string, d D) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	s.mu.Lock()
@@ -48,7 +48,7 @@ func (s *slot[D]) run(log *slog.Logger, name string, d D) {
 	go func() { // owned by the slot: kill and stop wait for done
 		err := d.Run(ctx)
 		if err != nil && ctx.Err() == nil {
-			log.Warn("daemon ended on its own", "daemon", name, "err", err)
+			ended(name, err)
 		} else {
 			err = nil
 		}
