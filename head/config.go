@@ -25,7 +25,9 @@ type Config struct {
 	// in its gossip Meta under version.MetaKey and shown in
 	// ClusterStatus's HeadInfo.version. Empty: not advertised.
 	Version string
-	// DataDir holds the Raft log, stable store and snapshots (DataDir/raft).
+	// DataDir holds the Raft log, stable store and snapshots (DataDir/raft,
+	// unless the Raft stores below are given) and the gossip seeds of the
+	// next start (gossip.SeedsFile). New creates it.
 	DataDir string
 	// RaftAddr is the host:port the Raft TCP transport binds and advertises.
 	// Port 0 picks a free port (tests). Not used with RaftTransport.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,11 @@ func New(cfg Config) (*Head, error) {
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.Real()
+	}
+	// The head's own files (the gossip seeds) live in DataDir itself:
+	// consensus creates DataDir/raft only when Raft keeps its files there.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("head %s: create data directory: %w", cfg.NodeID, err)
 	}
 	h := &Head{cfg: cfg, logger: logger, clock: clk, stopped: make(chan struct{})}
 	h.limiter = newRateLimiter(cfg.RateLimit, cfg.rateBurst())
