@@ -149,7 +149,7 @@ func BenchmarkCommit(b *testing.B) {
 
 // benchThroughput measures committed tasks/s for tc on a fresh cluster.
 func benchThroughput(b *testing.B, tc throughputCase, base bareResult, rows *[]row) {
-	c := testcluster.New(b, testcluster.Options{Heads: 3})
+	c := testcluster.New(b, testcluster.Options{Heads: 3, RaftOnDisk: true}) // measured against the bare TCP + BoltDB cluster
 	cl, leader := dial(b, c, true)
 	ctx := context.Background()
 	graphs := scaled(tc.graphs, 2*tc.workers)
@@ -192,7 +192,7 @@ const noopOp = 0xff
 // cluster, bypassing the client, gRPC and the submit handler: the 1-task
 // graphs' SubmitGraph entries, then no-op entries of bareCommandLen bytes.
 func benchRaftDirect(b *testing.B, base bareResult, rows *[]row) {
-	c := testcluster.New(b, testcluster.Options{Heads: 3})
+	c := testcluster.New(b, testcluster.Options{Heads: 3, RaftOnDisk: true}) // measured against the bare TCP + BoltDB cluster
 	leader := c.WaitLeader(10 * time.Second)
 	r := c.Members[leader].Head().Node().Raft()
 	n := scaled(throughputCases[0].graphs, 1000)
@@ -260,7 +260,7 @@ func submitEntry(b *testing.B, id string, tasks int) []byte {
 // worst moments (GC, fsync stalls, neighbours) is shared by both sides of
 // the ratio.
 func benchLatency(b *testing.B, rows *[]row) {
-	c := testcluster.New(b, testcluster.Options{Heads: 3})
+	c := testcluster.New(b, testcluster.Options{Heads: 3, RaftOnDisk: true}) // measured against the bare TCP + BoltDB cluster
 	direct, leader := dial(b, c, true)
 	forwarded, _ := dial(b, c, false)
 	bare := newBareCluster(b, 3)

@@ -164,8 +164,22 @@ func assertReplicasEqual(t *testing.T, c *testcluster.Cluster) {
 	}
 }
 
+// A follower killed, then restarted once the leader's log is compacted
+// past it, catches up by InstallSnapshot: on disk (RaftOnDisk: its
+// raft.db and the file snapshot store of production) and in memory (the
+// test clusters' snapshot store, internal/cluster).
 func TestRestartedHeadCatchesUpThroughSnapshot(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+	for _, onDisk := range []bool{true, false} {
+		t.Run(map[bool]string{true: "disk", false: "memory"}[onDisk], func(t *testing.T) {
+			restartedHeadCatchesUpThroughSnapshot(t, onDisk)
+		})
+	}
+}
+
+// restartedHeadCatchesUpThroughSnapshot is that test, with Raft on disk or
+// in memory.
+func restartedHeadCatchesUpThroughSnapshot(t *testing.T, onDisk bool) {
+	c := testcluster.New(t, testcluster.Options{RaftOnDisk: onDisk, Configure: func(cfg *head.Config) {
 		cfg.SnapshotThreshold = 64
 		cfg.TrailingLogs = 16
 		cfg.SnapshotInterval = time.Hour // snapshots only when the test asks

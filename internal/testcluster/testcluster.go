@@ -1,9 +1,13 @@
 // Package testcluster wraps the in-process cluster (internal/cluster) for
-// tests: real Raft TCP transports, real BoltDB files in the test's
-// temporary directories, real gossip and gRPC on loopback, the tests'
-// short timeouts, failures through testing.TB, and a replay check of every
-// head's data directory at the end. Heads can be killed (as a crash would)
-// and restarted on their data directories. Only tests import it.
+// tests: real heads running hashicorp/raft on an in-memory network with
+// in-memory log, stable and snapshot stores (cluster.Options.RaftInMemory;
+// Options.RaftOnDisk gives the Raft TCP transports and BoltDB and snapshot
+// files of production instead), real gossip and gRPC on loopback, data
+// directories in the test's temporary directories, the tests' short
+// timeouts, failures through testing.TB, and a replay check of every
+// head's Raft stores at the end. Heads can be killed (as a crash would)
+// and restarted on their data directories and Raft stores. Only tests
+// import it.
 package testcluster
 
 import (
@@ -36,6 +40,14 @@ type Options struct {
 	// (replay.go) and says why, for tests that destroy a head's data on
 	// purpose; the reason is logged.
 	NoReplayCheck string
+	// RaftOnDisk runs Raft as production does, over TCP loopback with
+	// BoltDB and file snapshots under each head's DataDir/raft, for tests
+	// whose point is that path: a restart from raft.db, file snapshots,
+	// reading or damaging the Raft files, cutting Raft's TCP connections.
+	// False, the default, runs Raft in memory
+	// (cluster.Options.RaftInMemory), which is faster and otherwise the
+	// same Raft: kills and restarts keep what each head wrote.
+	RaftOnDisk bool
 }
 
 // Member is one head slot of the cluster (cluster.Member).
@@ -68,8 +80,12 @@ func New(t testing.TB, opts Options) *Cluster {
 		w = os.Stderr
 	}
 	cc, err := cluster.Start(context.Background(), cluster.Options{
-		Dir: t.TempDir(), Heads: opts.Heads,
+		Dir: t.TempDir(), Heads: opts.Heads, RaftInMemory: !opts.RaftOnDisk,
 		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// No daemon's Run returns an error unless something broke (a
+		// head's gRPC server failed; a worker's Run was called twice):
+		// the test fails, with the error in its log.
+		RunError: func(daemon string, err error) { t.Errorf("%s: Run ended on its own: %v", daemon, err) },
 		ConfigureHead: func(_ int, cfg *head.Config) {
 			cfg.Fast = true
 			// A short lease: a killed worker's attempts are re-queued within 4 s
@@ -111,8 +127,8 @@ func FreeAddr(t testing.TB) string {
 	return a
 }
 
-// Restart starts a killed member again on its data directory and
-// addresses; it fails the test on an error.
+// Restart starts a killed member again on its data directory, Raft stores
+// and addresses; it fails the test on an error.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	if err := c.Cluster.Restart(i); err != nil {
@@ -121,7 +137,7 @@ func (c *Cluster) Restart(i int) {
 }
 
 // Stop shuts every running worker and head down cleanly, then checks that
-// each head that was running rebuilds, from its data directory alone, the
+// each head that was running rebuilds, from its Raft stores alone, the
 // table it had (checkReplay). New registers it as the test's cleanup; a
 // test may call it earlier.
 func (c *Cluster) Stop() {
