@@ -66,7 +66,9 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	want := tableRows(a, leader)
 	wantID := a.Members[leader].Head().FSM().View().ClusterID()
 
-	b := testcluster.New(t, testcluster.Options{})
+	// The new cluster on disk: Raft's user restore through the file snapshot
+	// store and raft.db, as in production, and the replay check from them.
+	b := testcluster.New(t, testcluster.Options{RaftOnDisk: true})
 	cb := b.Client()
 	bLeader := b.WaitLeader(30 * time.Second)
 	before := tableRows(b, bLeader)
