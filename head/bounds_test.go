@@ -14,6 +14,7 @@ import (
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -213,5 +214,42 @@ func TestWatchSplitsLargeBatches(t *testing.T) {
 	}
 	if cancelled != 1500 {
 		t.Fatalf("%d cancel events, want 1500", cancelled)
+	}
+}
+
+// A worker announcing a worker protocol newer than the head serves is
+// refused with FailedPrecondition saying to upgrade the heads first, and is
+// not listed; one from before protocol versions (0) and one of this build's
+// protocol are welcome.
+func TestWorkerOfAnotherProtocolIsRefused(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
+	hello := func(id string, wireVersion uint32) error {
+		stream, err := wire.NewWorkerServiceClient(dial(t, leader.GRPCAddr())).Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: &wire.WorkerHello{WireVersion: wireVersion,
+			Info: &wire.WorkerInfo{Id: id, Runtime: "fake", Version: "v9.0.0", Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = stream.Recv()
+		return errs.FromStatus(err)
+	}
+	testcluster.WaitFor(t, 10*time.Second, "a worker of this build's protocol is welcome", func() bool {
+		return hello("current", version.WireCurrent) == nil
+	})
+	if err := hello("before-versions", 0); err != nil {
+		t.Fatalf("a worker from before protocol versions: %v", err)
+	}
+	err := hello("newer", version.WireCurrent+1)
+	if errs.ClassOf(err) != errs.FailedPrecondition || !strings.Contains(err.Error(), "worker newer (build v9.0.0) speaks worker protocol") ||
+		!strings.Contains(err.Error(), "upgrade the heads first") {
+		t.Fatalf("a worker of a newer protocol: %v; want failed precondition naming it and saying to upgrade the heads", err)
+	}
+	if w := leader.FSM().View().Worker("newer"); w != nil {
+		t.Fatal("the refused worker is in the table")
 	}
 }

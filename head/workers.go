@@ -1,6 +1,7 @@
 package head
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -41,6 +43,10 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	ctx := stream.Context()
 	info := hello.Info
 	log := h.logger.With("worker", info.Id)
+	if err := version.CheckWorkerWire(hello.GetWireVersion(), h.cfg.NodeID, info.Id+" (build "+cmp.Or(info.GetVersion(), "unknown")+")"); err != nil {
+		log.Warn("refusing a worker of another protocol", "err", err)
+		return errs.ToStatus(errs.New(errs.FailedPrecondition, "%v", err))
+	}
 	if err := h.sessions.duplicateOf(info, h.clock.Now()); err != nil {
 		log.Warn("refusing a second worker process with the same id", "err", err)
 		return errs.ToStatus(err)

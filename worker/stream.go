@@ -15,6 +15,7 @@ import (
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
@@ -69,8 +70,9 @@ func (w *Worker) runStream(ctx context.Context) {
 				break
 			}
 			lastErr = err
-			if errs.ClassOf(err) == errs.AlreadyExists {
-				// Another worker process uses this id: say so loudly, every round.
+			if c := errs.ClassOf(err); c == errs.AlreadyExists || c == errs.FailedPrecondition {
+				// Another worker process uses this id, or the heads do not
+				// serve this worker's protocol: say so loudly, every round.
 				w.log.Error("the leader refused this worker", "head", addr, "err", err)
 			}
 			var e *errs.Error
@@ -155,7 +157,7 @@ func (w *Worker) headGone(addr string) bool {
 // hello is the WorkerHello: the worker's info and every attempt it holds.
 func (w *Worker) hello() *wire.WorkerHello {
 	w.markInfoSent()
-	h := &wire.WorkerHello{Info: w.currentInfo()}
+	h := &wire.WorkerHello{Info: w.currentInfo(), WireVersion: version.WireCurrent}
 	for _, a := range w.Attempts() {
 		if a.State == attempt.Done {
 			continue

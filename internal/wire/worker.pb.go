@@ -549,9 +549,14 @@ func (x *RunningAttempt) GetStarted() bool {
 }
 
 type WorkerHello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Info          *WorkerInfo            `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
-	Running       []*RunningAttempt      `protobuf:"bytes,2,rep,name=running,proto3" json:"running,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Info    *WorkerInfo            `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	Running []*RunningAttempt      `protobuf:"bytes,2,rep,name=running,proto3" json:"running,omitempty"`
+	// The worker protocol this worker speaks (internal/version.WireCurrent);
+	// 0: a worker from before protocol versions (protocol 1). A head that
+	// does not serve it refuses the stream with FAILED_PRECONDITION saying
+	// which side to upgrade.
+	WireVersion   uint32 `protobuf:"varint,190,opt,name=wire_version,json=wireVersion,proto3" json:"wire_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -598,6 +603,13 @@ func (x *WorkerHello) GetRunning() []*RunningAttempt {
 		return x.Running
 	}
 	return nil
+}
+
+func (x *WorkerHello) GetWireVersion() uint32 {
+	if x != nil {
+		return x.WireVersion
+	}
+	return 0
 }
 
 // AttemptEvent is one event of one attempt, reported by its worker.
@@ -1644,10 +1656,11 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12!\n" +
 	"\fcontainer_id\x18\x03 \x01(\tR\vcontainerId\x12\x18\n" +
-	"\astarted\x18\x04 \x01(\bR\astarted\"q\n" +
+	"\astarted\x18\x04 \x01(\bR\astarted\"\x95\x01\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
-	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\"\xcc\x03\n" +
+	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\x12\"\n" +
+	"\fwire_version\x18\xbe\x01 \x01(\rR\vwireVersion\"\xcc\x03\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +

@@ -229,12 +229,14 @@ class Worker(_message.Message):
     def __init__(self, info: _Optional[_Union[WorkerInfo, _Mapping]] = ..., status: _Optional[_Union[WorkerStatus, str]] = ..., reason: _Optional[str] = ..., allocated: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., update_unix_nanos: _Optional[int] = ..., modify_index: _Optional[int] = ..., active_attempts: _Optional[int] = ..., lease_renewed_unix_nanos: _Optional[int] = ..., lease_expires_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ["info", "running"]
+    __slots__ = ["info", "running", "wire_version"]
     INFO_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
+    WIRE_VERSION_FIELD_NUMBER: _ClassVar[int]
     info: WorkerInfo
     running: _containers.RepeatedCompositeFieldContainer[RunningAttempt]
-    def __init__(self, info: _Optional[_Union[WorkerInfo, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningAttempt, _Mapping]]] = ...) -> None: ...
+    wire_version: int
+    def __init__(self, info: _Optional[_Union[WorkerInfo, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningAttempt, _Mapping]]] = ..., wire_version: _Optional[int] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
     __slots__ = ["addr", "capacity", "gpus", "host", "id", "images", "instance", "labels", "max_concurrent_starts", "runtime", "version"]
