@@ -15,7 +15,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run demo demo-bare demo-images image test test-short test-python fuzz proto proto-python bench bench-harness chaos chaos-long vet fmt clean
+.PHONY: all build release run demo demo-bare demo-images image images compose-check test test-short test-python fuzz proto proto-python bench bench-harness chaos chaos-long vet fmt clean
 
 all: build
 
@@ -66,6 +66,24 @@ run: build
 image:
 	@if docker version >/dev/null 2>&1; then ./scripts/build-busybox-image.sh; \
 	else echo "no Docker Engine answers: no image to build (tasks will run as processes)"; fi
+
+# The daemon images megaflow-head:$(VERSION) and megaflow-worker:$(VERSION)
+# (also :dev), FROM scratch with static binaries in $(BIN)/static (the
+# worker without cgo: no NVML, no GPUs; megaflow-init and megaflow-sh in
+# its image for the process runtime). deploy/compose runs them.
+IMAGE_CMDS := megaflow-head megaflow-worker megaflow-init megaflow-sh megaflow
+images:
+	@mkdir -p $(BIN)/static
+	@for c in $(IMAGE_CMDS); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/static/$$c ./cmd/$$c || exit 1; \
+	done
+	./scripts/build-daemon-images.sh $(BIN)/static $(VERSION)
+
+# deploy/compose/docker-compose.yml end to end (docs/operations.md): 3 heads
+# and 2 workers on a Docker network, two graphs, a leader killed between
+# them, everything removed after. Not part of make test (CI time).
+compose-check: images
+	MEGAFLOW_CLI=$(BIN)/static/megaflow ./scripts/compose-check.sh
 
 # The whole suite with the race detector. Integration tests start real Raft
 # clusters on loopback and need no network beyond it.
