@@ -88,5 +88,8 @@ wait_for 60 "a new leader" new_leader "$l1"
 "$cli" cluster
 say "new leader $(leader); submitting graph check-2"
 run_graph check-2
-"$cli" tasks check-2 | head -8
+"$cli" tasks check-2
+out=$("$cli" logs check-2/setup --timeout 10s 2>&1) && [[ "$out" == *preparing* ]] ||
+  fail "logs of check-2/setup from the shared artifact volume: $out"
+say "logs of check-2/setup read back: $out"
 say "both graphs succeeded; tearing down"
