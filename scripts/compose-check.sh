@@ -7,10 +7,11 @@
 # network or volume of the project is left. Exits non-zero on any failure;
 # the whole run is bounded by COMPOSE_CHECK_TIMEOUT seconds (default 300).
 # The CLI is $MEGAFLOW_CLI (default bin/megaflow). Ports: free ones on
-# 127.0.0.1 unless MEGAFLOW_GRPC_PORT{,2,3} are set.
+# 127.0.0.1 unless MEGAFLOW_GRPC_PORT{,2,3} are set. Two runs at once on one
+# host need another COMPOSE_CHECK_PROJECT and MEGAFLOW_SUBNET (three octets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-project=megaflow-check
+project=${COMPOSE_CHECK_PROJECT:-megaflow-check}
 file=deploy/compose/docker-compose.yml
 graph=deploy/compose/check-graph.yaml
 cli=${MEGAFLOW_CLI:-bin/megaflow}
