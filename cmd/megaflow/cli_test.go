@@ -44,7 +44,7 @@ func TestCLIAgainstACluster(t *testing.T) {
 		t.Fatalf("status json: %d %q", code, out)
 	}
 	code, out, _ = cli(t, heads, "cluster")
-	if code != 0 || strings.Count(out, "voter") != 3 || !strings.Contains(out, "leader h") || !regexp.MustCompile(`(?m)^cluster [0-9a-f]{16}$`).MatchString(out) {
+	if code != 0 || strings.Count(out, "voter") != 3 || !strings.Contains(out, "leader h") || !regexp.MustCompile(`(?m)^cluster [0-9a-f]{16}  rules [0-9]+$`).MatchString(out) {
 		t.Fatalf("cluster: %d %q", code, out)
 	}
 	// No worker: watching gives up at --timeout and says the graph runs on.
