@@ -127,7 +127,7 @@ func ReasonClass(code wire.ReasonCode) string {
 	case wire.ReasonCode_REASON_CODE_TIMEOUT:
 		return "timeout"
 	case wire.ReasonCode_REASON_CODE_WORKER_LOST, wire.ReasonCode_REASON_CODE_LEASE_LAPSED,
-		wire.ReasonCode_REASON_CODE_NOT_ON_WORKER:
+		wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, wire.ReasonCode_REASON_CODE_SANDBOX_LOST:
 		return "worker_lost"
 	case wire.ReasonCode_REASON_CODE_UPSTREAM_FAILED, wire.ReasonCode_REASON_CODE_SERVICE_GONE:
 		return "upstream_failed"

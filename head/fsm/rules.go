@@ -25,7 +25,12 @@ import (
 //     max and a seed carried in the TaskEventsCommand (state.RetryBackoff);
 //     under 0 the leader computed each wait and carried it
 //     (retry_backoff_nanos).
-const RulesCurrent uint64 = 1
+//   - 2: a lost attempt of a sandbox task (TaskSpec.sandbox) that had
+//     started (its task RUNNING) fails the task at once with the code
+//     SANDBOX_LOST instead of re-queueing it: a sandbox's state lives in
+//     its container and is never silently replaced by an empty one. A
+//     sandbox lost before it started re-queues as under 1.
+const RulesCurrent uint64 = 2
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

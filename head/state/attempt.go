@@ -223,7 +223,8 @@ func (t *Txn) stoppingEvent(cur *Task, ev *wire.AttemptEvent, nanos int64) bool 
 // workerID if it is the task's current attempt and active there; otherwise
 // it changes nothing and returns LossNone. The attempt ends FAILED with
 // reason (or CANCELLED, if its task was cancelled meanwhile) and releases
-// its worker. The task's lost_count grows: below MaxLostAttempts the task
+// its worker. A started sandbox's loss under rules 2 fails its task at once
+// (SANDBOX_LOST, sandboxLost). The task's lost_count grows: below MaxLostAttempts the task
 // goes back to QUEUED, at MaxLostAttempts it FAILED ("lost 3 times") and its
 // dependents are resolved. The FSM calls it for each attempt of an
 // OpAttemptsLost; WorkerDown does the same for every attempt on the worker.
@@ -266,6 +267,11 @@ func (t *Txn) lose(cur *Task, end attemptEnd, nanos int64) Loss {
 		return LossStopped
 	}
 	count := func(n *Task) { n.LostCount++ }
+	if t.sandboxLost(cur) {
+		end.code = wire.ReasonCode_REASON_CODE_SANDBOX_LOST
+		t.endAttempt(cur, failed, "sandbox lost: "+end.reason, end, nanos, count)
+		return LossFailed
+	}
 	if why := t.gangNoRetry(cur); why != "" {
 		t.endAttempt(cur, failed, end.reason+why, end, nanos, count)
 		return LossFailed
@@ -276,6 +282,16 @@ func (t *Txn) lose(cur *Task, end attemptEnd, nanos int64) Loss {
 	}
 	t.endAttempt(cur, failed, "lost "+strconv.Itoa(int(cur.LostCount)+1)+" times", end, nanos, count)
 	return LossFailed
+}
+
+// sandboxLost reports whether losing cur's active attempt ends cur for good
+// because cur is a sandbox whose container had started: its state lived in
+// that container, so a new attempt would be a different, empty box. Only
+// under rules 2 and later (fsm.RulesCurrent); before, and for a sandbox
+// still ASSIGNED (its container never ran), the loss re-queues as for any
+// task.
+func (t *Txn) sandboxLost(cur *Task) bool {
+	return cur.Spec.GetSandbox() != nil && cur.State == running && t.Rules() >= 2
 }
 
 // attemptEnd is how an attempt ended.

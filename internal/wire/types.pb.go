@@ -281,6 +281,8 @@ const (
 	ReasonCode_REASON_CODE_SERVING            ReasonCode = 20 // a service attempt publishes its endpoint (not a failure)
 	ReasonCode_REASON_CODE_SERVICE_GONE       ReasonCode = 21 // a service it uses ended and no task provides it
 	ReasonCode_REASON_CODE_NOT_ON_WORKER      ReasonCode = 22 // its worker no longer runs it (reconciliation after a worker restart)
+	ReasonCode_REASON_CODE_SANDBOX_LOST       ReasonCode = 23 // a started sandbox's attempt was lost: its state is gone, it is never re-run (rules 2)
+	ReasonCode_REASON_CODE_SANDBOX_IDLE       ReasonCode = 24 // a sandbox ran no exec for its idle_timeout_seconds and was stopped
 )
 
 // Enum value maps for ReasonCode.
@@ -309,6 +311,8 @@ var (
 		20: "REASON_CODE_SERVING",
 		21: "REASON_CODE_SERVICE_GONE",
 		22: "REASON_CODE_NOT_ON_WORKER",
+		23: "REASON_CODE_SANDBOX_LOST",
+		24: "REASON_CODE_SANDBOX_IDLE",
 	}
 	ReasonCode_value = map[string]int32{
 		"REASON_CODE_UNSPECIFIED":        0,
@@ -334,6 +338,8 @@ var (
 		"REASON_CODE_SERVING":            20,
 		"REASON_CODE_SERVICE_GONE":       21,
 		"REASON_CODE_NOT_ON_WORKER":      22,
+		"REASON_CODE_SANDBOX_LOST":       23,
+		"REASON_CODE_SANDBOX_IDLE":       24,
 	}
 )
 
@@ -579,7 +585,11 @@ type TaskSpec struct {
 	// retried as a whole); one that fails for good cancels them. Each
 	// receives MEGAFLOW_GANG, MEGAFLOW_GANG_RANK (0-based, in graph order),
 	// MEGAFLOW_GANG_SIZE, MEGAFLOW_GANG_HOSTS and MEGAFLOW_GANG_LEADER_HOST.
-	Gang          string `protobuf:"bytes,160,opt,name=gang,proto3" json:"gang,omitempty"`
+	Gang string `protobuf:"bytes,160,opt,name=gang,proto3" json:"gang,omitempty"`
+	// Set on the one task of a sandbox graph (docs/sandboxes.md): the task's
+	// container is a long-lived box that clients exec commands in. Its loss
+	// after it started fails the task (SANDBOX_LOST) under rules 2.
+	Sandbox       *SandboxSpec `protobuf:"bytes,170,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -775,6 +785,61 @@ func (x *TaskSpec) GetGang() string {
 	return ""
 }
 
+func (x *TaskSpec) GetSandbox() *SandboxSpec {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+// SandboxSpec marks a task as a sandbox's box (TaskSpec.sandbox).
+type SandboxSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stop the sandbox after this many seconds with no exec in flight and
+	// none finished; 0: never for idleness (its graph's deadline still ends
+	// it). At most 7 days.
+	IdleTimeoutSeconds int64 `protobuf:"varint,1,opt,name=idle_timeout_seconds,json=idleTimeoutSeconds,proto3" json:"idle_timeout_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SandboxSpec) Reset() {
+	*x = SandboxSpec{}
+	mi := &file_megaflow_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSpec) ProtoMessage() {}
+
+func (x *SandboxSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSpec.ProtoReflect.Descriptor instead.
+func (*SandboxSpec) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SandboxSpec) GetIdleTimeoutSeconds() int64 {
+	if x != nil {
+		return x.IdleTimeoutSeconds
+	}
+	return 0
+}
+
 // GraphSpec is a rollout graph as the client submits it.
 type GraphSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -797,7 +862,7 @@ type GraphSpec struct {
 
 func (x *GraphSpec) Reset() {
 	*x = GraphSpec{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[3]
+	mi := &file_megaflow_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +874,7 @@ func (x *GraphSpec) String() string {
 func (*GraphSpec) ProtoMessage() {}
 
 func (x *GraphSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[3]
+	mi := &file_megaflow_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +887,7 @@ func (x *GraphSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphSpec.ProtoReflect.Descriptor instead.
 func (*GraphSpec) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GraphSpec) GetId() string {
@@ -906,7 +971,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[4]
+	mi := &file_megaflow_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +983,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[4]
+	mi := &file_megaflow_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +996,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Attempt) GetNumber() uint32 {
@@ -1080,7 +1145,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[5]
+	mi := &file_megaflow_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1157,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[5]
+	mi := &file_megaflow_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1170,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Task) GetId() string {
@@ -1279,7 +1344,7 @@ type StateCounts struct {
 
 func (x *StateCounts) Reset() {
 	*x = StateCounts{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[6]
+	mi := &file_megaflow_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1356,7 @@ func (x *StateCounts) String() string {
 func (*StateCounts) ProtoMessage() {}
 
 func (x *StateCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[6]
+	mi := &file_megaflow_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1369,7 @@ func (x *StateCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCounts.ProtoReflect.Descriptor instead.
 func (*StateCounts) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StateCounts) GetPending() uint32 {
@@ -1391,7 +1456,7 @@ type Graph struct {
 
 func (x *Graph) Reset() {
 	*x = Graph{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[7]
+	mi := &file_megaflow_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1468,7 @@ func (x *Graph) String() string {
 func (*Graph) ProtoMessage() {}
 
 func (x *Graph) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[7]
+	mi := &file_megaflow_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1481,7 @@ func (x *Graph) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Graph.ProtoReflect.Descriptor instead.
 func (*Graph) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Graph) GetId() string {
@@ -1568,7 +1633,7 @@ type GraphMetrics struct {
 
 func (x *GraphMetrics) Reset() {
 	*x = GraphMetrics{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[8]
+	mi := &file_megaflow_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1645,7 @@ func (x *GraphMetrics) String() string {
 func (*GraphMetrics) ProtoMessage() {}
 
 func (x *GraphMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[8]
+	mi := &file_megaflow_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1658,7 @@ func (x *GraphMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphMetrics.ProtoReflect.Descriptor instead.
 func (*GraphMetrics) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GraphMetrics) GetField() string {
@@ -1711,7 +1776,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[9]
+	mi := &file_megaflow_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1788,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[9]
+	mi := &file_megaflow_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1801,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Event) GetIndex() uint64 {
@@ -1841,7 +1906,7 @@ type HeadInfo struct {
 
 func (x *HeadInfo) Reset() {
 	*x = HeadInfo{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[10]
+	mi := &file_megaflow_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1918,7 @@ func (x *HeadInfo) String() string {
 func (*HeadInfo) ProtoMessage() {}
 
 func (x *HeadInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[10]
+	mi := &file_megaflow_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1931,7 @@ func (x *HeadInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadInfo.ProtoReflect.Descriptor instead.
 func (*HeadInfo) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HeadInfo) GetId() string {
@@ -1950,7 +2015,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[11]
+	mi := &file_megaflow_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2027,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[11]
+	mi := &file_megaflow_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2040,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Quota) GetTenant() string {
@@ -2041,7 +2106,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[12]
+	mi := &file_megaflow_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2118,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[12]
+	mi := &file_megaflow_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2131,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QuotaUsage) GetQuota() *Quota {
@@ -2116,7 +2181,7 @@ type PoolTarget struct {
 
 func (x *PoolTarget) Reset() {
 	*x = PoolTarget{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	mi := &file_megaflow_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2193,7 @@ func (x *PoolTarget) String() string {
 func (*PoolTarget) ProtoMessage() {}
 
 func (x *PoolTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	mi := &file_megaflow_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2206,7 @@ func (x *PoolTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTarget.ProtoReflect.Descriptor instead.
 func (*PoolTarget) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PoolTarget) GetImage() string {
@@ -2217,7 +2282,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12.\n" +
 	"\x13readiness_http_path\x18\x03 \x01(\tR\x11readinessHttpPath\x12\x1b\n" +
 	"\ttcp_probe\x18\x04 \x01(\bR\btcpProbe\x12%\n" +
-	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\xcd\a\n" +
+	"\x0erestart_policy\x18\x05 \x01(\tR\rrestartPolicy\"\x82\b\n" +
 	"\bTaskSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -2245,13 +2310,16 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\anetwork\x18\x14 \x01(\tR\anetwork\x12\"\n" +
 	"\fcapabilities\x18\x15 \x03(\tR\fcapabilities\x12\x19\n" +
 	"\aruntime\x18\x8c\x01 \x01(\tR\aruntime\x12\x13\n" +
-	"\x04gang\x18\xa0\x01 \x01(\tR\x04gang\x1a6\n" +
+	"\x04gang\x18\xa0\x01 \x01(\tR\x04gang\x123\n" +
+	"\asandbox\x18\xaa\x01 \x01(\v2\x18.megaflow.v1.SandboxSpecR\asandbox\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\vSandboxSpec\x120\n" +
+	"\x14idle_timeout_seconds\x18\x01 \x01(\x03R\x12idleTimeoutSeconds\"\xb2\x02\n" +
 	"\tGraphSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1a\n" +
@@ -2436,7 +2504,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x13GRAPH_STATE_RUNNING\x10\x01\x12\x19\n" +
 	"\x15GRAPH_STATE_SUCCEEDED\x10\x02\x12\x16\n" +
 	"\x12GRAPH_STATE_FAILED\x10\x03\x12\x19\n" +
-	"\x15GRAPH_STATE_CANCELLED\x10\x04*\xb9\x05\n" +
+	"\x15GRAPH_STATE_CANCELLED\x10\x04*\xf5\x05\n" +
 	"\n" +
 	"ReasonCode\x12\x1b\n" +
 	"\x17REASON_CODE_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -2462,7 +2530,9 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x1bREASON_CODE_SERVICE_RESTART\x10\x13\x12\x17\n" +
 	"\x13REASON_CODE_SERVING\x10\x14\x12\x1c\n" +
 	"\x18REASON_CODE_SERVICE_GONE\x10\x15\x12\x1d\n" +
-	"\x19REASON_CODE_NOT_ON_WORKER\x10\x16B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\x19REASON_CODE_NOT_ON_WORKER\x10\x16\x12\x1c\n" +
+	"\x18REASON_CODE_SANDBOX_LOST\x10\x17\x12\x1c\n" +
+	"\x18REASON_CODE_SANDBOX_IDLE\x10\x18B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_types_proto_rawDescOnce sync.Once
@@ -2477,7 +2547,7 @@ func file_megaflow_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_megaflow_v1_types_proto_goTypes = []any{
 	(TaskKind)(0),        // 0: megaflow.v1.TaskKind
 	(ExecutionMode)(0),   // 1: megaflow.v1.ExecutionMode
@@ -2487,53 +2557,55 @@ var file_megaflow_v1_types_proto_goTypes = []any{
 	(*Resources)(nil),    // 5: megaflow.v1.Resources
 	(*ServiceSpec)(nil),  // 6: megaflow.v1.ServiceSpec
 	(*TaskSpec)(nil),     // 7: megaflow.v1.TaskSpec
-	(*GraphSpec)(nil),    // 8: megaflow.v1.GraphSpec
-	(*Attempt)(nil),      // 9: megaflow.v1.Attempt
-	(*Task)(nil),         // 10: megaflow.v1.Task
-	(*StateCounts)(nil),  // 11: megaflow.v1.StateCounts
-	(*Graph)(nil),        // 12: megaflow.v1.Graph
-	(*GraphMetrics)(nil), // 13: megaflow.v1.GraphMetrics
-	(*Event)(nil),        // 14: megaflow.v1.Event
-	(*HeadInfo)(nil),     // 15: megaflow.v1.HeadInfo
-	(*Quota)(nil),        // 16: megaflow.v1.Quota
-	(*QuotaUsage)(nil),   // 17: megaflow.v1.QuotaUsage
-	(*PoolTarget)(nil),   // 18: megaflow.v1.PoolTarget
-	nil,                  // 19: megaflow.v1.TaskSpec.EnvEntry
-	nil,                  // 20: megaflow.v1.TaskSpec.NodeSelectorEntry
-	nil,                  // 21: megaflow.v1.GraphSpec.LabelsEntry
-	nil,                  // 22: megaflow.v1.Graph.LabelsEntry
-	nil,                  // 23: megaflow.v1.PoolTarget.WorkerSelectorEntry
+	(*SandboxSpec)(nil),  // 8: megaflow.v1.SandboxSpec
+	(*GraphSpec)(nil),    // 9: megaflow.v1.GraphSpec
+	(*Attempt)(nil),      // 10: megaflow.v1.Attempt
+	(*Task)(nil),         // 11: megaflow.v1.Task
+	(*StateCounts)(nil),  // 12: megaflow.v1.StateCounts
+	(*Graph)(nil),        // 13: megaflow.v1.Graph
+	(*GraphMetrics)(nil), // 14: megaflow.v1.GraphMetrics
+	(*Event)(nil),        // 15: megaflow.v1.Event
+	(*HeadInfo)(nil),     // 16: megaflow.v1.HeadInfo
+	(*Quota)(nil),        // 17: megaflow.v1.Quota
+	(*QuotaUsage)(nil),   // 18: megaflow.v1.QuotaUsage
+	(*PoolTarget)(nil),   // 19: megaflow.v1.PoolTarget
+	nil,                  // 20: megaflow.v1.TaskSpec.EnvEntry
+	nil,                  // 21: megaflow.v1.TaskSpec.NodeSelectorEntry
+	nil,                  // 22: megaflow.v1.GraphSpec.LabelsEntry
+	nil,                  // 23: megaflow.v1.Graph.LabelsEntry
+	nil,                  // 24: megaflow.v1.PoolTarget.WorkerSelectorEntry
 }
 var file_megaflow_v1_types_proto_depIdxs = []int32{
-	19, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
+	20, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
 	5,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
 	1,  // 2: megaflow.v1.TaskSpec.mode:type_name -> megaflow.v1.ExecutionMode
-	20, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
+	21, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
 	0,  // 4: megaflow.v1.TaskSpec.kind:type_name -> megaflow.v1.TaskKind
 	6,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
-	21, // 6: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
-	7,  // 7: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
-	2,  // 8: megaflow.v1.Attempt.state:type_name -> megaflow.v1.TaskState
-	4,  // 9: megaflow.v1.Attempt.reason_code:type_name -> megaflow.v1.ReasonCode
-	7,  // 10: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
-	2,  // 11: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
-	9,  // 12: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
-	4,  // 13: megaflow.v1.Task.reason_code:type_name -> megaflow.v1.ReasonCode
-	22, // 14: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
-	3,  // 15: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
-	11, // 16: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
-	13, // 17: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
-	2,  // 18: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
-	3,  // 19: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
-	4,  // 20: megaflow.v1.Event.reason_code:type_name -> megaflow.v1.ReasonCode
-	16, // 21: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
-	5,  // 22: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
-	23, // 23: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	8,  // 6: megaflow.v1.TaskSpec.sandbox:type_name -> megaflow.v1.SandboxSpec
+	22, // 7: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
+	7,  // 8: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
+	2,  // 9: megaflow.v1.Attempt.state:type_name -> megaflow.v1.TaskState
+	4,  // 10: megaflow.v1.Attempt.reason_code:type_name -> megaflow.v1.ReasonCode
+	7,  // 11: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
+	2,  // 12: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
+	10, // 13: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
+	4,  // 14: megaflow.v1.Task.reason_code:type_name -> megaflow.v1.ReasonCode
+	23, // 15: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
+	3,  // 16: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
+	12, // 17: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
+	14, // 18: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
+	2,  // 19: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
+	3,  // 20: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
+	4,  // 21: megaflow.v1.Event.reason_code:type_name -> megaflow.v1.ReasonCode
+	17, // 22: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
+	5,  // 23: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
+	24, // 24: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_types_proto_init() }
@@ -2547,7 +2619,7 @@ func file_megaflow_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_types_proto_rawDesc), len(file_megaflow_v1_types_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
