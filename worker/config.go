@@ -175,6 +175,13 @@ type Config struct {
 	// HTTPAddr is the host:port of the HTTP listener serving /metrics,
 	// /healthz and /readyz; empty: none. Port 0 picks a free port (tests).
 	HTTPAddr string
+	// SandboxAddr is the host:port of the gRPC listener serving
+	// SandboxWorkerService (exec and files of the sandboxes this worker
+	// runs, docs/sandboxes.md) to the heads; empty: none, and sandboxes
+	// placed here cannot be used. Port 0 picks a free port (tests). The
+	// worker advertises it in WorkerInfo.addr (an unspecified host replaced
+	// by AdvertiseHost's).
+	SandboxAddr string
 	// InitPath is the host path of megaflow-init (cmd/megaflow-init, a
 	// static binary), the init every container and process-runtime task
 	// runs under: it stops the task when this worker's lease lapses (the
@@ -237,6 +244,11 @@ func (c *Config) Validate() error {
 	if c.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 			add("HTTPAddr %q is not host:port (or empty for no HTTP): %v (--http-addr)", c.HTTPAddr, err)
+		}
+	}
+	if c.SandboxAddr != "" {
+		if _, _, err := net.SplitHostPort(c.SandboxAddr); err != nil {
+			add("SandboxAddr %q is not host:port (or empty for no sandboxes): %v (--sandbox-addr)", c.SandboxAddr, err)
 		}
 	}
 	for i, a := range c.Join {

@@ -224,3 +224,58 @@ type StopAller interface {
 	// ends. Errors: ctx's error when some did not exit in time.
 	StopAll(ctx context.Context, grace time.Duration) error
 }
+
+// StreamExecer is an optional extra of a Runtime: running a command inside
+// a running container with its own stdin and its stdout and stderr apart
+// (sandboxes, docs/sandboxes.md). Unlike Execer it leaves the container's
+// other processes alone (several execs may run at once in one container,
+// and background processes an exec starts outlive it), except on a kill.
+type StreamExecer interface {
+	// ExecStream runs req.Command in container id and returns its exit
+	// when it ends, its output written to req.Stdout and req.Stderr as it
+	// comes. When ctx ends first the exec is killed with its process group
+	// and ExecStream returns its Exit (Code 137, Reason saying why)
+	// together with ctx's error. Errors: ErrNotFound, ErrUnavailable,
+	// ctx's error, or why the exec could not run (the container is not
+	// running, the program is missing).
+	ExecStream(ctx context.Context, id string, req ExecRequest) (Exit, error)
+}
+
+// ExecRequest is one command run by StreamExecer.ExecStream.
+type ExecRequest struct {
+	// Command is argv; Command[0] is the program.
+	Command []string
+	// Env is added to the container's environment.
+	Env map[string]string
+	// WorkingDir is where Command runs; "": the container's.
+	WorkingDir string
+	// Stdin is written to the command's standard input, which is then
+	// closed; nil: the command reads end of file at once.
+	Stdin []byte
+	// Stdout and Stderr receive the command's output; nil discards it.
+	// Writes to each come from one goroutine at a time.
+	Stdout, Stderr io.Writer
+}
+
+// FileCopier is an optional extra of a Runtime: writing and reading single
+// files of a running container (sandboxes).
+type FileCopier interface {
+	// WriteFile creates or replaces the regular file at absolute path in
+	// container id with data and permission bits mode, creating missing
+	// parent directories. Errors: ErrNotFound (no such container),
+	// ErrUnavailable, or the engine's refusal (a read-only path).
+	WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error
+	// ReadFile returns the regular file at absolute path in container id
+	// and its permission bits. Errors: ErrNotFound (no such container),
+	// ErrNoSuchFile, ErrFileTooLarge (over limit bytes), ErrUnavailable.
+	ReadFile(ctx context.Context, id, path string, limit int64) ([]byte, uint32, error)
+}
+
+// Errors of FileCopier.
+var (
+	// ErrNoSuchFile: the path names nothing in the container.
+	ErrNoSuchFile = errors.New("no such file in the container")
+	// ErrFileTooLarge: the file is larger than the caller's limit, or is
+	// not a regular file.
+	ErrFileTooLarge = errors.New("file too large or not a regular file")
+)

@@ -120,6 +120,7 @@ type ctr struct {
 	kill    chan int      // receives the code of a stop or a kill
 	done    chan struct{} // closed once exit is set
 	exit    contract.Exit
+	files   map[string]fakeFile // WriteFile's, guarded by Runtime.mu
 }
 
 // New returns an empty fake on clk; nil means the wall clock (use small

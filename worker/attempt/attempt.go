@@ -160,8 +160,20 @@ type Machine struct {
 // stopCause is why the worker stops an attempt, and so the kind of its final
 // event.
 type stopCause struct {
-	kind   wire.AttemptEventKind // STOPPED or TIMED_OUT
+	kind   wire.AttemptEventKind // STOPPED, TIMED_OUT or FAILED
 	reason string
+	// code, when set, is the final event's reason_code, and the event is
+	// marked not retryable (Expire).
+	code wire.ReasonCode
+}
+
+// causeEvent is the final event of an attempt stopped for m.cause.
+func (m *Machine) causeEvent(now time.Time) *wire.AttemptEvent {
+	e := m.causeEvent(now)
+	if m.cause.code != wire.ReasonCode_REASON_CODE_UNSPECIFIED {
+		e.ReasonCode, e.NotRetryable = m.cause.code, true
+	}
+	return e
 }
 
 // New returns a Machine in state Assigned. Feed it Begin (a fresh
@@ -219,6 +231,10 @@ func (m *Machine) Step(ev Event, now time.Time) []Effect {
 				out = append(out, ProbeReadiness{})
 			}
 		}
+	case Expire:
+		if m.state == Running {
+			out = m.stopRequest(stopCause{kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, reason: ev.Reason, code: ev.Code}, now)
+		}
 	case ProbeDone:
 		out = m.probeDone(ev, now)
 	case LivenessLost:
@@ -274,7 +290,7 @@ func (m *Machine) startDone(ev StartDone, now time.Time) []Effect {
 	m.startInFlight = false
 	if ev.Err != nil {
 		if m.cause != nil {
-			return m.finish(m.event(m.cause.kind, m.cause.reason, now))
+			return m.finish(m.causeEvent(now))
 		}
 		e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, startFailure(m.cfg.Image, ev.Err), now)
 		e.NotRetryable = !Retryable(ev.Err)
@@ -366,7 +382,7 @@ func (m *Machine) waitDone(ev WaitDone, now time.Time) []Effect {
 		if errors.Is(ev.Err, contract.ErrNotFound) {
 			m.containerID = "" // nothing left to remove
 			if m.cause != nil {
-				return m.finish(m.event(m.cause.kind, m.cause.reason, now))
+				return m.finish(m.causeEvent(now))
 			}
 			return m.finish(m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED,
 				"container disappeared: "+ev.Err.Error(), now))
@@ -380,7 +396,7 @@ func (m *Machine) waitDone(ev WaitDone, now time.Time) []Effect {
 		return m.finish(m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, ev.Failed, now))
 	}
 	if m.state == Stopping {
-		e := m.event(m.cause.kind, m.cause.reason, now)
+		e := m.causeEvent(now)
 		e.ExitCode = int32(ev.Exit.Code)
 		e.OomKilled = ev.Exit.OOMKilled
 		return m.finish(e)

@@ -72,6 +72,15 @@ type RemoveDone struct{ Err error }
 // Reason.
 type StopRequest struct{ Reason string }
 
+// Expire asks to stop a running attempt for good, on the worker's own
+// account (a sandbox idle past its idle timeout): its final event is FAILED
+// with Reason and reason_code Code, not retryable. In any other state it
+// changes nothing.
+type Expire struct {
+	Reason string
+	Code   wire.ReasonCode
+}
+
 // Confirm says the head did not object to an adopted container within one
 // reconciliation round after it was announced: the worker takes it over.
 type Confirm struct{}
@@ -104,6 +113,7 @@ func (StopDone) isEvent()     {}
 func (RemoveDone) isEvent()   {}
 func (StopRequest) isEvent()  {}
 func (Confirm) isEvent()      {}
+func (Expire) isEvent()       {}
 func (Acked) isEvent()        {}
 func (Tick) isEvent()         {}
 func (ProbeDone) isEvent()    {}

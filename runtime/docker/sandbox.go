@@ -1,0 +1,212 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+// What sandboxes need of the engine (docs/sandboxes.md): execs with their
+// own stdin and stdout and stderr apart, and single-file copies in and out
+// through the engine's archive API.
+
+var (
+	_ contract.StreamExecer = (*Runtime)(nil)
+	_ contract.FileCopier   = (*Runtime)(nil)
+)
+
+// ExecStream runs req.Command in the running container id; see
+// contract.StreamExecer. Unlike Exec it does not end what the command left
+// running in the container once it exits (several execs share a sandbox),
+// only on a kill: when ctx ends first, the exec's process group is killed
+// from the host as Exec does (killExec; the whole container when the worker
+// cannot see the process), and ExecStream returns the Exit (Code 137,
+// Reason saying why) with ctx's error.
+func (r *Runtime) ExecStream(ctx context.Context, id string, req contract.ExecRequest) (contract.Exit, error) {
+	if len(req.Command) == 0 {
+		return contract.Exit{Code: -1}, fmt.Errorf("docker exec in %s: ExecRequest.Command is empty", id)
+	}
+	stdout, stderr := req.Stdout, req.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	cctx, cancel := r.callCtx(ctx)
+	created, err := r.cli.ExecCreate(cctx, id, client.ExecCreateOptions{
+		Cmd:          req.Command,
+		Env:          envList(req.Env, nil),
+		WorkingDir:   req.WorkingDir,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	cancel()
+	if err != nil {
+		if cerrdefs.IsConflict(err) && ctx.Err() == nil {
+			return contract.Exit{Code: -1}, fmt.Errorf("docker exec in %s: the container is not running: %v", id, err)
+		}
+		return contract.Exit{Code: -1}, r.wrap(ctx, "exec in", id, err, contract.ErrNotFound)
+	}
+	cctx, cancel = r.callCtx(ctx)
+	att, err := r.cli.ExecAttach(cctx, created.ID, client.ExecAttachOptions{})
+	cancel()
+	if err != nil {
+		return contract.Exit{Code: -1}, r.wrap(ctx, "exec attach in", id, err, contract.ErrNotFound)
+	}
+	started := r.clock.Now()
+	// Stdin is written, then closed, beside the output's copy: a command
+	// that writes before it reads must not block the writer.
+	go func() {
+		if len(req.Stdin) > 0 {
+			_, _ = att.Conn.Write(req.Stdin)
+		}
+		_ = att.CloseWrite()
+	}()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		copied <- err
+	}()
+
+	var cause error
+	var killNote string
+	copyDone := false
+	select {
+	case err := <-copied:
+		copyDone = true
+		if err != nil {
+			r.log.Warn("exec output copy failed", "container", id, "exec", created.ID, "err", err)
+		}
+	case <-ctx.Done():
+		cause = ctx.Err()
+		killNote = r.killExec(ctx, id, created.ID)
+		t := time.NewTimer(r.cfg.CallTimeout) // a CallTimeout: the system clock (Config.Clock)
+		select {
+		case <-copied:
+			copyDone = true
+		case <-t.C:
+			r.log.Warn("exec output still open after its kill", "container", id, "exec", created.ID)
+		}
+		t.Stop()
+	}
+	att.Close()
+	if !copyDone {
+		<-copied // returns promptly: the connection is closed
+	}
+	finished := r.clock.Now()
+	code, err := r.execExitCode(ctx, created.ID)
+	exit := contract.Exit{Code: code, StartedAt: started, FinishedAt: finished}
+	if cause != nil {
+		exit.Reason = "killed: " + cause.Error()
+		if killNote != "" {
+			exit.Reason += "; " + killNote
+		}
+		if code == -1 {
+			exit.Code = 128 + int(syscall.SIGKILL)
+		}
+		return exit, fmt.Errorf("docker exec in %s: %w", id, cause)
+	}
+	return exit, err
+}
+
+// WriteFile writes data to the absolute path p in container id through the
+// engine's archive API (a one-file tar extracted at "/": missing parents are
+// created 0755); see contract.FileCopier.
+func (r *Runtime) WriteFile(ctx context.Context, id, p string, data []byte, mode uint32) error {
+	clean, err := absPath(p)
+	if err != nil {
+		return err
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(clean, "/"),
+		Size: int64(len(data)), Mode: int64(mode & 0o7777), ModTime: r.clock.Now()}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	_, err = r.cli.CopyToContainer(cctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf})
+	if err != nil {
+		return r.wrapFile(ctx, "copy into", id, clean, err)
+	}
+	return nil
+}
+
+// ReadFile reads the regular file at the absolute path p of container id
+// through the engine's archive API, refusing one over limit bytes; see
+// contract.FileCopier.
+func (r *Runtime) ReadFile(ctx context.Context, id, p string, limit int64) ([]byte, uint32, error) {
+	clean, err := absPath(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	res, err := r.cli.CopyFromContainer(cctx, id, client.CopyFromContainerOptions{SourcePath: clean})
+	if err != nil {
+		return nil, 0, r.wrapFile(ctx, "copy from", id, clean, err)
+	}
+	defer res.Content.Close()
+	tr := tar.NewReader(res.Content)
+	h, err := tr.Next()
+	if err != nil {
+		return nil, 0, r.wrap(ctx, "copy from", id+":"+clean, err, nil)
+	}
+	if h.Typeflag != tar.TypeReg {
+		return nil, 0, fmt.Errorf("docker read %s in %s: %w: it is not a regular file (tar type %q)", clean, id, contract.ErrFileTooLarge, h.Typeflag)
+	}
+	if h.Size > limit {
+		return nil, 0, fmt.Errorf("docker read %s in %s: %w: %d bytes, over the limit of %d", clean, id, contract.ErrFileTooLarge, h.Size, limit)
+	}
+	data := make([]byte, h.Size)
+	if _, err := io.ReadFull(tr, data); err != nil {
+		return nil, 0, r.wrap(ctx, "copy from", id+":"+clean, err, nil)
+	}
+	return data, uint32(h.Mode & 0o7777), nil
+}
+
+// wrapFile classifies an archive call's error: a 404 naming the container
+// is ErrNotFound, any other 404 (the path) ErrNoSuchFile.
+func (r *Runtime) wrapFile(ctx context.Context, op, id, p string, err error) error {
+	if cerrdefs.IsNotFound(err) && ctx.Err() == nil && !strings.Contains(strings.ToLower(err.Error()), "no such container") {
+		return fmt.Errorf("docker %s %s: %w: %s", op, id, contract.ErrNoSuchFile, p)
+	}
+	return r.wrap(ctx, op, id, err, contract.ErrNotFound)
+}
+
+// absPath cleans an absolute container path; "/" and relative paths are
+// refused.
+func absPath(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", errors.New("the path must be absolute, e.g. /work/main.py")
+	}
+	clean := path.Clean(p)
+	if clean == "/" {
+		return "", errors.New("the path names the root directory, not a file")
+	}
+	return clean, nil
+}
