@@ -46,6 +46,9 @@ type Head struct {
 	fsm    *fsm.FSM
 	node   *consensus.Node
 	gossip *gossip.Gossip
+	// sandboxes serves SandboxService; its worker connections close with
+	// the head (sandbox.go).
+	sandboxes *sandboxService
 
 	grpcLis net.Listener
 	grpc    *grpc.Server
@@ -167,8 +170,11 @@ func New(cfg Config) (*Head, error) {
 		// that vanished without closing its stream is noticed in seconds.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
-	wire.RegisterMegaflowServiceServer(h.grpc, &service{h: h})
+	svc := &service{h: h}
+	wire.RegisterMegaflowServiceServer(h.grpc, svc)
 	wire.RegisterOperatorServiceServer(h.grpc, &operatorService{h: h})
+	h.sandboxes = newSandboxService(h, svc)
+	wire.RegisterSandboxServiceServer(h.grpc, h.sandboxes)
 	wire.RegisterWorkerServiceServer(h.grpc, &workerService{h: h})
 	h.health = health.NewServer()
 	healthpb.RegisterHealthServer(h.grpc, h.health)
@@ -370,6 +376,7 @@ func (h *Head) Shutdown(ctx context.Context) error {
 			<-done
 		}
 		h.fwd.close()
+		h.sandboxes.conns.close()
 		err = errors.Join(err, h.node.Shutdown(ctx), h.gossip.Shutdown())
 		h.wg.Wait()
 	})
@@ -389,6 +396,7 @@ func (h *Head) Kill() {
 		}
 		h.grpc.Stop()
 		h.fwd.close()
+		h.sandboxes.conns.close()
 		h.node.Kill()
 		_ = h.gossip.Shutdown()
 		h.wg.Wait()

@@ -110,6 +110,11 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	log.Debug("attempt assigned", "image", a.GetSpec().GetImage())
 	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, nil, preds, svc)
 	started = w.attempts[key]
+	if sb := a.GetSpec().GetSandbox(); sb != nil {
+		started.mu.Lock()
+		started.sbx = &sandboxBox{idle: time.Duration(sb.GetIdleTimeoutSeconds()) * time.Second}
+		started.mu.Unlock()
+	}
 }
 
 // stopAttempt handles a StopAttempt from the leader; the stream goroutine

@@ -27,6 +27,9 @@ type handle struct {
 	key  attempt.Key
 	mbox *mailbox
 	gpus []string // the GPUs the assignment pinned (nil when adopted)
+	// sbx is set for a sandbox's attempt (sandbox.go); guarded by mu once
+	// the handle is registered.
+	sbx *sandboxBox
 	// stopped closes once the attempt's container no longer runs (its final
 	// event is queued) or its driver ended: a newer attempt of the task may
 	// start then.

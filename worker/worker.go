@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -47,6 +48,9 @@ type Worker struct {
 	registry  *obs.Registry // this worker's metrics (no global registry)
 	metrics   *workerMetrics
 	http      *obs.Server // nil when Config.HTTPAddr is empty
+	// sandboxLis is Config.SandboxAddr's listener (nil: none), served by
+	// Run (sandbox.go).
+	sandboxLis net.Listener
 	advMu     sync.Mutex
 	adv       advert        // images advertised (images.go)
 	imagePoke chan struct{} // a new image started: refresh the list
@@ -209,8 +213,17 @@ func New(cfg Config) (*Worker, error) {
 			w.spool = w.memSpool
 		}
 	}
+	if err := w.listenSandbox(); err != nil {
+		if w.http != nil {
+			_ = w.http.Shutdown(context.Background())
+		}
+		return nil, fmt.Errorf("worker %s: %w", cfg.NodeID, err)
+	}
 	g, err := w.newGossip()
 	if err != nil {
+		if w.sandboxLis != nil {
+			_ = w.sandboxLis.Close()
+		}
 		if w.http != nil {
 			_ = w.http.Shutdown(context.Background())
 		}
@@ -370,6 +383,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer w.wg.Done()
 		w.leaseLoop(ctx)
 	}()
+	if w.sandboxLis != nil {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.serveSandboxes(ctx)
+		}()
+	}
 	w.wg.Add(2)
 	go func() {
 		defer w.wg.Done()
@@ -428,6 +448,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, sa.StopAll(ctx, w.cfg.StopGrace))
 		}
 		err = errors.Join(err, w.gossip.Shutdown())
+		if w.sandboxLis != nil {
+			_ = w.sandboxLis.Close() // closed already when Run served it
+		}
 		if w.http != nil {
 			err = errors.Join(err, w.http.Shutdown(ctx))
 		}
@@ -448,6 +471,9 @@ func (w *Worker) Kill() {
 		_ = w.gossip.Shutdown()
 		if w.running.Load() {
 			<-w.runDone
+		}
+		if w.sandboxLis != nil {
+			_ = w.sandboxLis.Close() // closed already when Run served it
 		}
 		if w.http != nil {
 			_ = w.http.Shutdown(context.Background()) // Run's end stopped it; this closes a listener never served

@@ -447,6 +447,10 @@ type WorkerMember struct {
 	ID         string
 	DataDir    string
 	GossipAddr string
+	// SandboxAddr is where the worker serves its sandboxes' exec and files
+	// to the heads (worker.Config.SandboxAddr): a free port AddWorker
+	// picks, kept across restarts of the worker.
+	SandboxAddr string
 
 	opts WorkerOptions
 	slot slot[*worker.Worker]
@@ -473,6 +477,10 @@ func (c *Cluster) AddWorker(opts WorkerOptions) (*WorkerMember, error) {
 		if m.GossipAddr, err = FreeAddr(); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	if m.SandboxAddr, err = FreeAddr(); err != nil {
+		return nil, err
 	}
 	// The slot is taken before the start, so that concurrent AddWorkers
 	// get distinct ids and indexes, and an id is never taken twice.
@@ -506,6 +514,7 @@ func (c *Cluster) AddWorker(opts WorkerOptions) (*WorkerMember, error) {
 func (c *Cluster) WorkerConfig(m *WorkerMember) worker.Config {
 	cfg := worker.DefaultConfig()
 	cfg.NodeID, cfg.DataDir, cfg.GossipAddr = m.ID, m.DataDir, m.GossipAddr
+	cfg.SandboxAddr = m.SandboxAddr
 	cfg.Runtime = m.opts.Runtime
 	if m.opts.Capacity != (worker.Capacity{}) {
 		cfg.Capacity = m.opts.Capacity

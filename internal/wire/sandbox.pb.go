@@ -244,8 +244,11 @@ type Sandbox struct {
 	Labels             map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	LifetimeSeconds    int64             `protobuf:"varint,12,opt,name=lifetime_seconds,json=lifetimeSeconds,proto3" json:"lifetime_seconds,omitempty"`
 	IdleTimeoutSeconds int64             `protobuf:"varint,13,opt,name=idle_timeout_seconds,json=idleTimeoutSeconds,proto3" json:"idle_timeout_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The table index this view was read at: pass it as min_index to later
+	// requests at any head to read at least this fresh.
+	Index         uint64 `protobuf:"varint,14,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -369,6 +372,13 @@ func (x *Sandbox) GetIdleTimeoutSeconds() int64 {
 	return 0
 }
 
+func (x *Sandbox) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type CreateSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Spec  *SandboxCreateSpec     `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -477,8 +487,10 @@ func (x *CreateSandboxResponse) GetExisted() bool {
 }
 
 type GetSandboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +530,13 @@ func (x *GetSandboxRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *GetSandboxRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
 }
 
 type GetSandboxResponse struct {
@@ -663,8 +682,10 @@ func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
 }
 
 type CloseSandboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -704,6 +725,13 @@ func (x *CloseSandboxRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *CloseSandboxRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
 }
 
 type CloseSandboxResponse struct {
@@ -765,6 +793,8 @@ type SandboxExecRequest struct {
 	// The command is killed, with its process group, after this long; 0:
 	// 10 minutes. At most 24 hours.
 	TimeoutMillis int64 `protobuf:"varint,6,opt,name=timeout_millis,json=timeoutMillis,proto3" json:"timeout_millis,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
 	// Set by the head relaying to the worker: the sandbox's attempt.
 	Attempt       uint32 `protobuf:"varint,100,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -839,6 +869,13 @@ func (x *SandboxExecRequest) GetStdin() []byte {
 func (x *SandboxExecRequest) GetTimeoutMillis() int64 {
 	if x != nil {
 		return x.TimeoutMillis
+	}
+	return 0
+}
+
+func (x *SandboxExecRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
 	}
 	return 0
 }
@@ -993,7 +1030,9 @@ type SandboxWriteFileRequest struct {
 	// At most 64 MiB.
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// Permission bits; 0: 0644.
-	Mode          uint32 `protobuf:"varint,4,opt,name=mode,proto3" json:"mode,omitempty"`
+	Mode uint32 `protobuf:"varint,4,opt,name=mode,proto3" json:"mode,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
 	Attempt       uint32 `protobuf:"varint,100,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1057,6 +1096,13 @@ func (x *SandboxWriteFileRequest) GetMode() uint32 {
 	return 0
 }
 
+func (x *SandboxWriteFileRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
 func (x *SandboxWriteFileRequest) GetAttempt() uint32 {
 	if x != nil {
 		return x.Attempt
@@ -1106,7 +1152,9 @@ type SandboxReadFileRequest struct {
 	// Absolute path of a regular file.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// Refuse a larger file; 0 (and at most): 64 MiB.
-	MaxBytes      int64  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
 	Attempt       uint32 `protobuf:"varint,100,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1159,6 +1207,13 @@ func (x *SandboxReadFileRequest) GetPath() string {
 func (x *SandboxReadFileRequest) GetMaxBytes() int64 {
 	if x != nil {
 		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *SandboxReadFileRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
 	}
 	return 0
 }
@@ -1257,7 +1312,7 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbb\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12/\n" +
@@ -1273,7 +1328,8 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	" \x01(\tR\x05image\x128\n" +
 	"\x06labels\x18\v \x03(\v2 .megaflow.v1.Sandbox.LabelsEntryR\x06labels\x12)\n" +
 	"\x10lifetime_seconds\x18\f \x01(\x03R\x0flifetimeSeconds\x120\n" +
-	"\x14idle_timeout_seconds\x18\r \x01(\x03R\x12idleTimeoutSeconds\x1a9\n" +
+	"\x14idle_timeout_seconds\x18\r \x01(\x03R\x12idleTimeoutSeconds\x12\x14\n" +
+	"\x05index\x18\x0e \x01(\x04R\x05index\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"v\n" +
@@ -1282,20 +1338,22 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x11wait_ready_millis\x18\x02 \x01(\x03R\x0fwaitReadyMillis\"a\n" +
 	"\x15CreateSandboxResponse\x12.\n" +
 	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\x12\x18\n" +
-	"\aexisted\x18\x02 \x01(\bR\aexisted\"#\n" +
+	"\aexisted\x18\x02 \x01(\bR\aexisted\"@\n" +
 	"\x11GetSandboxRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"D\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"D\n" +
 	"\x12GetSandboxResponse\x12.\n" +
 	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"@\n" +
 	"\x14ListSandboxesRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\"K\n" +
 	"\x15ListSandboxesResponse\x122\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x14.megaflow.v1.SandboxR\tsandboxes\"%\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x14.megaflow.v1.SandboxR\tsandboxes\"B\n" +
 	"\x13CloseSandboxRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"F\n" +
 	"\x14CloseSandboxResponse\x12.\n" +
-	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"\xa4\x02\n" +
+	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"\xc1\x02\n" +
 	"\x12SandboxExecRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -1303,7 +1361,8 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x03env\x18\x03 \x03(\v2(.megaflow.v1.SandboxExecRequest.EnvEntryR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x12\x14\n" +
 	"\x05stdin\x18\x05 \x01(\fR\x05stdin\x12%\n" +
-	"\x0etimeout_millis\x18\x06 \x01(\x03R\rtimeoutMillis\x12\x18\n" +
+	"\x0etimeout_millis\x18\x06 \x01(\x03R\rtimeoutMillis\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\x12\x18\n" +
 	"\aattempt\x18d \x01(\rR\aattempt\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1316,20 +1375,22 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x1b\n" +
 	"\ttimed_out\x18\x02 \x01(\bR\btimedOut\x12\x1c\n" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8e\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xab\x01\n" +
 	"\x17SandboxWriteFileRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
-	"\x04mode\x18\x04 \x01(\rR\x04mode\x12\x18\n" +
+	"\x04mode\x18\x04 \x01(\rR\x04mode\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\x12\x18\n" +
 	"\aattempt\x18d \x01(\rR\aattempt\"\x1a\n" +
-	"\x18SandboxWriteFileResponse\"\x82\x01\n" +
+	"\x18SandboxWriteFileResponse\"\x9f\x01\n" +
 	"\x16SandboxReadFileRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x18\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\x12\x18\n" +
 	"\aattempt\x18d \x01(\rR\aattempt\"U\n" +
 	"\x17SandboxReadFileResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +

@@ -1,0 +1,409 @@
+package head
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// sandboxService implements wire.SandboxServiceServer (docs/sandboxes.md).
+// Create and close go through the same path as SubmitGraph and CancelGraph
+// (a follower forwards them to the leader; admission, rate limits, quotas
+// and placement apply); they are the only log entries. Exec and the file
+// calls are relayed by the head that receives them straight to the worker
+// holding the sandbox, found in this head's table: no leader, no Raft.
+type sandboxService struct {
+	wire.UnimplementedSandboxServiceServer
+	h     *Head
+	svc   *service
+	conns *workerConns
+}
+
+var _ wire.SandboxServiceServer = (*sandboxService)(nil)
+
+func newSandboxService(h *Head, svc *service) *sandboxService {
+	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns)}
+}
+
+// CreateSandbox submits the sandbox's graph and waits as asked.
+func (s *sandboxService) CreateSandbox(ctx context.Context, req *wire.CreateSandboxRequest) (*wire.CreateSandboxResponse, error) {
+	sp, _ := proto.Clone(req.GetSpec()).(*wire.SandboxCreateSpec)
+	if sp != nil && sp.Id == "" {
+		sp.Id = spec.NewSandboxID(rand.Reader)
+	}
+	g, err := spec.SandboxGraph(sp)
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	sub := &wire.SubmitGraphRequest{Graph: g}
+	if err := s.h.checkRate(ctx, "/"+wire.MegaflowService_ServiceDesc.ServiceName+"/SubmitGraph", sub); err != nil {
+		return nil, err
+	}
+	resp, err := s.svc.SubmitGraph(ctx, sub)
+	if err != nil {
+		return nil, err // a status already
+	}
+	if err := s.h.waitApplied(ctx, resp.GetIndex(), 0); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	wait := time.Duration(req.GetWaitReadyMillis()) * time.Millisecond
+	sb, err := s.waitSandbox(ctx, sp.Id, wait, func(st wire.SandboxState) bool {
+		return st != wire.SandboxState_SANDBOX_STATE_PENDING && st != wire.SandboxState_SANDBOX_STATE_STARTING
+	})
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	return &wire.CreateSandboxResponse{Sandbox: sb, Existed: resp.GetExisted()}, nil
+}
+
+// waitSandbox returns sandbox id once done says its state is final for the
+// caller, or when wait has passed (0: at once), from this head's table.
+func (s *sandboxService) waitSandbox(ctx context.Context, id string, wait time.Duration, done func(wire.SandboxState) bool) (*wire.Sandbox, error) {
+	var deadline <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait) // a caller's wait: the system clock, like its context
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		changed := s.h.fsm.Changed()
+		sb, err := s.get(s.h.fsm.View(), id)
+		if err != nil || wait <= 0 || done(sb.GetState()) {
+			return sb, err
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return sb, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// get returns sandbox id as view shows it. Errors: NotFound.
+func (s *sandboxService) get(view *state.View, id string) (*wire.Sandbox, error) {
+	if err := spec.CheckSandboxID("id", id); err != nil {
+		return nil, err
+	}
+	g, t := view.Graph(id), view.Task(spec.SandboxTaskID(id))
+	if g == nil || t == nil || t.Spec.GetSandbox() == nil {
+		return nil, errs.New(errs.NotFound, "sandbox %s not found (at index %d of head %s): it was never created, or deleted; ListSandboxes lists them", id, view.Index(), s.h.cfg.NodeID)
+	}
+	return sandboxOf(g, t, view.Index()), nil
+}
+
+// sandboxOf is the API's view of a sandbox graph g and its task t, read at
+// table index index.
+func sandboxOf(g *state.Graph, t *state.Task, index uint64) *wire.Sandbox {
+	sb := &wire.Sandbox{
+		Id:                 g.ID,
+		Tenant:             g.Tenant,
+		State:              spec.SandboxState(t.State, t.ReasonCode),
+		Reason:             t.Reason,
+		ReasonCode:         t.ReasonCode,
+		CreateUnixNanos:    g.CreateUnixNanos,
+		Image:              t.Spec.GetImage(),
+		Labels:             g.Labels,
+		LifetimeSeconds:    g.DeadlineSeconds,
+		IdleTimeoutSeconds: t.Spec.GetSandbox().GetIdleTimeoutSeconds(),
+		Index:              index,
+	}
+	if a := t.CurrentAttempt(); a != nil {
+		sb.WorkerId = a.WorkerID
+		sb.ReadyUnixNanos = a.StartUnixNanos
+		sb.FinishUnixNanos = a.FinishUnixNanos
+	}
+	if !spec.SandboxLive(sb.State) && sb.FinishUnixNanos == 0 {
+		sb.FinishUnixNanos = t.UpdateUnixNanos
+	}
+	return sb
+}
+
+// GetSandbox returns one sandbox from this head's table.
+func (s *sandboxService) GetSandbox(ctx context.Context, req *wire.GetSandboxRequest) (*wire.GetSandboxResponse, error) {
+	if err := s.h.waitApplied(ctx, req.GetMinIndex(), 0); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	sb, err := s.get(s.h.fsm.View(), req.GetId())
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	return &wire.GetSandboxResponse{Sandbox: sb}, nil
+}
+
+// ListSandboxes returns the sandboxes of a tenant (every tenant's when
+// empty), oldest first; live ones only unless all.
+func (s *sandboxService) ListSandboxes(ctx context.Context, req *wire.ListSandboxesRequest) (*wire.ListSandboxesResponse, error) {
+	view := s.h.fsm.View()
+	var out []*wire.Sandbox
+	for g := range view.Graphs() {
+		if spec.CheckSandboxID("id", g.ID) != nil || (req.GetTenant() != "" && g.Tenant != req.GetTenant()) {
+			continue
+		}
+		t := view.Task(spec.SandboxTaskID(g.ID))
+		if t == nil || t.Spec.GetSandbox() == nil {
+			continue
+		}
+		sb := sandboxOf(g, t, view.Index())
+		if req.GetAll() || spec.SandboxLive(sb.State) {
+			out = append(out, sb)
+		}
+	}
+	slices.SortFunc(out, func(a, b *wire.Sandbox) int {
+		if a.CreateUnixNanos != b.CreateUnixNanos {
+			return int(min(max(a.CreateUnixNanos-b.CreateUnixNanos, -1), 1))
+		}
+		if a.Id < b.Id {
+			return -1
+		}
+		return 1
+	})
+	return &wire.ListSandboxesResponse{Sandboxes: out}, nil
+}
+
+// CloseSandbox cancels the sandbox's graph (a no-op for one that ended) and
+// returns the sandbox as of the cancel.
+func (s *sandboxService) CloseSandbox(ctx context.Context, req *wire.CloseSandboxRequest) (*wire.CloseSandboxResponse, error) {
+	if err := s.h.waitApplied(ctx, req.GetMinIndex(), 0); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	if _, err := s.get(s.h.fsm.View(), req.GetId()); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	resp, err := s.svc.CancelGraph(ctx, &wire.CancelGraphRequest{GraphId: req.GetId(), Reason: "sandbox closed"})
+	if err != nil {
+		return nil, err // a status already
+	}
+	if err := s.h.waitApplied(ctx, resp.GetIndex(), 0); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	sb, err := s.get(s.h.fsm.View(), req.GetId())
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	return &wire.CloseSandboxResponse{Sandbox: sb}, nil
+}
+
+// target finds the worker holding READY sandbox id in this head's table
+// (once it applied minIndex) and returns a client for it and the
+// sandbox's attempt. Errors: NotFound; FailedPrecondition (not READY yet,
+// or ended: the message says how and why; the worker serves no
+// sandboxes); Unavailable.
+func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64) (wire.SandboxWorkerServiceClient, uint32, string, error) {
+	if err := s.h.waitApplied(ctx, minIndex, 0); err != nil {
+		return nil, 0, "", err
+	}
+	view := s.h.fsm.View()
+	sb, err := s.get(view, id)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	switch sb.State {
+	case wire.SandboxState_SANDBOX_STATE_READY:
+	case wire.SandboxState_SANDBOX_STATE_PENDING, wire.SandboxState_SANDBOX_STATE_STARTING:
+		return nil, 0, "", errs.New(errs.FailedPrecondition, "sandbox %s is %s, not ready yet: wait until GetSandbox says READY (or create it with wait_ready_millis)",
+			id, sandboxStateName(sb.State))
+	default:
+		return nil, 0, "", errs.New(errs.FailedPrecondition, "sandbox %s is %s (%s: %s); its files and processes are gone: create a new sandbox",
+			id, sandboxStateName(sb.State), codeName(sb.ReasonCode), sb.Reason)
+	}
+	t := view.Task(spec.SandboxTaskID(id))
+	a := t.ActiveAttempt()
+	if a == nil {
+		return nil, 0, "", errs.New(errs.FailedPrecondition, "sandbox %s has no running attempt: get it again", id)
+	}
+	var addr string
+	if w := view.Worker(a.WorkerID); w != nil {
+		addr = w.Info.GetAddr()
+	}
+	if addr == "" {
+		return nil, 0, "", errs.New(errs.FailedPrecondition, "sandbox %s runs on worker %s, which serves no sandboxes: start workers with --sandbox-addr", id, a.WorkerID)
+	}
+	cli, err := s.conns.get(addr)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return cli, a.Number, a.WorkerID, nil
+}
+
+// Exec relays an exec to the sandbox's worker and its output back.
+func (s *sandboxService) Exec(req *wire.SandboxExecRequest, stream grpc.ServerStreamingServer[wire.SandboxExecResponse]) error {
+	if err := spec.CheckSandboxExec(req); err != nil {
+		return errs.ToStatus(err)
+	}
+	cli, n, worker, err := s.target(stream.Context(), req.GetSandboxId(), req.GetMinIndex())
+	if err != nil {
+		return errs.ToStatus(err)
+	}
+	out := proto.Clone(req).(*wire.SandboxExecRequest)
+	out.Attempt = n
+	st, err := cli.Exec(stream.Context(), out)
+	if err != nil {
+		return relayErr(req.GetSandboxId(), worker, err)
+	}
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return relayErr(req.GetSandboxId(), worker, err)
+		}
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+}
+
+// WriteFile relays a file write to the sandbox's worker.
+func (s *sandboxService) WriteFile(ctx context.Context, req *wire.SandboxWriteFileRequest) (*wire.SandboxWriteFileResponse, error) {
+	if err := spec.CheckSandboxPath(req.GetSandboxId(), req.GetPath()); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	cli, n, worker, err := s.target(ctx, req.GetSandboxId(), req.GetMinIndex())
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	out := proto.Clone(req).(*wire.SandboxWriteFileRequest)
+	out.Attempt = n
+	resp, err := cli.WriteFile(ctx, out)
+	if err != nil {
+		return nil, relayErr(req.GetSandboxId(), worker, err)
+	}
+	return resp, nil
+}
+
+// ReadFile relays a file read from the sandbox's worker.
+func (s *sandboxService) ReadFile(req *wire.SandboxReadFileRequest, stream grpc.ServerStreamingServer[wire.SandboxReadFileResponse]) error {
+	if err := spec.CheckSandboxPath(req.GetSandboxId(), req.GetPath()); err != nil {
+		return errs.ToStatus(err)
+	}
+	cli, n, worker, err := s.target(stream.Context(), req.GetSandboxId(), req.GetMinIndex())
+	if err != nil {
+		return errs.ToStatus(err)
+	}
+	out := proto.Clone(req).(*wire.SandboxReadFileRequest)
+	out.Attempt = n
+	st, err := cli.ReadFile(stream.Context(), out)
+	if err != nil {
+		return relayErr(req.GetSandboxId(), worker, err)
+	}
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return relayErr(req.GetSandboxId(), worker, err)
+		}
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+}
+
+// relayErr passes a worker's answer through (it classified it already)
+// except a transport failure, which becomes Unavailable saying the call
+// may or may not have run.
+func relayErr(id, worker string, err error) error {
+	st, ok := status.FromError(err)
+	if ok && st.Code() == codes.Unavailable && len(st.Details()) == 0 {
+		return errs.ToStatus(errs.New(errs.Unavailable, "sandbox %s: worker %s did not answer (%s); the call may or may not have run there: get the sandbox to see whether it is still READY",
+			id, worker, st.Message()))
+	}
+	return err
+}
+
+func sandboxStateName(s wire.SandboxState) string {
+	n := s.String()
+	if len(n) > len("SANDBOX_STATE_") {
+		return n[len("SANDBOX_STATE_"):]
+	}
+	return n
+}
+
+func codeName(c wire.ReasonCode) string {
+	n := c.String()
+	if len(n) > len("REASON_CODE_") {
+		return n[len("REASON_CODE_"):]
+	}
+	return n
+}
+
+// maxWorkerConns bounds the connections a head keeps to workers' sandbox
+// listeners.
+const maxWorkerConns = 256
+
+// workerConns caches gRPC connections to workers' sandbox addresses, at
+// most max; the least recently used one is closed to make room.
+type workerConns struct {
+	max int
+
+	mu    sync.Mutex
+	conns map[string]*workerConn
+	tick  uint64
+}
+
+type workerConn struct {
+	conn *grpc.ClientConn
+	used uint64
+}
+
+func newWorkerConns(max int) *workerConns {
+	return &workerConns{max: max, conns: map[string]*workerConn{}}
+}
+
+// get returns a client for the worker at addr. Errors: Unavailable (the
+// address cannot be dialled).
+func (c *workerConns) get(addr string) (wire.SandboxWorkerServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tick++
+	if wc, ok := c.conns[addr]; ok {
+		wc.used = c.tick
+		return wire.NewSandboxWorkerServiceClient(wc.conn), nil
+	}
+	if len(c.conns) >= c.max {
+		var oldest string
+		for a, wc := range c.conns {
+			if oldest == "" || wc.used < c.conns[oldest].used {
+				oldest = a
+			}
+		}
+		_ = c.conns[oldest].conn.Close()
+		delete(c.conns, oldest)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(spec.SandboxMaxFile+1<<20), grpc.MaxCallSendMsgSize(spec.SandboxMaxFile+1<<20)))
+	if err != nil {
+		return nil, errs.New(errs.Unavailable, "worker sandbox address %s: %v", addr, err)
+	}
+	c.conns[addr] = &workerConn{conn: conn, used: c.tick}
+	return wire.NewSandboxWorkerServiceClient(conn), nil
+}
+
+// close closes every connection.
+func (c *workerConns) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, wc := range c.conns {
+		_ = wc.conn.Close()
+		delete(c.conns, a)
+	}
+}
