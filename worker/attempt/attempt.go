@@ -169,7 +169,7 @@ type stopCause struct {
 
 // causeEvent is the final event of an attempt stopped for m.cause.
 func (m *Machine) causeEvent(now time.Time) *wire.AttemptEvent {
-	e := m.causeEvent(now)
+	e := m.event(m.cause.kind, m.cause.reason, now)
 	if m.cause.code != wire.ReasonCode_REASON_CODE_UNSPECIFIED {
 		e.ReasonCode, e.NotRetryable = m.cause.code, true
 	}

@@ -1,0 +1,343 @@
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dockerclient "github.com/moby/moby/client"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/runtime/docker"
+	"github.com/megaflow/megaflow/runtime/testimage"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// env is one test's cluster: 3 heads and n Docker workers under
+// megaflow-init, each serving sandboxes.
+type env struct {
+	t       *testing.T
+	c       *testcluster.Cluster
+	cl      *client.Client
+	cli     *dockerclient.Client
+	image   string
+	cluster string
+}
+
+var (
+	initOnce sync.Once
+	initDir  string
+	initErr  error
+)
+
+// buildInit builds megaflow-init once per test binary.
+func buildInit(t *testing.T) string {
+	t.Helper()
+	initOnce.Do(func() {
+		initDir, initErr = os.MkdirTemp("", "sandboxtest-init-")
+		if initErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", initDir+"/", "github.com/megaflow/megaflow/cmd/megaflow-init")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			initErr = fmt.Errorf("go build megaflow-init: %v\n%s", err, out)
+		}
+	})
+	if initErr != nil {
+		t.Fatal(initErr)
+	}
+	return filepath.Join(initDir, "megaflow-init")
+}
+
+func newEnv(t *testing.T, workers int) *env {
+	t.Helper()
+	cli, image := testimage.Require(t)
+	name := "mfs-" + testimage.RunID() + "-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+		// The Docker tests' 10 s lease (internal/testcluster's docker_test.go says why).
+		cfg.Lease = lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}
+	}})
+	initPath := buildInit(t)
+	for range workers {
+		c.AddWorker(testcluster.WorkerOptions{
+			NewRuntime: func() contract.Runtime {
+				rt, err := docker.New(docker.DefaultConfig())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rt
+			},
+			Capacity: worker.Capacity{CPUMillis: 4000, MemoryBytes: 8 << 30},
+			Configure: func(cfg *worker.Config) {
+				cfg.ClusterName = name
+				cfg.ReconcileInterval = time.Second
+				cfg.StopGrace = 2 * time.Second
+				cfg.InitPath = initPath
+			},
+		})
+	}
+	e := &env{t: t, c: c, cl: c.Client(), cli: cli, image: image, cluster: name}
+	t.Cleanup(func() {
+		// Whatever a failed test left running (before the cluster stops).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, id := range e.containers("") {
+			_, _ = cli.ContainerRemove(ctx, id, dockerclient.ContainerRemoveOptions{Force: true})
+		}
+	})
+	return e
+}
+
+// containers returns the engine's containers (running or not) of this
+// test's cluster, of sandbox sbx only unless sbx is "".
+func (e *env) containers(sbx string) []string {
+	e.t.Helper()
+	f := make(dockerclient.Filters).Add("label", worker.LabelCluster+"="+e.cluster)
+	if sbx != "" {
+		f = f.Add("label", worker.LabelTask+"="+spec.SandboxTaskID(sbx))
+	}
+	res, err := e.cli.ContainerList(context.Background(), dockerclient.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range res.Items {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+// create creates a sandbox of the test image and waits until it is READY.
+func (e *env) create(ctx context.Context, sp client.SandboxSpec) *client.Sandbox {
+	e.t.Helper()
+	sp.Image = e.image
+	if sp.WaitReady == 0 {
+		sp.WaitReady = 2 * time.Minute
+	}
+	s, err := e.cl.CreateSandbox(ctx, sp)
+	if err != nil {
+		e.t.Fatalf("CreateSandbox: %v", err)
+	}
+	if st := s.Info().GetState(); st != client.SandboxReady || s.Info().GetWorkerId() == "" || s.Info().GetReadyUnixNanos() == 0 {
+		e.t.Fatalf("created sandbox %s is %s on %q (ready at %d); want READY on a worker", s.ID(), st, s.Info().GetWorkerId(), s.Info().GetReadyUnixNanos())
+	}
+	if n := len(e.containers(s.ID())); n != 1 {
+		e.t.Fatalf("sandbox %s has %d containers; want 1", s.ID(), n)
+	}
+	return s
+}
+
+// waitState waits until the sandbox is in state want and returns it.
+func (e *env) waitState(ctx context.Context, s *client.Sandbox, want client.SandboxState, timeout time.Duration) *client.SandboxInfo {
+	e.t.Helper()
+	var last *client.SandboxInfo
+	testcluster.WaitFor(e.t, timeout, fmt.Sprintf("sandbox %s to be %s", s.ID(), want), func() bool {
+		info, err := s.Refresh(ctx)
+		if err != nil {
+			e.t.Fatalf("GetSandbox: %v", err)
+		}
+		last = info
+		return info.GetState() == want
+	})
+	return last
+}
+
+// waitGone waits until the engine holds no container of the sandbox.
+func (e *env) waitGone(s *client.Sandbox, timeout time.Duration) {
+	e.t.Helper()
+	testcluster.WaitFor(e.t, timeout, "the container of sandbox "+s.ID()+" to be removed", func() bool {
+		return len(e.containers(s.ID())) == 0
+	})
+}
+
+func sh(script string) []string { return []string{"sh", "-c", script} }
+
+// Create, exec (output apart, exit code, stdin, env, cwd), files written
+// and read back, a missing file, 8 execs at once, then close: CLOSED, the
+// container gone from the engine, and an exec refused saying why.
+func TestSandboxExecFilesAndClose(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := e.create(ctx, client.SandboxSpec{Env: map[string]string{"GREETING": "hi"}, WorkingDir: "/tmp"})
+
+	res, err := s.Exec(ctx, sh(`echo "$GREETING out"; pwd; echo err >&2; exit 3`), client.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || string(res.Stdout) != "hi out\n/tmp\n" || string(res.Stderr) != "err\n" || res.TimedOut || res.Truncated {
+		t.Fatalf("exec: %+v (stdout %q, stderr %q); want exit 3, stdout \"hi out\\n/tmp\\n\", stderr \"err\\n\"", res, res.Stdout, res.Stderr)
+	}
+	res, err = s.Exec(ctx, []string{"cat"}, client.ExecOptions{Stdin: []byte("from stdin"), Env: map[string]string{"X": "1"}, Cwd: "/"})
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "from stdin" {
+		t.Fatalf("cat with stdin: %+v, %v", res, err)
+	}
+
+	data := []byte("print('hello')\n\x00binary\xff")
+	if err := s.WriteFile(ctx, "/work/dir/main.py", data, 0o755); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	got, err := s.ReadFile(ctx, "/work/dir/main.py")
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("ReadFile: %q, %v; want %q", got, err, data)
+	}
+	res, err = s.Exec(ctx, sh(`stat -c %a /work/dir/main.py; wc -c < /work/dir/main.py`), client.ExecOptions{})
+	if err != nil || strings.Fields(string(res.Stdout))[0] != "755" || strings.TrimSpace(strings.Fields(string(res.Stdout))[1]) != fmt.Sprint(len(data)) {
+		t.Fatalf("the written file as the sandbox sees it: %q, %v; want mode 755 and %d bytes", res.Stdout, err, len(data))
+	}
+	if _, err := s.ReadFile(ctx, "/no/such/file"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("reading a missing file: %v; want NotFound", err)
+	}
+
+	// 8 execs at once: each marks itself, then waits for all 8 marks,
+	// which only happens when they run together.
+	var wg sync.WaitGroup
+	results := make([]*client.ExecResult, 8)
+	errors8 := make([]error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errors8[i] = s.Exec(ctx, sh(`mkdir -p /tmp/c; touch /tmp/c/$I
+for k in $(seq 300); do [ "$(ls /tmp/c | wc -l)" -ge 8 ] && { echo "ok $I"; exit 0; }; sleep 0.1; done; echo "alone $I"; exit 1`),
+				client.ExecOptions{Env: map[string]string{"I": fmt.Sprint(i)}, Timeout: time.Minute})
+		}()
+	}
+	wg.Wait()
+	for i := range 8 {
+		if errors8[i] != nil || results[i].ExitCode != 0 || string(results[i].Stdout) != fmt.Sprintf("ok %d\n", i) {
+			t.Fatalf("concurrent exec %d: %+v, %v", i, results[i], errors8[i])
+		}
+	}
+
+	list, err := e.cl.ListSandboxes(ctx, "", false)
+	if err != nil || len(list) != 1 || list[0].GetId() != s.ID() {
+		t.Fatalf("ListSandboxes: %v, %v; want the one sandbox", list, err)
+	}
+
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st := s.Info().GetState(); st != client.SandboxClosed {
+		t.Fatalf("after Close: %s; want CLOSED", st)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("a second Close: %v; want none (idempotent)", err)
+	}
+	e.waitGone(s, time.Minute)
+	_, err = s.Exec(ctx, []string{"true"}, client.ExecOptions{})
+	if !errors.Is(err, errs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "CLOSED") {
+		t.Fatalf("exec after close: %v; want FailedPrecondition saying CLOSED", err)
+	}
+	if list, _ := e.cl.ListSandboxes(ctx, "", false); len(list) != 0 {
+		t.Fatalf("ListSandboxes after close: %v; want none live", list)
+	}
+}
+
+// An exec past its timeout is killed with its process group: a background
+// child it started is gone too, and the sandbox stays READY.
+func TestSandboxExecTimeoutKillsGroup(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := e.create(ctx, client.SandboxSpec{})
+	start := time.Now()
+	res, err := s.Exec(ctx, sh(`sleep 300 & echo $! > /tmp/bg; echo started; wait`), client.ExecOptions{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.ExitCode != 137 || string(res.Stdout) != "started\n" {
+		t.Fatalf("exec past its timeout: %+v (stdout %q); want timed out, exit 137", res, res.Stdout)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("the timed-out exec returned after %v", d)
+	}
+	res, err = s.Exec(ctx, sh(`P=$(cat /tmp/bg); for k in $(seq 100); do kill -0 $P 2>/dev/null || { echo gone; exit 0; }; sleep 0.1; done; echo alive; ps`), client.ExecOptions{})
+	if err != nil || string(res.Stdout) != "gone\n" {
+		t.Fatalf("the timed-out exec's background child: %q, %v; want gone", res.Stdout, err)
+	}
+	if info, err := s.Refresh(ctx); err != nil || info.GetState() != client.SandboxReady {
+		t.Fatalf("after a timed-out exec: %v, %v; want READY", info, err)
+	}
+}
+
+// A sandbox idle past its idle timeout ends EXPIRED (SANDBOX_IDLE) and its
+// container is removed; one past its lifetime ends EXPIRED
+// (CANCELLED_DEADLINE) the same way. A running exec keeps a sandbox busy.
+func TestSandboxExpiry(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	idle := e.create(ctx, client.SandboxSpec{IdleTimeout: 2 * time.Second})
+	// Busy for 4 s, twice the idle timeout: not expired meanwhile.
+	res, err := idle.Exec(ctx, sh(`sleep 4; echo done`), client.ExecOptions{})
+	if err != nil || string(res.Stdout) != "done\n" {
+		t.Fatalf("a 4 s exec in a sandbox with a 2 s idle timeout: %+v, %v", res, err)
+	}
+	life := e.create(ctx, client.SandboxSpec{Lifetime: 3 * time.Second})
+
+	info := e.waitState(ctx, idle, client.SandboxExpired, time.Minute)
+	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_SANDBOX_IDLE || !strings.Contains(info.GetReason(), "idle") {
+		t.Fatalf("idle sandbox: %s %s %q; want EXPIRED, SANDBOX_IDLE, saying idle", info.GetState(), info.GetReasonCode(), info.GetReason())
+	}
+	info = e.waitState(ctx, life, client.SandboxExpired, time.Minute)
+	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE {
+		t.Fatalf("sandbox past its lifetime: %s %s %q; want EXPIRED, CANCELLED_DEADLINE", info.GetState(), info.GetReasonCode(), info.GetReason())
+	}
+	e.waitGone(idle, time.Minute)
+	e.waitGone(life, time.Minute)
+	_, err = idle.Exec(ctx, []string{"true"}, client.ExecOptions{})
+	if !errors.Is(err, errs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "EXPIRED") || !strings.Contains(err.Error(), "SANDBOX_IDLE") {
+		t.Fatalf("exec in an expired sandbox: %v; want FailedPrecondition saying EXPIRED and SANDBOX_IDLE", err)
+	}
+}
+
+// A sandbox whose worker dies is LOST (SANDBOX_LOST), never re-run on
+// another worker; once the worker is back, it removes the container.
+func TestSandboxWorkerLost(t *testing.T) {
+	e := newEnv(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := e.create(ctx, client.SandboxSpec{})
+	if _, err := s.Exec(ctx, sh(`echo state > /tmp/state`), client.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	idx := -1
+	for i, w := range e.c.Workers() {
+		if w.ID == s.Info().GetWorkerId() {
+			idx = i
+		}
+	}
+	e.c.KillWorker(idx)
+	info := e.waitState(ctx, s, client.SandboxLost, 2*time.Minute)
+	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_SANDBOX_LOST {
+		t.Fatalf("after its worker died: %s %s %q; want LOST, SANDBOX_LOST", info.GetState(), info.GetReasonCode(), info.GetReason())
+	}
+	task, _, err := e.cl.GetTask(ctx, spec.SandboxTaskID(s.ID()), client.ReadOptions{})
+	if err != nil || len(task.GetAttempts()) != 1 {
+		t.Fatalf("the lost sandbox's task: %v, %v; want exactly 1 attempt (never re-run)", task, err)
+	}
+	if n := len(e.containers(s.ID())); n != 1 {
+		t.Fatalf("while its worker is dead the container is still there (%d); want 1", n)
+	}
+	e.c.RestartWorker(idx)
+	e.waitGone(s, 2*time.Minute)
+}
