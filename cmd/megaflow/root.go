@@ -71,7 +71,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.AddCommand(upCmd(g), demoCmd(g), submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
-	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g), servicesCmd(g), poolCmd(g), operatorCmd(g))
+	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g), servicesCmd(g), poolCmd(g), sandboxCmd(g), operatorCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -81,8 +81,10 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "megaflow:", err)
 	var ce *codeError
+	if !errors.As(err, &ce) || ce.msg != "" {
+		fmt.Fprintln(stderr, "megaflow:", err)
+	}
 	switch {
 	case errors.As(err, &ce):
 		return ce.code
