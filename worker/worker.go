@@ -45,16 +45,16 @@ type Worker struct {
 	// runCtx is Run's context, set before Run starts any goroutine.
 	runCtx context.Context
 
-	registry  *obs.Registry // this worker's metrics (no global registry)
-	metrics   *workerMetrics
-	http      *obs.Server // nil when Config.HTTPAddr is empty
+	registry *obs.Registry // this worker's metrics (no global registry)
+	metrics  *workerMetrics
+	http     *obs.Server // nil when Config.HTTPAddr is empty
 	// sandboxLis is Config.SandboxAddr's listener (nil: none), served by
 	// Run (sandbox.go).
 	sandboxLis net.Listener
-	advMu     sync.Mutex
-	adv       advert        // images advertised (images.go)
-	imagePoke chan struct{} // a new image started: refresh the list
-	gpuPoke   chan struct{} // the unhealthy GPUs changed: report them
+	advMu      sync.Mutex
+	adv        advert        // images advertised (images.go)
+	imagePoke  chan struct{} // a new image started: refresh the list
+	gpuPoke    chan struct{} // the unhealthy GPUs changed: report them
 
 	advertiseHost string       // host of service endpoints (service.go)
 	ports         *portPool    // host ports of service attempts

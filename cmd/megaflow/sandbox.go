@@ -255,4 +255,3 @@ func sandboxRmCmd(g *globals) *cobra.Command {
 func stateWord(s client.SandboxState) string {
 	return strings.TrimPrefix(s.String(), "SANDBOX_STATE_")
 }
-
