@@ -277,6 +277,11 @@ func TestSandboxExecTimeoutKillsGroup(t *testing.T) {
 	if info, err := s.Refresh(ctx); err != nil || info.GetState() != client.SandboxReady {
 		t.Fatalf("after a timed-out exec: %v, %v; want READY", info, err)
 	}
+	// Output past 16 MiB per stream is dropped, and the exit says so.
+	res, err = s.Exec(ctx, sh(`head -c 17000000 /dev/zero; echo small >&2`), client.ExecOptions{})
+	if err != nil || !res.Truncated || len(res.Stdout) != spec.SandboxMaxOutput || string(res.Stderr) != "small\n" || res.ExitCode != 0 {
+		t.Fatalf("17 MB of output: %v, %d bytes of stdout, stderr %q, truncated %v, exit %d; want 16 MiB kept, truncated", err, len(res.Stdout), res.Stderr, res.Truncated, res.ExitCode)
+	}
 }
 
 // A sandbox idle past its idle timeout ends EXPIRED (SANDBOX_IDLE) and its

@@ -121,6 +121,16 @@ func TestStep(t *testing.T) {
 			{6 * time.Second, Acked{}, "remove c1"},
 			{7 * time.Second, RemoveDone{}, "forget"},
 		}, Done},
+		{"expire stops a running attempt, FAILED not retryable", base, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, Expire{Reason: "idle"}, ""}, // not running yet: nothing
+			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1"},
+			{time.Second, Expire{Reason: "sandbox idle", Code: wire.ReasonCode_REASON_CODE_SANDBOX_IDLE}, "stop c1 grace 10s"},
+			{time.Second, Expire{Reason: "again"}, ""},
+			{2 * time.Second, StopDone{}, ""},
+			{2 * time.Second, WaitDone{Exit: contract.Exit{Code: 143}},
+				`final FAILED c1 code=143 not-retryable reason="sandbox idle" at +2s`},
+		}, Reported},
 		{"non-zero exit keeps no result", base, []step{
 			{0, Begin{}, "start(deadline none)"},
 			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1"},
@@ -391,4 +401,23 @@ func TestRetryable(t *testing.T) {
 			t.Errorf("Retryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
+}
+
+// Expire's final event carries its code (the head's SANDBOX_IDLE).
+func TestExpireCarriesItsCode(t *testing.T) {
+	m := New(Config{Key: Key{TaskID: "sbx-a/box", Attempt: 1}, StopGrace: time.Second})
+	m.Step(Begin{}, t0)
+	m.Step(StartDone{ContainerID: "c1"}, t0)
+	m.Step(Expire{Reason: "idle", Code: wire.ReasonCode_REASON_CODE_SANDBOX_IDLE}, t0)
+	effs := m.Step(WaitDone{Exit: contract.Exit{Code: 143}}, t0.Add(time.Second))
+	for _, e := range effs {
+		if r, ok := e.(Report); ok && r.Final {
+			if r.Event.GetReasonCode() != wire.ReasonCode_REASON_CODE_SANDBOX_IDLE || !r.Event.GetNotRetryable() ||
+				r.Event.GetKind() != wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED {
+				t.Fatalf("final event %v; want FAILED, SANDBOX_IDLE, not retryable", r.Event)
+			}
+			return
+		}
+	}
+	t.Fatalf("no final event in %s", fmtEffects(effs))
 }

@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// The idle timer counts from the first time the sandbox is seen running
+// or its last exec's end; an exec in flight keeps it busy; it fires once.
+func TestSandboxBoxIdle(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := &sandboxBox{idle: 10 * time.Second}
+	if _, idle := b.idleFor(t0); idle {
+		t.Fatal("idle at first sight")
+	}
+	if _, idle := b.idleFor(t0.Add(9 * time.Second)); idle {
+		t.Fatal("idle before its timeout")
+	}
+	if !b.begin(t0.Add(9 * time.Second)) {
+		t.Fatal("begin refused")
+	}
+	if _, idle := b.idleFor(t0.Add(time.Hour)); idle {
+		t.Fatal("idle while an exec runs")
+	}
+	b.end(t0.Add(time.Hour))
+	if _, idle := b.idleFor(t0.Add(time.Hour + 9*time.Second)); idle {
+		t.Fatal("idle 9 s after the last exec ended")
+	}
+	d, idle := b.idleFor(t0.Add(time.Hour + 10*time.Second))
+	if !idle || d != 10*time.Second {
+		t.Fatalf("10 s after the last exec: idle %v for %v; want idle for 10s", idle, d)
+	}
+	if _, idle := b.idleFor(t0.Add(2 * time.Hour)); idle {
+		t.Fatal("fired twice")
+	}
+	if b.begin(t0.Add(2 * time.Hour)) {
+		t.Fatal("an exec began in an expired sandbox")
+	}
+	never := &sandboxBox{}
+	never.idleFor(t0)
+	if _, idle := never.idleFor(t0.Add(1000 * time.Hour)); idle {
+		t.Fatal("a sandbox without idle timeout expired")
+	}
+}
+
+// An exec's output is sent in chunks, stdout and stderr apart, each
+// stream cut at the limit with truncated set.
+func TestExecOutTruncates(t *testing.T) {
+	var got [2]bytes.Buffer
+	msgs := 0
+	o := &execOut{limit: execChunk + 10, send: func(m *wire.SandboxExecResponse) error {
+		msgs++
+		if len(m.GetStdout())+len(m.GetStderr()) > execChunk {
+			t.Fatalf("a message of %d bytes; want at most %d", len(m.GetStdout())+len(m.GetStderr()), execChunk)
+		}
+		got[0].Write(m.GetStdout())
+		got[1].Write(m.GetStderr())
+		return nil
+	}}
+	out, errw := o.writer(false), o.writer(true)
+	if n, err := out.Write([]byte(strings.Repeat("a", execChunk+5))); n != execChunk+5 || err != nil {
+		t.Fatalf("Write: %d, %v", n, err)
+	}
+	errw.Write([]byte("err"))
+	if o.truncated() {
+		t.Fatal("truncated under the limit")
+	}
+	out.Write([]byte("0123456789"))
+	if !o.truncated() || got[0].Len() != execChunk+10 || got[1].String() != "err" || msgs != 4 {
+		t.Fatalf("truncated %v, stdout %d bytes, stderr %q, %d messages; want truncated, %d, \"err\", 4", o.truncated(), got[0].Len(), got[1].String(), msgs, execChunk+10)
+	}
+	if !strings.HasSuffix(got[0].String(), "a01234") {
+		t.Fatalf("stdout ends %q; want the first bytes of the last write kept", got[0].String()[got[0].Len()-8:])
+	}
+}
