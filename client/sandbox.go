@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,20 @@ const (
 	SandboxExpired  = wire.SandboxState_SANDBOX_STATE_EXPIRED
 	SandboxLost     = wire.SandboxState_SANDBOX_STATE_LOST
 	SandboxFailed   = wire.SandboxState_SANDBOX_STATE_FAILED
+)
+
+// The reasons (errs.ReasonOf) of the errors of a sandbox's calls, for
+// callers that branch on them; the messages say the same for people.
+const (
+	ReasonSandboxNotFound   = "SANDBOX_NOT_FOUND"  // errs.NotFound: no such sandbox
+	ReasonSandboxNotReady   = "SANDBOX_NOT_READY"  // errs.FailedPrecondition: PENDING or STARTING; wait
+	ReasonSandboxClosed     = "SANDBOX_CLOSED"     // errs.FailedPrecondition: closed by a client
+	ReasonSandboxExpired    = "SANDBOX_EXPIRED"    // errs.FailedPrecondition: lifetime or idle timeout reached
+	ReasonSandboxLost       = "SANDBOX_LOST"       // errs.FailedPrecondition: its worker or container was lost
+	ReasonSandboxFailed     = "SANDBOX_FAILED"     // errs.FailedPrecondition: it could not start, or its container exited
+	ReasonWorkerUnreachable = "WORKER_UNREACHABLE" // errs.Unavailable: the call may or may not have run
+	ReasonFileNotFound      = "FILE_NOT_FOUND"     // errs.NotFound: ReadFile of a missing path
+	ReasonFileTooLarge      = "FILE_TOO_LARGE"     // errs.FailedPrecondition: over 64 MiB, or not a regular file
 )
 
 // SandboxSpec is what CreateSandbox asks for. Only Image is required.
@@ -130,7 +145,9 @@ func (c *Client) CreateSandbox(ctx context.Context, sp SandboxSpec) (*Sandbox, e
 	s := &Sandbox{c: c, id: sp.ID}
 	s.set(res.GetSandbox())
 	if st := res.GetSandbox().GetState(); sp.WaitReady > 0 && !spec.SandboxLive(st) {
-		return s, errs.New(errs.FailedPrecondition, "sandbox %s is %s (%s: %s)", sp.ID, st, res.GetSandbox().GetReasonCode(), res.GetSandbox().GetReason())
+		e := errs.New(errs.FailedPrecondition, "sandbox %s is %s (%s: %s)", sp.ID, st, res.GetSandbox().GetReasonCode(), res.GetSandbox().GetReason())
+		e.Reason = "SANDBOX_" + strings.TrimPrefix(st.String(), "SANDBOX_STATE_")
+		return s, e
 	}
 	return s, nil
 }

@@ -21,6 +21,20 @@ import (
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
+// The errs.Error reasons of SandboxService's errors (errs.ReasonOf), beside
+// "SANDBOX_" and the state of a sandbox that ended (SANDBOX_CLOSED,
+// SANDBOX_EXPIRED, SANDBOX_LOST, SANDBOX_FAILED) and the worker's
+// (worker.ReasonFileNotFound, worker.ReasonFileTooLarge).
+const (
+	// ReasonSandboxNotFound: no sandbox has the id (NotFound).
+	ReasonSandboxNotFound = "SANDBOX_NOT_FOUND"
+	// ReasonSandboxNotReady: PENDING or STARTING (FailedPrecondition).
+	ReasonSandboxNotReady = "SANDBOX_NOT_READY"
+	// ReasonWorkerUnreachable: the sandbox's worker did not answer; the
+	// call may or may not have run (Unavailable).
+	ReasonWorkerUnreachable = "WORKER_UNREACHABLE"
+)
+
 // sandboxService implements wire.SandboxServiceServer (docs/sandboxes.md).
 // Create and close go through the same path as SubmitGraph and CancelGraph
 // (a follower forwards them to the leader; admission, rate limits, quotas
@@ -103,7 +117,9 @@ func (s *sandboxService) get(view *state.View, id string) (*wire.Sandbox, error)
 	}
 	g, t := view.Graph(id), view.Task(spec.SandboxTaskID(id))
 	if g == nil || t == nil || t.Spec.GetSandbox() == nil {
-		return nil, errs.New(errs.NotFound, "sandbox %s not found (at index %d of head %s): it was never created, or deleted; ListSandboxes lists them", id, view.Index(), s.h.cfg.NodeID)
+		e := errs.New(errs.NotFound, "sandbox %s not found (at index %d of head %s): it was never created, or deleted; ListSandboxes lists them", id, view.Index(), s.h.cfg.NodeID)
+		e.Reason = ReasonSandboxNotFound
+		return nil, e
 	}
 	return sandboxOf(g, t, view.Index()), nil
 }
@@ -217,11 +233,15 @@ func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64)
 	switch sb.State {
 	case wire.SandboxState_SANDBOX_STATE_READY:
 	case wire.SandboxState_SANDBOX_STATE_PENDING, wire.SandboxState_SANDBOX_STATE_STARTING:
-		return nil, 0, "", errs.New(errs.FailedPrecondition, "sandbox %s is %s, not ready yet: wait until GetSandbox says READY (or create it with wait_ready_millis)",
+		e := errs.New(errs.FailedPrecondition, "sandbox %s is %s, not ready yet: wait until GetSandbox says READY (or create it with wait_ready_millis)",
 			id, sandboxStateName(sb.State))
+		e.Reason = ReasonSandboxNotReady
+		return nil, 0, "", e
 	default:
-		return nil, 0, "", errs.New(errs.FailedPrecondition, "sandbox %s is %s (%s: %s); its files and processes are gone: create a new sandbox",
+		e := errs.New(errs.FailedPrecondition, "sandbox %s is %s (%s: %s); its files and processes are gone: create a new sandbox",
 			id, sandboxStateName(sb.State), codeName(sb.ReasonCode), sb.Reason)
+		e.Reason = "SANDBOX_" + sandboxStateName(sb.State)
+		return nil, 0, "", e
 	}
 	t := view.Task(spec.SandboxTaskID(id))
 	a := t.ActiveAttempt()
@@ -324,8 +344,10 @@ func (s *sandboxService) ReadFile(req *wire.SandboxReadFileRequest, stream grpc.
 func relayErr(id, worker string, err error) error {
 	st, ok := status.FromError(err)
 	if ok && st.Code() == codes.Unavailable && len(st.Details()) == 0 {
-		return errs.ToStatus(errs.New(errs.Unavailable, "sandbox %s: worker %s did not answer (%s); the call may or may not have run there: get the sandbox to see whether it is still READY",
-			id, worker, st.Message()))
+		e := errs.New(errs.Unavailable, "sandbox %s: worker %s did not answer (%s); the call may or may not have run there: get the sandbox to see whether it is still READY",
+			id, worker, st.Message())
+		e.Reason = ReasonWorkerUnreachable
+		return errs.ToStatus(e)
 	}
 	return err
 }

@@ -298,13 +298,26 @@ func (s *sandboxServer) files(id string, n uint32) (contract.FileCopier, *sandbo
 	return fc, box, cid, nil
 }
 
+// The errs.Error reasons of the worker's file calls (errs.ReasonOf).
+const (
+	// ReasonFileNotFound: the path names nothing in the sandbox (NotFound).
+	ReasonFileNotFound = "FILE_NOT_FOUND"
+	// ReasonFileTooLarge: the file is over the read limit, or not a
+	// regular file (FailedPrecondition).
+	ReasonFileTooLarge = "FILE_TOO_LARGE"
+)
+
 // runtimeErr classifies a runtime's error for the wire.
 func runtimeErr(id string, err error) error {
 	switch {
 	case errors.Is(err, contract.ErrNoSuchFile):
-		return errs.New(errs.NotFound, "sandbox %s: %v", id, err)
+		e := errs.New(errs.NotFound, "sandbox %s: %v", id, err)
+		e.Reason = ReasonFileNotFound
+		return e
 	case errors.Is(err, contract.ErrFileTooLarge):
-		return errs.New(errs.FailedPrecondition, "sandbox %s: %v", id, err)
+		e := errs.New(errs.FailedPrecondition, "sandbox %s: %v", id, err)
+		e.Reason = ReasonFileTooLarge
+		return e
 	case errors.Is(err, contract.ErrNotFound):
 		return errs.New(errs.FailedPrecondition, "sandbox %s: its container is gone (%v): the sandbox is ending; get it to see why", id, err)
 	case errors.Is(err, contract.ErrUnavailable):

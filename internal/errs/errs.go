@@ -67,6 +67,11 @@ type Error struct {
 	LeaderAddr string
 	// RetryAfter is set on ResourceExhausted and Unavailable when known.
 	RetryAfter time.Duration
+	// Reason, when set, is a machine-readable cause within the class, in
+	// upper snake case (e.g. "SANDBOX_CLOSED", docs/sandboxes.md): callers
+	// may branch on it instead of on the message. It crosses the wire in
+	// the status's ErrorInfo (domain megaflow.io).
+	Reason string
 }
 
 // Error returns the message.
@@ -95,6 +100,15 @@ var (
 // New returns an error of class c with a formatted message.
 func New(c Class, format string, args ...any) *Error {
 	return &Error{Class: c, Message: fmt.Sprintf(format, args...)}
+}
+
+// ReasonOf returns Error.Reason of the first *Error in err's chain, or "".
+func ReasonOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
 }
 
 // ClassOf returns the class of the first *Error in err's chain, Unavailable
@@ -170,6 +184,9 @@ func ToStatus(err error) error {
 		details = append(details, &errdetails.ErrorInfo{Reason: reasonNotLeader, Domain: domain,
 			Metadata: map[string]string{"leader_id": e.LeaderID, "leader_addr": e.LeaderAddr}})
 	}
+	if e.Reason != "" && e.Class != NotLeader {
+		details = append(details, &errdetails.ErrorInfo{Reason: e.Reason, Domain: domain})
+	}
 	if e.RetryAfter > 0 {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
 	}
@@ -219,10 +236,13 @@ func FromStatus(err error) error {
 	for _, d := range st.Details() {
 		switch d := d.(type) {
 		case *errdetails.ErrorInfo:
-			if d.GetReason() == reasonNotLeader {
+			switch {
+			case d.GetReason() == reasonNotLeader:
 				e.Class = NotLeader
 				e.LeaderID = d.GetMetadata()["leader_id"]
 				e.LeaderAddr = d.GetMetadata()["leader_addr"]
+			case d.GetDomain() == domain:
+				e.Reason = d.GetReason()
 			}
 		case *errdetails.RetryInfo:
 			e.RetryAfter = d.GetRetryDelay().AsDuration()

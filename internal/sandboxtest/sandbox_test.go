@@ -203,7 +203,7 @@ func TestSandboxExecFilesAndClose(t *testing.T) {
 	if err != nil || strings.Fields(string(res.Stdout))[0] != "755" || strings.TrimSpace(strings.Fields(string(res.Stdout))[1]) != fmt.Sprint(len(data)) {
 		t.Fatalf("the written file as the sandbox sees it: %q, %v; want mode 755 and %d bytes", res.Stdout, err, len(data))
 	}
-	if _, err := s.ReadFile(ctx, "/no/such/file"); !errors.Is(err, errs.ErrNotFound) {
+	if _, err := s.ReadFile(ctx, "/no/such/file"); !errors.Is(err, errs.ErrNotFound) || errs.ReasonOf(err) != client.ReasonFileNotFound {
 		t.Fatalf("reading a missing file: %v; want NotFound", err)
 	}
 
@@ -244,8 +244,11 @@ for k in $(seq 300); do [ "$(ls /tmp/c | wc -l)" -ge 8 ] && { echo "ok $I"; exit
 	}
 	e.waitGone(s, time.Minute)
 	_, err = s.Exec(ctx, []string{"true"}, client.ExecOptions{})
-	if !errors.Is(err, errs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "CLOSED") {
-		t.Fatalf("exec after close: %v; want FailedPrecondition saying CLOSED", err)
+	if !errors.Is(err, errs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "CLOSED") || errs.ReasonOf(err) != client.ReasonSandboxClosed {
+		t.Fatalf("exec after close: %v (reason %q); want FailedPrecondition saying CLOSED, reason %s", err, errs.ReasonOf(err), client.ReasonSandboxClosed)
+	}
+	if _, err := e.cl.GetSandbox(ctx, "sbx-nosuchsandbox"); !errors.Is(err, errs.ErrNotFound) || errs.ReasonOf(err) != client.ReasonSandboxNotFound {
+		t.Fatalf("GetSandbox of an unknown id: %v; want NotFound, reason %s", err, client.ReasonSandboxNotFound)
 	}
 	if list, _ := e.cl.ListSandboxes(ctx, "", false); len(list) != 0 {
 		t.Fatalf("ListSandboxes after close: %v; want none live", list)
@@ -310,7 +313,8 @@ func TestSandboxExpiry(t *testing.T) {
 	e.waitGone(idle, time.Minute)
 	e.waitGone(life, time.Minute)
 	_, err = idle.Exec(ctx, []string{"true"}, client.ExecOptions{})
-	if !errors.Is(err, errs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "EXPIRED") || !strings.Contains(err.Error(), "SANDBOX_IDLE") {
+	if !errors.Is(err, errs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "EXPIRED") || !strings.Contains(err.Error(), "SANDBOX_IDLE") ||
+		errs.ReasonOf(err) != client.ReasonSandboxExpired {
 		t.Fatalf("exec in an expired sandbox: %v; want FailedPrecondition saying EXPIRED and SANDBOX_IDLE", err)
 	}
 }
