@@ -228,6 +228,24 @@ for k in $(seq 300); do [ "$(ls /tmp/c | wc -l)" -ge 8 ] && { echo "ok $I"; exit
 		}
 	}
 
+	// Any head relays: an exec through each head alone (a fresh client
+	// knowing one address, no leader among them needed).
+	for _, addr := range e.c.GRPCAddrs() {
+		one, err := client.Dial(ctx, []string{addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := one.GetSandbox(ctx, s.ID())
+		if err != nil {
+			t.Fatalf("GetSandbox through head %s: %v", addr, err)
+		}
+		res, err := hs.Exec(ctx, []string{"echo", addr}, client.ExecOptions{})
+		one.Close()
+		if err != nil || string(res.Stdout) != addr+"\n" {
+			t.Fatalf("exec through head %s: %+v, %v", addr, res, err)
+		}
+	}
+
 	list, err := e.cl.ListSandboxes(ctx, "", false)
 	if err != nil || len(list) != 1 || list[0].GetId() != s.ID() {
 		t.Fatalf("ListSandboxes: %v, %v; want the one sandbox", list, err)
