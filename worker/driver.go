@@ -466,6 +466,9 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 	if m := s.GetResources().GetMemoryBytes(); m > 0 {
 		labels[LabelMemory] = strconv.FormatInt(m, 10)
 	}
+	if sb := s.GetSandbox(); sb != nil {
+		labels[LabelSandboxIdle] = strconv.FormatInt(sb.GetIdleTimeoutSeconds(), 10)
+	}
 	network := s.GetNetwork()
 	var ports []contract.PortBinding
 	if svc != nil {

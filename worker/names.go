@@ -50,6 +50,10 @@ const (
 	// LabelOutputs is the task's output_paths as a JSON array of strings,
 	// absent when it declares none (for an adopted container's files).
 	LabelOutputs = "megaflow.outputs"
+	// LabelSandboxIdle marks a sandbox's container (docs/sandboxes.md)
+	// with its idle timeout in seconds (0: none), so that a worker
+	// restarted under it keeps its idle timer.
+	LabelSandboxIdle = "megaflow.sandbox-idle"
 )
 
 // maxNameLen keeps container names within 63 characters, so a name is also
@@ -145,6 +149,9 @@ type found struct {
 	// output paths.
 	tenant, graph string
 	outputs       []string
+	// sandbox is set for a sandbox's container, with its idle timeout.
+	sandbox     bool
+	sandboxIdle time.Duration
 }
 
 // parseLabels reads the attempt labels of a container; ok is false when
@@ -165,6 +172,10 @@ func parseLabels(l map[string]string) (f found, ok bool) {
 		f.memory = m
 	}
 	f.tenant, f.graph = l[LabelTenant], l[LabelGraph]
+	if v, ok := l[LabelSandboxIdle]; ok {
+		secs, _ := strconv.ParseInt(v, 10, 64)
+		f.sandbox, f.sandboxIdle = true, time.Duration(max(secs, 0))*time.Second
+	}
 	if o := l[LabelOutputs]; o != "" {
 		_ = json.Unmarshal([]byte(o), &f.outputs) // malformed: no files, as without the label
 	}

@@ -75,6 +75,9 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 			w.ports.claim(svc.hostPort)
 		}
 		w.startDriverLocked(ctx, cfg, ev, nil, &f, nil, svc)
+		if f.sandbox {
+			w.attempts[f.key].setSandbox(f.sandboxIdle)
+		}
 	}
 	return true
 }

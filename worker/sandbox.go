@@ -77,6 +77,13 @@ func (b *sandboxBox) idleFor(now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
+// setSandbox marks h a sandbox's attempt with idle timeout idle (0: none).
+func (h *handle) setSandbox(idle time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sbx = &sandboxBox{idle: idle}
+}
+
 // listenSandbox binds Config.SandboxAddr and sets WorkerInfo.addr to the
 // address heads reach it at. New calls it.
 func (w *Worker) listenSandbox() error {
@@ -165,7 +172,7 @@ func (w *Worker) sandboxTarget(id string, n uint32) (string, *sandboxBox, error)
 	}
 	h.mu.Lock()
 	if h.sbx == nil {
-		// Adopted after a restart of this worker: no assignment, no idle
+		// Adopted from a container without LabelSandboxIdle: no idle
 		// timeout known; the id's shape says it is a sandbox.
 		h.sbx = &sandboxBox{}
 	}

@@ -368,3 +368,34 @@ func TestSandboxWorkerLost(t *testing.T) {
 	e.c.RestartWorker(idx)
 	e.waitGone(s, 2*time.Minute)
 }
+
+// A worker that crashes and comes back before it is declared down adopts
+// its sandbox: still READY, its files kept, and its idle timer still runs
+// (from the container's label) and ends it EXPIRED.
+func TestSandboxAdoptedKeepsIdleTimer(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := e.create(ctx, client.SandboxSpec{IdleTimeout: 4 * time.Second})
+	if err := s.WriteFile(ctx, "/tmp/kept", []byte("kept"), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.c.KillWorker(0)
+	e.c.RestartWorker(0)
+	// Busy with an exec as soon as the restarted worker serves it again,
+	// so that the idle timer is what ends it afterwards.
+	var got []byte
+	testcluster.WaitFor(t, time.Minute, "the restarted worker to serve the sandbox", func() bool {
+		b, err := s.ReadFile(ctx, "/tmp/kept")
+		got = b
+		return err == nil
+	})
+	if string(got) != "kept" {
+		t.Fatalf("file after the worker's restart: %q", got)
+	}
+	info := e.waitState(ctx, s, client.SandboxExpired, time.Minute)
+	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_SANDBOX_IDLE {
+		t.Fatalf("adopted sandbox: %s %s %q; want EXPIRED, SANDBOX_IDLE", info.GetState(), info.GetReasonCode(), info.GetReason())
+	}
+	e.waitGone(s, time.Minute)
+}
