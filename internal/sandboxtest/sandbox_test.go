@@ -354,6 +354,13 @@ func TestSandboxWorkerLost(t *testing.T) {
 		}
 	}
 	e.c.KillWorker(idx)
+	// Until the heads declare the worker down (its 10 s lease) the
+	// sandbox is still READY in the table: an exec reaches no worker and
+	// says so, without a retry.
+	_, err := s.Exec(ctx, []string{"true"}, client.ExecOptions{})
+	if !errors.Is(err, errs.ErrUnavailable) || errs.ReasonOf(err) != client.ReasonWorkerUnreachable {
+		t.Fatalf("exec while its worker is dead: %v (reason %q); want Unavailable, %s", err, errs.ReasonOf(err), client.ReasonWorkerUnreachable)
+	}
 	info := e.waitState(ctx, s, client.SandboxLost, 2*time.Minute)
 	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_SANDBOX_LOST {
 		t.Fatalf("after its worker died: %s %s %q; want LOST, SANDBOX_LOST", info.GetState(), info.GetReasonCode(), info.GetReason())
