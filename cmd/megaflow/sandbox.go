@@ -56,6 +56,9 @@ then prints its id (-o json: the whole sandbox). It exits 1 when the
 sandbox ended instead of becoming READY (the message says why).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sp.Image == "" {
+				return errs.New(errs.InvalidArgument, "--image is required: name the image the sandbox runs, e.g. --image python:3.12-slim")
+			}
 			var err error
 			if sp.Env, err = parseKVs("env", env); err != nil {
 				return err
@@ -95,7 +98,6 @@ sandbox ended instead of becoming READY (the message says why).`,
 	f.DurationVar(&sp.Lifetime, "lifetime", time.Hour, "the sandbox ends this long after creation (whole seconds, at most 168h)")
 	f.DurationVar(&sp.IdleTimeout, "idle-timeout", 0, "the sandbox ends after this long without an exec (0: never)")
 	f.DurationVar(&sp.WaitReady, "wait", 2*time.Minute, "wait this long for READY (0: do not wait)")
-	_ = cmd.MarkFlagRequired("image")
 	return cmd
 }
 
