@@ -43,15 +43,16 @@ const (
 // The reasons (errs.ReasonOf) of the errors of a sandbox's calls, for
 // callers that branch on them; the messages say the same for people.
 const (
-	ReasonSandboxNotFound   = "SANDBOX_NOT_FOUND"  // errs.NotFound: no such sandbox
-	ReasonSandboxNotReady   = "SANDBOX_NOT_READY"  // errs.FailedPrecondition: PENDING or STARTING; wait
-	ReasonSandboxClosed     = "SANDBOX_CLOSED"     // errs.FailedPrecondition: closed by a client
-	ReasonSandboxExpired    = "SANDBOX_EXPIRED"    // errs.FailedPrecondition: lifetime or idle timeout reached
-	ReasonSandboxLost       = "SANDBOX_LOST"       // errs.FailedPrecondition: its worker or container was lost
-	ReasonSandboxFailed     = "SANDBOX_FAILED"     // errs.FailedPrecondition: it could not start, or its container exited
-	ReasonWorkerUnreachable = "WORKER_UNREACHABLE" // errs.Unavailable: the call may or may not have run
-	ReasonFileNotFound      = "FILE_NOT_FOUND"     // errs.NotFound: ReadFile of a missing path
-	ReasonFileTooLarge      = "FILE_TOO_LARGE"     // errs.FailedPrecondition: over 64 MiB, or not a regular file
+	ReasonSandboxNotFound    = "SANDBOX_NOT_FOUND"   // errs.NotFound: no such sandbox
+	ReasonSandboxNotReady    = "SANDBOX_NOT_READY"   // errs.FailedPrecondition: PENDING or STARTING; wait
+	ReasonSandboxClosed      = "SANDBOX_CLOSED"      // errs.FailedPrecondition: closed by a client
+	ReasonSandboxExpired     = "SANDBOX_EXPIRED"     // errs.FailedPrecondition: lifetime or idle timeout reached
+	ReasonSandboxLost        = "SANDBOX_LOST"        // errs.FailedPrecondition: its worker or container was lost
+	ReasonSandboxFailed      = "SANDBOX_FAILED"      // errs.FailedPrecondition: it could not start, or its container exited
+	ReasonWorkerUnreachable  = "WORKER_UNREACHABLE"  // errs.Unavailable: the call may or may not have run
+	ReasonFileNotFound       = "FILE_NOT_FOUND"      // errs.NotFound: ReadFile of a missing path
+	ReasonFileTooLarge       = "FILE_TOO_LARGE"      // errs.FailedPrecondition: over 64 MiB, or not a regular file
+	ReasonRuntimeUnavailable = "RUNTIME_UNAVAILABLE" // errs.Unavailable: the worker's container runtime did not answer
 )
 
 // SandboxSpec is what CreateSandbox asks for. Only Image is required.

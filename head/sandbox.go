@@ -338,9 +338,10 @@ func (s *sandboxService) ReadFile(req *wire.SandboxReadFileRequest, stream grpc.
 	}
 }
 
-// relayErr passes a worker's answer through (it classified it already)
-// except a transport failure, which becomes Unavailable saying the call
-// may or may not have run.
+// relayErr passes a worker's answer through (it classified it already,
+// with a reason for its own Unavailable) except a transport failure (an
+// Unavailable without details), which becomes Unavailable,
+// WORKER_UNREACHABLE, saying the call may or may not have run.
 func relayErr(id, worker string, err error) error {
 	st, ok := status.FromError(err)
 	if ok && st.Code() == codes.Unavailable && len(st.Details()) == 0 {

@@ -209,6 +209,8 @@ func (s *sandboxServer) Exec(req *wire.SandboxExecRequest, stream grpc.ServerStr
 	if timeout == 0 {
 		timeout = mfspec.SandboxDefaultExecTimeoutMillis * time.Millisecond
 	}
+	// A deadline of the call's context: the system clock, as every
+	// context deadline (docs/leader.md, "internal/clock").
 	ctx, cancel := context.WithTimeout(stream.Context(), timeout)
 	defer cancel()
 	out := &execOut{send: stream.Send, limit: mfspec.SandboxMaxOutput}
@@ -312,6 +314,9 @@ const (
 	// ReasonFileTooLarge: the file is over the read limit, or not a
 	// regular file (FailedPrecondition).
 	ReasonFileTooLarge = "FILE_TOO_LARGE"
+	// ReasonRuntimeUnavailable: the worker's container runtime did not
+	// answer (Unavailable); the call may or may not have run.
+	ReasonRuntimeUnavailable = "RUNTIME_UNAVAILABLE"
 )
 
 // runtimeErr classifies a runtime's error for the wire.
@@ -328,7 +333,9 @@ func runtimeErr(id string, err error) error {
 	case errors.Is(err, contract.ErrNotFound):
 		return errs.New(errs.FailedPrecondition, "sandbox %s: its container is gone (%v): the sandbox is ending; get it to see why", id, err)
 	case errors.Is(err, contract.ErrUnavailable):
-		return errs.New(errs.Unavailable, "sandbox %s: %v", id, err)
+		e := errs.New(errs.Unavailable, "sandbox %s: the worker's container runtime does not answer: %v", id, err)
+		e.Reason = ReasonRuntimeUnavailable
+		return e
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
