@@ -64,6 +64,8 @@ func (g *logGen) randomGraph(id string) *wire.GraphSpec {
 		}
 		if len(s.DependsOn) == 0 && g.rng.Intn(3) == 0 {
 			s.Gang = "gang" // no member depends on anything, so on no other member
+		} else if g.rng.Intn(8) == 0 {
+			s.Sandbox = &wire.SandboxSpec{IdleTimeoutSeconds: 30} // a lost start fails it under rules 2
 		}
 		gs.Tasks = append(gs.Tasks, s)
 	}
@@ -393,7 +395,8 @@ func TestDeterminism(t *testing.T) {
 		for name, n := range map[string]int{"succeeded": seen.succeeded, "retried": seen.retried, "lost": seen.lost,
 			"lost 3 times": seen.lostOut, "timed out": seen.timedOut, "stopping": seen.stopping, "stopped": seen.stopped,
 			"gpus pinned": seen.gpus, "workers down": seen.down, "queue reasons": seen.reasons,
-			"services stopped with their graph": seen.servicesStopped, "waiters of an ended service cancelled": seen.waitersCancelled} {
+			"services stopped with their graph": seen.servicesStopped, "waiters of an ended service cancelled": seen.waitersCancelled,
+			"sandboxes lost": seen.sandboxesLost} {
 			if n == 0 {
 				t.Errorf("no %s in any history", name)
 			}
@@ -497,6 +500,9 @@ func checkInvariants(t testing.TB, v *state.View) {
 			t.Errorf("%s: %s result %d bytes, lost %d, retries %d of %d", task.ID, task.State, len(task.Result),
 				task.LostCount, task.RetriesUsed, task.Spec.GetMaxRetries())
 		}
+		if task.ReasonCode == wire.ReasonCode_REASON_CODE_SANDBOX_LOST && (task.Spec.GetSandbox() == nil || task.State != failed) {
+			t.Errorf("%s: %s with SANDBOX_LOST, sandbox %v", task.ID, task.State, task.Spec.GetSandbox())
+		}
 		if task.State == failed && task.LostCount == state.MaxLostAttempts && task.Reason != "lost 3 times" {
 			t.Errorf("%s: FAILED after %d losses with reason %q", task.ID, task.LostCount, task.Reason)
 		}
@@ -561,6 +567,8 @@ type coverage struct {
 	// servicesStopped: services stopped with their graph; waitersCancelled:
 	// tasks cancelled because their graph's service ended.
 	servicesStopped, waitersCancelled int
+	// sandboxesLost: sandboxes failed by a loss after they started (rules 2).
+	sandboxesLost int
 }
 
 func (c *coverage) add(v *state.View) {
@@ -584,6 +592,9 @@ func (c *coverage) add(v *state.View) {
 		}
 		if t.LostCount == state.MaxLostAttempts {
 			c.lostOut++
+		}
+		if t.ReasonCode == wire.ReasonCode_REASON_CODE_SANDBOX_LOST {
+			c.sandboxesLost++
 		}
 		if a != nil && len(a.GPUUUIDs) > 0 {
 			c.gpus++
