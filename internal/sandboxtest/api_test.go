@@ -3,12 +3,14 @@ package sandboxtest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -66,7 +68,28 @@ func TestSandboxAPIWithoutWorkers(t *testing.T) {
 			t.Errorf("create with a bad %s: %v; want InvalidArgument naming it", field, err)
 		}
 	}
-	raw := wire.NewSandboxServiceClient(dialConn(t, c))
+	conn := dialConn(t, c)
+	// The heads' gRPC reflection lists the service (grpcurl finds it).
+	rs, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := rs.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, svc := range ans.GetListServicesResponse().GetService() {
+		names = append(names, svc.GetName())
+	}
+	if !slices.Contains(names, wire.SandboxService_ServiceDesc.ServiceName) {
+		t.Fatalf("reflection lists %v; want %s among them", names, wire.SandboxService_ServiceDesc.ServiceName)
+	}
+	_ = rs.CloseSend()
+	raw := wire.NewSandboxServiceClient(conn)
 	_, err = raw.CreateSandbox(ctx, &wire.CreateSandboxRequest{Spec: &wire.SandboxCreateSpec{Image: "x", LifetimeSeconds: -5}})
 	if err = errs.FromStatus(err); !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), "lifetime_seconds") {
 		t.Fatalf("the head took a negative lifetime: %v", err)
