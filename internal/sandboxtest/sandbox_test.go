@@ -66,6 +66,12 @@ func buildInit(t *testing.T) string {
 
 func newEnv(t *testing.T, workers int) *env {
 	t.Helper()
+	return newEnvWith(t, workers, nil)
+}
+
+// newEnvWith is newEnv with configureHead editing each head's config.
+func newEnvWith(t *testing.T, workers int, configureHead func(*head.Config)) *env {
+	t.Helper()
 	cli, image := testimage.Require(t)
 	name := "mfs-" + testimage.RunID() + "-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	if len(name) > 60 {
@@ -74,6 +80,9 @@ func newEnv(t *testing.T, workers int) *env {
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		// The Docker tests' 10 s lease (internal/testcluster's docker_test.go says why).
 		cfg.Lease = lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}
+		if configureHead != nil {
+			configureHead(cfg)
+		}
 	}})
 	initPath := buildInit(t)
 	for range workers {
@@ -405,4 +414,33 @@ func TestSandboxAdoptedKeepsIdleTimer(t *testing.T) {
 		t.Fatalf("adopted sandbox: %s %s %q; want EXPIRED, SANDBOX_IDLE", info.GetState(), info.GetReasonCode(), info.GetReason())
 	}
 	e.waitGone(s, time.Minute)
+}
+
+// Each exec is charged to the sandbox's tenant's API rate limit at the
+// head relaying it: past the burst, ResourceExhausted with a retry-after,
+// and the command does not run.
+func TestSandboxExecRateLimited(t *testing.T) {
+	e := newEnvWith(t, 1, func(cfg *head.Config) { cfg.RateLimit, cfg.RateBurst = 0.01, 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := e.create(ctx, client.SandboxSpec{Tenant: "rl"}) // one call: the create
+	for i := range 2 {
+		if _, err := s.Exec(ctx, sh(`echo x >> /tmp/runs`), client.ExecOptions{}); err != nil {
+			t.Fatalf("exec %d within the burst: %v", i, err)
+		}
+	}
+	_, err := s.Exec(ctx, sh(`echo x >> /tmp/runs`), client.ExecOptions{})
+	var ee *errs.Error
+	if !errors.As(err, &ee) || ee.Class != errs.ResourceExhausted || ee.RetryAfter <= 0 || !strings.Contains(err.Error(), "tenant rl") {
+		t.Fatalf("exec past the burst: %v; want ResourceExhausted for tenant rl with a retry-after", err)
+	}
+	// The runs, read without a charge: straight from the engine.
+	ids := e.containers(s.ID())
+	if len(ids) != 1 {
+		t.Fatalf("%d containers", len(ids))
+	}
+	res, err := e.cli.ContainerStatPath(ctx, ids[0], dockerclient.ContainerStatPathOptions{Path: "/tmp/runs"})
+	if err != nil || res.Stat.Size != 4 {
+		t.Fatalf("/tmp/runs: %+v, %v; want 2 runs (4 bytes): the refused exec did not run", res, err)
+	}
 }
