@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -211,6 +212,18 @@ func TestSandboxExecFilesAndClose(t *testing.T) {
 	res, err = s.Exec(ctx, sh(`stat -c %a /work/dir/main.py; wc -c < /work/dir/main.py`), client.ExecOptions{})
 	if err != nil || strings.Fields(string(res.Stdout))[0] != "755" || strings.TrimSpace(strings.Fields(string(res.Stdout))[1]) != fmt.Sprint(len(data)) {
 		t.Fatalf("the written file as the sandbox sees it: %q, %v; want mode 755 and %d bytes", res.Stdout, err, len(data))
+	}
+	// A 10 MiB file crosses every hop (client -> head -> worker and back,
+	// read in 1 MiB chunks) whole.
+	big := make([]byte, 10<<20)
+	for i := range big {
+		big[i] = byte(i * 7 % 251)
+	}
+	if err := s.WriteFile(ctx, "/tmp/big.bin", big, 0); err != nil {
+		t.Fatalf("WriteFile of 10 MiB: %v", err)
+	}
+	if got, err := s.ReadFile(ctx, "/tmp/big.bin"); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("ReadFile of 10 MiB: %d bytes, %v; want the same 10 MiB", len(got), err)
 	}
 	if _, err := s.ReadFile(ctx, "/no/such/file"); !errors.Is(err, errs.ErrNotFound) || errs.ReasonOf(err) != client.ReasonFileNotFound {
 		t.Fatalf("reading a missing file: %v; want NotFound", err)
