@@ -24,6 +24,8 @@ REASON_CODE_OOM: ReasonCode
 REASON_CODE_QUEUED: ReasonCode
 REASON_CODE_RESULT_NOTE: ReasonCode
 REASON_CODE_RESULT_TOO_LARGE: ReasonCode
+REASON_CODE_SANDBOX_IDLE: ReasonCode
+REASON_CODE_SANDBOX_LOST: ReasonCode
 REASON_CODE_SERVICE_GONE: ReasonCode
 REASON_CODE_SERVICE_RESTART: ReasonCode
 REASON_CODE_SERVING: ReasonCode
@@ -294,6 +296,12 @@ class Resources(_message.Message):
     memory_bytes: int
     def __init__(self, cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., gpu_memory_bytes: _Optional[int] = ...) -> None: ...
 
+class SandboxSpec(_message.Message):
+    __slots__ = ["idle_timeout_seconds"]
+    IDLE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    idle_timeout_seconds: int
+    def __init__(self, idle_timeout_seconds: _Optional[int] = ...) -> None: ...
+
 class ServiceSpec(_message.Message):
     __slots__ = ["name", "port", "readiness_http_path", "restart_policy", "tcp_probe"]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -377,7 +385,7 @@ class Task(_message.Message):
     def __init__(self, id: _Optional[str] = ..., graph_id: _Optional[str] = ..., tenant: _Optional[str] = ..., spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., state: _Optional[_Union[TaskState, str]] = ..., reason: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., create_unix_nanos: _Optional[int] = ..., update_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ..., modify_index: _Optional[int] = ..., result: _Optional[bytes] = ..., deps_remaining: _Optional[int] = ..., retries_used: _Optional[int] = ..., lost_count: _Optional[int] = ..., queue_seq: _Optional[int] = ..., priority: _Optional[int] = ..., dependents: _Optional[_Iterable[str]] = ..., not_before_unix_nanos: _Optional[int] = ..., queued_unix_nanos: _Optional[int] = ..., restarts: _Optional[int] = ..., reason_code: _Optional[_Union[ReasonCode, str]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ["capabilities", "command", "depends_on", "env", "gang", "image", "kind", "max_retries", "mode", "name", "network", "node_selector", "output_paths", "priority", "resources", "run_on_upstream_failure", "runtime", "service", "session", "timeout_seconds", "type", "uses_services", "working_dir"]
+    __slots__ = ["capabilities", "command", "depends_on", "env", "gang", "image", "kind", "max_retries", "mode", "name", "network", "node_selector", "output_paths", "priority", "resources", "run_on_upstream_failure", "runtime", "sandbox", "service", "session", "timeout_seconds", "type", "uses_services", "working_dir"]
     class EnvEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -409,6 +417,7 @@ class TaskSpec(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
     RUN_ON_UPSTREAM_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -432,13 +441,14 @@ class TaskSpec(_message.Message):
     resources: Resources
     run_on_upstream_failure: bool
     runtime: str
+    sandbox: SandboxSpec
     service: ServiceSpec
     session: str
     timeout_seconds: int
     type: str
     uses_services: _containers.RepeatedScalarFieldContainer[str]
     working_dir: str
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., depends_on: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., priority: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_seconds: _Optional[int] = ..., mode: _Optional[_Union[ExecutionMode, str]] = ..., session: _Optional[str] = ..., run_on_upstream_failure: bool = ..., node_selector: _Optional[_Mapping[str, str]] = ..., output_paths: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., kind: _Optional[_Union[TaskKind, str]] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., uses_services: _Optional[_Iterable[str]] = ..., network: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., runtime: _Optional[str] = ..., gang: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., depends_on: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., priority: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_seconds: _Optional[int] = ..., mode: _Optional[_Union[ExecutionMode, str]] = ..., session: _Optional[str] = ..., run_on_upstream_failure: bool = ..., node_selector: _Optional[_Mapping[str, str]] = ..., output_paths: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., kind: _Optional[_Union[TaskKind, str]] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., uses_services: _Optional[_Iterable[str]] = ..., network: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., runtime: _Optional[str] = ..., gang: _Optional[str] = ..., sandbox: _Optional[_Union[SandboxSpec, _Mapping]] = ...) -> None: ...
 
 class TaskKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
