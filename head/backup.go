@@ -206,7 +206,7 @@ func ExportSnapshot(dataDir string, w io.Writer) (*wire.SnapshotInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := consensus.Replay(dataDir, f, 0, 1024); err != nil {
+	if _, err := consensus.Replay(dataDir, f, consensus.ReplayAll, 1024); err != nil {
 		return nil, fmt.Errorf("export snapshot of %s: %w", dataDir, err)
 	}
 	sum := sha256.New()

@@ -22,6 +22,10 @@ type ReplayResult struct {
 	Entries int
 }
 
+// ReplayAll as Replay's or ReplayStores' upTo replays the whole log, to
+// its last entry (0 replays nothing: a node that applied nothing).
+const ReplayAll uint64 = math.MaxUint64
+
 // ErrReplayAhead is returned by Replay and ReplayStores when every
 // snapshot in the store is newer than the index asked for (a follower
 // stopped between writing an installed snapshot and restoring it): a
@@ -66,8 +70,8 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 // ReplayStores rebuilds f from a stopped node's log store and snapshot
 // store, the way hashicorp/raft does when the node starts again: it
 // restores the newest snapshot at or below upTo, then applies the log
-// entries after it up to upTo (0: to the log's last entry, committed or
-// not) in order, in batches of at most batch entries (raft hands a BatchingFSM at most MaxAppendEntries at once) and
+// entries after it up to upTo (ReplayAll: to the log's last entry,
+// committed or not) in order, in batches of at most batch entries (raft hands a BatchingFSM at most MaxAppendEntries at once) and
 // only the LogCommand and LogConfiguration entries, as raft does. f must
 // be fresh. The node must be stopped: ReplayStores only reads the stores,
 // but a running node writes them. Replay calls it on a data directory's
@@ -78,10 +82,7 @@ func Replay(dataDir string, f raft.BatchingFSM, upTo uint64, batch int) (ReplayR
 // range of entries it was applying.
 func ReplayStores(logStore raft.LogStore, snaps raft.SnapshotStore, f raft.BatchingFSM, upTo uint64, batch int) (ReplayResult, error) {
 	var res ReplayResult
-	all := upTo == 0 // everything the log holds
-	if all {
-		upTo = math.MaxUint64
-	}
+	all := upTo == ReplayAll
 	if batch < 1 {
 		batch = 1
 	}
