@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/runtime/docker"
 	"github.com/megaflow/megaflow/runtime/testimage"
@@ -21,8 +24,9 @@ func TestCLISandboxDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clusterName := "mft-" + testimage.RunID() + "-clisandbox"
 	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Capacity: worker.Capacity{CPUMillis: 4000, MemoryBytes: 8 << 30},
-		Configure: func(cfg *worker.Config) { cfg.ClusterName = "mft-" + testimage.RunID() + "-clisandbox" }})
+		Configure: func(cfg *worker.Config) { cfg.ClusterName = clusterName }})
 	heads := "--heads=" + strings.Join(c.GRPCAddrs(), ",")
 
 	code, out, errOut := cli(t, heads, "sandbox", "create", "--image", image, "--idle-timeout", "5m")
@@ -52,6 +56,11 @@ func TestCLISandboxDocker(t *testing.T) {
 	if code != 0 || out != id+" CLOSED\n" {
 		t.Fatalf("rm: %d %q", code, out)
 	}
+	// rm's container is stopped and removed: nothing is left on the engine.
+	testcluster.WaitFor(t, 30*time.Second, "the closed sandbox's container to be removed", func() bool {
+		left, err := rt.List(context.Background(), map[string]string{worker.LabelCluster: clusterName, worker.LabelTask: spec.SandboxTaskID(id)})
+		return err == nil && len(left) == 0
+	})
 	code, _, errOut = cli(t, heads, "sandbox", "exec", id, "--", "true")
 	if code != 1 || !strings.Contains(errOut, "CLOSED") {
 		t.Fatalf("exec after rm: %d %q; want 1 saying CLOSED", code, errOut)
