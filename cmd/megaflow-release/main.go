@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/goreleaser/nfpm/v2"
@@ -45,9 +46,13 @@ type Package struct {
 	Units       []string          // deploy/systemd/<unit>, installed to /lib/systemd/system
 	Configs     map[string]string // source -> /etc/megaflow/..., conffiles
 	Depends     []string
-	Recommends  []string
-	PostInst    string // source tree path
-	PreRm       string
+	// DependsAMD64 is added on amd64 only: the worker links NVML through
+	// cgo there (dynamically, against glibc; make build), statically
+	// without cgo on arm64.
+	DependsAMD64 []string
+	Recommends   []string
+	PostInst     string // source tree path
+	PreRm        string
 }
 
 // Packages lists what megaflow-release builds.
@@ -70,15 +75,16 @@ func Packages() []Package {
 			PreRm:       "deploy/debian/megaflow-head.prerm",
 		},
 		{
-			Name:        "megaflow-worker",
-			Description: "MegaFlow worker daemon\n Runs a MegaFlow cluster's tasks in Docker containers or as processes, run by systemd.",
-			Bins:        []string{"megaflow-worker", "megaflow-init"},
-			Units:       []string{"megaflow-worker.service"},
-			Configs:     map[string]string{"deploy/config/worker.yaml": "/etc/megaflow/worker.yaml"},
-			Depends:     []string{"adduser"},
-			Recommends:  []string{"docker.io | docker-ce", "megaflow"},
-			PostInst:    "deploy/debian/megaflow-worker.postinst",
-			PreRm:       "deploy/debian/megaflow-worker.prerm",
+			Name:         "megaflow-worker",
+			Description:  "MegaFlow worker daemon\n Runs a MegaFlow cluster's tasks in Docker containers or as processes, run by systemd.",
+			Bins:         []string{"megaflow-worker", "megaflow-init"},
+			Units:        []string{"megaflow-worker.service"},
+			Configs:      map[string]string{"deploy/config/worker.yaml": "/etc/megaflow/worker.yaml"},
+			Depends:      []string{"adduser"},
+			DependsAMD64: []string{"libc6 (>= 2.34)"},
+			Recommends:   []string{"docker.io | docker-ce", "megaflow"},
+			PostInst:     "deploy/debian/megaflow-worker.postinst",
+			PreRm:        "deploy/debian/megaflow-worker.prerm",
 		},
 	}
 }
@@ -140,6 +146,10 @@ func buildDeb(o Options, p Package) (string, error) {
 		contents = append(contents, &files.Content{Source: src("LICENSE"), Destination: "/usr/share/doc/" + p.Name + "/copyright",
 			FileInfo: &files.ContentFileInfo{Mode: 0o644}})
 	}
+	depends := p.Depends
+	if o.Arch == "amd64" {
+		depends = append(slices.Clone(depends), p.DependsAMD64...)
+	}
 	info := &nfpm.Info{
 		Name:        p.Name,
 		Arch:        o.Arch,
@@ -151,7 +161,7 @@ func buildDeb(o Options, p Package) (string, error) {
 		Description: p.Description,
 		Homepage:    "https://github.com/megaflow/megaflow",
 		Overridables: nfpm.Overridables{
-			Depends:    p.Depends,
+			Depends:    depends,
 			Recommends: p.Recommends,
 			Contents:   contents,
 			Scripts:    nfpm.Scripts{},

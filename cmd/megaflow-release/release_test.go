@@ -82,12 +82,16 @@ func TestPackagesInstallWhatTheUnitsRun(t *testing.T) {
 	var units []string
 	for i, p := range Packages() {
 		deb := debs[i]
+		depends := p.Depends
+		if arch == "amd64" {
+			depends = append(slices.Clone(depends), p.DependsAMD64...)
+		}
 		// Control fields.
 		for field, want := range map[string]string{
 			"Package":      p.Name,
 			"Version":      "1.2.3+4.gabcdef0",
 			"Architecture": arch,
-			"Depends":      strings.Join(p.Depends, ", "),
+			"Depends":      strings.Join(depends, ", "),
 			"Recommends":   strings.Join(p.Recommends, ", "),
 		} {
 			out, err := exec.Command(dpkgDeb, "-f", deb, field).Output()
