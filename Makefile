@@ -8,6 +8,10 @@ CMDS      := megaflow-head megaflow-worker megaflow megaflow-agent megaflow-mode
 VERSION   ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 DATE      ?= $(shell date -u -d @$${SOURCE_DATE_EPOCH:-$$(date +%s)} +%Y-%m-%dT%H:%M:%SZ)
+# Evaluated once: `make release` stamps the binaries, tarballs and debs
+# with one version and one date.
+VERSION   := $(VERSION)
+DATE      := $(DATE)
 VERSION_PKG := github.com/megaflow/megaflow/internal/version
 LDFLAGS   := -s -w -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(DATE)
 # go-nvml's header marks old NVML calls deprecated; we call none of them.
@@ -30,12 +34,37 @@ build:
 		CGO_ENABLED=$$cgo GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$c ./cmd/$$c || exit 1; \
 	done
 
+# The release in $(DIST): per architecture (amd64 from `make build`, arm64
+# built here) a tarball megaflow-$(VERSION)-linux-<arch>.tar.gz (bin/ with
+# every binary, systemd/ units, config/ example configs, README.md and
+# LICENSE if present) and the megaflow, megaflow-head and megaflow-worker
+# .debs (cmd/megaflow-release, nFPM); then SHA256SUMS. File times are
+# $(DATE) (SOURCE_DATE_EPOCH), owners root.
+DIST := dist
 release: build
 	@mkdir -p $(BIN)/linux-arm64
 	@for c in $(CMDS); do \
 		[ -d cmd/$$c ] || continue; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux-arm64/$$c ./cmd/$$c || exit 1; \
 	done
+	$(GO) build -o $(BIN)/megaflow-release ./cmd/megaflow-release
+	rm -rf $(DIST)
+	@set -e; epoch=$$(date -u -d '$(DATE)' +%s); \
+	for a in amd64 arm64; do \
+		bindir=$(BIN); [ $$a = amd64 ] || bindir=$(BIN)/linux-$$a; \
+		name=megaflow-$(VERSION)-linux-$$a; stage=$(DIST)/.stage/$$name; \
+		mkdir -p $$stage/bin $$stage/systemd $$stage/config; \
+		for c in $(CMDS); do [ -d cmd/$$c ] && cp $$bindir/$$c $$stage/bin/; done; \
+		cp deploy/systemd/*.service $$stage/systemd/; \
+		cp deploy/config/*.yaml $$stage/config/; \
+		for f in README.md LICENSE; do if [ -f $$f ]; then cp $$f $$stage/; fi; done; \
+		tar -C $(DIST)/.stage --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$$epoch -cf - $$name \
+			| gzip -9n > $(DIST)/$$name.tar.gz; \
+		SOURCE_DATE_EPOCH=$$epoch $(BIN)/megaflow-release --version $(VERSION) --arch $$a --bin-dir $$bindir --out-dir $(DIST); \
+	done; \
+	rm -rf $(DIST)/.stage; \
+	cd $(DIST) && sha256sum *.tar.gz *.deb > SHA256SUMS
+	@echo "release $(VERSION) in $(DIST)/"
 
 # The main job: one SWE-Gym rollout step (64 instances by default; pass
 # DEMO_ARGS="--instances 8" to change it) on an embedded cluster, with the
@@ -173,4 +202,4 @@ chaos-long: build
 	$(BIN)/megaflow-bench chaos --profile long --out $(BENCH_OUT) $(CHAOS_FLAGS)
 
 clean:
-	rm -rf $(BIN) .tools
+	rm -rf $(BIN) .tools $(DIST)
