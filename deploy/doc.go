@@ -5,5 +5,7 @@
 // promtool and against the metrics the daemons export. config/head.yaml and
 // config/worker.yaml are example --config files showing every setting of
 // megaflow-head and megaflow-worker (their tests keep them in step with the
-// flags; internal/daemonconfig reads them). Nothing imports it.
+// flags; internal/daemonconfig reads them). systemd/ holds the daemons'
+// units and debian/ their packages' maintainer scripts, which
+// cmd/megaflow-release packages (its test checks them). Nothing imports it.
 package deploy
