@@ -56,6 +56,13 @@ func newSandboxService(h *Head, svc *service) *sandboxService {
 
 // CreateSandbox submits the sandbox's graph and waits as asked.
 func (s *sandboxService) CreateSandbox(ctx context.Context, req *wire.CreateSandboxRequest) (*wire.CreateSandboxResponse, error) {
+	// Before rules 2 a started sandbox whose worker is lost would be placed
+	// again as an empty box: no sandbox until every head applies them.
+	if r := s.h.fsm.View().Rules(); r < state.RulesSandboxLost {
+		return nil, errs.ToStatus(errs.New(errs.FailedPrecondition,
+			"the cluster applies rules %d and sandboxes need rules %d: every head must run a build that has them (megaflow cluster shows each head's RULES); the leader moves the cluster once they all do",
+			r, state.RulesSandboxLost))
+	}
 	sp, _ := proto.Clone(req.GetSpec()).(*wire.SandboxCreateSpec)
 	if sp != nil && sp.Id == "" {
 		sp.Id = spec.NewSandboxID(rand.Reader)

@@ -39,6 +39,12 @@ import (
 // snapshots byte for byte.
 const snapshotMagic = "megaflow-snapshot-v1\n"
 
+// snapshotMagicRules is the header of a snapshot of a table under a rules
+// version above 0: the same records, but a header that builds from before
+// rules versions refuse ("not a megaflow snapshot"), so that such a head
+// never installs the table and applies the entries after it under rules 0.
+const snapshotMagicRules = "megaflow-snapshot-v2\n"
+
 const (
 	recMeta   byte = 1
 	recGraph  byte = 2
@@ -72,7 +78,11 @@ var bufPool = sync.Pool{New: func() any {
 // through Persist; tests call it to compare tables.
 func WriteSnapshot(w io.Writer, v *state.View) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	bw.WriteString(snapshotMagic)
+	if v.Rules() > 0 {
+		bw.WriteString(snapshotMagicRules)
+	} else {
+		bw.WriteString(snapshotMagic)
+	}
 	meta := binary.AppendUvarint(nil, v.Index())
 	meta = binary.AppendUvarint(meta, v.NextQueueSeq())
 	meta = binary.AppendUvarint(meta, v.ClusterID())
@@ -209,7 +219,7 @@ type (
 func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 	br := bufio.NewReaderSize(rd, 1<<20)
 	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
+	if _, err := io.ReadFull(br, magic); err != nil || (string(magic) != snapshotMagic && string(magic) != snapshotMagicRules) {
 		return 0, fmt.Errorf("not a megaflow snapshot (or an unknown version): header %q", magic)
 	}
 	newBatch := func(first uint64) *rawBatch {

@@ -143,6 +143,16 @@ func TestSetRules(t *testing.T) {
 		t.Fatalf("the refused version changed the table (index %d -> %d):\n%s", index, f.AppliedIndex(), DiffDumps(before, after, 10))
 	}
 
+	// A table under rules 0 snapshots with the header every build reads;
+	// one under a later version with a header builds from before rules
+	// versions refuse, so that none of them installs it and goes on under
+	// rules 0.
+	if snap := snapshotBytes(t, newTestFSM(t, 0).View()); !bytes.HasPrefix(snap, []byte(snapshotMagic)) {
+		t.Fatalf("a rules-0 snapshot starts %q; want %q", snap[:len(snapshotMagic)], snapshotMagic)
+	}
+	if snap := snapshotBytes(t, f.View()); !bytes.HasPrefix(snap, []byte(snapshotMagicRules)) {
+		t.Fatalf("a rules-1 snapshot starts %q; want %q", snap[:len(snapshotMagicRules)], snapshotMagicRules)
+	}
 	// Snapshots carry the version.
 	dst := newTestFSM(t, 0)
 	if err := dst.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, f.View()))}); err != nil {

@@ -291,7 +291,7 @@ func (t *Txn) lose(cur *Task, end attemptEnd, nanos int64) Loss {
 // still ASSIGNED (its container never ran), the loss re-queues as for any
 // task.
 func (t *Txn) sandboxLost(cur *Task) bool {
-	return cur.Spec.GetSandbox() != nil && cur.State == running && t.Rules() >= 2
+	return cur.Spec.GetSandbox() != nil && cur.State == running && t.Rules() >= RulesSandboxLost
 }
 
 // attemptEnd is how an attempt ended.

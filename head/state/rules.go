@@ -9,6 +9,11 @@ package state
 // alike, so heads of two builds compute the same table during a rolling
 // upgrade.
 
+// RulesSandboxLost is the first rules version under which a started
+// sandbox's lost attempt fails its task (SANDBOX_LOST) instead of
+// re-queueing it: heads create sandboxes only from it on.
+const RulesSandboxLost uint64 = 2
+
 // metaRules is the meta key of the rules version; absent (0) until set.
 const metaRules = "rules"
 
