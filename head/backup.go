@@ -162,6 +162,11 @@ func (h *Head) restoreSnapshot(ctx context.Context, recv func() (*wire.SnapshotC
 		return nil, errs.New(errs.InvalidArgument, "snapshot restore: not a snapshot this build can restore (%v); pass a whole file `megaflow operator snapshot save` wrote", err)
 	}
 	info := snapshotInfo(scratch.View(), size, sum.Sum(nil))
+	// Every head must apply the snapshot's rules: one that does not would
+	// refuse it by InstallSnapshot for ever.
+	if err := h.votersApply(info.Rules); err != nil {
+		return nil, fmt.Errorf("snapshot restore: the snapshot is under rules %d: %w", info.Rules, err)
+	}
 	if n := countGraphs(h.fsm.View()); n > 0 && !force {
 		return nil, errs.New(errs.FailedPrecondition, "snapshot restore: this cluster's table holds %d graphs, which the restore would replace; "+
 			"restore into a fresh cluster, or pass --force to replace them", n)

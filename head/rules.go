@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
 )
 
@@ -20,26 +21,11 @@ func (h *Head) ensureRules(ctx context.Context) {
 	if cur >= fsm.RulesCurrent {
 		return
 	}
-	servers, err := h.node.Servers()
+	voters, err := h.voterIDs()
 	if err != nil {
 		return
 	}
-	voters := make([]string, 0, len(servers))
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			voters = append(voters, string(s.ID))
-		}
-	}
-	target, ok := rulesToCommit(cur, voters, func(id string) (uint64, bool) {
-		if id == h.cfg.NodeID {
-			return fsm.RulesCurrent, true
-		}
-		m, found := h.headMember(id)
-		if !found || m.Status != gossip.StatusAlive {
-			return 0, false
-		}
-		return advertisedRules(m.Meta)
-	})
+	target, ok := rulesToCommit(cur, voters, h.voterRules)
 	if !ok {
 		return
 	}
@@ -51,6 +37,54 @@ func (h *Head) ensureRules(ctx context.Context) {
 		return
 	}
 	h.logger.Info("rules version committed", "from", cur, "to", res)
+}
+
+// voterIDs returns the ids of the Raft configuration's voters.
+func (h *Head) voterIDs() ([]string, error) {
+	servers, err := h.node.Servers()
+	if err != nil {
+		return nil, err
+	}
+	voters := make([]string, 0, len(servers))
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, string(s.ID))
+		}
+	}
+	return voters, nil
+}
+
+// voterRules is the highest rules version head id applies: this build's
+// for this head, what gossip says for another; false when gossip does not
+// see it alive.
+func (h *Head) voterRules(id string) (uint64, bool) {
+	if id == h.cfg.NodeID {
+		return fsm.RulesCurrent, true
+	}
+	m, found := h.headMember(id)
+	if !found || m.Status != gossip.StatusAlive {
+		return 0, false
+	}
+	return advertisedRules(m.Meta)
+}
+
+// votersApply returns nil when every voter applies rules version v, else
+// an error naming one that does not (or whose version is unknown).
+func (h *Head) votersApply(v uint64) error {
+	voters, err := h.voterIDs()
+	if err != nil {
+		return h.raftError(err)
+	}
+	for _, id := range voters {
+		r, known := h.voterRules(id)
+		switch {
+		case !known:
+			return errs.New(errs.Unavailable, "head %s's rules version is not known (is it up?); rules %d needs every head to apply it: retry once it is up", id, v)
+		case r < v:
+			return errs.New(errs.FailedPrecondition, "head %s applies rules up to %d, and this needs rules %d: upgrade it first", id, r, v)
+		}
+	}
+	return nil
 }
 
 // advertisedRules reads the rules version a head advertises in its gossip
