@@ -299,9 +299,14 @@ func reconcile(view *state.View, workerID string, running []*wire.RunningAttempt
 // the backoffs' jitter (random on the leader); the FSM computes each wait
 // itself under rules 1 and later (state.RetryBackoff), only for the events
 // that do send a task back to QUEUED. Under rules 0 (a cluster that has not
-// yet committed rules 1: a rolling upgrade from an older build) such a
-// retry waits not at all, on every head alike.
-func taskEvents(workerID string, events []*wire.AttemptEvent, now time.Time, base, maxWait time.Duration, seed uint64) *wire.TaskEventsCommand {
-	return &wire.TaskEventsCommand{WorkerId: workerID, Events: events, UnixNanos: now.UnixNano(),
+// yet committed rules 1: a rolling upgrade from an older build) the heads
+// apply the waits the leader adds from view (rules0Backoffs, each jitter
+// from draw) instead.
+func taskEvents(view *state.View, workerID string, events []*wire.AttemptEvent, now time.Time, base, maxWait time.Duration, seed uint64, draw func() float64) *wire.TaskEventsCommand {
+	cmd := &wire.TaskEventsCommand{WorkerId: workerID, Events: events, UnixNanos: now.UnixNano(),
 		RetrySeed: seed, RetryBackoffBaseNanos: int64(base), RetryBackoffMaxNanos: int64(maxWait)}
+	if view.Rules() == 0 {
+		cmd.RetryBackoffNanos = rules0Backoffs(view, events, base, maxWait, draw)
+	}
+	return cmd
 }

@@ -68,6 +68,8 @@ type leaderSim struct {
 	since time.Time // when this head became leader
 	term  uint64
 	cfg   Config
+	// rulesSet: the rules version was chosen (at the first command).
+	rulesSet bool
 }
 
 func newLeaderSim(t *testing.T) *leaderSim {
@@ -80,13 +82,8 @@ func newLeaderSim(t *testing.T) *leaderSim {
 	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, 8*time.Second
 	cfg.MaxQueueWait = 30 * time.Second
 	epoch := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s := &leaderSim{t: t, f: f, epoch: epoch, connected: map[string]bool{}, heard: map[string]time.Time{},
+	return &leaderSim{t: t, f: f, epoch: epoch, connected: map[string]bool{}, heard: map[string]time.Time{},
 		sent: map[string]map[attemptKey]bool{}, since: epoch, term: 1, cfg: cfg}
-	// A new cluster's leader commits this build's rules first (ensureRules).
-	if err := s.apply(fsm.OpSetRules, wrapperspb.UInt64(fsm.RulesCurrent)); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // apply commits one command at the next index, as Raft would.
@@ -137,6 +134,18 @@ func (s *leaderSim) do(line string) (string, error) {
 	}
 	var out []string
 	p := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	if !s.rulesSet {
+		// A new cluster's leader commits this build's rules first
+		// (ensureRules), unless the scenario starts with "rules0": a
+		// cluster still at rules 0 (a rolling upgrade).
+		s.rulesSet = true
+		if fields[0] == "rules0" {
+			return "", nil
+		}
+		if err := s.apply(fsm.OpSetRules, wrapperspb.UInt64(fsm.RulesCurrent)); err != nil {
+			return "", err
+		}
+	}
 	switch fields[0] {
 	case "worker": // worker ID [cpu=MILLIS] [starts=N] [at=]: registers, connected, heard now
 		cpu, _ := strconv.ParseInt(cmp.Or(kv["cpu"], "4000"), 10, 64)
@@ -238,8 +247,8 @@ func (s *leaderSim) do(line string) (string, error) {
 		}
 		s.heard[pos[0]] = now
 		// The seed is the command's index: the jitter is fixed per scenario.
-		if err := s.apply(fsm.OpTaskEvents, taskEvents(pos[0], []*wire.AttemptEvent{ev}, now,
-			s.cfg.RetryBackoff, s.cfg.RetryBackoffMax, s.index+1)); err != nil {
+		if err := s.apply(fsm.OpTaskEvents, taskEvents(s.f.View(), pos[0], []*wire.AttemptEvent{ev}, now,
+			s.cfg.RetryBackoff, s.cfg.RetryBackoffMax, s.index+1, func() float64 { return 0.5 })); err != nil {
 			return "", err
 		}
 		// What the FSM decided: a retry's wait, only for a task sent back.

@@ -211,7 +211,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			}
 		}
 		if len(events) > 0 {
-			cmd := taskEvents(sess.workerID, events, s.h.clock.Now(), s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, rand.Uint64())
+			cmd := taskEvents(s.h.fsm.View(), sess.workerID, events, s.h.clock.Now(), s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, rand.Uint64(), uniform)
 			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
 			}
