@@ -69,8 +69,10 @@ func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (*SnapshotInfo, 
 // holds (one SnapshotSave wrote) and returns what it holds. The leader
 // checks the whole snapshot before anything changes; a table holding
 // graphs is replaced only with force (restores are for disaster recovery
-// into a fresh cluster). A call that fails before the leader answered is
-// sent again from the start of r (hence io.ReadSeeker). Errors:
+// into a fresh cluster). A call refused before it was sent (no leader, a
+// follower) is sent again from the start of r (hence io.ReadSeeker); one
+// that breaks after the whole snapshot was sent is not (the leader may
+// have installed it), and its error says so. Errors:
 // InvalidArgument (not a whole snapshot this build can restore, or over
 // head.MaxRestoreBytes), FailedPrecondition (graphs present, no force),
 // Unavailable, ctx's error, r's read error.
@@ -108,6 +110,12 @@ func (c *Client) SnapshotRestore(ctx context.Context, r io.ReadSeeker, force boo
 		}
 		resp, err := stream.CloseAndRecv()
 		if err != nil {
+			if errs.ClassOf(errs.FromStatus(err)) == errs.Unavailable && !first {
+				// The leader may have installed it before the call broke:
+				// sending it again could replace what was written since.
+				return fmt.Errorf("snapshot restore: the call broke after the snapshot was sent (%v); it may or may not have been applied: "+
+					"check the cluster (megaflow cluster, megaflow graphs) before restoring again", errs.FromStatus(err))
+			}
 			return err
 		}
 		info = resp.GetInfo()

@@ -343,7 +343,8 @@ func runtimeErr(id string, err error) error {
 	if strings.Contains(msg, "not running") {
 		return errs.New(errs.FailedPrecondition, "sandbox %s: %v", id, err)
 	}
-	return errs.New(errs.InvalidArgument, "sandbox %s: %v", id, err)
+	// Anything else is the engine's own failure, not the caller's request.
+	return errs.New(errs.Internal, "sandbox %s: the container runtime failed: %v", id, err)
 }
 
 // execOut turns an exec's stdout and stderr writes into stream messages,

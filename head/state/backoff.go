@@ -43,7 +43,8 @@ func (b RetryBackoff) Wait(n uint32) int64 {
 	}
 	nominal := b.Base
 	for range min(n, 62) {
-		if nominal >= maxWait {
+		if nominal > maxWait/2 { // doubling reaches the cap (and never overflows)
+			nominal = maxWait
 			break
 		}
 		nominal *= 2

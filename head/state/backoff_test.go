@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -25,6 +26,7 @@ func TestRetryBackoffWait(t *testing.T) {
 		{"max 0 is base", RetryBackoff{Base: s, Draw: uint64(s / 5)}, 4, s},
 		{"base over max", RetryBackoff{Base: 2 * s, Max: s, Draw: uint64(s / 5)}, 0, s},
 		{"too small to jitter", RetryBackoff{Base: 4, Max: 100, Draw: 99}, 0, 4},
+		{"a huge cap never overflows", RetryBackoff{Base: 3, Max: math.MaxInt64}, 62, math.MaxInt64 - math.MaxInt64/5},
 	}
 	for _, tt := range tests {
 		if got := tt.b.Wait(tt.n); got != tt.want {
