@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -110,7 +111,10 @@ func (w *Worker) SandboxAddr() string { return w.info.GetAddr() }
 // serveSandboxes serves SandboxWorkerService until ctx ends, and runs the
 // idle timers. Run calls it on a goroutine of its own.
 func (w *Worker) serveSandboxes(ctx context.Context) {
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(mfspec.SandboxMaxFile + 1<<20))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(mfspec.SandboxMaxFile+1<<20),
+		// The heads ping their connections here every 10 s (head/sandbox.go),
+		// so that a worker cut off mid-exec is noticed in seconds.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 	wire.RegisterSandboxWorkerServiceServer(srv, &sandboxServer{w: w})
 	done := make(chan struct{})
 	go func() {
