@@ -116,8 +116,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 
 // abortOnPanic discards txn's changes and releases the table's write lock
 // when an apply panics (an entry this head cannot apply), then panics on:
-// the table stays as it was before the entry, for whoever reads it while
-// the head stops.
+// the table stays as it was before the entry (before the whole batch,
+// under ApplyBatch), for whoever reads it while the head stops.
 func abortOnPanic(txn *state.Txn) {
 	if r := recover(); r != nil {
 		txn.Abort()
