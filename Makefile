@@ -60,7 +60,7 @@ release: build
 		for f in README.md LICENSE; do if [ -f $$f ]; then cp $$f $$stage/; fi; done; \
 		tar -C $(DIST)/.stage --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$$epoch -cf - $$name \
 			| gzip -9n > $(DIST)/$$name.tar.gz; \
-		SOURCE_DATE_EPOCH=$$epoch $(BIN)/megaflow-release --version $(VERSION) --arch $$a --bin-dir $$bindir --out-dir $(DIST); \
+		SOURCE_DATE_EPOCH=$$epoch $(BIN)/megaflow-release --release-version $(VERSION) --arch $$a --bin-dir $$bindir --out-dir $(DIST); \
 	done; \
 	rm -rf $(DIST)/.stage; \
 	cd $(DIST) && sha256sum *.tar.gz *.deb > SHA256SUMS

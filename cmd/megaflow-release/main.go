@@ -2,7 +2,7 @@
 // binaries, with nFPM as a library (`make release` runs it for amd64 and
 // arm64):
 //
-//	megaflow-release --version v1.2.0 --arch amd64 --bin-dir bin --out-dir dist
+//	megaflow-release --release-version v1.2.0 --arch amd64 --bin-dir bin --out-dir dist
 //
 // Three packages:
 //
@@ -35,6 +35,7 @@ import (
 	"github.com/goreleaser/nfpm/v2"
 	"github.com/goreleaser/nfpm/v2/deb"
 	"github.com/goreleaser/nfpm/v2/files"
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 // Package is one Debian package: binaries from the bin directory and files
@@ -105,7 +106,7 @@ func Build(o Options) ([]string, error) {
 		return nil, fmt.Errorf("--arch %q: amd64 or arm64", o.Arch)
 	}
 	if o.Version == "" {
-		return nil, fmt.Errorf("--version is required")
+		return nil, fmt.Errorf("--release-version is required")
 	}
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, err
@@ -215,13 +216,18 @@ func DebVersion(v string) string {
 
 func main() {
 	var o Options
-	flag.StringVar(&o.Version, "version", "", "the release's version (git describe: v1.2.3, v1.2.3-4-gabcdef0)")
+	flag.StringVar(&o.Version, "release-version", "", "the release's version (git describe: v1.2.3, v1.2.3-4-gabcdef0)")
+	showVersion := flag.Bool("version", false, "print this program's build and exit")
 	flag.StringVar(&o.Arch, "arch", "amd64", "target architecture: amd64 or arm64")
 	flag.StringVar(&o.BinDir, "bin-dir", "bin", "directory of the built binaries for --arch")
 	flag.StringVar(&o.SrcDir, "src-dir", ".", "the source tree's root (deploy/systemd, deploy/config, deploy/debian, README.md)")
 	flag.StringVar(&o.OutDir, "out-dir", "dist", "where the .deb files go")
 	flag.StringVar(&o.Maintainer, "maintainer", "MegaFlow maintainers <maintainers@megaflow.invalid>", "the packages' Maintainer field")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("megaflow-release", version.Get())
+		return
+	}
 	if flag.NArg() != 0 {
 		fmt.Fprintf(os.Stderr, "megaflow-release: unexpected arguments %s\n", strings.Join(flag.Args(), " "))
 		os.Exit(2)
