@@ -21,22 +21,22 @@ OUT=client/python/src/megaflow/_proto
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The client API only: service.proto and what it imports (command.proto is
-# the heads' Raft log, not needed by clients).
+# The client API only: service.proto, sandbox.proto and what they import
+# (command.proto is the heads' Raft log, not needed by clients).
 "$PROTOC" -I proto -I client/python/proto \
 	--python_out="$tmp" --pyi_out="$tmp" \
 	--plugin=protoc-gen-grpc_python="$PLUGIN" --grpc_python_out="$tmp" \
-	megaflow/v1/types.proto megaflow/v1/worker.proto megaflow/v1/service.proto \
+	megaflow/v1/types.proto megaflow/v1/worker.proto megaflow/v1/service.proto megaflow/v1/sandbox.proto \
 	megaflow/sdk/rpc_status.proto
 
 rm -f "$OUT"/*_pb2.py "$OUT"/*_pb2.pyi "$OUT"/*_pb2_grpc.py
 for f in "$tmp"/megaflow/v1/* "$tmp"/megaflow/sdk/*; do
 	sed -E 's/^from megaflow\.(v1|sdk) import /from . import /' "$f" > "$OUT/$(basename "$f")"
 done
-# Only service.proto defines a service the SDK calls; drop the empty
-# *_pb2_grpc.py protoc writes for the others.
+# Only service.proto and sandbox.proto define services the SDK calls; drop
+# the empty *_pb2_grpc.py protoc writes for the others.
 for f in "$OUT"/*_pb2_grpc.py; do
-	[ "$(basename "$f")" = service_pb2_grpc.py ] || rm -f "$f"
+	case "$(basename "$f")" in service_pb2_grpc.py | sandbox_pb2_grpc.py) ;; *) rm -f "$f" ;; esac
 done
 # protoc emits no __init__.py; keep ours (it documents the directory).
 [ -f "$OUT/__init__.py" ] || printf '"""Generated protobuf and gRPC stubs (scripts/gen-proto-python.sh); do not edit."""\n' > "$OUT/__init__.py"
