@@ -11,6 +11,9 @@ collect their results.
         graph = c.wait(gid, timeout=600)
         print(c.results(gid)["score"].result, graph.metrics.mean)
 
+Sandboxes (long-lived containers an agent runs commands in) come from
+``Client.sandbox(image=...)``; see :mod:`megaflow.sandbox`.
+
 The messages returned (``Graph``, ``Task``, ``Event``...) are the protobuf
 messages of proto/megaflow/v1, re-exported here; docs/python.md is the guide.
 """
@@ -25,10 +28,16 @@ from ._proto.types_pb2 import (GRAPH_STATE_CANCELLED, GRAPH_STATE_FAILED, GRAPH_
                                TASK_STATE_FAILED, TASK_STATE_PENDING, TASK_STATE_QUEUED, TASK_STATE_RUNNING,
                                TASK_STATE_SUCCEEDED, TASK_STATE_TIMED_OUT)
 from .client import Client, Cursor, EnvHeads, TaskResult, graph_state_name, new_graph_id, task_state_name
-from .errors import (AlreadyExists, Cancelled, ChecksumMismatch, DeadlineExceeded, FailedPrecondition, Internal,
-                     InvalidArgument, InvalidGraph, MegaflowError, NotFound, NotLeader, OutOfRange, PermissionDenied,
-                     ResourceExhausted, Unavailable)
+from .errors import (AlreadyExists, Cancelled, ChecksumMismatch, DeadlineExceeded, FailedPrecondition, FileNotFound,
+                     FileTooLarge, Internal, InvalidArgument, InvalidGraph, MegaflowError, NotFound, NotLeader,
+                     OutOfRange, PermissionDenied, ResourceExhausted, RuntimeUnavailable, SandboxClosed, SandboxEnded,
+                     SandboxExpired, SandboxFailed, SandboxLost, SandboxNotFound, SandboxNotReady, Unavailable,
+                     WorkerUnreachable)
 from .graph import Graph, Service, Task, parse_cpu, parse_memory, parse_seconds
+from .sandbox import ExecResult, Sandbox, SandboxInfo, new_sandbox_id, sandbox_state_name
+from ._proto.sandbox_pb2 import (SANDBOX_STATE_CLOSED, SANDBOX_STATE_EXPIRED, SANDBOX_STATE_FAILED,
+                                 SANDBOX_STATE_LOST, SANDBOX_STATE_PENDING, SANDBOX_STATE_READY,
+                                 SANDBOX_STATE_STARTING, SandboxState)
 
 __version__ = "0.1.0"
 
@@ -38,6 +47,11 @@ __all__ = [
     "MegaflowError", "InvalidArgument", "InvalidGraph", "NotFound", "AlreadyExists", "FailedPrecondition",
     "Unavailable", "NotLeader", "ResourceExhausted", "OutOfRange", "Internal", "PermissionDenied",
     "DeadlineExceeded", "Cancelled", "ChecksumMismatch",
+    "Sandbox", "ExecResult", "SandboxInfo", "SandboxState", "new_sandbox_id", "sandbox_state_name",
+    "SandboxNotFound", "SandboxNotReady", "SandboxEnded", "SandboxClosed", "SandboxExpired", "SandboxLost",
+    "SandboxFailed", "WorkerUnreachable", "RuntimeUnavailable", "FileNotFound", "FileTooLarge",
+    "SANDBOX_STATE_PENDING", "SANDBOX_STATE_STARTING", "SANDBOX_STATE_READY", "SANDBOX_STATE_CLOSED",
+    "SANDBOX_STATE_EXPIRED", "SANDBOX_STATE_LOST", "SANDBOX_STATE_FAILED",
     "GraphSpec", "TaskSpec", "Resources", "ServiceSpec", "GraphRow", "TaskRow", "Attempt", "Event",
     "GraphMetrics", "StateCounts", "GraphState", "TaskState", "ReasonCode", "ReadMeta",
     "ClusterStatusResponse", "ArtifactListResponse",

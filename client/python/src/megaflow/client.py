@@ -22,12 +22,15 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 
 import grpc
 
+from ._proto import sandbox_pb2_grpc as sbx_grpc
 from ._proto import service_pb2 as svc
 from ._proto import service_pb2_grpc as svc_grpc
 from ._proto import types_pb2 as pb
 from .errors import (ChecksumMismatch, DeadlineExceeded, InvalidArgument, InvalidGraph, MegaflowError, NotFound,
                      NotLeader, OutOfRange, PermissionDenied, ResourceExhausted, Unavailable, from_rpc_error, retryable)
 from .graph import Graph, _ident_problem, validate
+from . import sandbox as _sbx
+from .sandbox import Sandbox, SandboxInfo, Seconds
 
 __all__ = ["Client", "Cursor", "TaskResult", "EnvHeads", "new_graph_id", "task_state_name", "graph_state_name"]
 
@@ -160,6 +163,7 @@ class Client:
         self._heads: List[str] = []
         self._channels: Dict[str, grpc.Channel] = {}
         self._stubs: Dict[str, svc_grpc.MegaflowServiceStub] = {}
+        self._sbx_stubs: Dict[str, sbx_grpc.SandboxServiceStub] = {}
         self._closed = False
         self._seen = 0  # highest Raft index written or read: reads wait for it
         for a in addrs:
@@ -177,6 +181,7 @@ class Client:
             ch = grpc.insecure_channel(addr, options=self._options)
         self._channels[addr] = ch
         self._stubs[addr] = svc_grpc.MegaflowServiceStub(ch)
+        self._sbx_stubs[addr] = sbx_grpc.SandboxServiceStub(ch)
         self._heads.append(addr)
 
     @property
@@ -194,6 +199,7 @@ class Client:
                 ch.close()
             self._channels.clear()
             self._stubs.clear()
+            self._sbx_stubs.clear()
 
     def __enter__(self) -> "Client":
         return self
@@ -201,11 +207,37 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _pick(self) -> Tuple[str, svc_grpc.MegaflowServiceStub]:
+    def _pick(self, sandbox: bool = False) -> Tuple[str, Any]:
         with self._lock:
             if self._closed:
                 raise MegaflowError("megaflow: the client is closed")
-            return self._current, self._stubs[self._current]
+            return self._current, (self._sbx_stubs if sandbox else self._stubs)[self._current]
+
+    def _connect(self, deadline: float, what: str) -> Tuple[str, sbx_grpc.SandboxServiceStub]:
+        """Return a head whose connection is up, and its SandboxService stub,
+        for a call that must not be sent twice (an exec, a file write):
+        nothing is sent here, so a head that does not accept a connection is
+        passed over for the next one, with backoff, until the deadline."""
+        delay = self._backoff[0]
+        last = "none"
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise MegaflowError("megaflow: the client is closed")
+                addr, ch, stub = self._current, self._channels[self._current], self._sbx_stubs[self._current]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded(f"megaflow: {what}: deadline passed before a head accepted a connection "
+                                       f"(last: {last}); nothing was sent")
+            state = _wait_connected(ch, min(remaining, _sbx._CONNECT_TRY_S))
+            if state == grpc.ChannelConnectivity.READY:
+                return addr, stub
+            last = f"head {addr} is {state.name if state else 'not answering'}"
+            self._rotate(addr)
+            pause = min(self._jitter(delay), deadline - time.monotonic())
+            if pause > 0:
+                time.sleep(pause)
+            delay = min(2 * delay, self._backoff[1])
 
     def _follow(self, addr: str) -> None:
         with self._lock:
@@ -238,16 +270,16 @@ class Client:
         return time.monotonic() + t
 
     def _call(self, method: str, request: Any, timeout: Optional[float] = None,
-              run: Optional[Callable[[Any, Any, float], _T]] = None) -> _T:
+              run: Optional[Callable[[Any, Any, float], _T]] = None, sandbox: bool = False) -> _T:
         """Call a unary method (or run(stub_method, request, remaining)) on
         the current head, retrying answers that another head or a later try
-        can change, until the deadline."""
+        can change, until the deadline. sandbox: a SandboxService method."""
         deadline = self._deadline(timeout)
         delay = self._backoff[0]
         followed = False
         last = "none"
         while True:
-            addr, stub = self._pick()
+            addr, stub = self._pick(sandbox)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DeadlineExceeded(f"megaflow: {method}: deadline passed before a head answered (last error: {last})")
@@ -770,6 +802,102 @@ class Client:
         return written
 
 
+    # -- sandboxes -------------------------------------------------------------
+
+    def sandbox(self, image: str, *, cpu_millis: Optional[int] = None, cpu: Optional[Union[str, int, float]] = None,
+                memory: Optional[Union[str, int]] = None, env: Optional[Dict[str, str]] = None,
+                working_dir: Optional[str] = None, network: Optional[str] = None,
+                labels: Optional[Dict[str, str]] = None, lifetime: Optional[Seconds] = None,
+                idle_timeout: Optional[Seconds] = None, wait_ready: Optional[Seconds] = 120.0,
+                id: Optional[str] = None, tenant: Optional[str] = None,
+                timeout: Optional[float] = None) -> Sandbox:
+        """Create a sandbox (docs/sandboxes.md) and wait until it is READY.
+
+        The id is picked here before the first try, so retries through
+        leader changes never create a second sandbox. Use the result as a
+        context manager to close it::
+
+            with client.sandbox(image="python:3.12-slim", idle_timeout=600) as sb:
+                print(sb.exec("python -c 'print(6*7)'").text)
+
+        Args:
+            image: the container image; it needs ``sh`` and ``sleep``
+                (busybox's do). Only the Docker runtime serves sandboxes.
+            cpu_millis: CPU in millicores (1000 = one core), reserved and
+                limited; or ``cpu`` as for tasks ("500m", 2); None: the
+                cluster's default.
+            memory: bytes, or a string such as "4Gi" or "512Mi"; None: the
+                cluster's default.
+            env: environment of every exec (an exec's own env overrides it).
+            working_dir: absolute working directory of every exec.
+            network: container network mode; None: "none" (no network).
+            labels: labels of the sandbox's graph.
+            lifetime: seconds (or a ``timedelta``) after creation at which
+                it ends (EXPIRED), rounded up to whole seconds; None: one
+                hour; at most 7 days.
+            idle_timeout: it ends (EXPIRED) after this many seconds without
+                an exec or a file call; None: never for idleness.
+            wait_ready: seconds to wait (at most 600) for it to be READY;
+                0 or None: return once accepted (it may be PENDING: see
+                :meth:`Sandbox.wait_ready`). It may still be PENDING or
+                STARTING after the wait (a busy cluster).
+            id: the sandbox id ("sbx-" then [a-z0-9]); None: a fresh one.
+            tenant: its tenant; None: the client's.
+            timeout: deadline in seconds, retries included; None: the
+                client's timeout plus ``wait_ready``.
+
+        Returns:
+            A :class:`Sandbox` handle.
+
+        Raises:
+            InvalidArgument: a bad argument (before any RPC), or the head
+                refused one.
+            SandboxEnded: with ``wait_ready``, it ended instead of starting
+                (e.g. :class:`SandboxFailed`: the image could not run); the
+                exception's ``sandbox`` is the handle.
+            ResourceExhausted: the tenant's rate limit, past the deadline.
+            DeadlineExceeded: no head answered in time.
+        """
+        return _sbx.create(self, image=image, cpu_millis=cpu_millis, cpu=cpu, memory=memory, env=env,
+                           working_dir=working_dir, network=network, labels=labels, lifetime=lifetime,
+                           idle_timeout=idle_timeout, wait_ready=wait_ready, id=id, tenant=tenant, timeout=timeout)
+
+    def get_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> Sandbox:
+        """Return a handle on an existing sandbox, with its current state.
+
+        Args:
+            sandbox_id: "sbx-...", as :meth:`sandbox` or ``megaflow sandbox
+                create`` gave it.
+            timeout: deadline in seconds (default: the client's).
+
+        Returns:
+            A :class:`Sandbox` (``info`` read now). Using it as a context
+            manager closes the sandbox on exit.
+
+        Raises:
+            InvalidArgument: not a sandbox id (before any RPC).
+            SandboxNotFound: no such sandbox.
+        """
+        return _sbx.get(self, sandbox_id, timeout)
+
+    def list_sandboxes(self, all: bool = False, *, tenant: Optional[str] = None,
+                       timeout: Optional[float] = None) -> List[SandboxInfo]:
+        """List sandboxes, oldest first.
+
+        Args:
+            all: include ended ones (CLOSED, EXPIRED, LOST, FAILED).
+            tenant: only this tenant's; None: the client's tenant, "" (or a
+                client without one) every tenant's.
+            timeout: deadline in seconds (default: the client's).
+
+        Returns:
+            ``Sandbox`` messages (``id``, ``state``, ``reason``,
+            ``worker_id``, ``image``...; ``megaflow.sandbox_state_name``
+            names the state).
+        """
+        return _sbx.list_(self, tenant, all, timeout)
+
+
 def _check_id(field: str, value: str) -> None:
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"megaflow: {field}: {value!r} is not an id; give the id submit returned")
@@ -783,3 +911,26 @@ def _check_attempt(attempt: int) -> None:
 def _check_task_id(task_id: str) -> None:
     if not isinstance(task_id, str) or task_id.count("/") != 1 or task_id.startswith("/") or task_id.endswith("/"):
         raise InvalidArgument(f"megaflow: task_id: {task_id!r} is not \"<graph id>/<task name>\"")
+
+
+def _wait_connected(ch: grpc.Channel, timeout: float) -> Optional[grpc.ChannelConnectivity]:
+    """Ask a channel to connect and wait up to timeout for it to be READY
+    or for a fresh attempt to fail; return the state reached (None: no
+    answer in time)."""
+    done = threading.Event()
+    seen: List[grpc.ChannelConnectivity] = []
+
+    def on_change(state: grpc.ChannelConnectivity) -> None:
+        seen.append(state)
+        # The first callback reports the state at subscription; a
+        # TRANSIENT_FAILURE then may be an old attempt's: wait for the next.
+        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.SHUTDOWN) or \
+                (state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and len(seen) > 1):
+            done.set()
+
+    ch.subscribe(on_change, try_to_connect=True)
+    try:
+        done.wait(timeout)
+    finally:
+        ch.unsubscribe(on_change)
+    return seen[-1] if seen and done.is_set() else None

@@ -29,6 +29,29 @@ exception                   gRPC code (and detail)
 :class:`DeadlineExceeded`   DEADLINE_EXCEEDED, or the SDK's own deadline
 :class:`Cancelled`          CANCELLED
 ==========================  ===========================================
+
+Sandbox calls (docs/sandboxes.md) also carry a machine-readable reason in
+the status's ErrorInfo (domain megaflow.io); it is kept in
+:attr:`MegaflowError.reason` and picks a subclass of the code's class, so
+``except megaflow.Unavailable`` still catches :class:`WorkerUnreachable`:
+
+==============================  ======================  =====================
+exception                       reason                  subclass of
+==============================  ======================  =====================
+:class:`SandboxNotFound`        SANDBOX_NOT_FOUND       :class:`NotFound`
+:class:`SandboxNotReady`        SANDBOX_NOT_READY       :class:`FailedPrecondition`
+:class:`SandboxClosed`          SANDBOX_CLOSED          :class:`SandboxEnded`
+:class:`SandboxExpired`         SANDBOX_EXPIRED         :class:`SandboxEnded`
+:class:`SandboxLost`            SANDBOX_LOST            :class:`SandboxEnded`
+:class:`SandboxFailed`          SANDBOX_FAILED          :class:`SandboxEnded`
+:class:`WorkerUnreachable`      WORKER_UNREACHABLE      :class:`Unavailable`
+:class:`RuntimeUnavailable`     RUNTIME_UNAVAILABLE     :class:`Unavailable`
+:class:`FileNotFound`           FILE_NOT_FOUND          :class:`NotFound`
+:class:`FileTooLarge`           FILE_TOO_LARGE          :class:`FailedPrecondition`
+==============================  ======================  =====================
+
+:class:`SandboxEnded` is a :class:`FailedPrecondition`: the sandbox is over
+and its files and processes are gone; create a new one.
 """
 
 from __future__ import annotations
@@ -55,6 +78,17 @@ __all__ = [
     "DeadlineExceeded",
     "Cancelled",
     "ChecksumMismatch",
+    "SandboxNotFound",
+    "SandboxNotReady",
+    "SandboxEnded",
+    "SandboxClosed",
+    "SandboxExpired",
+    "SandboxLost",
+    "SandboxFailed",
+    "WorkerUnreachable",
+    "RuntimeUnavailable",
+    "FileNotFound",
+    "FileTooLarge",
     "from_rpc_error",
 ]
 
@@ -67,12 +101,15 @@ class MegaflowError(Exception):
             and, where it can say, what to do), or the SDK's.
         code: the gRPC status code the head answered with, or None for an
             error raised by the SDK itself.
+        reason: the machine-readable cause within the class that the head
+            sent in the status's ErrorInfo (e.g. "SANDBOX_CLOSED"), or "".
     """
 
-    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None) -> None:
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None, reason: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.reason = reason
 
     def __str__(self) -> str:
         return self.message
@@ -166,6 +203,66 @@ class ChecksumMismatch(MegaflowError):
     """A downloaded artifact's SHA-256 differs from its manifest's."""
 
 
+class SandboxNotFound(NotFound):
+    """No such sandbox (reason SANDBOX_NOT_FOUND)."""
+
+
+class SandboxNotReady(FailedPrecondition):
+    """The sandbox is PENDING or STARTING: wait (``Sandbox.wait_ready``) and
+    try again (reason SANDBOX_NOT_READY)."""
+
+
+class SandboxEnded(FailedPrecondition):
+    """The sandbox has ended: its files and processes are gone; create a new
+    one. The subclasses say how it ended; the message says why.
+
+    Attributes:
+        sandbox: the :class:`~megaflow.sandbox.Sandbox` handle when the SDK
+            raised it from ``Client.sandbox(wait_ready=...)`` (the sandbox
+            ended while starting), else None.
+    """
+
+    sandbox: object = None
+
+
+class SandboxClosed(SandboxEnded):
+    """The sandbox was closed by a client (reason SANDBOX_CLOSED)."""
+
+
+class SandboxExpired(SandboxEnded):
+    """The sandbox reached its lifetime or idle timeout (reason SANDBOX_EXPIRED)."""
+
+
+class SandboxLost(SandboxEnded):
+    """The sandbox's worker or container was lost, and its state with it
+    (reason SANDBOX_LOST)."""
+
+
+class SandboxFailed(SandboxEnded):
+    """The sandbox could not start (image, quota...), or its container exited
+    (reason SANDBOX_FAILED)."""
+
+
+class WorkerUnreachable(Unavailable):
+    """The head could not reach the sandbox's worker (reason
+    WORKER_UNREACHABLE). An exec or a file write may or may not have run:
+    the SDK does not retry it; retry only if running it twice is safe."""
+
+
+class RuntimeUnavailable(Unavailable):
+    """The worker's container runtime did not answer (reason
+    RUNTIME_UNAVAILABLE); as :class:`WorkerUnreachable`, not retried."""
+
+
+class FileNotFound(NotFound):
+    """``Sandbox.read_file`` of a path that does not exist (reason FILE_NOT_FOUND)."""
+
+
+class FileTooLarge(FailedPrecondition):
+    """A file over 64 MiB (or ``max_bytes``), or not a regular file (reason
+    FILE_TOO_LARGE)."""
+
+
 _CODES: Dict[grpc.StatusCode, Type[MegaflowError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -185,6 +282,31 @@ _DETAILS_KEY = "grpc-status-details-bin"
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 _NOT_LEADER = "NOT_LEADER"
+_DOMAIN = "megaflow.io"
+
+_REASONS: Dict[str, Type[MegaflowError]] = {
+    "SANDBOX_NOT_FOUND": SandboxNotFound,
+    "SANDBOX_NOT_READY": SandboxNotReady,
+    "SANDBOX_CLOSED": SandboxClosed,
+    "SANDBOX_EXPIRED": SandboxExpired,
+    "SANDBOX_LOST": SandboxLost,
+    "SANDBOX_FAILED": SandboxFailed,
+    "WORKER_UNREACHABLE": WorkerUnreachable,
+    "RUNTIME_UNAVAILABLE": RuntimeUnavailable,
+    "FILE_NOT_FOUND": FileNotFound,
+    "FILE_TOO_LARGE": FileTooLarge,
+}
+
+
+def error_class(code: Optional[grpc.StatusCode], reason: str = "") -> Type[MegaflowError]:
+    """The exception class for a gRPC code and an ErrorInfo reason: the
+    reason's class when it is one of the code's class (a reason sent with an
+    unexpected code keeps the code's class), else the code's."""
+    base = _CODES.get(code, MegaflowError) if code is not None else MegaflowError
+    cls = _REASONS.get(reason)
+    if cls is not None and issubclass(cls, base):
+        return cls
+    return base
 
 
 def from_rpc_error(err: grpc.RpcError) -> MegaflowError:
@@ -197,12 +319,15 @@ def from_rpc_error(err: grpc.RpcError) -> MegaflowError:
         The exception of the error's class, its message the server's. An
         UNAVAILABLE with the NOT_LEADER detail becomes :class:`NotLeader`
         with the leader's address; a RetryInfo detail sets
-        ``retry_after`` on :class:`ResourceExhausted`.
+        ``retry_after`` on :class:`ResourceExhausted`; another ErrorInfo of
+        domain megaflow.io sets ``reason`` and, for a known reason, picks
+        its subclass (:class:`SandboxClosed`...).
     """
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     message = (err.details() if hasattr(err, "details") else None) or str(code)
     leader_id = leader_addr = ""
     not_leader = False
+    reason = ""
     retry_after: Optional[float] = None
     trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
     for key, value in trailers or ():
@@ -219,15 +344,19 @@ def from_rpc_error(err: grpc.RpcError) -> MegaflowError:
                     not_leader = True
                     leader_id = info.metadata.get("leader_id", "")
                     leader_addr = info.metadata.get("leader_addr", "")
+                elif info.domain == _DOMAIN:
+                    reason = info.reason
             elif d.type_url == _RETRY_INFO:
                 ri = rpc_status_pb2.RetryInfo.FromString(d.value)
                 retry_after = ri.retry_delay.seconds + ri.retry_delay.nanos / 1e9
     if not_leader:
         return NotLeader(message, code, leader_id=leader_id, leader_addr=leader_addr)
-    cls = _CODES.get(code, MegaflowError)
+    cls = error_class(code, reason)
     if cls is ResourceExhausted:
-        return ResourceExhausted(message, code, retry_after=retry_after)
-    return cls(message, code)
+        e: MegaflowError = ResourceExhausted(message, code, retry_after=retry_after)
+        e.reason = reason
+        return e
+    return cls(message, code, reason)
 
 
 def retryable(err: MegaflowError) -> bool:

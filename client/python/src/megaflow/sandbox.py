@@ -1,0 +1,647 @@
+"""Sandboxes: long-lived containers an agent runs commands in (docs/sandboxes.md).
+
+A sandbox is created from an image on a worker the heads choose; commands
+run in it one after another (or several at once), its files and background
+processes stay between them, and it ends when closed, at its lifetime, or
+after its idle timeout::
+
+    with client.sandbox(image="python:3.12-slim", idle_timeout=600) as sb:
+        sb.write_file("/work/main.py", "print(6*7)")
+        r = sb.exec(["python", "/work/main.py"], timeout=60)
+        print(r.exit_code, r.text)          # 0 42
+
+Retries follow Go's ``client/sandbox.go``: create, get, list and close are
+retried through leader changes and head failures within their deadline
+(create is idempotent by the sandbox id the SDK picks before its first
+try). An exec, a file write or a file read is sent to one head once: when
+the SDK cannot connect to a head it moves on to the next before sending,
+but once sent a failure is raised (:class:`~megaflow.Unavailable`), never
+retried, because the command may have run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+
+from ._proto import sandbox_pb2 as sbx
+from .errors import (DeadlineExceeded, InvalidArgument, MegaflowError, SandboxEnded, Unavailable, error_class,
+                     from_rpc_error)
+from .graph import _ident_problem, parse_cpu, parse_memory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+__all__ = ["Sandbox", "ExecResult", "SandboxInfo", "new_sandbox_id", "sandbox_state_name"]
+
+SandboxInfo = sbx.Sandbox
+"""A sandbox as the heads show it (the ``megaflow.v1.Sandbox`` message):
+``id``, ``state``, ``reason``, ``reason_code``, ``worker_id``, times,
+``image``, ``labels``, ``index``."""
+
+Seconds = Union[int, float, datetime.timedelta]
+Data = Union[bytes, bytearray, memoryview, str]
+
+# The bounds of internal/spec/sandbox.go and limits.go, checked before any RPC.
+MAX_ID_SUFFIX = 64
+MAX_SECONDS = 7 * 24 * 3600  # lifetime, idle timeout
+MAX_WAIT_READY_S = 600
+MAX_ARGV = 1024
+MAX_ENV_ENTRIES = 256
+MAX_ENV_BYTES = 32 << 10
+MAX_STDIN = 16 << 20
+MAX_FILE = 64 << 20
+MAX_PATH = 4096
+MAX_EXEC_TIMEOUT_S = 24 * 3600
+DEFAULT_EXEC_TIMEOUT_S = 600
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_LIVE = (sbx.SANDBOX_STATE_PENDING, sbx.SANDBOX_STATE_STARTING, sbx.SANDBOX_STATE_READY)
+_CONNECT_TRY_S = 2.0  # how long one head may take to accept a connection before the next is tried
+_FILE_RECV = 4 << 20  # ReadFile chunks are at most 1 MiB
+
+
+def new_sandbox_id() -> str:
+    """A fresh sandbox id as the Go client picks: "sbx-" and 16 random
+    characters of lowercase Crockford base32."""
+    return "sbx-" + "".join(_CROCKFORD[b % 32] for b in os.urandom(16))
+
+
+def sandbox_state_name(state: int) -> str:
+    """Short name of a SandboxState value: ``SANDBOX_STATE_READY`` -> "READY"."""
+    return sbx.SandboxState.Name(state).replace("SANDBOX_STATE_", "")
+
+
+@dataclass
+class ExecResult:
+    """How an exec ended.
+
+    Attributes:
+        exit_code: the command's exit status; 128+N when killed by signal
+            N; -1 when unknown.
+        stdout, stderr: its output as bytes, each at most its first 16 MiB
+            (empty from :meth:`Sandbox.exec_stream`, which yields them).
+        timed_out: it was killed at its timeout (exit_code is then the
+            signal's, usually 137).
+        truncated: output beyond 16 MiB per stream was dropped.
+        reason: what the worker knows beyond the code ("" if nothing).
+    """
+
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    truncated: bool = False
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Exit code 0 and not timed out."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def text(self) -> str:
+        """stdout decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stdout_text(self) -> str:
+        """stdout decoded as UTF-8 (invalid bytes replaced); as :attr:`text`."""
+        return self.text
+
+    @property
+    def stderr_text(self) -> str:
+        """stderr decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stderr.decode("utf-8", "replace")
+
+
+ExecChunk = Union[Tuple[str, bytes], ExecResult]
+
+
+class Sandbox:
+    """A handle on one sandbox; made by :meth:`Client.sandbox` or
+    :meth:`Client.get_sandbox`. Safe to share between threads (several
+    execs may run at once). As a context manager it closes the sandbox on
+    exit.
+
+    Attributes:
+        id: the sandbox's id, "sbx-...".
+    """
+
+    def __init__(self, client: "Client", sandbox_id: str, info: Optional[SandboxInfo] = None) -> None:
+        self._client = client
+        self.id = sandbox_id
+        self._lock = threading.Lock()
+        self._info: SandboxInfo = info if info is not None else sbx.Sandbox(id=sandbox_id)
+        self._closed = False
+
+    # -- state ---------------------------------------------------------------
+
+    def _set(self, info: SandboxInfo) -> None:
+        with self._lock:
+            if info.index >= self._info.index:
+                self._info = info
+
+    def _index(self) -> int:
+        with self._lock:
+            idx = self._info.index
+        return max(idx, self._client._read().min_index)
+
+    @property
+    def info(self) -> SandboxInfo:
+        """The sandbox as this handle last saw it (no RPC; :meth:`refresh`
+        reads it again)."""
+        with self._lock:
+            return self._info
+
+    @property
+    def state(self) -> str:
+        """The last seen state: "PENDING", "STARTING", "READY", "CLOSED",
+        "EXPIRED", "LOST" or "FAILED"."""
+        return sandbox_state_name(self.info.state)
+
+    @property
+    def reason(self) -> str:
+        """Why it is in its state (prose), as last seen."""
+        return self.info.reason
+
+    @property
+    def reason_code(self) -> str:
+        """The class of :attr:`reason`, e.g. "SANDBOX_IDLE" ("" if none)."""
+        from ._proto import types_pb2 as pb
+        code = self.info.reason_code
+        return pb.ReasonCode.Name(code).replace("REASON_CODE_", "") if code else ""
+
+    @property
+    def worker(self) -> str:
+        """The worker holding it (or that held it last), as last seen."""
+        return self.info.worker_id
+
+    def __repr__(self) -> str:
+        return f"<megaflow.Sandbox {self.id} {self.state}>"
+
+    def refresh(self, *, timeout: Optional[float] = None) -> SandboxInfo:
+        """Read the sandbox's state again.
+
+        Args:
+            timeout: deadline in seconds, retries included (default: the
+                client's).
+
+        Returns:
+            The ``Sandbox`` message (also kept in :attr:`info`).
+
+        Raises:
+            SandboxNotFound: no such sandbox.
+            DeadlineExceeded: no head answered in time.
+        """
+        res = self._client._call("GetSandbox", sbx.GetSandboxRequest(id=self.id, min_index=self._index()),
+                                 timeout, sandbox=True)
+        self._client._observe(res.sandbox.index)
+        self._set(res.sandbox)
+        return res.sandbox
+
+    def wait_ready(self, timeout: Seconds = 120.0) -> SandboxInfo:
+        """Wait until the sandbox is READY, reading its state with backoff.
+
+        Args:
+            timeout: seconds (or a ``timedelta``) to wait in all.
+
+        Returns:
+            The READY ``Sandbox`` message.
+
+        Raises:
+            SandboxEnded: it ended instead (a subclass says how: e.g.
+                :class:`SandboxFailed` when its image could not start).
+            DeadlineExceeded: still not READY after ``timeout``.
+        """
+        t = _seconds(timeout, "wait_ready timeout", 7 * 24 * 3600)
+        if t <= 0:
+            raise InvalidArgument(f"megaflow: sandbox {self.id}: wait_ready timeout {timeout!r} must be positive")
+        deadline = time.monotonic() + t
+        delay = 0.1
+        while True:
+            left = deadline - time.monotonic()
+            info = self.refresh(timeout=max(min(self._client.timeout, left), 0.001))
+            if info.state == sbx.SANDBOX_STATE_READY:
+                return info
+            if info.state not in _LIVE:
+                raise _ended(self, info)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlineExceeded(f"megaflow: sandbox {self.id} is still {sandbox_state_name(info.state)} "
+                                       f"after {t:g} s ({info.reason or 'waiting for a worker'})")
+            time.sleep(min(delay, left))
+            delay = min(2 * delay, 1.0)
+
+    def close(self, *, timeout: Optional[float] = None) -> None:
+        """Close the sandbox: its container is stopped and removed, its files
+        and processes are gone. Idempotent: closing a closed or ended sandbox
+        is no error, and a handle that closed it makes no second call.
+        Retried through head failures like :meth:`refresh`.
+
+        Args:
+            timeout: deadline in seconds (default: the client's).
+
+        Raises:
+            SandboxNotFound: no such sandbox.
+            DeadlineExceeded: no head answered in time.
+        """
+        with self._lock:
+            if self._closed:
+                return
+        res = self._client._call("CloseSandbox", sbx.CloseSandboxRequest(id=self.id, min_index=self._index()),
+                                 timeout, sandbox=True)
+        self._client._observe(res.sandbox.index)
+        self._set(res.sandbox)
+        with self._lock:
+            self._closed = True
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:  # the body's exception matters more than a failed close
+            self.close()
+        except MegaflowError:
+            pass
+
+    # -- exec ----------------------------------------------------------------
+
+    def exec(self, cmd: Union[Sequence[str], str], *, timeout: Optional[Seconds] = None,
+             env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+             stdin: Optional[Data] = None) -> ExecResult:
+        """Run a command in the sandbox and return its output and exit.
+
+        Not retried once sent (the command may have run); see the module.
+
+        Args:
+            cmd: argv as a list (``["python", "main.py"]``; argv[0] looked
+                up in PATH), or a string run by ``sh -c`` (the image needs
+                ``sh``). 1 to 1024 elements.
+            timeout: seconds (or a ``timedelta``) after which the command is
+                killed with its process group (``timed_out`` set); None: the
+                server's default, 10 minutes; at most 24 hours. The call's
+                own deadline is this plus the client's timeout.
+            env: added to the sandbox's environment (at most 256 entries,
+                32 KiB).
+            cwd: absolute working directory; None: the sandbox's.
+            stdin: bytes (or str, sent as UTF-8) written to its stdin, then
+                closed; at most 16 MiB.
+
+        Returns:
+            An :class:`ExecResult`. A non-zero exit is a result, not an
+            error.
+
+        Raises:
+            InvalidArgument: a bad argument (before any RPC).
+            SandboxNotFound: no such sandbox.
+            SandboxNotReady: PENDING or STARTING: wait and retry.
+            SandboxEnded: closed, expired, lost or failed (a subclass says
+                which: :class:`SandboxClosed`...).
+            Unavailable: no head could be reached (nothing was sent), or
+                the head or worker failed after it was sent
+                (:class:`WorkerUnreachable`): it may or may not have run.
+            DeadlineExceeded: the call's deadline passed.
+        """
+        out: List[bytes] = []
+        err: List[bytes] = []
+        res: Optional[ExecResult] = None
+        for item in self.exec_stream(cmd, timeout=timeout, env=env, cwd=cwd, stdin=stdin):
+            if isinstance(item, ExecResult):
+                res = item
+            elif item[0] == "stdout":
+                out.append(item[1])
+            else:
+                err.append(item[1])
+        assert res is not None  # exec_stream ends with the result or raises
+        res.stdout, res.stderr = b"".join(out), b"".join(err)
+        return res
+
+    def exec_stream(self, cmd: Union[Sequence[str], str], *, timeout: Optional[Seconds] = None,
+                    env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                    stdin: Optional[Data] = None) -> Iterator[ExecChunk]:
+        """Run a command as :meth:`exec` does, yielding its output as it comes.
+
+        The arguments are checked now (before any RPC); the exec starts on
+        the first ``next()``. Closing the iterator early (``break``) cancels
+        the exec: the worker kills the command.
+
+        Args:
+            cmd, timeout, env, cwd, stdin: as :meth:`exec`.
+
+        Returns:
+            An iterator of ``("stdout", bytes)`` and ``("stderr", bytes)``
+            chunks, each stream in order, then one :class:`ExecResult` (its
+            stdout and stderr empty) as the last item.
+
+        Raises:
+            As :meth:`exec` (InvalidArgument at once, the others from the
+            iterator).
+        """
+        req = sbx.SandboxExecRequest(sandbox_id=self.id, argv=_argv(self.id, cmd), env=_env(self.id, env),
+                                     cwd=_cwd(self.id, cwd), stdin=_data(self.id, "stdin", stdin, MAX_STDIN))
+        if timeout is not None:
+            t = _seconds(timeout, "exec timeout", MAX_EXEC_TIMEOUT_S)
+            if t <= 0:
+                raise InvalidArgument(f"megaflow: exec in {self.id}: timeout {timeout!r} must be positive; "
+                                      f"None for the default of {DEFAULT_EXEC_TIMEOUT_S} s")
+            req.timeout_millis = max(1, math.ceil(t * 1000))
+        rpc_timeout = (req.timeout_millis / 1000 if req.timeout_millis else DEFAULT_EXEC_TIMEOUT_S) + self._client.timeout
+        return self._exec(req, rpc_timeout)
+
+    def _exec(self, req: sbx.SandboxExecRequest, rpc_timeout: float) -> Iterator[ExecChunk]:
+        deadline = time.monotonic() + rpc_timeout
+        addr, stub = self._client._connect(deadline, f"exec in {self.id}")
+        req.min_index = self._index()
+        stream = stub.Exec(req, timeout=max(deadline - time.monotonic(), 0.001))
+        try:
+            for m in stream:
+                if m.stdout:
+                    yield ("stdout", m.stdout)
+                if m.stderr:
+                    yield ("stderr", m.stderr)
+                if m.HasField("exit"):
+                    x = m.exit
+                    yield ExecResult(exit_code=x.exit_code, timed_out=x.timed_out, truncated=x.truncated,
+                                     reason=x.reason)
+                    return
+        except grpc.RpcError as e:
+            raise self._sent_error(addr, "exec", e) from None
+        finally:
+            stream.cancel()
+        raise Unavailable(f"megaflow: exec in sandbox {self.id}: the stream from head {addr} ended without an "
+                          f"exit; the command may or may not have run: retry it only if that is safe")
+
+    # -- files ---------------------------------------------------------------
+
+    def write_file(self, path: str, data: Data, mode: int = 0o644, *, timeout: Optional[float] = None) -> None:
+        """Create or replace a file in the sandbox; missing parent
+        directories are created. Not retried once sent (see the module).
+
+        Args:
+            path: absolute path, e.g. "/work/main.py" (at most 4096 bytes).
+            data: the content: bytes, or str written as UTF-8; at most 64 MiB.
+            mode: permission bits, 0 to 0o777 (0: 0o644).
+            timeout: deadline in seconds (default: the client's).
+
+        Raises:
+            InvalidArgument: a bad path, size or mode (before any RPC).
+            SandboxNotFound, SandboxNotReady, SandboxEnded, Unavailable,
+            DeadlineExceeded: as :meth:`exec`.
+        """
+        _path(self.id, path)
+        body = _data(self.id, "data", data, MAX_FILE)
+        if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
+            raise InvalidArgument(f"megaflow: sandbox {self.id}: mode {mode!r} is not permission bits; "
+                                  f"use 0 to 0o777, e.g. 0o644 or 0o755")
+        deadline = self._client._deadline(timeout)
+        addr, stub = self._client._connect(deadline, f"write {path} in {self.id}")
+        req = sbx.SandboxWriteFileRequest(sandbox_id=self.id, path=path, data=body, mode=mode,
+                                          min_index=self._index())
+        try:
+            stub.WriteFile(req, timeout=max(deadline - time.monotonic(), 0.001))
+        except grpc.RpcError as e:
+            raise self._sent_error(addr, f"write {path}", e) from None
+
+    def read_file(self, path: str, *, max_bytes: int = 0, timeout: Optional[float] = None) -> bytes:
+        """Read a regular file of the sandbox. Not retried once sent.
+
+        Args:
+            path: absolute path (at most 4096 bytes).
+            max_bytes: refuse a larger file (:class:`FileTooLarge`); 0:
+                the limit, 64 MiB.
+            timeout: deadline in seconds (default: the client's).
+
+        Returns:
+            The file's bytes.
+
+        Raises:
+            InvalidArgument: a bad path or max_bytes (before any RPC).
+            FileNotFound: no such file.
+            FileTooLarge: over max_bytes, or not a regular file.
+            SandboxNotFound, SandboxNotReady, SandboxEnded, Unavailable,
+            DeadlineExceeded: as :meth:`exec`.
+        """
+        _path(self.id, path)
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 <= max_bytes <= MAX_FILE:
+            raise InvalidArgument(f"megaflow: sandbox {self.id}: max_bytes {max_bytes!r} is out of range: "
+                                  f"0 (the limit) to {MAX_FILE}")
+        deadline = self._client._deadline(timeout)
+        addr, stub = self._client._connect(deadline, f"read {path} in {self.id}")
+        req = sbx.SandboxReadFileRequest(sandbox_id=self.id, path=path, max_bytes=max_bytes, min_index=self._index())
+        stream = stub.ReadFile(req, timeout=max(deadline - time.monotonic(), 0.001))
+        chunks: List[bytes] = []
+        try:
+            for m in stream:
+                chunks.append(m.data)
+        except grpc.RpcError as e:
+            raise self._sent_error(addr, f"read {path}", e) from None
+        finally:
+            stream.cancel()
+        return b"".join(chunks)
+
+    def _sent_error(self, addr: str, what: str, e: grpc.RpcError) -> MegaflowError:
+        """Classify the failure of a call that was sent: never retried; a head
+        that failed is left for the next call."""
+        err = from_rpc_error(e)
+        if isinstance(err, DeadlineExceeded):
+            return DeadlineExceeded(f"megaflow: sandbox {self.id}: {what}: deadline passed (head {addr}: "
+                                    f"{err.message}); it may or may not have run", err.code, err.reason)
+        if isinstance(err, Unavailable) or type(err) is MegaflowError:
+            self._client._rotate(addr)
+            if type(err) in (Unavailable, MegaflowError):
+                return Unavailable(f"megaflow: sandbox {self.id}: {what}: head {addr}: {err.message}; "
+                                   f"it may or may not have run: retry it only if that is safe", err.code, err.reason)
+        return err
+
+
+# -- client side -------------------------------------------------------------
+
+
+def create(client: "Client", *, image: str, cpu_millis: Optional[int] = None, cpu: Optional[Any] = None,
+           memory: Optional[Any] = None, env: Optional[Mapping[str, str]] = None, working_dir: Optional[str] = None,
+           network: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+           lifetime: Optional[Seconds] = None, idle_timeout: Optional[Seconds] = None,
+           wait_ready: Optional[Seconds] = 120.0, id: Optional[str] = None, tenant: Optional[str] = None,
+           timeout: Optional[float] = None) -> Sandbox:
+    """:meth:`Client.sandbox`'s body (documented there)."""
+    sid = id or new_sandbox_id()
+    _check_id("id", sid)
+    if not isinstance(image, str) or not image.strip():
+        raise InvalidArgument(f"megaflow: sandbox {sid}: image is empty; name the image to run, e.g. python:3.12-slim")
+    spec = sbx.SandboxCreateSpec(id=sid, image=image)
+    t = client.tenant if tenant is None else tenant
+    if t:
+        if p := _ident_problem(t):
+            raise InvalidArgument(f"megaflow: sandbox {sid}: tenant: {p}")
+        spec.tenant = t
+    if cpu_millis is not None and cpu is not None:
+        raise InvalidArgument(f"megaflow: sandbox {sid}: give cpu_millis or cpu, not both")
+    try:
+        if cpu_millis is not None:
+            if isinstance(cpu_millis, bool) or not isinstance(cpu_millis, int) or not 0 <= cpu_millis <= 1 << 40:
+                raise InvalidArgument(f"megaflow: sandbox {sid}: cpu_millis {cpu_millis!r} is out of range: "
+                                      f"millicores, 0 (the cluster's default) to {1 << 40}")
+            spec.cpu_millis = cpu_millis
+        elif cpu is not None:
+            spec.cpu_millis = parse_cpu(cpu)
+        if memory is not None:
+            spec.memory_bytes = parse_memory(memory)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"megaflow: sandbox {sid}: {e.message}") from None
+    if spec.memory_bytes > 1 << 50:
+        raise InvalidArgument(f"megaflow: sandbox {sid}: memory {memory!r} is over the limit of {1 << 50} bytes")
+    spec.env.update(_env(sid, env))
+    if working_dir:
+        if not isinstance(working_dir, str) or not working_dir.startswith("/") or len(working_dir.encode()) > MAX_PATH:
+            raise InvalidArgument(f"megaflow: sandbox {sid}: working_dir {working_dir!r} must be an absolute path "
+                                  f"of at most {MAX_PATH} bytes")
+        spec.working_dir = working_dir
+    if network:
+        if not isinstance(network, str):
+            raise InvalidArgument(f"megaflow: sandbox {sid}: network {network!r} is not a network mode, e.g. \"none\" or \"bridge\"")
+        spec.network = network
+    for k, v in (labels or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str) or not k:
+            raise InvalidArgument(f"megaflow: sandbox {sid}: label {k!r}={v!r}: keys and values must be strings, keys non-empty")
+        spec.labels[k] = v
+    if lifetime is not None:
+        spec.lifetime_seconds = math.ceil(_seconds(lifetime, "lifetime", MAX_SECONDS))
+    if idle_timeout is not None:
+        spec.idle_timeout_seconds = math.ceil(_seconds(idle_timeout, "idle_timeout", MAX_SECONDS))
+    wait_s = 0.0 if wait_ready is None else _seconds(wait_ready, "wait_ready", MAX_WAIT_READY_S)
+    req = sbx.CreateSandboxRequest(spec=spec, wait_ready_millis=math.ceil(wait_s * 1000))
+    res = client._call("CreateSandbox", req, (client.timeout + wait_s) if timeout is None else timeout, sandbox=True)
+    client._observe(res.sandbox.index)
+    s = Sandbox(client, sid, res.sandbox)
+    if wait_s > 0 and res.sandbox.state not in _LIVE:
+        raise _ended(s, res.sandbox)
+    return s
+
+
+def get(client: "Client", sandbox_id: str, timeout: Optional[float]) -> Sandbox:
+    """:meth:`Client.get_sandbox`'s body."""
+    _check_id("sandbox_id", sandbox_id)
+    s = Sandbox(client, sandbox_id)
+    s.refresh(timeout=timeout)
+    return s
+
+
+def list_(client: "Client", tenant: Optional[str], all: bool, timeout: Optional[float]) -> List[SandboxInfo]:
+    """:meth:`Client.list_sandboxes`'s body."""
+    t = client.tenant if tenant is None else tenant
+    if t and (p := _ident_problem(t)):
+        raise InvalidArgument(f"megaflow: list_sandboxes: tenant: {p}")
+    res = client._call("ListSandboxes", sbx.ListSandboxesRequest(tenant=t, all=bool(all)), timeout, sandbox=True)
+    return list(res.sandboxes)
+
+
+def _ended(s: Sandbox, info: SandboxInfo) -> MegaflowError:
+    name = sandbox_state_name(info.state)
+    reason = "SANDBOX_" + name
+    from ._proto import types_pb2 as pb
+    code = pb.ReasonCode.Name(info.reason_code).replace("REASON_CODE_", "") if info.reason_code else "-"
+    cls = error_class(grpc.StatusCode.FAILED_PRECONDITION, reason)
+    e = cls(f"megaflow: sandbox {s.id} is {name} ({code}: {info.reason or 'no reason given'}); "
+            f"its files and processes are gone: create a new sandbox", grpc.StatusCode.FAILED_PRECONDITION, reason)
+    if isinstance(e, SandboxEnded):
+        e.sandbox = s
+    return e
+
+
+# -- local checks (the head's, before any RPC) ---------------------------------
+
+
+def _check_id(field: str, sid: Any) -> None:
+    rest = sid[4:] if isinstance(sid, str) and sid.startswith("sbx-") else None
+    if not rest or len(rest) > MAX_ID_SUFFIX or not set(rest) <= _ID_CHARS:
+        raise InvalidArgument(f"megaflow: {field} {sid!r} is not a sandbox id: want \"sbx-\" then 1 to "
+                              f"{MAX_ID_SUFFIX} of [a-z0-9], as Client.sandbox returns")
+
+
+def _seconds(value: Any, field: str, maximum: float) -> float:
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise InvalidArgument(f"megaflow: {field}: {value!r} is not a duration; use seconds or a datetime.timedelta")
+    if not 0 <= value <= maximum:
+        raise InvalidArgument(f"megaflow: {field}: {value!r} s is out of range: 0 to {maximum:g} s")
+    return float(value)
+
+
+def _argv(sid: str, cmd: Any) -> List[str]:
+    if isinstance(cmd, str):
+        if not cmd.strip():
+            raise InvalidArgument(f"megaflow: exec in {sid}: the command is empty")
+        return ["sh", "-c", cmd]
+    if isinstance(cmd, (bytes, bytearray)) or not isinstance(cmd, Sequence):
+        raise InvalidArgument(f"megaflow: exec in {sid}: cmd {cmd!r} is neither a list of strings (argv) nor a "
+                              f"string (run by sh -c)")
+    argv = list(cmd)
+    if not argv or len(argv) > MAX_ARGV:
+        raise InvalidArgument(f"megaflow: exec in {sid}: argv has {len(argv)} elements; give 1 to {MAX_ARGV}")
+    for a in argv:
+        if not isinstance(a, str) or "\x00" in a:
+            raise InvalidArgument(f"megaflow: exec in {sid}: argv element {a!r} is not a string without NUL")
+    if not argv[0]:
+        raise InvalidArgument(f"megaflow: exec in {sid}: argv[0] is empty; name the program")
+    return argv
+
+
+def _env(sid: str, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise InvalidArgument(f"megaflow: sandbox {sid}: env must be a mapping of str to str, not {type(env).__name__}")
+    if len(env) > MAX_ENV_ENTRIES:
+        raise InvalidArgument(f"megaflow: sandbox {sid}: env has {len(env)} entries; the limit is {MAX_ENV_ENTRIES}")
+    size = 0
+    for k, v in env.items():
+        if not isinstance(k, str) or not isinstance(v, str) or not k or "=" in k or "\x00" in k + v:
+            raise InvalidArgument(f"megaflow: sandbox {sid}: env {k!r}={v!r}: names and values must be strings, "
+                                  f"names non-empty without '=', no NUL")
+        size += len(k.encode()) + len(v.encode())
+    if size > MAX_ENV_BYTES:
+        raise InvalidArgument(f"megaflow: sandbox {sid}: env holds {size} bytes; the limit is {MAX_ENV_BYTES}")
+    return dict(env)
+
+
+def _cwd(sid: str, cwd: Optional[str]) -> str:
+    if cwd is None or cwd == "":
+        return ""
+    if not isinstance(cwd, str) or not cwd.startswith("/") or len(cwd.encode()) > MAX_PATH or "\x00" in cwd:
+        raise InvalidArgument(f"megaflow: exec in {sid}: cwd {cwd!r} must be an absolute path of at most {MAX_PATH} bytes")
+    return cwd
+
+
+def _path(sid: str, path: Any) -> None:
+    import posixpath
+    if (not isinstance(path, str) or not path.startswith("/") or posixpath.normpath(path) in ("/", "//")
+            or len(path.encode()) > MAX_PATH or "\x00" in path):
+        raise InvalidArgument(f"megaflow: sandbox {sid}: path {path!r} must be an absolute file path of at most "
+                              f"{MAX_PATH} bytes, e.g. /tmp/main.py")
+
+
+def _data(sid: str, field: str, data: Any, limit: int) -> bytes:
+    if data is None:
+        return b""
+    if isinstance(data, str):
+        b = data.encode("utf-8")
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        b = bytes(data)
+    else:
+        raise InvalidArgument(f"megaflow: sandbox {sid}: {field} must be bytes or str, not {type(data).__name__}")
+    if len(b) > limit:
+        raise InvalidArgument(f"megaflow: sandbox {sid}: {field} of {len(b)} bytes; the limit is {limit}")
+    return b
+
