@@ -1,5 +1,5 @@
 """Fake heads for the client's tests: in-process gRPC servers implementing
-MegaflowService, scripted to fail before they answer.
+MegaflowService and SandboxService, scripted to fail before they answer.
 
 Each FakeHead records the requests it got per method. A method's failures
 are a queue of (code, message, details) consumed one per call; when the
@@ -17,7 +17,8 @@ from typing import Any, Callable, Deque, Dict, List, Tuple
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 
-from megaflow._proto import rpc_status_pb2, service_pb2 as svc, service_pb2_grpc as svc_grpc, types_pb2 as pb
+from megaflow._proto import rpc_status_pb2, sandbox_pb2_grpc as sbx_grpc, service_pb2 as svc, \
+    service_pb2_grpc as svc_grpc, types_pb2 as pb
 
 Failure = Tuple[grpc.StatusCode, str, List[any_pb2.Any]]
 
@@ -42,6 +43,13 @@ def fail(code: grpc.StatusCode, message: str) -> Failure:
     return code, message, []
 
 
+def with_reason(code: grpc.StatusCode, message: str, reason: str, domain: str = "megaflow.io") -> Failure:
+    """A status with an ErrorInfo reason, as internal/errs sends errs.Error.Reason."""
+    info = rpc_status_pb2.ErrorInfo(reason=reason, domain=domain)
+    a = any_pb2.Any(type_url="type.googleapis.com/google.rpc.ErrorInfo", value=info.SerializeToString())
+    return code, message, [a]
+
+
 class FakeHead(svc_grpc.MegaflowServiceServicer):
     """One fake head on 127.0.0.1:<free port>."""
 
@@ -52,6 +60,7 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
         self.handlers: Dict[str, Callable[[Any, grpc.ServicerContext], Any]] = {}
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         svc_grpc.add_MegaflowServiceServicer_to_server(self, self.server)
+        sbx_grpc.add_SandboxServiceServicer_to_server(self, self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")
         self.addr = f"127.0.0.1:{port}"
         self.server.start()
@@ -120,6 +129,34 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
 
     def ArtifactGet(self, request, context):
         return self._stream("ArtifactGet", request, context)
+
+    # SandboxService (its method names differ from MegaflowService's).
+
+    def CreateSandbox(self, request, context):
+        return self._unary("CreateSandbox", request, context)
+
+    def GetSandbox(self, request, context):
+        return self._unary("GetSandbox", request, context)
+
+    def ListSandboxes(self, request, context):
+        return self._unary("ListSandboxes", request, context)
+
+    def CloseSandbox(self, request, context):
+        return self._unary("CloseSandbox", request, context)
+
+    def Exec(self, request, context):
+        return self._stream("Exec", request, context)
+
+    def WriteFile(self, request, context):
+        return self._unary("WriteFile", request, context)
+
+    def ReadFile(self, request, context):
+        return self._stream("ReadFile", request, context)
+
+
+def abort(context: grpc.ServicerContext, failure: Failure) -> None:
+    """Abort a handler with a Failure (for handlers that fail mid-stream)."""
+    _abort(context, *failure)
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str, details: List[any_pb2.Any]) -> None:

@@ -914,23 +914,54 @@ def _check_task_id(task_id: str) -> None:
 
 
 def _wait_connected(ch: grpc.Channel, timeout: float) -> Optional[grpc.ChannelConnectivity]:
-    """Ask a channel to connect and wait up to timeout for it to be READY
-    or for a fresh attempt to fail; return the state reached (None: no
-    answer in time)."""
+    """Wait up to timeout for a channel to be READY, asking it to connect
+    when it is not, or for a fresh connection attempt to fail; return the
+    state reached (None: no answer in time).
+
+    A channel already READY is only looked at: gRPC's connectivity poller
+    keeps running for a moment after the last unsubscribe, and when asked to
+    connect it may then touch a channel the caller has closed meanwhile."""
+    deadline = time.monotonic() + timeout
     done = threading.Event()
     seen: List[grpc.ChannelConnectivity] = []
 
-    def on_change(state: grpc.ChannelConnectivity) -> None:
+    def look(state: grpc.ChannelConnectivity) -> None:
         seen.append(state)
-        # The first callback reports the state at subscription; a
-        # TRANSIENT_FAILURE then may be an old attempt's: wait for the next.
-        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.SHUTDOWN) or \
-                (state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and len(seen) > 1):
-            done.set()
+        done.set()
 
-    ch.subscribe(on_change, try_to_connect=True)
+    ch.subscribe(look, try_to_connect=False)
     try:
         done.wait(timeout)
     finally:
+        ch.unsubscribe(look)
+    if not seen:
+        return None
+    if seen[0] in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.SHUTDOWN):
+        return seen[0]
+    done.clear()
+    states: List[grpc.ChannelConnectivity] = []
+
+    def on_change(state: grpc.ChannelConnectivity) -> None:
+        states.append(state)
+        # The first callback reports the state at subscription; a
+        # TRANSIENT_FAILURE then may be an old attempt's: wait for the next.
+        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.SHUTDOWN) or \
+                (state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and len(states) > 1):
+            done.set()
+
+    # Ask the channel to connect now: grpc's poller would only pass a
+    # subscriber's try_to_connect on after up to 0.2 s (and then may touch
+    # the channel after it is closed); without that private hook, fall back
+    # to the public way.
+    core = getattr(ch, "_channel", None)
+    try:
+        core.check_connectivity_state(True)  # type: ignore[union-attr]
+        ask = False
+    except Exception:
+        ask = True
+    ch.subscribe(on_change, try_to_connect=ask)
+    try:
+        done.wait(max(deadline - time.monotonic(), 0.0))
+    finally:
         ch.unsubscribe(on_change)
-    return seen[-1] if seen and done.is_set() else None
+    return states[-1] if states and done.is_set() else None
