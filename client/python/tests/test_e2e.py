@@ -1,8 +1,15 @@
 """End to end: a real `megaflow up --runtime process` on free loopback ports
-in a temporary data dir, driven from Python.
+in a temporary data dir, driven from Python; and, when a Docker Engine
+answers and has a busybox image, `megaflow up --runtime docker` for a
+sandbox session.
 
 The binary is $MEGAFLOW_BIN when set, else built from this repository with
 `go build` (the test is skipped, saying so, when neither is available).
+
+The sandbox test needs a local image with sh and sleep: $MEGAFLOW_SANDBOX_IMAGE,
+else megaflow-test/busybox:1 (the Go runtime tests build it) or
+megaflow/busybox:test (`make image`); it is skipped, saying which, when
+none is there (the workers never pull).
 """
 
 import os
@@ -56,9 +63,9 @@ def _free_port() -> int:
 class LocalCluster:
     """`megaflow up` in a subprocess; stop() sends SIGINT, waits, kills."""
 
-    def __init__(self, binary: str, data_dir: Path) -> None:
+    def __init__(self, binary: str, data_dir: Path, runtime: str = "process") -> None:
         self.grpc = f"127.0.0.1:{_free_port()}"
-        args = [binary, "up", "--runtime", "process", "--data-dir", str(data_dir),
+        args = [binary, "up", "--runtime", runtime, "--data-dir", str(data_dir),
                 "--grpc-addr", self.grpc, "--raft-addr", f"127.0.0.1:{_free_port()}",
                 "--gossip-addr", f"127.0.0.1:{_free_port()}",
                 "--worker-gossip-addr", f"127.0.0.1:{_free_port()}"]
@@ -92,17 +99,50 @@ class LocalCluster:
         return self.proc.returncode
 
 
-@pytest.fixture
-def cluster(megaflow_bin, tmp_path):
+def _start(megaflow_bin, tmp_path, runtime="process"):
     c = None
     for attempt in range(3):  # a port taken between asking and binding: try others
-        c = LocalCluster(megaflow_bin, tmp_path / f"data{attempt}")
+        c = LocalCluster(megaflow_bin, tmp_path / f"data{attempt}", runtime)
         try:
             c.wait_ready()
             break
         except RuntimeError:
             if attempt == 2 or "address already in use" not in "".join(c.output):
                 raise
+    return c
+
+
+@pytest.fixture
+def cluster(megaflow_bin, tmp_path):
+    c = _start(megaflow_bin, tmp_path)
+    yield c
+    rc = c.stop()
+    assert rc == 0, "megaflow up did not stop cleanly:\n" + "".join(c.output)
+
+
+@pytest.fixture
+def sandbox_image():
+    """A local image with sh and sleep, or a skip saying what is missing."""
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("no docker CLI: the sandbox test needs a Docker Engine")
+    try:
+        subprocess.run([docker, "version", "--format", "{{.Server.Version}}"], check=True, timeout=20,
+                       capture_output=True)
+    except (subprocess.SubprocessError, OSError) as e:
+        pytest.skip(f"no Docker Engine answers ({e}): the sandbox test needs one")
+    env = os.environ.get("MEGAFLOW_SANDBOX_IMAGE")
+    candidates = [env] if env else ["megaflow-test/busybox:1", "megaflow/busybox:test"]
+    for image in candidates:
+        if subprocess.run([docker, "image", "inspect", image], timeout=20, capture_output=True).returncode == 0:
+            return image
+    pytest.skip(f"none of the images {candidates} is on the Docker Engine (workers do not pull): "
+                f"run `make image` (megaflow/busybox:test) or set MEGAFLOW_SANDBOX_IMAGE")
+
+
+@pytest.fixture
+def docker_cluster(megaflow_bin, tmp_path, sandbox_image):
+    c = _start(megaflow_bin, tmp_path, "docker")
     yield c
     rc = c.stop()
     assert rc == 0, "megaflow up did not stop cleanly:\n" + "".join(c.output)
@@ -182,3 +222,50 @@ def test_graph_end_to_end(cluster, tmp_path):
         with pytest.raises(megaflow.InvalidArgument):
             c.submit(megaflow.GraphSpec(id="bad-type", tasks=[megaflow.TaskSpec(
                 name="a", image="busybox", command=["true"], runtime="bogus")]))
+
+
+def test_sandbox_end_to_end(docker_cluster, sandbox_image):
+    log = []  # a short transcript, printed with -s
+    with megaflow.Client([docker_cluster.grpc], timeout=20) as c:
+        with c.sandbox(image=sandbox_image, cpu_millis=200, memory="64Mi", env={"WHO": "agent"},
+                       labels={"purpose": "python-e2e"}, lifetime=600, idle_timeout=120, wait_ready=120) as sb:
+            assert sb.state == "READY" and sb.worker, sb.info
+            log.append(f"created {sb.id} on {sb.worker}: {sb.state}")
+            assert sb.id in [s.id for s in c.list_sandboxes()]
+            assert c.get_sandbox(sb.id).state == "READY"
+
+            r = sb.exec(["echo", "hello"])
+            assert (r.exit_code, r.stdout, r.stderr) == (0, b"hello\n", b"")
+            log.append(f"exec echo hello -> {r.exit_code} {r.text!r}")
+            r = sb.exec('echo "to $WHO"; echo oops >&2; exit 3')
+            assert (r.exit_code, r.text, r.stderr_text) == (3, "to agent\n", "oops\n")
+            log.append(f"exec sh -c '...exit 3' -> {r.exit_code} out={r.text!r} err={r.stderr_text!r}")
+            assert sb.exec("cat", stdin=b"piped").stdout == b"piped"
+
+            sb.write_file("/work/data/main.sh", "echo from-file $1\n", mode=0o755)
+            assert sb.read_file("/work/data/main.sh") == b"echo from-file $1\n"
+            r = sb.exec(["/work/data/main.sh", "x"], cwd="/work")
+            assert r.text == "from-file x\n", r
+            log.append(f"write_file/read_file /work/data/main.sh, exec it -> {r.text!r}")
+            with pytest.raises(megaflow.FileNotFound):
+                sb.read_file("/no/such/file")
+
+            t0 = time.monotonic()
+            r = sb.exec("sleep 30", timeout=1)
+            took = time.monotonic() - t0
+            assert r.timed_out and took < 15, (r, took)
+            log.append(f"exec sleep 30 timeout=1 -> timed_out={r.timed_out} exit={r.exit_code} in {took:.1f}s")
+
+            chunks = [x for x in sb.exec_stream("echo a; echo b >&2; echo c")]
+            assert isinstance(chunks[-1], megaflow.ExecResult) and chunks[-1].exit_code == 0
+            assert b"".join(b for k, b in chunks[:-1] if k == "stdout") == b"a\nc\n"
+        assert sb.state == "CLOSED"
+        log.append(f"closed: {sb.state}")
+        sb.close()  # idempotent
+        with pytest.raises(megaflow.SandboxClosed) as ei:
+            sb.exec(["echo", "late"])
+        assert isinstance(ei.value, megaflow.FailedPrecondition) and ei.value.reason == "SANDBOX_CLOSED"
+        log.append(f"exec after close -> {type(ei.value).__name__}: {ei.value.message}")
+        assert sb.id not in [s.id for s in c.list_sandboxes()]
+        assert sb.id in [s.id for s in c.list_sandboxes(all=True)]
+    print("\n" + "\n".join(log))

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, TextIO, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, TextIO, Tuple, TypeVar, Union
 
 import grpc
 
@@ -805,9 +805,9 @@ class Client:
     # -- sandboxes -------------------------------------------------------------
 
     def sandbox(self, image: str, *, cpu_millis: Optional[int] = None, cpu: Optional[Union[str, int, float]] = None,
-                memory: Optional[Union[str, int]] = None, env: Optional[Dict[str, str]] = None,
+                memory: Optional[Union[str, int]] = None, env: Optional[Mapping[str, str]] = None,
                 working_dir: Optional[str] = None, network: Optional[str] = None,
-                labels: Optional[Dict[str, str]] = None, lifetime: Optional[Seconds] = None,
+                labels: Optional[Mapping[str, str]] = None, lifetime: Optional[Seconds] = None,
                 idle_timeout: Optional[Seconds] = None, wait_ready: Optional[Seconds] = 120.0,
                 id: Optional[str] = None, tenant: Optional[str] = None,
                 timeout: Optional[float] = None) -> Sandbox:

@@ -487,13 +487,13 @@ def create(client: "Client", *, image: str, cpu_millis: Optional[int] = None, cp
         spec.tenant = t
     if cpu_millis is not None and cpu is not None:
         raise InvalidArgument(f"megaflow: sandbox {sid}: give cpu_millis or cpu, not both")
+    if cpu_millis is not None:
+        if isinstance(cpu_millis, bool) or not isinstance(cpu_millis, int) or not 0 <= cpu_millis <= 1 << 40:
+            raise InvalidArgument(f"megaflow: sandbox {sid}: cpu_millis {cpu_millis!r} is out of range: "
+                                  f"millicores, 0 (the cluster's default) to {1 << 40}")
+        spec.cpu_millis = cpu_millis
     try:
-        if cpu_millis is not None:
-            if isinstance(cpu_millis, bool) or not isinstance(cpu_millis, int) or not 0 <= cpu_millis <= 1 << 40:
-                raise InvalidArgument(f"megaflow: sandbox {sid}: cpu_millis {cpu_millis!r} is out of range: "
-                                      f"millicores, 0 (the cluster's default) to {1 << 40}")
-            spec.cpu_millis = cpu_millis
-        elif cpu is not None:
+        if cpu is not None:
             spec.cpu_millis = parse_cpu(cpu)
         if memory is not None:
             spec.memory_bytes = parse_memory(memory)
