@@ -323,6 +323,8 @@ def test_bad_input_fails_before_any_rpc(heads):
                 c.sandbox(**kw)
         with pytest.raises(megaflow.InvalidArgument, match="not a sandbox id"):
             c.get_sandbox("g-123")
+        with pytest.raises(megaflow.InvalidArgument, match="not a sandbox id"):
+            megaflow.Sandbox(c, "sbx-")
         sb = megaflow.Sandbox(c, "sbx-abc")
         for cmd in ([], "", "  ", [""], ["a", 1], b"echo", None, ["a\x00b"], ["x"] * 1025):
             with pytest.raises(megaflow.InvalidArgument):

@@ -136,6 +136,12 @@ class Sandbox:
     """
 
     def __init__(self, client: "Client", sandbox_id: str, info: Optional[SandboxInfo] = None) -> None:
+        """A handle without any RPC (prefer :meth:`Client.get_sandbox`).
+
+        Raises:
+            InvalidArgument: sandbox_id is not "sbx-" then [a-z0-9].
+        """
+        _check_id("sandbox_id", sandbox_id)
         self._client = client
         self.id = sandbox_id
         self._lock = threading.Lock()
