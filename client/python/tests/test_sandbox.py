@@ -369,3 +369,16 @@ def test_exec_stream_closed_early_cancels_the_exec(heads):
         it.close()
     assert cancelled.wait(5)
     assert box  # keeps the fixture's box alive for the handlers
+
+
+def test_calls_on_a_closed_client_are_refused(heads):
+    (h,) = heads(1)
+    Box().install(h)
+    c = megaflow.Client([h.addr], **FAST)
+    sb = c.get_sandbox("sbx-abc")
+    c.close()
+    for call in (lambda: sb.exec("true"), lambda: sb.write_file("/a", b""), lambda: sb.read_file("/a"),
+                 sb.refresh, sb.close):
+        with pytest.raises(megaflow.MegaflowError, match="client is closed"):
+            call()
+    assert h.count("Exec") == h.count("WriteFile") == h.count("CloseSandbox") == 0
