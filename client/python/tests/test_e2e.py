@@ -242,8 +242,8 @@ def test_sandbox_end_to_end(docker_cluster, sandbox_image):
             log.append(f"exec sh -c '...exit 3' -> {r.exit_code} out={r.text!r} err={r.stderr_text!r}")
             assert sb.exec("cat", stdin=b"piped").stdout == b"piped"
 
-            sb.write_file("/work/data/main.sh", "echo from-file $1\n", mode=0o755)
-            assert sb.read_file("/work/data/main.sh") == b"echo from-file $1\n"
+            sb.write_file("/work/data/main.sh", "#!/bin/sh\necho from-file $1\n", mode=0o755)
+            assert sb.read_file("/work/data/main.sh") == b"#!/bin/sh\necho from-file $1\n"
             r = sb.exec(["/work/data/main.sh", "x"], cwd="/work")
             assert r.text == "from-file x\n", r
             log.append(f"write_file/read_file /work/data/main.sh, exec it -> {r.text!r}")
