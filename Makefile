@@ -123,7 +123,9 @@ test:
 
 # The Python SDK (client/python): its unit tests against fake heads, and an
 # end-to-end test against `megaflow up --runtime process` (built with go, or
-# MEGAFLOW_BIN). Debian's python3 with python3-grpcio, python3-protobuf and
+# MEGAFLOW_BIN), and a sandbox session on `megaflow up --runtime docker`
+# (skipped without an engine or a local megaflow-test/busybox:1 or
+# megaflow/busybox:test image: `make image`). Debian's python3 with python3-grpcio, python3-protobuf and
 # python3-pytest (.ci/run installs them).
 PYTHON ?= /usr/bin/python3
 test-python:
