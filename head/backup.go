@@ -45,9 +45,7 @@ type operatorService struct {
 func snapshotInfo(v *state.View, size int64, sum []byte) *wire.SnapshotInfo {
 	info := &wire.SnapshotInfo{Index: v.Index(), Rules: v.Rules(), ClusterId: state.FormatClusterID(v.ClusterID()),
 		Workers: uint64(len(v.Workers())), SizeBytes: uint64(size), Sha256: hex.EncodeToString(sum)}
-	for range v.Graphs() {
-		info.Graphs++
-	}
+	info.Graphs = uint64(countGraphs(v))
 	for range v.Tasks() {
 		info.Tasks++
 	}

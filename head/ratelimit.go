@@ -113,14 +113,30 @@ func (h *Head) checkRate(ctx context.Context, fullMethod string, req any) error 
 	if len(md.Get(forwardedKey)) > 0 {
 		return nil
 	}
-	tenant := callTenant(md, req)
-	if ok, wait := h.limiter.allow(tenant, h.clock.Now()); !ok {
-		h.metrics.rateLimited.WithLabelValues(tenant).Inc()
-		return errs.ToStatus(&errs.Error{Class: errs.ResourceExhausted, RetryAfter: wait,
-			Message: "tenant " + tenant + " is over its API rate limit of " + formatRate(h.cfg.RateLimit, h.cfg.RateBurst) +
-				" on head " + h.cfg.NodeID + "; retry after " + wait.Round(time.Millisecond).String()})
+	if err := h.charge(callTenant(md, req), ""); err != nil {
+		return errs.ToStatus(err)
 	}
 	return nil
+}
+
+// charge takes one call from tenant's API rate limit (Config.RateLimit;
+// nothing without one). what, when not empty, says in the refusal which
+// calls count. Errors: ResourceExhausted with RetryAfter.
+func (h *Head) charge(tenant, what string) error {
+	if h.limiter == nil {
+		return nil
+	}
+	ok, wait := h.limiter.allow(tenant, h.clock.Now())
+	if ok {
+		return nil
+	}
+	h.metrics.rateLimited.WithLabelValues(tenant).Inc()
+	if what != "" {
+		what = " (" + what + ")"
+	}
+	return &errs.Error{Class: errs.ResourceExhausted, RetryAfter: wait,
+		Message: "tenant " + tenant + " is over its API rate limit of " + formatRate(h.cfg.RateLimit, h.cfg.RateBurst) +
+			" on head " + h.cfg.NodeID + what + "; retry after " + wait.Round(time.Millisecond).String()}
 }
 
 // callTenant is the tenant a call is charged to: the submitted graph's

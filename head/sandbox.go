@@ -251,7 +251,7 @@ func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64)
 		e.Reason = "SANDBOX_" + sandboxStateName(sb.State)
 		return nil, 0, "", e
 	}
-	if err := s.chargeTenant(sb.GetTenant()); err != nil {
+	if err := s.h.charge(sb.GetTenant(), "each sandbox exec and file call counts"); err != nil {
 		return nil, 0, "", err
 	}
 	t := view.Task(spec.SandboxTaskID(id))
@@ -271,22 +271,6 @@ func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64)
 		return nil, 0, "", err
 	}
 	return cli, a.Number, a.WorkerID, nil
-}
-
-// chargeTenant charges one call to tenant's API rate limit (head.Config's
-// RateLimit; none without it). Errors: ResourceExhausted with RetryAfter.
-func (s *sandboxService) chargeTenant(tenant string) error {
-	h := s.h
-	if h.limiter == nil {
-		return nil
-	}
-	if ok, wait := h.limiter.allow(tenant, h.clock.Now()); !ok {
-		h.metrics.rateLimited.WithLabelValues(tenant).Inc()
-		return &errs.Error{Class: errs.ResourceExhausted, RetryAfter: wait,
-			Message: "tenant " + tenant + " is over its API rate limit of " + formatRate(h.cfg.RateLimit, h.cfg.RateBurst) +
-				" on head " + h.cfg.NodeID + " (each sandbox exec and file call counts); retry after " + wait.Round(time.Millisecond).String()}
-	}
-	return nil
 }
 
 // Exec relays an exec to the sandbox's worker and its output back.
