@@ -59,10 +59,14 @@ func newSandboxService(h *Head, svc *service) *sandboxService {
 func (s *sandboxService) CreateSandbox(ctx context.Context, req *wire.CreateSandboxRequest) (*wire.CreateSandboxResponse, error) {
 	// Before rules 2 a started sandbox whose worker is lost would be placed
 	// again as an empty box: no sandbox until every head applies them.
+	// Unavailable, so that clients retry: a head that has not yet applied
+	// the leader's rules entry (a new cluster's follower) has it in
+	// milliseconds; a cluster mid-upgrade has it once every head runs the
+	// new build.
 	if r := s.h.fsm.View().Rules(); r < state.RulesSandboxLost {
-		return nil, errs.ToStatus(errs.New(errs.FailedPrecondition,
-			"the cluster applies rules %d and sandboxes need rules %d: every head must run a build that has them (megaflow cluster shows each head's RULES); the leader moves the cluster once they all do",
-			r, state.RulesSandboxLost))
+		return nil, errs.ToStatus(errs.New(errs.Unavailable,
+			"head %s applies rules %d and sandboxes need rules %d: every head must run a build that has them (megaflow cluster shows each head's RULES), and the leader then moves the cluster; retry",
+			s.h.cfg.NodeID, r, state.RulesSandboxLost))
 	}
 	sp, _ := proto.Clone(req.GetSpec()).(*wire.SandboxCreateSpec)
 	if sp != nil && sp.Id == "" {
