@@ -124,13 +124,24 @@ func TestLeaseLapseKillsTheTree(t *testing.T) {
 // rewritten) keeps the task running to its own end and exit code.
 func TestRenewedLeaseKeepsTheTask(t *testing.T) {
 	cmd, _, dir := start(t, 700*time.Millisecond, `sleep 2; exit 3`)
-	stop := time.Now().Add(3 * time.Second)
+	// The renewer is owned by the test: it stops, and is waited for,
+	// before the test returns, so it never writes into the directory
+	// after t.TempDir's cleanup has begun removing it.
+	stop, renewed := make(chan struct{}), make(chan struct{})
 	go func() {
-		for time.Now().Before(stop) {
-			_ = leaseinit.WriteExpiry(dir, time.Now().Add(700*time.Millisecond))
-			time.Sleep(100 * time.Millisecond)
+		defer close(renewed)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_ = leaseinit.WriteExpiry(dir, time.Now().Add(700*time.Millisecond))
+			}
 		}
 	}()
+	defer func() { close(stop); <-renewed }()
 	if code := waitExit(t, cmd, 5*time.Second); code != 3 {
 		t.Fatalf("exit %d, want the task's 3", code)
 	}
