@@ -110,6 +110,13 @@ type Config struct {
 	// between rounds of connection attempts. Defaults 100 ms and 5 s.
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
+	// DialTimeout bounds how long the worker waits for a head's
+	// connection to be ready (TCP, HTTP/2 settings) before it tries the
+	// next head. A head whose host is cut off never answers, and gRPC's own
+	// connect timeout is 20 s, longer than a worker lease: without this
+	// bound a reconnect round stuck on the old leader's address lets the
+	// lease lapse. Default 2 s; within [10ms, 1m].
+	DialTimeout time.Duration
 	// PoolMin is how many warm containers the worker keeps per pool key
 	// (image, tenant, limits) once a persistent task of that key ran here,
 	// even when idle. Default 0.
@@ -209,6 +216,7 @@ func DefaultConfig() Config {
 		MaxBatchEvents:      256,
 		ReconnectMin:        100 * time.Millisecond,
 		ReconnectMax:        5 * time.Second,
+		DialTimeout:         2 * time.Second,
 		PoolMax:             4,
 		PoolIdle:            5 * time.Minute,
 		LogShipInterval:     time.Second,
@@ -285,6 +293,7 @@ func (c *Config) Validate() error {
 		{"CallTimeout", c.CallTimeout, 100 * time.Millisecond},
 		{"BatchDelay", c.BatchDelay, 0},
 		{"ReconnectMin", c.ReconnectMin, time.Millisecond},
+		{"DialTimeout", c.DialTimeout, 10 * time.Millisecond},
 		{"LogShipInterval", c.LogShipInterval, 10 * time.Millisecond},
 		{"ServiceReadyTimeout", c.ServiceReadyTimeout, 10 * time.Millisecond},
 		{"ServiceProbeInterval", c.ServiceProbeInterval, time.Millisecond},
@@ -297,6 +306,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchDelay > time.Second {
 		add("BatchDelay %v is above 1s", c.BatchDelay)
+	}
+	if c.DialTimeout > time.Minute {
+		add("DialTimeout %v is above 1m", c.DialTimeout)
 	}
 	if c.ReconnectMax < c.ReconnectMin {
 		add("ReconnectMax %v is below ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)

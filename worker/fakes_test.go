@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -169,15 +170,21 @@ type fakeHead struct {
 	term     uint64
 	redirect string // answer NOT_LEADER naming this address
 	autoAck  bool
-	// leaseMillis and marginMillis go in the Welcome (0: no lease). The
-	// fake head never acks a heartbeat, so such a lease lapses.
+	// leaseMillis and marginMillis go in the Welcome and in each
+	// heartbeat's LeaseAck (0: no lease).
 	leaseMillis, marginMillis int64
-	onHello                   func(*wire.WorkerHello) []*wire.HeadMessage
-	hellos                    []*wire.WorkerHello
-	batches                   []*wire.EventBatch
-	heartbeats                int
-	refused                   int // streams refused with NOT_LEADER
-	sess                      *headSession
+	// silent: no heartbeat is answered (a real head answers each with a
+	// LeaseAck), so a lease lapses, and the worker leaves the stream as
+	// stalled after two unanswered heartbeats.
+	silent bool
+	// status is what the head answers to ClusterStatus (nil: Unimplemented).
+	status     *wire.ClusterStatusResponse
+	onHello    func(*wire.WorkerHello) []*wire.HeadMessage
+	hellos     []*wire.WorkerHello
+	batches    []*wire.EventBatch
+	heartbeats int
+	refused    int // streams refused with NOT_LEADER
+	sess       *headSession
 }
 
 type headSession struct {
@@ -193,6 +200,7 @@ func newFakeHead(t testing.TB, id string) *fakeHead {
 	}
 	h := &fakeHead{t: t, id: id, addr: lis.Addr().String(), srv: grpc.NewServer(), term: 1, autoAck: true}
 	wire.RegisterWorkerServiceServer(h.srv, h)
+	wire.RegisterMegaflowServiceServer(h.srv, fakeStatus{h: h})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -263,6 +271,14 @@ func (h *fakeHead) Connect(stream grpc.BidiStreamingServer[wire.WorkerMessage, w
 				}
 			case *wire.WorkerMessage_Heartbeat:
 				h.heartbeats++
+				if !h.silent {
+					ack := &wire.HeadMessage{Msg: &wire.HeadMessage_LeaseAck{LeaseAck: &wire.LeaseAck{HeartbeatUnixNanos: msg.Heartbeat.GetUnixNanos(),
+						LeaseMillis: h.leaseMillis, LeaseMarginMillis: h.marginMillis}}}
+					select {
+					case sess.out <- ack:
+					case <-ctx.Done():
+					}
+				}
 			}
 			h.mu.Unlock()
 		}
@@ -473,4 +489,20 @@ func (r *running) kill() {
 
 func spec(image string, cmd ...string) *wire.TaskSpec {
 	return &wire.TaskSpec{Name: "t", Image: image, Command: cmd}
+}
+
+// fakeStatus serves the fake head's ClusterStatus, which a worker asks
+// when its leader goes silent.
+type fakeStatus struct {
+	wire.UnimplementedMegaflowServiceServer
+	h *fakeHead
+}
+
+func (f fakeStatus) ClusterStatus(context.Context, *wire.ClusterStatusRequest) (*wire.ClusterStatusResponse, error) {
+	f.h.mu.Lock()
+	defer f.h.mu.Unlock()
+	if f.h.status == nil {
+		return nil, status.Error(codes.Unimplemented, "no status set")
+	}
+	return proto.Clone(f.h.status).(*wire.ClusterStatusResponse), nil
 }

@@ -173,6 +173,17 @@ const leaseTick = 200 * time.Millisecond
 func (w *Worker) leaseLoop(ctx context.Context) {
 	prev := w.clock.Now()
 	var lastGossip time.Time
+	// renewing is closed when the gossip renewal in flight returns (nil:
+	// none in flight). A renewal to a head whose host is cut off blocks for
+	// gossip's TCP timeout (10 s); it runs beside the loop, which keeps
+	// checking the lease meanwhile, and the loop waits for it on its way
+	// out.
+	var renewing chan struct{}
+	defer func() {
+		if renewing != nil {
+			<-renewing
+		}
+	}()
 	for {
 		if !clock.Sleep(w.clock, leaseTick, ctx.Done()) {
 			return
@@ -186,9 +197,20 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 		w.leaseMu.Lock()
 		held, renewed := w.lease.Held(), w.lease.Renewed()
 		w.leaseMu.Unlock()
-		if held && now.Sub(renewed) > 2*w.cfg.HeartbeatInterval && now.Sub(lastGossip) >= w.cfg.HeartbeatInterval {
+		if renewing != nil {
+			select {
+			case <-renewing:
+				renewing = nil
+			default:
+			}
+		}
+		if held && renewing == nil && now.Sub(renewed) > 2*w.cfg.HeartbeatInterval && now.Sub(lastGossip) >= w.cfg.HeartbeatInterval {
 			lastGossip = now
-			w.renewThroughGossip()
+			renewing = make(chan struct{})
+			go func(done chan struct{}) { // owned by leaseLoop, which waits for it
+				defer close(done)
+				w.renewThroughGossip()
+			}(renewing)
 		}
 		for {
 			select {
@@ -206,8 +228,8 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 
 // renewThroughGossip sends a lease renewal to the gossip member of the
 // last leader that welcomed this worker (heads' gossip names are their
-// node ids). It may block for gossip's TCP timeout; the lease loop calls
-// it.
+// node ids). It may block for gossip's TCP timeout; the lease loop runs
+// it beside itself, one at a time.
 func (w *Worker) renewThroughGossip() {
 	w.mu.Lock()
 	name := w.leaderID

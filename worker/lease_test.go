@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/contract"
 )
 
 // TestAssignmentReadAfterTheLeaseLapsedIsRefused: an assignment the worker
@@ -18,9 +19,9 @@ import (
 // start.
 func TestAssignmentReadAfterTheLeaseLapsedIsRefused(t *testing.T) {
 	head := newFakeHead(t, "h1")
-	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis = 300, 200 })
+	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis, h.silent = 300, 200, true })
 	rt := newFakeRT(t)
-	w := startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	w := startWorker(t, silentHeadConfig(t, rt, head.addr))
 	waitFor(t, 10*time.Second, "a stream", func() bool { return head.helloCount() >= 1 })
 	// The fake head acks no heartbeat: the Welcome's lease lapses 300 ms
 	// after the Hello.
@@ -47,9 +48,9 @@ func TestAssignmentReadAfterTheLeaseLapsedIsRefused(t *testing.T) {
 // leader's resend) beside attempt 2.
 func TestRefusedAssignmentSentAgainDoesNotStart(t *testing.T) {
 	head := newFakeHead(t, "h1")
-	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis, h.autoAck = 300, 200, false })
+	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis, h.autoAck, h.silent = 300, 200, false, true })
 	rt := newFakeRT(t)
-	w := startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	w := startWorker(t, silentHeadConfig(t, rt, head.addr))
 	waitFor(t, 10*time.Second, "a stream", func() bool { return head.helloCount() >= 1 })
 	waitFor(t, 10*time.Second, "the lease to lapse", func() bool { return w.leaseLapsed() })
 	head.send(assignMsg("g/t", 1, spec("img", "hang")))
@@ -67,4 +68,14 @@ func TestRefusedAssignmentSentAgainDoesNotStart(t *testing.T) {
 	if id := rt.containerOf("g/t", 1); id != "" {
 		t.Fatalf("the refused attempt started from the head's resend: container %s", id)
 	}
+}
+
+// silentHeadConfig is testConfig for a fake head that answers no
+// heartbeat: heartbeats 10 s apart, so that the worker does not leave the
+// stream as stalled (after two unanswered heartbeats) and get its lease
+// renewed by the next Welcome before the test sees the lease lapse.
+func silentHeadConfig(t *testing.T, rt contract.Runtime, head string) Config {
+	cfg := testConfig(t, rt, t.TempDir(), head)
+	cfg.HeartbeatInterval = 10 * time.Second
+	return cfg
 }

@@ -23,6 +23,7 @@ type workerMetrics struct {
 	startFailures *prometheus.CounterVec
 	orphans       prometheus.Counter
 	leaseLapses   prometheus.Counter
+	streamStalls  prometheus.Counter
 	backlog       prometheus.Gauge
 	backlogBytes  prometheus.Gauge
 }
@@ -55,6 +56,10 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 			Namespace: obs.Namespace, Subsystem: "worker", Name: "lease_lapses_total",
 			Help: "Times this worker's lease lapsed (no heartbeat acked by the leader within the lease) and it stopped every attempt it held.",
 		}),
+		streamStalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: "worker", Name: "stream_stalls_total",
+			Help: "Times this worker left its stream to a leader that answered no heartbeat for two intervals because another head named a new leader (the old leader's host cut off or frozen).",
+		}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Name: "artifact_upload_backlog",
 			Help: "Artifacts waiting to be uploaded to the blob store from this worker (set by the artifact uploader).",
@@ -81,7 +86,7 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 		defer w.mu.Unlock()
 		return float64(len(w.attempts))
 	})
-	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.leaseLapses, m.backlog, m.backlogBytes, connected, held)
+	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.leaseLapses, m.streamStalls, m.backlog, m.backlogBytes, connected, held)
 	return m
 }
 

@@ -1,14 +1,17 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -19,6 +22,13 @@ import (
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
+
+// stallHeartbeats is how many heartbeats in a row may go unanswered, each
+// for a whole HeartbeatInterval, before the worker asks the other heads
+// who leads (probeLeader): 2, so a cut-off leader's successor is looked
+// for 2 to 3 intervals after the cut-off leader's last message (4 to 6 s
+// at the default 2 s), well inside the 10 s lease.
+const stallHeartbeats = 2
 
 // maxRedirects bounds how many NOT_LEADER redirects are followed in a row
 // before the worker backs off (leaders can disagree during an election).
@@ -38,10 +48,11 @@ func (w *Worker) runStream(ctx context.Context) {
 	}()
 	backoff := w.cfg.ReconnectMin
 	hint := ""
+	lost := "" // the head whose stream just ended: tried last in the next round
 	redirects := 0
 	quiet := false // a failed round was already logged at warn level
 	for ctx.Err() == nil {
-		addrs := w.headAddrs(hint)
+		addrs := w.headAddrs(hint, lost)
 		next := ""
 		welcomed := false
 		var lastErr error
@@ -60,13 +71,30 @@ func (w *Worker) runStream(ctx context.Context) {
 				}
 				conns[addr] = conn
 			}
+			if err := w.awaitReady(ctx, conn); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				lastErr = fmt.Errorf("head %s: %w", addr, err)
+				w.log.Debug("head not reachable", "head", addr, "err", err)
+				continue
+			}
 			ok, err := w.session(ctx, conn, addr)
 			if ctx.Err() != nil {
 				return
 			}
 			if ok {
-				welcomed, hint = true, addr
-				w.log.Info("stream to the leader ended; reconnecting", "leader", addr, "err", err)
+				// The next round tries the new leader first when the
+				// other heads named one, then the others, the head just
+				// lost last: when its host is gone, dialling it first
+				// would only wait; when it still leads, a follower
+				// redirects back to it at once.
+				welcomed, hint, lost = true, "", addr
+				var moved *leaderMoved
+				if errors.As(err, &moved) {
+					hint = moved.addr
+				}
+				w.log.Info("stream to the leader ended; reconnecting", "leader", addr, "next", cmp.Or(hint, "the other heads first"), "err", err)
 				break
 			}
 			lastErr = err
@@ -123,9 +151,10 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-// headAddrs returns the gRPC addresses to try, first first: Config.Heads,
-// or the live heads in gossip sorted by name.
-func (w *Worker) headAddrs(first string) []string {
+// headAddrs returns the gRPC addresses to try, first first and last last
+// (either may be ""): Config.Heads, or the live heads in gossip sorted by
+// name.
+func (w *Worker) headAddrs(first, last string) []string {
 	var addrs []string
 	if len(w.cfg.Heads) > 0 {
 		addrs = slices.Clone(w.cfg.Heads)
@@ -136,11 +165,100 @@ func (w *Worker) headAddrs(first string) []string {
 			}
 		}
 	}
+	if last != "" && last != first && slices.Contains(addrs, last) {
+		addrs = append(slices.DeleteFunc(addrs, func(a string) bool { return a == last }), last)
+	}
 	if first != "" {
 		addrs = slices.DeleteFunc(addrs, func(a string) bool { return a == first })
 		addrs = append([]string{first}, addrs...)
 	}
 	return addrs
+}
+
+// leaderMoved is the error that ends a stream whose leader went silent
+// while another head names a different leader.
+type leaderMoved struct {
+	from   string        // the silent leader's address
+	silent time.Duration // how long it had been silent, in heartbeats
+	by     string        // the head that named the new leader
+	id     string        // the new leader's id
+	addr   string        // its gRPC address ("" when the head did not know it)
+	term   uint64        // the term the naming head is in
+}
+
+func (e *leaderMoved) Error() string {
+	return fmt.Sprintf("the leader at %s answered no heartbeat for %v, and head %s names %s (%s) leader in term %d: leaving for it",
+		e.from, e.silent, e.by, e.id, cmp.Or(e.addr, "address unknown"), e.term)
+}
+
+// probeLeader asks the heads at addrs, at once, who leads (their
+// ClusterStatus, each bounded by DialTimeout twice) and returns the first
+// answer naming a leader other than leaderID in term or later; nil when
+// none does (every head names the same leader, none is known yet, or none
+// answered).
+func (w *Worker) probeLeader(ctx context.Context, addrs []string, leaderID string, term uint64) *leaderMoved {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan *leaderMoved, len(addrs))
+	for _, a := range addrs {
+		go func() { // owned by probeLeader: each sends once, and out has room for all
+			out <- w.askLeader(ctx, a, leaderID, term)
+		}()
+	}
+	var found *leaderMoved
+	for range addrs {
+		if m := <-out; m != nil && found == nil {
+			found = m
+			cancel()
+		}
+	}
+	return found
+}
+
+// askLeader asks the head at addr who leads; see probeLeader.
+func (w *Worker) askLeader(ctx context.Context, addr, leaderID string, term uint64) *leaderMoved {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	if w.awaitReady(ctx, conn) != nil {
+		return nil
+	}
+	cctx, cancel := clock.WithTimeout(ctx, w.clock, w.cfg.DialTimeout)
+	defer cancel()
+	st, err := wire.NewMegaflowServiceClient(conn).ClusterStatus(cctx, &wire.ClusterStatusRequest{})
+	if err != nil || st.GetLeaderId() == "" || st.GetLeaderId() == leaderID || st.GetTerm() < term {
+		return nil
+	}
+	return &leaderMoved{by: addr, id: st.GetLeaderId(), addr: st.GetLeaderGrpcAddr(), term: st.GetTerm()}
+}
+
+// awaitReady starts conn's connection and waits, at most
+// Config.DialTimeout, until it is ready (TCP and HTTP/2 settings
+// exchanged). It fails at once when the connection fails (a refused
+// port), and on the bound when the head never answers (its host cut off
+// or frozen), so that a reconnect round moves on to the next head instead
+// of waiting out gRPC's 20 s connect timeout.
+func (w *Worker) awaitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	dctx, cancel := clock.WithTimeout(ctx, w.clock, w.cfg.DialTimeout)
+	defer cancel()
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return fmt.Errorf("connection %s", strings.ToLower(s.String()))
+		}
+		if !conn.WaitForStateChange(dctx, s) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("no answer within %v (connection %s)", w.cfg.DialTimeout, strings.ToLower(s.String()))
+		}
+	}
 }
 
 // headGone reports whether gossip says the head serving addr is dead or
@@ -283,6 +401,24 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 
 	hb := w.clock.NewTimer(w.cfg.HeartbeatInterval)
 	defer func() { hb.Stop() }()
+	// unanswered counts the heartbeats sent since the head last sent
+	// anything (it answers each with a LeaseAck). A stream whose leader's
+	// host was cut off stays open on this side until gRPC's keepalive
+	// gives up (15 s), longer than a lease. Once two heartbeats in a row
+	// went unanswered for a whole interval, the worker asks the other
+	// heads who leads, every interval while the silence lasts, and leaves
+	// the stream for the leader they name when it is another head: it
+	// reaches the new leader while its lease still holds. A leader that is
+	// only slow, or whose port alone is cut (the lease is renewed through
+	// gossip then), is named again by the others, and the stream is kept.
+	unanswered := 0
+	var probe chan *leaderMoved // the probe in flight; nil: none
+	probes := make(chan struct{}, 1)
+	probes <- struct{}{} // the token of the one probe that may run
+	defer func() {
+		cancel()
+		<-probes // the probe in flight, if any, has returned
+	}()
 	var linger clock.Timer
 	defer func() {
 		if linger != nil {
@@ -305,6 +441,7 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 			if r.err != nil {
 				return true, errs.FromStatus(r.err)
 			}
+			unanswered = 0
 			w.handleHeadMessage(ctx, r.msg)
 		case <-w.outbox.ready:
 			if w.cfg.BatchDelay > 0 && w.outbox.pendingLen() < w.cfg.MaxBatchEvents {
@@ -320,6 +457,14 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 			if err := sendHealth(false); err != nil {
 				return true, err
 			}
+		case moved := <-probe:
+			probe = nil
+			if moved != nil {
+				w.metrics.streamStalls.Inc()
+				moved.silent = time.Duration(unanswered) * w.cfg.HeartbeatInterval
+				moved.from = addr
+				return true, moved
+			}
 		case <-lingerC:
 			linger = nil
 			if err := flush(); err != nil {
@@ -329,6 +474,17 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 			if w.headGone(addr) {
 				return true, fmt.Errorf("gossip reports the leader at %s gone", addr)
 			}
+			if unanswered >= stallHeartbeats && probe == nil {
+				if others := slices.DeleteFunc(w.headAddrs("", ""), func(a string) bool { return a == addr }); len(others) > 0 {
+					<-probes
+					probe = make(chan *leaderMoved, 1)
+					go func(out chan<- *leaderMoved) { // owned by session, which takes the token back on its way out
+						defer func() { probes <- struct{}{} }()
+						out <- w.probeLeader(sctx, others, welcome.GetLeaderId(), welcome.GetTerm())
+					}(probe)
+				}
+			}
+			unanswered++
 			hbMsg := &wire.WorkerMessage{Msg: &wire.WorkerMessage_Heartbeat{Heartbeat: &wire.Heartbeat{UnixNanos: w.leaseSent(),
 				Info: w.takeInfoUpdate()}}}
 			if err := send(hbMsg); err != nil {

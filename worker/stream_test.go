@@ -3,12 +3,15 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestHelloAnnouncesAttempts(t *testing.T) {
@@ -221,4 +224,59 @@ func TestStaleLeaderTermRefused(t *testing.T) {
 	if l := w.Leader(); l == older.addr {
 		t.Error("the worker took a stream from a leader with an older term")
 	}
+}
+
+// TestStalledStreamLeftForTheNewLeader: a leader that stops answering
+// heartbeats (its host cut off: the TCP stream stays open on this side
+// until keepalive gives up, 15 s) is kept while the other heads still
+// name it leader (it may only be slow), and left for the new leader as
+// soon as one of them names another, while the worker's lease still
+// holds. Before, the worker waited for keepalive and then tried the lost
+// leader first again.
+func TestStalledStreamLeftForTheNewLeader(t *testing.T) {
+	cut := newFakeHead(t, "h1")
+	next := newFakeHead(t, "h2")
+	next.set(func(h *fakeHead) {
+		h.status = &wire.ClusterStatusResponse{HeadId: "h2", LeaderId: "h1", LeaderGrpcAddr: cut.addr, Term: 1}
+	})
+	w := startWorker(t, testConfig(t, newFakeRT(t), t.TempDir(), cut.addr, next.addr))
+	waitFor(t, 10*time.Second, "the worker at h1", func() bool { return w.Leader() == cut.addr })
+	cut.set(func(h *fakeHead) { h.silent = true })
+	// h2 still names h1: the worker stays, asking again each heartbeat.
+	waitFor(t, 10*time.Second, "ten heartbeats unanswered", func() bool {
+		cut.mu.Lock()
+		defer cut.mu.Unlock()
+		return cut.heartbeats >= 10
+	})
+	if w.Leader() != cut.addr || next.helloCount() != 0 {
+		t.Fatalf("the worker left a silent leader that the other head still names (leader %q, hellos at h2 %d)", w.Leader(), next.helloCount())
+	}
+	next.set(func(h *fakeHead) {
+		h.status = &wire.ClusterStatusResponse{HeadId: "h2", LeaderId: "h2", LeaderGrpcAddr: next.addr, Term: 2}
+		h.term = 2
+	})
+	waitFor(t, 10*time.Second, "the worker at h2", func() bool { return w.Leader() == next.addr })
+	if n := cut.helloCount(); n != 1 {
+		t.Errorf("%d hellos at the silent head, want 1: the round after it named the new leader tried the old one first", n)
+	}
+	if got := testutil.ToFloat64(w.metrics.streamStalls); got != 1 {
+		t.Errorf("stream_stalls_total %v, want 1", got)
+	}
+}
+
+// TestUnansweringHeadSkippedWithinTheDialTimeout: a head whose host
+// accepts TCP but never speaks (frozen, or cut off behind a proxy) is
+// given DialTimeout, not gRPC's 20 s connect timeout, before the worker
+// tries the next head.
+func TestUnansweringHeadSkippedWithinTheDialTimeout(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel's backlog), never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	next := newFakeHead(t, "h2")
+	cfg := testConfig(t, newFakeRT(t), t.TempDir(), lis.Addr().String(), next.addr)
+	cfg.DialTimeout = 200 * time.Millisecond
+	w := startWorker(t, cfg)
+	waitFor(t, 10*time.Second, "the worker at h2", func() bool { return w.Leader() == next.addr })
 }

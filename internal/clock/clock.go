@@ -5,7 +5,11 @@
 // nothing of the module, so any package may import it.
 package clock
 
-import "time"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // Clock is a source of time. Implementations are safe for concurrent use.
 type Clock interface {
@@ -68,5 +72,31 @@ func Sleep(c Clock, d time.Duration, done <-chan struct{}) bool {
 		return true
 	case <-done:
 		return false
+	}
+}
+
+// WithTimeout returns a copy of parent that is cancelled d after now on
+// clock c (or when parent ends, or when cancel is called), as
+// context.WithTimeout does on the real clock; a Fake moves it only when
+// the test advances time. Call cancel to release its timer and goroutine.
+// Once the timer fired, the context's Err is context.Canceled and its
+// context.Cause is context.DeadlineExceeded.
+func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := c.NewTimer(d)
+	done := make(chan struct{})
+	go func() { // owned by the returned context: ends with it or with the timer
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() { close(done) })
+		cancel(context.Canceled)
 	}
 }

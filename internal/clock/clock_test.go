@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -318,5 +320,54 @@ func recvBool(t *testing.T, ch <-chan bool) bool {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no result after 10 s")
 		return false
+	}
+}
+
+// TestWithTimeout: the context ends when the fake clock passes the
+// timeout (cause DeadlineExceeded), not before; cancel ends it at once
+// (cause Canceled); a parent's end ends it.
+func TestWithTimeout(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	ctx, cancel := WithTimeout(context.Background(), f, time.Second)
+	defer cancel()
+	f.Advance(999 * time.Millisecond)
+	select {
+	case <-ctx.Done():
+		t.Fatal("ended before its timeout")
+	default:
+	}
+	f.Advance(time.Millisecond)
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not ended 5 s (real) after the fake clock passed its timeout")
+	}
+	if c := context.Cause(ctx); c != context.DeadlineExceeded {
+		t.Fatalf("cause %v, want DeadlineExceeded", c)
+	}
+
+	ctx2, cancel2 := WithTimeout(context.Background(), f, time.Hour)
+	cancel2()
+	<-ctx2.Done()
+	if c := context.Cause(ctx2); c != context.Canceled {
+		t.Fatalf("cause %v after cancel, want Canceled", c)
+	}
+	cancel2() // a second call is harmless
+
+	parent, stop := context.WithCancel(context.Background())
+	ctx3, cancel3 := WithTimeout(parent, f, time.Hour)
+	defer cancel3()
+	stop()
+	<-ctx3.Done()
+	if f.Waiters() != 0 {
+		// The goroutines stop their timers once their contexts end;
+		// wait for that with a deadline.
+		deadline := time.Now().Add(5 * time.Second)
+		for f.Waiters() != 0 && time.Now().Before(deadline) {
+			runtime.Gosched()
+		}
+		if n := f.Waiters(); n != 0 {
+			t.Fatalf("%d fake timers still armed after every context ended", n)
+		}
 	}
 }

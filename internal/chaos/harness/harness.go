@@ -147,37 +147,14 @@ func (c *Config) say(format string, args ...any) {
 // run (no namespaces, a binary missing, a cluster that never started); a
 // run whose verdict fails returns a Result with Verdict.Failures set.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if why := netns.Available(ctx); why != "" {
-		return nil, errors.New(why)
-	}
-	// The init runs as each task's argv[0], in the task's own directory.
-	abs, err := filepath.Abs(cfg.InitBin)
-	if err != nil {
-		return nil, fmt.Errorf("--init-bin %q: %w", cfg.InitBin, err)
-	}
-	cfg.InitBin = abs
-	res := &Result{Config: cfg, Schedule: fault.Schedule(cfg.Profile, cfg.Seed)}
-	swept, err := netns.Sweep(ctx, nil)
-	res.Swept = swept
-	if err != nil {
-		cfg.say("chaos: removing a crashed run's leftovers: %v", err)
-	}
-	for _, d := range []string{"logs", "data", "hosts"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	res.LogDir = filepath.Join(cfg.Dir, "logs")
 	start := time.Now()
-	c, err := newCluster(ctx, &cfg)
+	c, swept, err := prepare(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	res.Prefix = c.net.Prefix
 	defer c.remove()
+	res := &Result{Config: cfg, Schedule: fault.Schedule(cfg.Profile, cfg.Seed), Swept: swept,
+		LogDir: filepath.Join(cfg.Dir, "logs"), Prefix: c.net.Prefix}
 	cfg.say("chaos: network %s (%s.0/24), 3 heads, %d workers; seed %d, profile %s: %d faults over %v; data and logs in %s",
 		c.net.Prefix, c.net.Subnet, cfg.Workers, cfg.Seed, cfg.Profile.Name, len(res.Schedule), cfg.Profile.Duration, cfg.Dir)
 	if err := c.startAll(ctx); err != nil {
@@ -217,6 +194,36 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		_ = os.RemoveAll(filepath.Join(cfg.Dir, "hosts"))
 	}
 	return res, nil
+}
+
+// prepare checks cfg, makes the init's path absolute, removes what a
+// crashed run left (it returns their prefixes), makes the run's folders
+// and builds the network and its processes (not started). The caller
+// removes the cluster.
+func prepare(ctx context.Context, cfg *Config) (*cluster, []string, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if why := netns.Available(ctx); why != "" {
+		return nil, nil, errors.New(why)
+	}
+	// The init runs as each task's argv[0], in the task's own directory.
+	abs, err := filepath.Abs(cfg.InitBin)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--init-bin %q: %w", cfg.InitBin, err)
+	}
+	cfg.InitBin = abs
+	swept, err := netns.Sweep(ctx, nil)
+	if err != nil {
+		cfg.say("chaos: removing a crashed run's leftovers: %v", err)
+	}
+	for _, d := range []string{"logs", "data", "hosts"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+			return nil, swept, err
+		}
+	}
+	c, err := newCluster(ctx, cfg)
+	return c, swept, err
 }
 
 // freezeSlack is how long after its SIGCONT a frozen worker's stale
