@@ -36,3 +36,20 @@ def dead_addr():
     addr = "127.0.0.1:%d" % s.getsockname()[1]
     s.close()
     return addr
+
+
+@pytest.fixture(params=["sync", "aio"])
+def api(request):
+    """The client under test: megaflow's blocking Client and Sandbox, or
+    megaflow.aio's driven through a blocking adapter (aiosync.py), so that
+    every behaviour test runs against both with the same assertions."""
+    if request.param == "sync":
+        import megaflow
+        yield megaflow
+        return
+    from aiosync import AioApi
+    a = AioApi()
+    try:
+        yield a
+    finally:
+        a.stop()
