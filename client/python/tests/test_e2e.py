@@ -27,25 +27,19 @@ import pytest
 import megaflow
 import megaflow.aio
 
-REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT = 60  # seconds for `megaflow up` to say ready
 STOP_TIMEOUT = 30  # seconds for it to stop after SIGINT before it is killed
 
 
 @pytest.fixture(scope="session")
-def megaflow_bin(tmp_path_factory):
-    """The megaflow binary: $MEGAFLOW_BIN, or one built with go."""
+def megaflow_bin(bin_dir):
+    """The megaflow binary: $MEGAFLOW_BIN, or the one in bin_dir (conftest)."""
     env_bin = os.environ.get("MEGAFLOW_BIN")
     if env_bin:
         if not os.access(env_bin, os.X_OK):
             pytest.fail(f"MEGAFLOW_BIN={env_bin} is not an executable")
         return env_bin
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("Go is not installed and MEGAFLOW_BIN is not set: cannot build the megaflow binary")
-    out = tmp_path_factory.mktemp("bin") / "megaflow"
-    subprocess.run([go, "build", "-o", str(out), "./cmd/megaflow"], cwd=REPO, check=True, timeout=600)
-    return str(out)
+    return str(bin_dir / "megaflow")
 
 
 def _free_port() -> int:
