@@ -26,6 +26,7 @@ import pytest
 
 import megaflow
 import megaflow.aio
+import megaflow.gym
 
 START_TIMEOUT = 60  # seconds for `megaflow up` to say ready
 STOP_TIMEOUT = 30  # seconds for it to stop after SIGINT before it is killed
@@ -297,6 +298,7 @@ def test_sandbox_end_to_end(docker_cluster, sandbox_image):
         assert sb.id not in [s.id for s in c.list_sandboxes()]
         assert sb.id in [s.id for s in c.list_sandboxes(all=True)]
     log.extend(asyncio.run(asyncio.wait_for(_aio_sandboxes(docker_cluster.grpc, sandbox_image), 180)))
+    log.append(_gym_episode(docker_cluster.grpc, sandbox_image))
     print("\n" + "\n".join(log))
 
 
@@ -318,3 +320,26 @@ async def _aio_sandboxes(addr: str, image: str) -> list:
         ids = await asyncio.gather(*[episode(i) for i in range(3)])
         assert len(set(ids)) == 3
         return [f"aio: 3 sandboxes stepped at once and closed: {', '.join(ids)}"]
+
+
+def _gym_episode(addr: str, image: str) -> str:
+    """megaflow.gym.SandboxEnv on a real sandbox: a task file, a seeded
+    setup, steps scored by their exit, termination on a solved check."""
+    def solved(env, action, result):
+        return result.ok and result.text.strip() == "42"
+
+    with megaflow.Client([addr], timeout=20) as c:
+        with megaflow.gym.SandboxEnv(c, image, sandbox=dict(cpu_millis=100, memory="32Mi", lifetime=600),
+                                     files={"/work/task": "print the answer\n"},
+                                     setup=['cat /work/task; echo "seed $MEGAFLOW_SEED"'],
+                                     reward=lambda env, a, r: 1.0 if r.ok else 0.0, terminate=solved,
+                                     max_steps=5, step_timeout=30) as env:
+            obs, info = env.reset(seed=3)
+            assert obs == "print the answer\nseed 3\n", obs
+            obs, r, term, trunc, info = env.step("ls /nope")
+            assert (r, term, trunc, info["exit_code"]) == (0.0, False, False, 1) and "nope" in obs
+            obs, r, term, trunc, info = env.step(["sh", "-c", "echo 42"])
+            assert (obs, r, term, trunc, info["step"]) == ("42\n", 1.0, True, False, 2)
+            sid = env.sandbox.id
+        assert c.get_sandbox(sid).state == "CLOSED"
+    return f"gym: episode in {sid}: reset (seed 3), 2 steps, terminated with reward 1.0"

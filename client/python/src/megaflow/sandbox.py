@@ -190,7 +190,9 @@ class SandboxBase:
         return self.info.worker_id
 
     def __repr__(self) -> str:
-        return f"<{type(self).__module__.split('.')[0]}.{type(self).__qualname__} {self.id} {self.state}>"
+        mod = type(self).__module__
+        name = "megaflow.Sandbox" if mod == __name__ else f"{mod}.{type(self).__qualname__}"
+        return f"<{name} {self.id} {self.state}>"
 
     def _closed_now(self) -> bool:
         with self._lock:
