@@ -265,8 +265,12 @@ class Retry:
             MegaflowError: err, when a retry cannot change the answer.
         """
         if isinstance(err, DeadlineExceeded) or time.monotonic() >= self.deadline:
+            # A try cut short by the deadline says only that: keep the error
+            # that made the earlier tries fail, which says why.
+            before = f"; the try before: {self.last}" if isinstance(err, DeadlineExceeded) and self.last != "none" \
+                else ""
             raise DeadlineExceeded(f"megaflow: {self.method}: deadline passed (last error from head {addr}: "
-                                   f"{err.message})", err.code) from err
+                                   f"{err.message}{before})", err.code) from err
         if not retryable(err):
             raise err
         self.last = f"{err.message} (from head {addr})"
