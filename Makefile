@@ -121,12 +121,16 @@ test:
 	$(MAKE) fuzz
 	$(MAKE) test-python
 
-# The Python SDK (client/python): its unit tests against fake heads, and an
-# end-to-end test against `megaflow up --runtime process` (built with go, or
-# MEGAFLOW_BIN), and a sandbox session on `megaflow up --runtime docker`
+# The Python SDK (client/python): its unit tests against fake heads (the
+# blocking client and megaflow.aio), an end-to-end test against `megaflow up
+# --runtime process`, a sandbox session on `megaflow up --runtime docker`
 # (skipped without an engine or a local megaflow-test/busybox:1 or
-# megaflow/busybox:test image: `make image`). Debian's python3 with python3-grpcio, python3-protobuf and
-# python3-pytest (.ci/run installs them).
+# megaflow/busybox:test image: `make image`), and a leader head SIGKILLed
+# under a 3-head cluster of megaflow-head and megaflow-worker daemons. The
+# binaries are built with one `go build` into a temp dir, or taken from
+# MEGAFLOW_BIN_DIR (e.g. MEGAFLOW_BIN_DIR=bin after `make build`: about 50 s
+# in all on 2 cores). Debian's python3 with python3-grpcio, python3-protobuf
+# and python3-pytest (.ci/run installs them).
 PYTHON ?= /usr/bin/python3
 test-python:
 	cd client/python && $(PYTHON) -m pytest -q tests

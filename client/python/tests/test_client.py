@@ -23,30 +23,30 @@ def small_graph(gid="step-1"):
     return g
 
 
-def test_unavailable_head_rotates_to_the_next(heads):
+def test_unavailable_head_rotates_to_the_next(heads, api):
     h1, h2 = heads(2)
     h1.fail_next("SubmitGraph", fail(grpc.StatusCode.UNAVAILABLE, "no leader"))
     h1.handlers["SubmitGraph"] = submitted
     h2.handlers["SubmitGraph"] = submitted
-    with megaflow.Client([h1.addr, h2.addr], **FAST) as c:
+    with api.Client([h1.addr, h2.addr], **FAST) as c:
         assert c.submit(small_graph()) == "step-1"
         assert c.heads[0] == h2.addr
     assert (h1.count("SubmitGraph"), h2.count("SubmitGraph")) == (1, 1)
 
 
-def test_dead_head_is_skipped(heads, dead_addr):
+def test_dead_head_is_skipped(heads, dead_addr, api):
     (h,) = heads(1)
     h.handlers["SubmitGraph"] = submitted
-    with megaflow.Client([dead_addr, h.addr], **FAST) as c:
+    with api.Client([dead_addr, h.addr], **FAST) as c:
         assert c.submit(small_graph()) == "step-1"
         assert c.heads[0] == h.addr
 
 
-def test_not_leader_is_followed_without_waiting(heads):
+def test_not_leader_is_followed_without_waiting(heads, api):
     follower, leader = heads(2)
     follower.fail_next("SubmitGraph", not_leader(leader.addr))
     leader.handlers["SubmitGraph"] = submitted
-    with megaflow.Client([follower.addr], backoff=(5, 5), timeout=3) as c:
+    with api.Client([follower.addr], backoff=(5, 5), timeout=3) as c:
         t0 = time.monotonic()
         c.submit(small_graph())
         assert time.monotonic() - t0 < 2.5  # no backoff wait (it would be >= 2.5 s)
@@ -54,13 +54,13 @@ def test_not_leader_is_followed_without_waiting(heads):
     assert leader.count("SubmitGraph") == 1
 
 
-def test_retries_keep_the_generated_graph_id(heads):
+def test_retries_keep_the_generated_graph_id(heads, api):
     (h,) = heads(1)
     h.fail_next("SubmitGraph", fail(grpc.StatusCode.UNAVAILABLE, "x"), fail(grpc.StatusCode.UNAVAILABLE, "y"))
     h.handlers["SubmitGraph"] = submitted
     g = megaflow.Graph()
     g.task("a", ["true"], image="busybox")
-    with megaflow.Client([h.addr], tenant="team-a", **FAST) as c:
+    with api.Client([h.addr], tenant="team-a", **FAST) as c:
         gid = c.submit(g)
     ids = {r.graph.id for r in h.calls["SubmitGraph"]}
     assert ids == {gid} and gid.startswith("g-") and len(h.calls["SubmitGraph"]) == 3
@@ -68,11 +68,11 @@ def test_retries_keep_the_generated_graph_id(heads):
     assert g.id == ""  # the builder is not modified
 
 
-def test_rate_limit_waits_retry_after(heads):
+def test_rate_limit_waits_retry_after(heads, api):
     (h,) = heads(1)
     h.fail_next("GetGraph", rate_limited(0.02))
     h.handlers["GetGraph"] = lambda r, c: graph_row(r.graph_id, pb.GRAPH_STATE_RUNNING, running=1)
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         assert c.get_graph("g1").state == pb.GRAPH_STATE_RUNNING
     assert h.count("GetGraph") == 2
 
@@ -89,10 +89,10 @@ def test_rate_limit_waits_retry_after(heads):
     (grpc.StatusCode.UNAUTHENTICATED, megaflow.PermissionDenied),
     (grpc.StatusCode.UNKNOWN, megaflow.MegaflowError),
 ])
-def test_errors_map_to_classes_without_retry(heads, code, cls):
+def test_errors_map_to_classes_without_retry(heads, code, cls, api):
     (h,) = heads(1)
     h.fail_next("SubmitGraph", fail(code, 'graph "step-1": the message from the head'))
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(cls) as ei:
             c.submit(small_graph())
     assert type(ei.value) is cls
@@ -109,10 +109,10 @@ def test_error_hierarchy():
     assert issubclass(megaflow.NotFound, megaflow.MegaflowError)
 
 
-def test_deadline_bounds_the_retries(heads):
+def test_deadline_bounds_the_retries(heads, api):
     (h,) = heads(1)
     h.fail_next("GetGraph", *[fail(grpc.StatusCode.UNAVAILABLE, "no leader yet")] * 1000)
-    with megaflow.Client([h.addr], backoff=(0.01, 0.05)) as c:
+    with api.Client([h.addr], backoff=(0.01, 0.05)) as c:
         t0 = time.monotonic()
         with pytest.raises(megaflow.DeadlineExceeded) as ei:
             c.get_graph("g1", timeout=0.5)
@@ -121,9 +121,9 @@ def test_deadline_bounds_the_retries(heads):
     assert h.count("GetGraph") > 1
 
 
-def test_bad_input_fails_before_any_rpc(heads, monkeypatch):
+def test_bad_input_fails_before_any_rpc(heads, monkeypatch, api):
     (h,) = heads(1)
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         bad = megaflow.Graph("step-1")
         bad.task("a", ["true"], image="busybox", after=["nope"])
         with pytest.raises(megaflow.InvalidGraph, match='task "a": depends_on: unknown task "nope"'):
@@ -137,19 +137,19 @@ def test_bad_input_fails_before_any_rpc(heads, monkeypatch):
     assert not h.calls
     monkeypatch.delenv("MEGAFLOW_HEADS", raising=False)
     with pytest.raises(megaflow.InvalidArgument, match="MEGAFLOW_HEADS"):
-        megaflow.Client()
+        api.Client()
     with pytest.raises(megaflow.InvalidArgument, match="no port"):
-        megaflow.Client(["localhost"])
+        api.Client(["localhost"])
     with pytest.raises(megaflow.InvalidArgument, match="tenant"):
-        megaflow.Client([h.addr], tenant="bad tenant")
+        api.Client([h.addr], tenant="bad tenant")
     monkeypatch.setenv("MEGAFLOW_HEADS", f" {h.addr} ,127.0.0.1:1")
-    with megaflow.Client() as c:
+    with api.Client() as c:
         assert c.heads == [h.addr, "127.0.0.1:1"]
 
 
-def test_closed_client_refuses_calls(heads):
+def test_closed_client_refuses_calls(heads, api):
     (h,) = heads(1)
-    c = megaflow.Client([h.addr], **FAST)
+    c = api.Client([h.addr], **FAST)
     c.close()
     with pytest.raises(megaflow.MegaflowError, match="closed"):
         c.get_graph("g1")
@@ -160,7 +160,7 @@ def _events(gid, *specs):
             for i, s, t, ts, gs in specs]
 
 
-def test_watch_resumes_after_the_last_event(heads):
+def test_watch_resumes_after_the_last_event(heads, api):
     h1, h2 = heads(2)
     evs = _events("g1", (5, 0, "g1/a", pb.TASK_STATE_RUNNING, 0), (5, 1, "g1/b", pb.TASK_STATE_QUEUED, 0),
                   (6, 0, "g1/a", pb.TASK_STATE_SUCCEEDED, 0), (9, 0, "", 0, pb.GRAPH_STATE_SUCCEEDED))
@@ -175,7 +175,7 @@ def test_watch_resumes_after_the_last_event(heads):
 
     h1.handlers["Watch"] = broken
     h2.handlers["Watch"] = rest
-    with megaflow.Client([h1.addr, h2.addr], **FAST) as c:
+    with api.Client([h1.addr, h2.addr], **FAST) as c:
         got = []
         for ev in c.watch("g1", timeout=5):
             got.append(ev)
@@ -186,15 +186,15 @@ def test_watch_resumes_after_the_last_event(heads):
     assert (r.after_index, r.after_seq, r.graph_id) == (5, 1, "g1")
 
 
-def test_watch_out_of_range_is_raised(heads):
+def test_watch_out_of_range_is_raised(heads, api):
     (h,) = heads(1)
     h.fail_next("Watch", fail(grpc.StatusCode.OUT_OF_RANGE, "cursor 3 is older than the retained history (from 100)"))
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(megaflow.OutOfRange, match="retained"):
             next(c.watch("g1", after=megaflow.Cursor(3, 0), timeout=5))
 
 
-def test_wait_returns_the_terminal_graph_and_reports_progress(heads):
+def test_wait_returns_the_terminal_graph_and_reports_progress(heads, api):
     (h,) = heads(1)
     reads = []
 
@@ -211,14 +211,14 @@ def test_wait_returns_the_terminal_graph_and_reports_progress(heads):
     h.handlers["GetGraph"] = get
     h.handlers["Watch"] = watch
     out = io.StringIO()
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         g = c.wait("g1", timeout=5, progress=True, out=out)
     assert g.state == pb.GRAPH_STATE_SUCCEEDED
     assert out.getvalue().endswith("g1: succeeded 2/2 done (2 ok, 0 failed, 0 running, 0 waiting)\n")
     assert reads[-1].read.min_index >= 10  # read your reads
 
 
-def test_wait_times_out(heads):
+def test_wait_times_out(heads, api):
     (h,) = heads(1)
     h.handlers["GetGraph"] = lambda r, c: graph_row("g1", pb.GRAPH_STATE_RUNNING, running=1)
 
@@ -229,12 +229,12 @@ def test_wait_times_out(heads):
         done.wait(10)
 
     h.handlers["Watch"] = watch
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(megaflow.DeadlineExceeded, match="not finished"):
             c.wait("g1", timeout=0.5)
 
 
-def test_results_parse_json_and_report_failures(heads):
+def test_results_parse_json_and_report_failures(heads, api):
     (h,) = heads(1)
     tasks = [pb.Task(id="g1/gen", state=pb.TASK_STATE_SUCCEEDED, result=b'{"reward": 0.75, "n": 3}',
                      attempts=[pb.Attempt(number=1, exit_code=0)]),
@@ -247,7 +247,7 @@ def test_results_parse_json_and_report_failures(heads):
         return svc.ListTasksResponse(tasks=tasks[1:], meta=svc.ReadMeta(index=4))
 
     h.handlers["ListTasks"] = list_tasks
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         res = c.results("g1")
     assert list(res) == ["gen", "score"]
     assert res["gen"].succeeded and res["gen"].result == {"reward": 0.75, "n": 3}
@@ -256,7 +256,7 @@ def test_results_parse_json_and_report_failures(heads):
         ("FAILED", "exit code 3", "EXIT_CODE", 3, 2, None)
 
 
-def test_logs_resume_after_the_last_chunk(heads):
+def test_logs_resume_after_the_last_chunk(heads, api):
     h1, h2 = heads(2)
 
     def broken(req, ctx):
@@ -269,11 +269,11 @@ def test_logs_resume_after_the_last_chunk(heads):
 
     h1.handlers["Logs"] = broken
     h2.handlers["Logs"] = rest
-    with megaflow.Client([h1.addr, h2.addr], **FAST) as c:
+    with api.Client([h1.addr, h2.addr], **FAST) as c:
         assert c.logs("g1/a") == "hello world\n"
 
 
-def test_download_checks_sha256(heads, tmp_path):
+def test_download_checks_sha256(heads, tmp_path, api):
     (h,) = heads(1)
     body = b"x" * 100_000
     files = {"out/traj.json": body, "metrics.txt": b"ok"}
@@ -290,7 +290,7 @@ def test_download_checks_sha256(heads, tmp_path):
             yield svc.ArtifactGetResponse(data=b[i:i + 32768])
 
     h.handlers["ArtifactGet"] = get
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         got = c.download("g1/a", tmp_path, paths=["out/traj.json"])
         assert got == [tmp_path / "out" / "traj.json"] and got[0].read_bytes() == body
         with pytest.raises(megaflow.ChecksumMismatch):
@@ -300,18 +300,18 @@ def test_download_checks_sha256(heads, tmp_path):
             c.download("g1/a", tmp_path, paths=["missing"])
 
 
-def test_not_leader_without_an_address_rotates(heads):
+def test_not_leader_without_an_address_rotates(heads, api):
     h1, h2 = heads(2)
     h1.fail_next("GetGraph", not_leader(""))
     h2.handlers["GetGraph"] = lambda r, c: graph_row(r.graph_id, pb.GRAPH_STATE_SUCCEEDED, succeeded=1)
-    with megaflow.Client([h1.addr, h2.addr], **FAST) as c:
+    with api.Client([h1.addr, h2.addr], **FAST) as c:
         assert c.get_graph("g1").state == pb.GRAPH_STATE_SUCCEEDED
         assert c.heads[0] == h2.addr
 
 
-def test_bad_arguments_of_reads_fail_before_any_rpc(heads):
+def test_bad_arguments_of_reads_fail_before_any_rpc(heads, api):
     (h,) = heads(1)
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(megaflow.InvalidArgument, match="attempt"):
             c.logs("g1/a", attempt=-1)
         with pytest.raises(megaflow.InvalidArgument, match="attempt"):

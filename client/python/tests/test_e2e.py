@@ -12,6 +12,7 @@ megaflow/busybox:test (`make image`); it is skipped, saying which, when
 none is there (the workers never pull).
 """
 
+import asyncio
 import os
 import shutil
 import signal
@@ -24,26 +25,22 @@ from pathlib import Path
 import pytest
 
 import megaflow
+import megaflow.aio
+import megaflow.gym
 
-REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT = 60  # seconds for `megaflow up` to say ready
 STOP_TIMEOUT = 30  # seconds for it to stop after SIGINT before it is killed
 
 
 @pytest.fixture(scope="session")
-def megaflow_bin(tmp_path_factory):
-    """The megaflow binary: $MEGAFLOW_BIN, or one built with go."""
+def megaflow_bin(bin_dir):
+    """The megaflow binary: $MEGAFLOW_BIN, or the one in bin_dir (conftest)."""
     env_bin = os.environ.get("MEGAFLOW_BIN")
     if env_bin:
         if not os.access(env_bin, os.X_OK):
             pytest.fail(f"MEGAFLOW_BIN={env_bin} is not an executable")
         return env_bin
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("Go is not installed and MEGAFLOW_BIN is not set: cannot build the megaflow binary")
-    out = tmp_path_factory.mktemp("bin") / "megaflow"
-    subprocess.run([go, "build", "-o", str(out), "./cmd/megaflow"], cwd=REPO, check=True, timeout=600)
-    return str(out)
+    return str(bin_dir / "megaflow")
 
 
 def _free_port() -> int:
@@ -223,6 +220,38 @@ def test_graph_end_to_end(cluster, tmp_path):
             c.submit(megaflow.GraphSpec(id="bad-type", tasks=[megaflow.TaskSpec(
                 name="a", image="busybox", command=["true"], runtime="bogus")]))
 
+    asyncio.run(asyncio.wait_for(_aio_graph(cluster.grpc), 120))
+
+
+async def _aio_graph(addr: str) -> None:
+    """The asyncio client on the same cluster: four graphs submitted and
+    waited for at once, their results, a failed task's log, a watch."""
+    async with megaflow.aio.Client([addr], timeout=20) as c:
+        graphs = []
+        for i in range(4):
+            g = megaflow.Graph(f"e2e-aio-{i}")
+            a = g.task("a", sh(f'echo "MEGAFLOW_RESULT {{\\"reward\\": {i}}}"'), image="busybox")
+            g.task("b", sh("echo nope >&2; exit 2"), image="busybox", after=[a])
+            graphs.append(g)
+        gids = await asyncio.gather(*[c.submit(g) for g in graphs])
+        assert gids == [f"e2e-aio-{i}" for i in range(4)]
+        done = await asyncio.gather(*[c.wait(gid, timeout=60) for gid in gids])
+        assert [d.state for d in done] == [megaflow.GRAPH_STATE_FAILED] * 4
+        for i, gid in enumerate(gids):
+            res = await c.results(gid)
+            assert res["a"].result == {"reward": i} and res["b"].state == "FAILED" and res["b"].exit_code == 2
+        # follow: until the attempt's log is complete (it may land after the task ends)
+        log = b"".join([x async for x in c.stream_logs(f"{gids[0]}/b", follow=True, timeout=20)])
+        assert b"nope" in log
+        seen = []
+        async for ev in c.watch(gids[0], timeout=20):
+            seen.append(ev)
+            if not ev.task_id and ev.graph_state == megaflow.GRAPH_STATE_FAILED:
+                break
+        assert {e.task_id for e in seen if e.task_id} == {f"{gids[0]}/a", f"{gids[0]}/b"}
+        with pytest.raises(megaflow.NotFound):
+            await c.get_graph("no-such-graph")
+
 
 def test_sandbox_end_to_end(docker_cluster, sandbox_image):
     log = []  # a short transcript, printed with -s
@@ -268,4 +297,49 @@ def test_sandbox_end_to_end(docker_cluster, sandbox_image):
         log.append(f"exec after close -> {type(ei.value).__name__}: {ei.value.message}")
         assert sb.id not in [s.id for s in c.list_sandboxes()]
         assert sb.id in [s.id for s in c.list_sandboxes(all=True)]
+    log.extend(asyncio.run(asyncio.wait_for(_aio_sandboxes(docker_cluster.grpc, sandbox_image), 180)))
+    log.append(_gym_episode(docker_cluster.grpc, sandbox_image))
     print("\n" + "\n".join(log))
+
+
+async def _aio_sandboxes(addr: str, image: str) -> list:
+    """The asyncio client: three sandboxes created and stepped at once."""
+    async with megaflow.aio.Client([addr], timeout=20) as c:
+        async def episode(i: int) -> str:
+            async with c.sandbox(image=image, cpu_millis=100, memory="32Mi", env={"I": str(i)},
+                                 lifetime=600, wait_ready=120) as sb:
+                await sb.write_file("/work/step.sh", "#!/bin/sh\necho step $1 of $I\n", mode=0o755)
+                outs = [(await sb.exec(["/work/step.sh", str(k)])).text for k in range(3)]
+                assert outs == [f"step {k} of {i}\n" for k in range(3)]
+                chunks = [x async for x in sb.exec_stream("echo out; echo err >&2; exit 4")]
+                assert chunks[-1].exit_code == 4
+                assert [x for x in chunks[:-1] if x[0] == "stderr"] == [("stderr", b"err\n")]
+            assert sb.state == "CLOSED"
+            return sb.id
+
+        ids = await asyncio.gather(*[episode(i) for i in range(3)])
+        assert len(set(ids)) == 3
+        return [f"aio: 3 sandboxes stepped at once and closed: {', '.join(ids)}"]
+
+
+def _gym_episode(addr: str, image: str) -> str:
+    """megaflow.gym.SandboxEnv on a real sandbox: a task file, a seeded
+    setup, steps scored by their exit, termination on a solved check."""
+    def solved(env, action, result):
+        return result.ok and result.text.strip() == "42"
+
+    with megaflow.Client([addr], timeout=20) as c:
+        with megaflow.gym.SandboxEnv(c, image, sandbox=dict(cpu_millis=100, memory="32Mi", lifetime=600),
+                                     files={"/work/task": "print the answer\n"},
+                                     setup=['cat /work/task; echo "seed $MEGAFLOW_SEED"'],
+                                     reward=lambda env, a, r: 1.0 if r.ok else 0.0, terminate=solved,
+                                     max_steps=5, step_timeout=30) as env:
+            obs, info = env.reset(seed=3)
+            assert obs == "print the answer\nseed 3\n", obs
+            obs, r, term, trunc, info = env.step("ls /nope")
+            assert (r, term, trunc, info["exit_code"]) == (0.0, False, False, 1) and "nope" in obs
+            obs, r, term, trunc, info = env.step(["sh", "-c", "echo 42"])
+            assert (obs, r, term, trunc, info["step"]) == ("42\n", 1.0, True, False, 2)
+            sid = env.sandbox.id
+        assert c.get_sandbox(sid).state == "CLOSED"
+    return f"gym: episode in {sid}: reset (seed 3), 2 steps, terminated with reward 1.0"

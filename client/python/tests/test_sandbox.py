@@ -80,10 +80,10 @@ class Box:
         yield sbx.SandboxReadFileResponse(data=b"def")
 
 
-def test_create_sends_the_spec_and_exec_streams_stdout_and_stderr_apart(heads):
+def test_create_sends_the_spec_and_exec_streams_stdout_and_stderr_apart(heads, api):
     (h,) = heads(1)
     box = Box().install(h)
-    with megaflow.Client([h.addr], tenant="team-a", **FAST) as c:
+    with api.Client([h.addr], tenant="team-a", **FAST) as c:
         sb = c.sandbox(image="busybox", cpu_millis=500, memory="4Gi", env={"A": "1"}, working_dir="/work",
                        network="bridge", labels={"run": "r1"}, lifetime=datetime.timedelta(minutes=30),
                        idle_timeout=59.5, wait_ready=30)
@@ -111,10 +111,10 @@ def test_create_sends_the_spec_and_exec_streams_stdout_and_stderr_apart(heads):
     assert h.count("Exec") == 2
 
 
-def test_every_call_carries_a_deadline(heads):
+def test_every_call_carries_a_deadline(heads, api):
     (h,) = heads(1)
     box = Box().install(h)
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         sb = c.sandbox(image="busybox", wait_ready=10)
         sb.exec("true", timeout=2)
         sb.write_file("/a", b"x")
@@ -130,24 +130,24 @@ def test_every_call_carries_a_deadline(heads):
     assert r["WriteFile"] <= 5.5 and r["GetSandbox"] <= 5.5
 
 
-def test_create_is_retried_on_unavailable_with_the_same_id(heads, dead_addr):
+def test_create_is_retried_on_unavailable_with_the_same_id(heads, dead_addr, api):
     (h,) = heads(1)
     Box().install(h)
     h.fail_next("CreateSandbox", fail(grpc.StatusCode.UNAVAILABLE, "head going away"),
                 fail(grpc.StatusCode.UNAVAILABLE, "still going"))
-    with megaflow.Client([dead_addr, h.addr], **FAST) as c:
+    with api.Client([dead_addr, h.addr], **FAST) as c:
         sb = c.sandbox(image="busybox")
     ids = {r.spec.id for r in h.calls["CreateSandbox"]}
     assert h.count("CreateSandbox") == 3 and ids == {sb.id}
 
 
-def test_exec_failing_mid_stream_is_not_retried(heads):
+def test_exec_failing_mid_stream_is_not_retried(heads, api):
     h1, h2 = heads(2)
     box = Box().install(h1, h2)
     box.exec_script = [("stdout", b"partial"), ("fail", with_reason(grpc.StatusCode.UNAVAILABLE,
                                                                    "worker w1 did not answer", "WORKER_UNREACHABLE"))]
-    with megaflow.Client([h1.addr, h2.addr], **FAST) as c:
-        sb = megaflow.Sandbox(c, "sbx-abc")
+    with api.Client([h1.addr, h2.addr], **FAST) as c:
+        sb = api.Sandbox(c, "sbx-abc")
         with pytest.raises(megaflow.Unavailable) as ei:
             sb.exec(["echo", "hi"])
         assert isinstance(ei.value, megaflow.WorkerUnreachable) and ei.value.reason == "WORKER_UNREACHABLE"
@@ -163,30 +163,30 @@ def test_exec_failing_mid_stream_is_not_retried(heads):
     assert h1.count("WriteFile") + h2.count("WriteFile") == 1
 
 
-def test_exec_stream_that_ends_without_an_exit_is_unavailable(heads):
+def test_exec_stream_that_ends_without_an_exit_is_unavailable(heads, api):
     (h,) = heads(1)
     box = Box().install(h)
     box.exec_script = [("stdout", b"x")]
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(megaflow.Unavailable, match="ended without an exit"):
-            megaflow.Sandbox(c, "sbx-abc").exec("true")
+            api.Sandbox(c, "sbx-abc").exec("true")
     assert h.count("Exec") == 1
 
 
-def test_exec_passes_over_a_head_that_does_not_connect(heads, dead_addr):
+def test_exec_passes_over_a_head_that_does_not_connect(heads, dead_addr, api):
     (h,) = heads(1)
     Box().install(h)
-    with megaflow.Client([dead_addr, h.addr], **FAST) as c:
-        sb = megaflow.Sandbox(c, "sbx-abc")
+    with api.Client([dead_addr, h.addr], **FAST) as c:
+        sb = api.Sandbox(c, "sbx-abc")
         assert sb.exec("echo hi").stdout == b"hello\nworld\n"
         assert c.heads[0] == h.addr
     assert h.count("Exec") == 1
 
 
-def test_exec_with_no_head_connecting_fails_at_its_deadline(dead_addr):
-    with megaflow.Client([dead_addr], backoff=(0.01, 0.05), timeout=0.5) as c:
+def test_exec_with_no_head_connecting_fails_at_its_deadline(dead_addr, api):
+    with api.Client([dead_addr], backoff=(0.01, 0.05), timeout=0.5) as c:
         with pytest.raises(megaflow.DeadlineExceeded, match="nothing was sent"):
-            megaflow.Sandbox(c, "sbx-abc").write_file("/a", b"x")
+            api.Sandbox(c, "sbx-abc").write_file("/a", b"x")
 
 
 @pytest.mark.parametrize("code,reason,cls,base", [
@@ -204,14 +204,14 @@ def test_exec_with_no_head_connecting_fails_at_its_deadline(dead_addr):
     (grpc.StatusCode.INVALID_ARGUMENT, "SANDBOX_CLOSED", megaflow.InvalidArgument, megaflow.InvalidArgument),
     (grpc.StatusCode.FAILED_PRECONDITION, "SOMETHING_NEW", megaflow.FailedPrecondition, megaflow.MegaflowError),
 ])
-def test_reasons_map_to_exception_classes(heads, code, reason, cls, base):
+def test_reasons_map_to_exception_classes(heads, code, reason, cls, base, api):
     (h,) = heads(1)
     box = Box().install(h)
     msg = f"sandbox sbx-abc: {reason.lower()}"
     box.exec_script = [("fail", with_reason(code, msg, reason))]
     h.fail_next("ReadFile", with_reason(code, msg, reason))
-    with megaflow.Client([h.addr], **FAST) as c:
-        sb = megaflow.Sandbox(c, "sbx-abc")
+    with api.Client([h.addr], **FAST) as c:
+        sb = api.Sandbox(c, "sbx-abc")
         for call in (lambda: sb.exec("true"), lambda: sb.read_file("/etc/x")):
             with pytest.raises(base) as ei:
                 call()
@@ -219,26 +219,26 @@ def test_reasons_map_to_exception_classes(heads, code, reason, cls, base):
             assert msg in str(ei.value)
 
 
-def test_reason_errors_of_retried_calls_are_raised_at_once(heads):
+def test_reason_errors_of_retried_calls_are_raised_at_once(heads, api):
     (h,) = heads(1)
     Box().install(h)
     h.fail_next("GetSandbox", with_reason(grpc.StatusCode.NOT_FOUND, "no sandbox sbx-gone", "SANDBOX_NOT_FOUND"))
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(megaflow.SandboxNotFound, match="sbx-gone"):
             c.get_sandbox("sbx-gone")
     assert h.count("GetSandbox") == 1
     # An ErrorInfo of another domain is not a megaflow reason.
     h.fail_next("GetSandbox", with_reason(grpc.StatusCode.NOT_FOUND, "x", "SANDBOX_NOT_FOUND", domain="other.io"))
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(megaflow.NotFound) as ei:
             c.get_sandbox("sbx-gone")
         assert type(ei.value) is megaflow.NotFound and ei.value.reason == ""
 
 
-def test_context_manager_closes_once(heads):
+def test_context_manager_closes_once(heads, api):
     (h,) = heads(1)
     box = Box().install(h)
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with c.sandbox(image="busybox") as sb:
             sb.exec("true")
         assert h.count("CloseSandbox") == 1 and sb.state == "CLOSED"
@@ -254,12 +254,12 @@ def test_context_manager_closes_once(heads):
         assert h.count("CloseSandbox") == 2
 
 
-def test_create_that_ended_raises_its_class_with_the_handle(heads):
+def test_create_that_ended_raises_its_class_with_the_handle(heads, api):
     (h,) = heads(1)
     box = Box(state=sbx.SANDBOX_STATE_FAILED).install(h)
     h.handlers["CreateSandbox"] = lambda req, ctx: sbx.CreateSandboxResponse(sandbox=sbx.Sandbox(
         id=req.spec.id, state=sbx.SANDBOX_STATE_FAILED, reason="pull access denied for nope", reason_code=0))
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         with pytest.raises(megaflow.SandboxFailed, match="pull access denied") as ei:
             c.sandbox(image="nope")
         assert ei.value.sandbox.id == h.calls["CreateSandbox"][0].spec.id and ei.value.reason == "SANDBOX_FAILED"
@@ -269,7 +269,7 @@ def test_create_that_ended_raises_its_class_with_the_handle(heads):
         assert c.sandbox(image="busybox", wait_ready=0).state == "PENDING"
 
 
-def test_wait_ready_polls_until_ready(heads):
+def test_wait_ready_polls_until_ready(heads, api):
     (h,) = heads(1)
     box = Box(state=sbx.SANDBOX_STATE_PENDING).install(h)
     states = iter([sbx.SANDBOX_STATE_STARTING, READY])
@@ -279,7 +279,7 @@ def test_wait_ready_polls_until_ready(heads):
         return box.get(req, ctx)
 
     h.handlers["GetSandbox"] = get
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         sb = c.sandbox(image="busybox", wait_ready=None)
         assert sb.state == "PENDING"
         assert sb.wait_ready(5).state == READY and sb.state == "READY"
@@ -290,10 +290,10 @@ def test_wait_ready_polls_until_ready(heads):
             sb.wait_ready(5)
 
 
-def test_files_and_listing(heads):
+def test_files_and_listing(heads, api):
     (h,) = heads(1)
     Box().install(h)
-    with megaflow.Client([h.addr], tenant="team-a", **FAST) as c:
+    with api.Client([h.addr], tenant="team-a", **FAST) as c:
         sb = c.get_sandbox("sbx-abc")
         sb.write_file("/work/main.py", "print('é')", mode=0o755)
         w = h.calls["WriteFile"][0]
@@ -308,10 +308,10 @@ def test_files_and_listing(heads):
         assert h.calls["ListSandboxes"][1].tenant == ""
 
 
-def test_bad_input_fails_before_any_rpc(heads):
+def test_bad_input_fails_before_any_rpc(heads, api):
     (h,) = heads(1)
     Box().install(h)
-    with megaflow.Client([h.addr], **FAST) as c:
+    with api.Client([h.addr], **FAST) as c:
         bad_creates = [dict(image=""), dict(image="busybox", memory="lots"), dict(image="busybox", cpu_millis=-1),
                        dict(image="busybox", cpu_millis=1, cpu="1"), dict(image="busybox", lifetime=-1),
                        dict(image="busybox", idle_timeout=8 * 24 * 3600), dict(image="busybox", wait_ready=601),
@@ -324,8 +324,8 @@ def test_bad_input_fails_before_any_rpc(heads):
         with pytest.raises(megaflow.InvalidArgument, match="not a sandbox id"):
             c.get_sandbox("g-123")
         with pytest.raises(megaflow.InvalidArgument, match="not a sandbox id"):
-            megaflow.Sandbox(c, "sbx-")
-        sb = megaflow.Sandbox(c, "sbx-abc")
+            api.Sandbox(c, "sbx-")
+        sb = api.Sandbox(c, "sbx-abc")
         for cmd in ([], "", "  ", [""], ["a", 1], b"echo", None, ["a\x00b"], ["x"] * 1025):
             with pytest.raises(megaflow.InvalidArgument):
                 sb.exec(cmd)
@@ -352,7 +352,7 @@ def test_bad_input_fails_before_any_rpc(heads):
     assert not h.calls
 
 
-def test_exec_stream_closed_early_cancels_the_exec(heads):
+def test_exec_stream_closed_early_cancels_the_exec(heads, api):
     (h,) = heads(1)
     box = Box().install(h)
     cancelled = threading.Event()
@@ -363,18 +363,18 @@ def test_exec_stream_closed_early_cancels_the_exec(heads):
         cancelled.wait(5)
 
     h.handlers["Exec"] = slow
-    with megaflow.Client([h.addr], **FAST) as c:
-        it = megaflow.Sandbox(c, "sbx-abc").exec_stream("sleep 100")
+    with api.Client([h.addr], **FAST) as c:
+        it = api.Sandbox(c, "sbx-abc").exec_stream("sleep 100")
         assert next(it) == ("stdout", b"first")
         it.close()
     assert cancelled.wait(5)
     assert box  # keeps the fixture's box alive for the handlers
 
 
-def test_calls_on_a_closed_client_are_refused(heads):
+def test_calls_on_a_closed_client_are_refused(heads, api):
     (h,) = heads(1)
     Box().install(h)
-    c = megaflow.Client([h.addr], **FAST)
+    c = api.Client([h.addr], **FAST)
     sb = c.get_sandbox("sbx-abc")
     c.close()
     for call in (lambda: sb.exec("true"), lambda: sb.write_file("/a", b""), lambda: sb.read_file("/a"),

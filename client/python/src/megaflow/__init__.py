@@ -12,7 +12,9 @@ collect their results.
         print(c.results(gid)["score"].result, graph.metrics.mean)
 
 Sandboxes (long-lived containers an agent runs commands in) come from
-``Client.sandbox(image=...)``; see :mod:`megaflow.sandbox`.
+``Client.sandbox(image=...)``; see :mod:`megaflow.sandbox`. The same API on
+asyncio is :mod:`megaflow.aio` (``import megaflow.aio``), and
+:mod:`megaflow.gym` wraps a sandbox in a Gymnasium-style environment.
 
 The messages returned (``Graph``, ``Task``, ``Event``...) are the protobuf
 messages of proto/megaflow/v1, re-exported here; docs/python.md is the guide.

@@ -4,110 +4,36 @@ A :class:`Client` talks to the heads over the gRPC API only. Like Go's
 ``client.Client`` it finds the leader among the heads it is given, follows
 it through leader changes (a NOT_LEADER answer names the leader), moves on
 to the next head when one does not answer, and retries with jittered
-exponential backoff, always within the call's deadline.
+exponential backoff, always within the call's deadline. The policy lives in
+:mod:`megaflow._core`, shared with the asyncio client (:mod:`megaflow.aio`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import random
-import sys
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, TextIO, Tuple, TypeVar, Union
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple, TypeVar, Union
 
 import grpc
 
+from . import _core
+from ._core import (Cursor, EnvHeads, TaskResult, check_attempt as _check_attempt, check_id as _check_id,
+                    check_task_id as _check_task_id, graph_state_name, new_graph_id, task_state_name)
 from ._proto import sandbox_pb2_grpc as sbx_grpc
 from ._proto import service_pb2 as svc
 from ._proto import service_pb2_grpc as svc_grpc
 from ._proto import types_pb2 as pb
-from .errors import (ChecksumMismatch, DeadlineExceeded, InvalidArgument, InvalidGraph, MegaflowError, NotFound,
-                     NotLeader, OutOfRange, PermissionDenied, ResourceExhausted, Unavailable, from_rpc_error, retryable)
-from .graph import Graph, _ident_problem, validate
+from .errors import ChecksumMismatch, DeadlineExceeded, MegaflowError, OutOfRange, from_rpc_error
+from .graph import Graph
 from . import sandbox as _sbx
 from .sandbox import Sandbox, SandboxInfo, Seconds
 
 __all__ = ["Client", "Cursor", "TaskResult", "EnvHeads", "new_graph_id", "task_state_name", "graph_state_name"]
 
-EnvHeads = "MEGAFLOW_HEADS"
-"""The environment variable :class:`Client` reads when given no heads: a
-comma-separated list of host:port."""
-
 _T = TypeVar("_T")
-_MAX_SEQ = 2**32 - 1
-_TERMINAL_GRAPH = (pb.GRAPH_STATE_SUCCEEDED, pb.GRAPH_STATE_FAILED, pb.GRAPH_STATE_CANCELLED)
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
-
-
-class Cursor(NamedTuple):
-    """A position in the event history: the Raft index of an entry and the
-    position of an event within it. Resume a watch after an event with
-    ``Cursor(ev.index, ev.seq)``."""
-
-    index: int
-    seq: int
-
-
-@dataclass
-class TaskResult:
-    """How one task of a graph ended (or where it is now).
-
-    Attributes:
-        name: the task's name within its graph; task_id: "<graph>/<name>".
-        state: "PENDING", "QUEUED", "ASSIGNED", "RUNNING", "SUCCEEDED",
-            "FAILED", "CANCELLED" or "TIMED_OUT".
-        result: the JSON the task printed on its last ``MEGAFLOW_RESULT``
-            line, parsed; None without one.
-        reason: why the task is in its state (a failure's message), free
-            text for people; reason_code: its class, e.g. "EXIT_CODE", "OOM".
-        exit_code: the last attempt's exit code (0 without an attempt).
-        attempts: attempts so far.
-    """
-
-    name: str
-    task_id: str
-    state: str
-    result: Any = None
-    reason: str = ""
-    reason_code: str = ""
-    exit_code: int = 0
-    attempts: int = 0
-
-    @property
-    def succeeded(self) -> bool:
-        """Whether the task SUCCEEDED."""
-        return self.state == "SUCCEEDED"
-
-
-def task_state_name(state: int) -> str:
-    """Short name of a TaskState value: ``TASK_STATE_FAILED`` -> "FAILED"."""
-    return pb.TaskState.Name(state).replace("TASK_STATE_", "")
-
-
-def graph_state_name(state: int) -> str:
-    """Short name of a GraphState value: ``GRAPH_STATE_SUCCEEDED`` -> "SUCCEEDED"."""
-    return pb.GraphState.Name(state).replace("GRAPH_STATE_", "")
-
-
-def new_graph_id() -> str:
-    """A fresh graph id as the head would pick: "g-" and a lowercase ULID
-    (48 bits of milliseconds, 80 random bits), sortable by time."""
-    n = (int(time.time() * 1000) & (2**48 - 1)) << 80 | int.from_bytes(os.urandom(10), "big")
-    return "g-" + "".join(_CROCKFORD[(n >> (5 * i)) & 31] for i in reversed(range(26)))
-
-
-def _parse_result(raw: bytes) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode("utf-8", "replace")
 
 
 class Client:
@@ -139,62 +65,52 @@ class Client:
                  timeout: float = 30.0, backoff: Tuple[float, float] = (0.05, 2.0),
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  options: Sequence[Tuple[str, Any]] = ()) -> None:
-        if isinstance(heads, str):
-            heads = [heads]
-        addrs = [h.strip() for h in (heads or []) if h and h.strip()]
-        if not addrs:
-            addrs = [h.strip() for h in os.environ.get(EnvHeads, "").split(",") if h.strip()]
-        if not addrs:
-            raise InvalidArgument(f"megaflow: no head address given; pass heads=['host:port', ...] or set {EnvHeads}")
-        for a in addrs:
-            if ":" not in a:
-                raise InvalidArgument(f"megaflow: head address {a!r} has no port; use host:port, e.g. 127.0.0.1:7070")
-        if not timeout or timeout <= 0:
-            raise InvalidArgument(f"megaflow: timeout {timeout!r} must be a positive number of seconds")
-        if tenant is not None and tenant != "":
-            if p := _ident_problem(tenant):
-                raise InvalidArgument(f"megaflow: tenant: {p}")
-        self.tenant = tenant or ""
-        self.timeout = float(timeout)
-        self._backoff = (float(backoff[0]), float(backoff[1]))
+        self._core = _core.Core(heads, tenant, timeout, backoff)
         self._credentials = credentials
         self._options = list(options)
         self._lock = threading.Lock()
-        self._heads: List[str] = []
         self._channels: Dict[str, grpc.Channel] = {}
         self._stubs: Dict[str, svc_grpc.MegaflowServiceStub] = {}
         self._sbx_stubs: Dict[str, sbx_grpc.SandboxServiceStub] = {}
-        self._closed = False
-        self._seen = 0  # highest Raft index written or read: reads wait for it
-        for a in addrs:
-            self._add_head(a)
-        self._current = self._heads[0]
+
+    @property
+    def tenant(self) -> str:
+        """The client's tenant ("" for the head's default)."""
+        return self._core.tenant
+
+    @property
+    def timeout(self) -> float:
+        """The default deadline of each call, in seconds."""
+        return self._core.timeout
 
     # -- connection management -------------------------------------------
 
-    def _add_head(self, addr: str) -> None:
-        if addr in self._channels:
-            return
-        if self._credentials is not None:
-            ch = grpc.secure_channel(addr, self._credentials, options=self._options)
-        else:
-            ch = grpc.insecure_channel(addr, options=self._options)
-        self._channels[addr] = ch
-        self._stubs[addr] = svc_grpc.MegaflowServiceStub(ch)
-        self._sbx_stubs[addr] = sbx_grpc.SandboxServiceStub(ch)
-        self._heads.append(addr)
+    def _channel(self, addr: str) -> Tuple[grpc.Channel, Any, Any]:
+        """The channel to addr and its two stubs, made on first use."""
+        with self._lock:
+            if self._core.closed:
+                raise MegaflowError("megaflow: the client is closed")
+            ch = self._channels.get(addr)
+            if ch is None:
+                if self._credentials is not None:
+                    ch = grpc.secure_channel(addr, self._credentials, options=self._options)
+                else:
+                    ch = grpc.insecure_channel(addr, options=self._options)
+                self._channels[addr] = ch
+                self._stubs[addr] = svc_grpc.MegaflowServiceStub(ch)
+                self._sbx_stubs[addr] = sbx_grpc.SandboxServiceStub(ch)
+            return ch, self._stubs[addr], self._sbx_stubs[addr]
 
     @property
     def heads(self) -> List[str]:
         """The head addresses the client knows, the one it calls now first."""
-        with self._lock:
-            return [self._current] + [h for h in self._heads if h != self._current]
+        return self._core.heads
 
     def close(self) -> None:
         """Close the connections to every head; later calls raise
         :class:`MegaflowError` ("the client is closed")."""
         with self._lock:
-            self._closed = True
+            self._core.close()
             for ch in self._channels.values():
                 ch.close()
             self._channels.clear()
@@ -208,23 +124,20 @@ class Client:
         self.close()
 
     def _pick(self, sandbox: bool = False) -> Tuple[str, Any]:
-        with self._lock:
-            if self._closed:
-                raise MegaflowError("megaflow: the client is closed")
-            return self._current, (self._sbx_stubs if sandbox else self._stubs)[self._current]
+        addr = self._core.pick()
+        _, stub, sbx_stub = self._channel(addr)
+        return addr, (sbx_stub if sandbox else stub)
 
     def _connect(self, deadline: float, what: str) -> Tuple[str, sbx_grpc.SandboxServiceStub]:
         """Return a head whose connection is up, and its SandboxService stub,
         for a call that must not be sent twice (an exec, a file write):
         nothing is sent here, so a head that does not accept a connection is
         passed over for the next one, with backoff, until the deadline."""
-        delay = self._backoff[0]
+        delay = self._core.backoff[0]
         last = "none"
         while True:
-            with self._lock:
-                if self._closed:
-                    raise MegaflowError("megaflow: the client is closed")
-                addr, ch, stub = self._current, self._channels[self._current], self._sbx_stubs[self._current]
+            addr = self._core.pick()
+            ch, _, stub = self._channel(addr)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DeadlineExceeded(f"megaflow: {what}: deadline passed before a head accepted a connection "
@@ -233,56 +146,34 @@ class Client:
             if state == grpc.ChannelConnectivity.READY:
                 return addr, stub
             last = f"head {addr} is {state.name if state else 'not answering'}"
-            self._rotate(addr)
-            pause = min(self._jitter(delay), deadline - time.monotonic())
+            self._core.rotate(addr)
+            pause = min(_core.jitter(delay), deadline - time.monotonic())
             if pause > 0:
                 time.sleep(pause)
-            delay = min(2 * delay, self._backoff[1])
-
-    def _follow(self, addr: str) -> None:
-        with self._lock:
-            if not self._closed and addr:
-                self._add_head(addr)
-                self._current = addr
+            delay = min(2 * delay, self._core.backoff[1])
 
     def _rotate(self, frm: str) -> None:
-        with self._lock:
-            if self._current != frm or len(self._heads) < 2:
-                return
-            self._current = self._heads[(self._heads.index(frm) + 1) % len(self._heads)]
+        self._core.rotate(frm)
 
     def _observe(self, index: int) -> None:
-        with self._lock:
-            self._seen = max(self._seen, index)
+        self._core.observe(index)
 
     def _read(self) -> svc.ReadOptions:
-        with self._lock:
-            return svc.ReadOptions(min_index=self._seen)
-
-    @staticmethod
-    def _jitter(d: float) -> float:
-        return d / 2 + random.random() * d / 2
+        return self._core.read()
 
     def _deadline(self, timeout: Optional[float]) -> float:
-        t = self.timeout if timeout is None else timeout
-        if t <= 0:
-            raise InvalidArgument(f"megaflow: timeout {t!r} must be a positive number of seconds")
-        return time.monotonic() + t
+        return self._core.deadline(timeout)
 
     def _call(self, method: str, request: Any, timeout: Optional[float] = None,
               run: Optional[Callable[[Any, Any, float], _T]] = None, sandbox: bool = False) -> _T:
         """Call a unary method (or run(stub_method, request, remaining)) on
         the current head, retrying answers that another head or a later try
-        can change, until the deadline. sandbox: a SandboxService method."""
-        deadline = self._deadline(timeout)
-        delay = self._backoff[0]
-        followed = False
-        last = "none"
+        can change, until the deadline (:class:`_core.Retry`). sandbox: a
+        SandboxService method."""
+        r = _core.Retry(self._core, method, self._core.deadline(timeout))
         while True:
             addr, stub = self._pick(sandbox)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DeadlineExceeded(f"megaflow: {method}: deadline passed before a head answered (last error: {last})")
+            remaining = r.remaining()
             fn = getattr(stub, method)
             try:
                 if run is not None:
@@ -290,26 +181,9 @@ class Client:
                 return fn(request, timeout=remaining)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
-            if isinstance(err, DeadlineExceeded) or time.monotonic() >= deadline:
-                raise DeadlineExceeded(f"megaflow: {method}: deadline passed (last error from head {addr}: {err.message})",
-                                       err.code) from err
-            if not retryable(err):
-                raise err
-            last = f"{err.message} (from head {addr})"
-            wait = delay
-            if isinstance(err, NotLeader) and err.leader_addr and err.leader_addr != addr and not followed:
-                self._follow(err.leader_addr)
-                followed = True
-                continue
-            followed = False
-            if isinstance(err, NotLeader) or isinstance(err, Unavailable):
-                self._rotate(addr)
-            elif isinstance(err, ResourceExhausted) and err.retry_after:
-                wait = err.retry_after
-            pause = min(self._jitter(wait), deadline - time.monotonic())
+            pause = r.failed(addr, err)
             if pause > 0:
                 time.sleep(pause)
-            delay = min(2 * delay, self._backoff[1])
 
     # -- graphs ------------------------------------------------------------
 
@@ -333,19 +207,7 @@ class Client:
             AlreadyExists: the id holds a different graph.
             DeadlineExceeded: no leader answered in time.
         """
-        if isinstance(graph, Graph):
-            spec = graph.build()
-        elif isinstance(graph, pb.GraphSpec):
-            spec = pb.GraphSpec()
-            spec.CopyFrom(graph)
-            validate(spec)
-        else:
-            raise InvalidGraph(f"megaflow: submit takes a megaflow.Graph or a GraphSpec, not {type(graph).__name__}")
-        if not spec.id:
-            spec.id = new_graph_id()
-        if not spec.tenant and self.tenant:
-            spec.tenant = self.tenant
-        res = self._call("SubmitGraph", svc.SubmitGraphRequest(graph=spec), timeout)
+        res = self._call("SubmitGraph", _core.submit_request(graph, self.tenant), timeout)
         self._observe(res.index)
         return res.graph_id
 
@@ -485,16 +347,7 @@ class Client:
         Raises:
             NotFound: no such graph.
         """
-        out: Dict[str, TaskResult] = {}
-        for t in self.tasks(graph_id, timeout=timeout):
-            name = t.id.split("/", 1)[1] if "/" in t.id else t.id
-            last = t.attempts[-1] if t.attempts else None
-            out[name] = TaskResult(
-                name=name, task_id=t.id, state=task_state_name(t.state), result=_parse_result(t.result),
-                reason=t.reason, reason_code=pb.ReasonCode.Name(t.reason_code).replace("REASON_CODE_", "")
-                if t.reason_code else "",
-                exit_code=last.exit_code if last else 0, attempts=len(t.attempts))
-        return out
+        return {t.id.split("/", 1)[-1]: _core.task_result(t) for t in self.tasks(graph_id, timeout=timeout)}
 
     def cancel_task(self, task_id: str, reason: str = "", *, timeout: Optional[float] = None) -> int:
         """Cancel one task and the dependents that can then never run.
@@ -537,49 +390,29 @@ class Client:
             NotFound, InvalidArgument: as the head answers.
             DeadlineExceeded: the timeout passed.
         """
-        if graph_id is not None:
-            _check_id("graph_id", graph_id)
-        cur = Cursor(*after) if after is not None else Cursor(0, 0)
-        if cur.index < 0 or not 0 <= cur.seq <= _MAX_SEQ:
-            raise InvalidArgument(f"megaflow: watch: cursor {tuple(cur)} out of range")
-        deadline = None if timeout is None else self._deadline(timeout)
-        delay = self._backoff[0]
+        cur = _core.watch_cursor(graph_id, after)
+        r = _core.StreamRetry(self._core, "watch", None if timeout is None else self._deadline(timeout),
+                              any_error=True)
         while True:
             addr, stub = self._pick()
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise DeadlineExceeded("megaflow: watch: timeout passed")
             stream = stub.Watch(svc.WatchRequest(after_index=cur.index, after_seq=cur.seq, graph_id=graph_id or "",
-                                                 from_now=from_now), timeout=remaining)
+                                                 from_now=from_now), timeout=r.remaining())
+            err: Optional[MegaflowError] = None  # None: the head ended the stream (shutting down)
             try:
                 for res in stream:
-                    delay = self._backoff[0]
+                    r.progressed()
                     from_now = False
-                    if not res.events and cur.index < res.applied_index:
-                        cur = Cursor(res.applied_index, _MAX_SEQ)  # a heartbeat: nothing of ours up to it
+                    if not res.events:
+                        cur = _core.watch_step(cur, res)
                     for ev in res.events:
                         cur = Cursor(ev.index, ev.seq)
                         self._observe(ev.index)
                         yield ev
-                err: Optional[MegaflowError] = None  # the head ended the stream (shutting down)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
             finally:
                 stream.cancel()
-            # Like Go's Watch, everything a retry can fix (an ended stream,
-            # UNAVAILABLE, INTERNAL from a dying head) moves to the next head.
-            if isinstance(err, DeadlineExceeded):
-                raise DeadlineExceeded(f"megaflow: watch: timeout passed (last error from head {addr}: {err.message})",
-                                       err.code) from err
-            if isinstance(err, (OutOfRange, InvalidArgument, NotFound, PermissionDenied)) or \
-                    (isinstance(err, ResourceExhausted) and not err.retry_after):
-                raise err
-            self._rotate(addr)
-            pause = self._jitter(delay)
-            if deadline is not None:
-                pause = min(pause, max(0.0, deadline - time.monotonic()))
-            time.sleep(pause)
-            delay = min(2 * delay, self._backoff[1])
+            time.sleep(r.failed(addr, err))
 
     def wait(self, graph_id: str, *, timeout: Optional[float] = None,
              progress: Optional[bool] = None, out: Optional[TextIO] = None) -> pb.Graph:
@@ -601,56 +434,30 @@ class Client:
             DeadlineExceeded: the timeout passed first.
         """
         _check_id("graph_id", graph_id)
-        out = out or sys.stderr
-        if progress is None:
-            progress = bool(getattr(out, "isatty", lambda: False)())
+        prog = _core.Progress(out, progress)
         deadline = None if timeout is None else self._deadline(timeout)
-        last_line = 0.0
-        shown = [""]
-
-        def left() -> Optional[float]:
-            if deadline is None:
-                return None
-            r = deadline - time.monotonic()
-            if r <= 0:
-                raise DeadlineExceeded(f"megaflow: wait: graph {graph_id} is not finished after {timeout} s")
-            return r
-
-        def report(g: pb.Graph, final: bool = False) -> None:
-            if progress:
-                c = g.counts
-                done = c.succeeded + c.failed + c.cancelled + c.timed_out
-                line = (f"{g.id}: {graph_state_name(g.state).lower()} {done}/{g.task_count} done "
-                        f"({c.succeeded} ok, {c.failed + c.timed_out} failed, {c.running} running, "
-                        f"{c.pending + c.queued + c.assigned} waiting)")
-                if line != shown[0] or final:
-                    out.write("\r" + line.ljust(len(shown[0])) + ("\n" if final else ""))
-                    out.flush()
-                    shown[0] = line
-
         try:
             while True:
-                r = left()
-                g, meta = self._get_graph(graph_id, min(self.timeout, r) if r else None)
-                if g.state in _TERMINAL_GRAPH:
-                    report(g, final=True)
+                left = _core.wait_left(deadline, graph_id, timeout)
+                g, meta = self._get_graph(graph_id, min(self.timeout, left) if left else None)
+                if g.state in _core.TERMINAL_GRAPH:
+                    prog.report(g, final=True)
                     return g
-                report(g)
+                prog.report(g)
                 # Every change after the read shows up as an event after its
                 # index; a window bounds each stream, then the graph is read again.
-                window = min(30.0, r) if r else 30.0
+                window = min(_core.WAIT_WINDOW_S, left) if left else _core.WAIT_WINDOW_S
                 try:
-                    for ev in self.watch(graph_id, after=Cursor(meta.index, _MAX_SEQ), timeout=window):
-                        if not ev.task_id and ev.graph_state in _TERMINAL_GRAPH:
+                    for ev in self.watch(graph_id, after=Cursor(meta.index, _core.MAX_SEQ), timeout=window):
+                        if not ev.task_id and ev.graph_state in _core.TERMINAL_GRAPH:
                             break
-                        if progress and time.monotonic() - last_line > 0.5:
-                            last_line = time.monotonic()
-                            report(self.get_graph(graph_id, timeout=min(self.timeout, left() or self.timeout)))
+                        if prog.due():
+                            left = _core.wait_left(deadline, graph_id, timeout)
+                            prog.report(self.get_graph(graph_id, timeout=min(self.timeout, left or self.timeout)))
                 except (DeadlineExceeded, OutOfRange):
                     pass  # window over, or fell behind the history: read again
         except KeyboardInterrupt:
-            if progress:
-                out.write("\n")
+            prog.interrupted()
             raise
 
     # -- logs and artifacts --------------------------------------------------
@@ -677,19 +484,16 @@ class Client:
         """
         _check_task_id(task_id)
         _check_attempt(attempt)
-        deadline = None if (timeout is None and follow) else self._deadline(timeout)
+        r = _core.StreamRetry(self._core, f"logs of {task_id}",
+                              None if (timeout is None and follow) else self._deadline(timeout), any_error=False)
         number, after = attempt, 0
-        delay = self._backoff[0]
         while True:
             addr, stub = self._pick()
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise DeadlineExceeded(f"megaflow: logs of {task_id}: timeout passed")
             stream = stub.Logs(svc.LogsRequest(task_id=task_id, attempt=number, follow=follow, after_chunk=after,
-                                               read=self._read()), timeout=remaining)
+                                               read=self._read()), timeout=r.remaining())
             try:
                 for res in stream:
-                    delay = self._backoff[0]
+                    r.progressed()
                     number, after = res.attempt, res.chunk
                     yield res.data
                 return
@@ -697,11 +501,7 @@ class Client:
                 err = from_rpc_error(e)
             finally:
                 stream.cancel()
-            if isinstance(err, DeadlineExceeded) or not retryable(err):
-                raise err
-            self._rotate(addr)
-            time.sleep(self._jitter(delay))
-            delay = min(2 * delay, self._backoff[1])
+            time.sleep(r.failed(addr, err))
 
     def logs(self, task_id: str, *, attempt: int = 0, timeout: Optional[float] = None) -> str:
         """Return an attempt's log (stdout and stderr combined) as text.
@@ -762,24 +562,17 @@ class Client:
                 (nothing is left at its path).
         """
         manifest = self.artifacts(task_id, attempt=attempt, timeout=timeout)
-        files = {f.path: f for f in manifest.files}
-        wanted = list(files) if paths is None else list(paths)
-        for p in wanted:
-            if p not in files:
-                raise NotFound(f"megaflow: {task_id} attempt {manifest.attempt}: no artifact {p!r}; "
-                               f"it has {sorted(files) or 'none'}")
+        sums = {f.path: f.sha256 for f in manifest.files}
+        wanted = _core.wanted_artifacts(task_id, manifest, paths)
         root = Path(dest)
         root.mkdir(parents=True, exist_ok=True)
         written = []
         for p in wanted:
-            rel = PurePosixPath(p)
-            if rel.is_absolute() or ".." in rel.parts or not rel.parts:
-                raise InvalidArgument(f"megaflow: artifact path {p!r} leaves the destination directory")
-            target = root.joinpath(*rel.parts)
+            target = _core.artifact_target(root, p)
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(target.name + ".part")
 
-            def fetch(fn: Any, req: Any, remaining: float, tmp: Path = tmp, p: str = p) -> str:
+            def fetch(fn: Any, req: Any, remaining: float, tmp: Path = tmp) -> str:
                 h = hashlib.sha256()
                 with open(tmp, "wb") as f:
                     for res in fn(req, timeout=remaining):
@@ -792,15 +585,14 @@ class Client:
             try:
                 digest = self._call("ArtifactGet", svc.ArtifactGetRequest(
                     task_id=task_id, attempt=manifest.attempt, path=p, read=self._read()), timeout, run=fetch)
-                if digest != files[p].sha256:
+                if digest != sums[p]:
                     raise ChecksumMismatch(f"megaflow: artifact {p!r} of {task_id}: SHA-256 {digest}, "
-                                           f"the manifest says {files[p].sha256}")
+                                           f"the manifest says {sums[p]}")
                 os.replace(tmp, target)
             finally:
                 tmp.unlink(missing_ok=True)
             written.append(target)
         return written
-
 
     # -- sandboxes -------------------------------------------------------------
 
@@ -896,21 +688,6 @@ class Client:
             names the state).
         """
         return _sbx.list_(self, tenant, all, timeout)
-
-
-def _check_id(field: str, value: str) -> None:
-    if not isinstance(value, str) or not value:
-        raise InvalidArgument(f"megaflow: {field}: {value!r} is not an id; give the id submit returned")
-
-
-def _check_attempt(attempt: int) -> None:
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or not 0 <= attempt < 2**32:
-        raise InvalidArgument(f"megaflow: attempt: {attempt!r} is not an attempt number; use 1, 2, ... or 0 for the current one")
-
-
-def _check_task_id(task_id: str) -> None:
-    if not isinstance(task_id, str) or task_id.count("/") != 1 or task_id.startswith("/") or task_id.endswith("/"):
-        raise InvalidArgument(f"megaflow: task_id: {task_id!r} is not \"<graph id>/<task name>\"")
 
 
 def _wait_connected(ch: grpc.Channel, timeout: float) -> Optional[grpc.ChannelConnectivity]:

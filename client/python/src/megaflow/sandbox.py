@@ -39,7 +39,7 @@ from .graph import _ident_problem, parse_cpu, parse_memory
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
 
-__all__ = ["Sandbox", "ExecResult", "SandboxInfo", "new_sandbox_id", "sandbox_state_name"]
+__all__ = ["Sandbox", "SandboxBase", "ExecResult", "SandboxInfo", "new_sandbox_id", "sandbox_state_name"]
 
 SandboxInfo = sbx.Sandbox
 """A sandbox as the heads show it (the ``megaflow.v1.Sandbox`` message):
@@ -125,18 +125,17 @@ class ExecResult:
 ExecChunk = Union[Tuple[str, bytes], ExecResult]
 
 
-class Sandbox:
-    """A handle on one sandbox; made by :meth:`Client.sandbox` or
-    :meth:`Client.get_sandbox`. Safe to share between threads (several
-    execs may run at once). As a context manager it closes the sandbox on
-    exit.
+class SandboxBase:
+    """What the blocking :class:`Sandbox` and the asyncio
+    :class:`megaflow.aio.Sandbox` share: the id, the state last seen, and
+    the argument checks of their calls (no I/O here).
 
     Attributes:
         id: the sandbox's id, "sbx-...".
     """
 
-    def __init__(self, client: "Client", sandbox_id: str, info: Optional[SandboxInfo] = None) -> None:
-        """A handle without any RPC (prefer :meth:`Client.get_sandbox`).
+    def __init__(self, client: Any, sandbox_id: str, info: Optional[SandboxInfo] = None) -> None:
+        """A handle without any RPC (prefer ``client.get_sandbox``).
 
         Raises:
             InvalidArgument: sandbox_id is not "sbx-" then [a-z0-9].
@@ -191,7 +190,114 @@ class Sandbox:
         return self.info.worker_id
 
     def __repr__(self) -> str:
-        return f"<megaflow.Sandbox {self.id} {self.state}>"
+        mod = type(self).__module__
+        name = "megaflow.Sandbox" if mod == __name__ else f"{mod}.{type(self).__qualname__}"
+        return f"<{name} {self.id} {self.state}>"
+
+    def _closed_now(self) -> bool:
+        with self._lock:
+            return self._closed
+
+    def _mark_closed(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    def _exec_request(self, cmd: Union[Sequence[str], str], timeout: Optional[Seconds],
+                      env: Optional[Mapping[str, str]], cwd: Optional[str],
+                      stdin: Optional[Data]) -> Tuple[sbx.SandboxExecRequest, float]:
+        """The checked Exec request and the seconds its call may take."""
+        req = sbx.SandboxExecRequest(sandbox_id=self.id, argv=_argv(self.id, cmd), env=_env(self.id, env),
+                                     cwd=_cwd(self.id, cwd), stdin=_data(self.id, "stdin", stdin, MAX_STDIN))
+        if timeout is not None:
+            t = _seconds(timeout, "exec timeout", MAX_EXEC_TIMEOUT_S)
+            if t <= 0:
+                raise InvalidArgument(f"megaflow: exec in {self.id}: timeout {timeout!r} must be positive; "
+                                      f"None for the default of {DEFAULT_EXEC_TIMEOUT_S} s")
+            req.timeout_millis = max(1, math.ceil(t * 1000))
+        rpc_timeout = (req.timeout_millis / 1000 if req.timeout_millis else DEFAULT_EXEC_TIMEOUT_S) + self._client.timeout
+        return req, rpc_timeout
+
+    def _write_request(self, path: str, data: Data, mode: int) -> sbx.SandboxWriteFileRequest:
+        """The checked WriteFile request (min_index set at send time)."""
+        _path(self.id, path)
+        body = _data(self.id, "data", data, MAX_FILE)
+        if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
+            raise InvalidArgument(f"megaflow: sandbox {self.id}: mode {mode!r} is not permission bits; "
+                                  f"use 0 to 0o777, e.g. 0o644 or 0o755")
+        return sbx.SandboxWriteFileRequest(sandbox_id=self.id, path=path, data=body, mode=mode)
+
+    def _read_request(self, path: str, max_bytes: int) -> sbx.SandboxReadFileRequest:
+        """The checked ReadFile request (min_index set at send time)."""
+        _path(self.id, path)
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 <= max_bytes <= MAX_FILE:
+            raise InvalidArgument(f"megaflow: sandbox {self.id}: max_bytes {max_bytes!r} is out of range: "
+                                  f"0 (the limit) to {MAX_FILE}")
+        return sbx.SandboxReadFileRequest(sandbox_id=self.id, path=path, max_bytes=max_bytes)
+
+    def _wait_ready_timeout(self, timeout: Seconds) -> float:
+        t = _seconds(timeout, "wait_ready timeout", 7 * 24 * 3600)
+        if t <= 0:
+            raise InvalidArgument(f"megaflow: sandbox {self.id}: wait_ready timeout {timeout!r} must be positive")
+        return t
+
+    def _sent_error(self, addr: str, what: str, e: grpc.RpcError) -> MegaflowError:
+        """Classify the failure of a call that was sent: never retried; a head
+        that failed is left for the next call."""
+        err = from_rpc_error(e)
+        if isinstance(err, DeadlineExceeded):
+            return DeadlineExceeded(f"megaflow: sandbox {self.id}: {what}: deadline passed (head {addr}: "
+                                    f"{err.message}); it may or may not have run", err.code, err.reason)
+        if isinstance(err, Unavailable) or type(err) is MegaflowError:
+            self._client._rotate(addr)
+            if type(err) in (Unavailable, MegaflowError):
+                return Unavailable(f"megaflow: sandbox {self.id}: {what}: head {addr}: {err.message}; "
+                                   f"it may or may not have run: retry it only if that is safe", err.code, err.reason)
+        return err
+
+    def _no_exit(self, addr: str) -> MegaflowError:
+        return Unavailable(f"megaflow: exec in sandbox {self.id}: the stream from head {addr} ended without an "
+                           f"exit; the command may or may not have run: retry it only if that is safe")
+
+
+def _exec_chunks(m: sbx.SandboxExecResponse) -> List[ExecChunk]:
+    """What one Exec message carries: output chunks, then the exit last."""
+    out: List[ExecChunk] = []
+    if m.stdout:
+        out.append(("stdout", m.stdout))
+    if m.stderr:
+        out.append(("stderr", m.stderr))
+    if m.HasField("exit"):
+        x = m.exit
+        out.append(ExecResult(exit_code=x.exit_code, timed_out=x.timed_out, truncated=x.truncated, reason=x.reason))
+    return out
+
+
+def _collect(items: List[ExecChunk]) -> ExecResult:
+    """An exec_stream's items as one ExecResult with stdout and stderr joined."""
+    res = items[-1]
+    assert isinstance(res, ExecResult)  # exec_stream ends with the result or raises
+    res.stdout = b"".join(i[1] for i in items[:-1] if isinstance(i, tuple) and i[0] == "stdout")
+    res.stderr = b"".join(i[1] for i in items[:-1] if isinstance(i, tuple) and i[0] == "stderr")
+    return res
+
+
+class Sandbox(SandboxBase):
+    """A handle on one sandbox; made by :meth:`Client.sandbox` or
+    :meth:`Client.get_sandbox`. Safe to share between threads (several
+    execs may run at once). As a context manager it closes the sandbox on
+    exit.
+
+    Attributes:
+        id: the sandbox's id, "sbx-...".
+    """
+
+    def __init__(self, client: "Client", sandbox_id: str, info: Optional[SandboxInfo] = None) -> None:
+        """A handle without any RPC (prefer :meth:`Client.get_sandbox`).
+
+        Raises:
+            InvalidArgument: sandbox_id is not "sbx-" then [a-z0-9].
+        """
+        super().__init__(client, sandbox_id, info)
 
     def refresh(self, *, timeout: Optional[float] = None) -> SandboxInfo:
         """Read the sandbox's state again.
@@ -227,9 +333,7 @@ class Sandbox:
                 :class:`SandboxFailed` when its image could not start).
             DeadlineExceeded: still not READY after ``timeout``.
         """
-        t = _seconds(timeout, "wait_ready timeout", 7 * 24 * 3600)
-        if t <= 0:
-            raise InvalidArgument(f"megaflow: sandbox {self.id}: wait_ready timeout {timeout!r} must be positive")
+        t = self._wait_ready_timeout(timeout)
         deadline = time.monotonic() + t
         delay = 0.1
         while True:
@@ -259,15 +363,13 @@ class Sandbox:
             SandboxNotFound: no such sandbox.
             DeadlineExceeded: no head answered in time.
         """
-        with self._lock:
-            if self._closed:
-                return
+        if self._closed_now():
+            return
         res = self._client._call("CloseSandbox", sbx.CloseSandboxRequest(id=self.id, min_index=self._index()),
                                  timeout, sandbox=True)
         self._client._observe(res.sandbox.index)
         self._set(res.sandbox)
-        with self._lock:
-            self._closed = True
+        self._mark_closed()
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -280,6 +382,7 @@ class Sandbox:
             self.close()
         except MegaflowError:
             pass
+
 
     # -- exec ----------------------------------------------------------------
 
@@ -319,19 +422,7 @@ class Sandbox:
                 (:class:`WorkerUnreachable`): it may or may not have run.
             DeadlineExceeded: the call's deadline passed.
         """
-        out: List[bytes] = []
-        err: List[bytes] = []
-        res: Optional[ExecResult] = None
-        for item in self.exec_stream(cmd, timeout=timeout, env=env, cwd=cwd, stdin=stdin):
-            if isinstance(item, ExecResult):
-                res = item
-            elif item[0] == "stdout":
-                out.append(item[1])
-            else:
-                err.append(item[1])
-        assert res is not None  # exec_stream ends with the result or raises
-        res.stdout, res.stderr = b"".join(out), b"".join(err)
-        return res
+        return _collect(list(self.exec_stream(cmd, timeout=timeout, env=env, cwd=cwd, stdin=stdin)))
 
     def exec_stream(self, cmd: Union[Sequence[str], str], *, timeout: Optional[Seconds] = None,
                     env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
@@ -354,16 +445,7 @@ class Sandbox:
             As :meth:`exec` (InvalidArgument at once, the others from the
             iterator).
         """
-        req = sbx.SandboxExecRequest(sandbox_id=self.id, argv=_argv(self.id, cmd), env=_env(self.id, env),
-                                     cwd=_cwd(self.id, cwd), stdin=_data(self.id, "stdin", stdin, MAX_STDIN))
-        if timeout is not None:
-            t = _seconds(timeout, "exec timeout", MAX_EXEC_TIMEOUT_S)
-            if t <= 0:
-                raise InvalidArgument(f"megaflow: exec in {self.id}: timeout {timeout!r} must be positive; "
-                                      f"None for the default of {DEFAULT_EXEC_TIMEOUT_S} s")
-            req.timeout_millis = max(1, math.ceil(t * 1000))
-        rpc_timeout = (req.timeout_millis / 1000 if req.timeout_millis else DEFAULT_EXEC_TIMEOUT_S) + self._client.timeout
-        return self._exec(req, rpc_timeout)
+        return self._exec(*self._exec_request(cmd, timeout, env, cwd, stdin))
 
     def _exec(self, req: sbx.SandboxExecRequest, rpc_timeout: float) -> Iterator[ExecChunk]:
         deadline = time.monotonic() + rpc_timeout
@@ -372,21 +454,15 @@ class Sandbox:
         stream = stub.Exec(req, timeout=max(deadline - time.monotonic(), 0.001))
         try:
             for m in stream:
-                if m.stdout:
-                    yield ("stdout", m.stdout)
-                if m.stderr:
-                    yield ("stderr", m.stderr)
-                if m.HasField("exit"):
-                    x = m.exit
-                    yield ExecResult(exit_code=x.exit_code, timed_out=x.timed_out, truncated=x.truncated,
-                                     reason=x.reason)
-                    return
+                for item in _exec_chunks(m):
+                    yield item
+                    if isinstance(item, ExecResult):
+                        return
         except grpc.RpcError as e:
             raise self._sent_error(addr, "exec", e) from None
         finally:
             stream.cancel()
-        raise Unavailable(f"megaflow: exec in sandbox {self.id}: the stream from head {addr} ended without an "
-                          f"exit; the command may or may not have run: retry it only if that is safe")
+        raise self._no_exit(addr)
 
     # -- files ---------------------------------------------------------------
 
@@ -405,15 +481,10 @@ class Sandbox:
             SandboxNotFound, SandboxNotReady, SandboxEnded, Unavailable,
             DeadlineExceeded: as :meth:`exec`.
         """
-        _path(self.id, path)
-        body = _data(self.id, "data", data, MAX_FILE)
-        if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
-            raise InvalidArgument(f"megaflow: sandbox {self.id}: mode {mode!r} is not permission bits; "
-                                  f"use 0 to 0o777, e.g. 0o644 or 0o755")
+        req = self._write_request(path, data, mode)
         deadline = self._client._deadline(timeout)
         addr, stub = self._client._connect(deadline, f"write {path} in {self.id}")
-        req = sbx.SandboxWriteFileRequest(sandbox_id=self.id, path=path, data=body, mode=mode,
-                                          min_index=self._index())
+        req.min_index = self._index()
         try:
             stub.WriteFile(req, timeout=max(deadline - time.monotonic(), 0.001))
         except grpc.RpcError as e:
@@ -438,13 +509,10 @@ class Sandbox:
             SandboxNotFound, SandboxNotReady, SandboxEnded, Unavailable,
             DeadlineExceeded: as :meth:`exec`.
         """
-        _path(self.id, path)
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 <= max_bytes <= MAX_FILE:
-            raise InvalidArgument(f"megaflow: sandbox {self.id}: max_bytes {max_bytes!r} is out of range: "
-                                  f"0 (the limit) to {MAX_FILE}")
+        req = self._read_request(path, max_bytes)
         deadline = self._client._deadline(timeout)
         addr, stub = self._client._connect(deadline, f"read {path} in {self.id}")
-        req = sbx.SandboxReadFileRequest(sandbox_id=self.id, path=path, max_bytes=max_bytes, min_index=self._index())
+        req.min_index = self._index()
         stream = stub.ReadFile(req, timeout=max(deadline - time.monotonic(), 0.001))
         chunks: List[bytes] = []
         try:
@@ -456,21 +524,6 @@ class Sandbox:
             stream.cancel()
         return b"".join(chunks)
 
-    def _sent_error(self, addr: str, what: str, e: grpc.RpcError) -> MegaflowError:
-        """Classify the failure of a call that was sent: never retried; a head
-        that failed is left for the next call."""
-        err = from_rpc_error(e)
-        if isinstance(err, DeadlineExceeded):
-            return DeadlineExceeded(f"megaflow: sandbox {self.id}: {what}: deadline passed (head {addr}: "
-                                    f"{err.message}); it may or may not have run", err.code, err.reason)
-        if isinstance(err, Unavailable) or type(err) is MegaflowError:
-            self._client._rotate(addr)
-            if type(err) in (Unavailable, MegaflowError):
-                return Unavailable(f"megaflow: sandbox {self.id}: {what}: head {addr}: {err.message}; "
-                                   f"it may or may not have run: retry it only if that is safe", err.code, err.reason)
-        return err
-
-
 # -- client side -------------------------------------------------------------
 
 
@@ -481,6 +534,40 @@ def create(client: "Client", *, image: str, cpu_millis: Optional[int] = None, cp
            wait_ready: Optional[Seconds] = 120.0, id: Optional[str] = None, tenant: Optional[str] = None,
            timeout: Optional[float] = None) -> Sandbox:
     """:meth:`Client.sandbox`'s body (documented there)."""
+    sid, req, wait_s, call_timeout = create_request(
+        client, image=image, cpu_millis=cpu_millis, cpu=cpu, memory=memory, env=env, working_dir=working_dir,
+        network=network, labels=labels, lifetime=lifetime, idle_timeout=idle_timeout, wait_ready=wait_ready, id=id,
+        tenant=tenant, timeout=timeout)
+    res = client._call("CreateSandbox", req, call_timeout, sandbox=True)
+    return created(client, Sandbox(client, sid, res.sandbox), wait_s)
+
+
+def created(client: Any, s: SandboxBase, wait_s: float) -> Any:
+    """The handle of a sandbox just created: the index noted, and with
+    wait_s, an error raised if it ended instead of starting.
+
+    Raises:
+        SandboxEnded: the subclass of how it ended, with the handle.
+    """
+    client._observe(s.info.index)
+    if wait_s > 0 and s.info.state not in _LIVE:
+        raise _ended(s, s.info)
+    return s
+
+
+def create_request(client: Any, *, image: str, cpu_millis: Optional[int], cpu: Optional[Any], memory: Optional[Any],
+                   env: Optional[Mapping[str, str]], working_dir: Optional[str], network: Optional[str],
+                   labels: Optional[Mapping[str, str]], lifetime: Optional[Seconds], idle_timeout: Optional[Seconds],
+                   wait_ready: Optional[Seconds], id: Optional[str], tenant: Optional[str],
+                   timeout: Optional[float]) -> Tuple[str, sbx.CreateSandboxRequest, float, float]:
+    """The checked CreateSandbox request of ``client.sandbox(...)``.
+
+    Returns:
+        (sandbox id, request, seconds to wait for READY, the call's timeout).
+
+    Raises:
+        InvalidArgument: a bad argument.
+    """
     sid = id or new_sandbox_id()
     _check_id("id", sid)
     if not isinstance(image, str) or not image.strip():
@@ -527,12 +614,9 @@ def create(client: "Client", *, image: str, cpu_millis: Optional[int] = None, cp
         spec.idle_timeout_seconds = math.ceil(_seconds(idle_timeout, "idle_timeout", MAX_SECONDS))
     wait_s = 0.0 if wait_ready is None else _seconds(wait_ready, "wait_ready", MAX_WAIT_READY_S)
     req = sbx.CreateSandboxRequest(spec=spec, wait_ready_millis=math.ceil(wait_s * 1000))
-    res = client._call("CreateSandbox", req, (client.timeout + wait_s) if timeout is None else timeout, sandbox=True)
-    client._observe(res.sandbox.index)
-    s = Sandbox(client, sid, res.sandbox)
-    if wait_s > 0 and res.sandbox.state not in _LIVE:
-        raise _ended(s, res.sandbox)
-    return s
+    if timeout is not None:
+        client._deadline(timeout)  # checks it
+    return sid, req, wait_s, (client.timeout + wait_s) if timeout is None else timeout
 
 
 def get(client: "Client", sandbox_id: str, timeout: Optional[float]) -> Sandbox:
@@ -545,14 +629,23 @@ def get(client: "Client", sandbox_id: str, timeout: Optional[float]) -> Sandbox:
 
 def list_(client: "Client", tenant: Optional[str], all: bool, timeout: Optional[float]) -> List[SandboxInfo]:
     """:meth:`Client.list_sandboxes`'s body."""
-    t = client.tenant if tenant is None else tenant
-    if t and (p := _ident_problem(t)):
-        raise InvalidArgument(f"megaflow: list_sandboxes: tenant: {p}")
-    res = client._call("ListSandboxes", sbx.ListSandboxesRequest(tenant=t, all=bool(all)), timeout, sandbox=True)
+    res = client._call("ListSandboxes", list_request(client, tenant, all), timeout, sandbox=True)
     return list(res.sandboxes)
 
 
-def _ended(s: Sandbox, info: SandboxInfo) -> MegaflowError:
+def list_request(client: Any, tenant: Optional[str], all: bool) -> sbx.ListSandboxesRequest:
+    """The checked ListSandboxes request.
+
+    Raises:
+        InvalidArgument: a malformed tenant.
+    """
+    t = client.tenant if tenant is None else tenant
+    if t and (p := _ident_problem(t)):
+        raise InvalidArgument(f"megaflow: list_sandboxes: tenant: {p}")
+    return sbx.ListSandboxesRequest(tenant=t, all=bool(all))
+
+
+def _ended(s: SandboxBase, info: SandboxInfo) -> MegaflowError:
     name = sandbox_state_name(info.state)
     reason = "SANDBOX_" + name
     from ._proto import types_pb2 as pb
