@@ -22,6 +22,13 @@ import (
 // logsPoll is how often a followed log looks for new chunks.
 const logsPoll = 250 * time.Millisecond
 
+// logsLandWait bounds how long a log read without follow waits for a
+// finished attempt whose worker has not uploaded its last chunks yet
+// (Attempt.ArtifactsPending: the final event comes first, the spool's
+// upload after it): the caller who waited for a task and then reads its
+// log gets the whole log, not the part that had landed.
+const logsLandWait = 30 * time.Second
+
 // getChunkBytes is the size of one ArtifactGet data message.
 const getChunkBytes = 256 << 10
 
@@ -98,6 +105,7 @@ func (h *Head) logs(ctx context.Context, req *wire.LogsRequest, send func(*wire.
 	}
 	store := h.cfg.Artifacts
 	next := req.GetAfterChunk() + 1
+	landBy := h.clock.Now().Add(logsLandWait)
 	for {
 		// Whether more can come is judged before listing, so that chunks
 		// landing meanwhile are still streamed.
@@ -139,7 +147,17 @@ func (h *Head) logs(ctx context.Context, req *wire.LogsRequest, send func(*wire.
 				"(heads and workers must share one --artifacts store; each defaults to a directory under its own --data-dir), "+
 				"ran without one, or was lost first; or they were deleted", att.Number, req.GetTaskId(), store.URL())
 		}
-		if !req.GetFollow() || (m != nil && next > m.LogChunks) || (m == nil && over) {
+		// The rest of the log is still to land while the worker that ran
+		// the attempt is alive to upload it.
+		landing := !state.IsActive(a.State) && a.ArtifactsPending
+		if wk := h.fsm.View().Worker(a.WorkerID); landing && (wk == nil || wk.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE) {
+			landing = false
+		}
+		if !req.GetFollow() && landing && h.clock.Now().After(landBy) {
+			return errs.New(errs.Unavailable, "logs of %s attempt %d: the attempt finished %v ago and its worker has not uploaded the rest of its log yet "+
+				"(%d chunks sent here); try again, or read with --follow to wait for it", req.GetTaskId(), att.Number, logsLandWait, next-req.GetAfterChunk()-1)
+		}
+		if (!req.GetFollow() && !landing) || (m != nil && next > m.LogChunks) || (m == nil && over) {
 			return nil
 		}
 		if err := sleepCtx(ctx, logsPoll); err != nil {

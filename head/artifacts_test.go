@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/runtime/fake"
@@ -153,4 +157,95 @@ func TestLogsFromAnotherStoreAreNotFound(t *testing.T) {
 	if _, err := cl.Artifacts(ctx, "g/t000", 0); !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), "attempt 1 of task") {
 		t.Fatalf("artifacts: %v", err)
 	}
+}
+
+// TestLogsWaitForALogStillLanding: a task finished, and its worker's
+// upload of the log is still under way (the attempt's ArtifactsPending).
+// A log read without follow waits for the rest to land and returns the
+// whole log, instead of the part that had landed (nothing here): a user
+// who waited for the task and then read its log got an empty answer.
+func TestLogsWaitForALogStillLanding(t *testing.T) {
+	store := artifact.NewMemStore()
+	looked := make(chan struct{}, 1)
+	headStore := &listHook{Store: store, prefix: "default/g/", hook: func() {
+		select {
+		case looked <- struct{}{}:
+		default:
+		}
+	}}
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { cfg.Artifacts = headStore }})
+	rt := fake.New(nil)
+	rt.Default(fake.Behavior{Duration: 5 * time.Millisecond, Output: "hello\n"})
+	gate := &gatedStore{Store: store}
+	gate.down.Store(true)
+	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Configure: func(cfg *worker.Config) { cfg.Artifacts = gate }})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, flatGraph("g", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if g := waitGraph(ctx, t, cl, "g"); g.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", g)
+	}
+	task, _, err := cl.GetTask(ctx, "g/t000", client.ReadOptions{})
+	if err != nil || len(task.Attempts) != 1 || !task.Attempts[0].ArtifactsPending {
+		t.Fatalf("task %v (%v): want one attempt with its artifacts pending (the worker's store is down)", task, err)
+	}
+	for len(looked) > 0 {
+		<-looked
+	}
+	got := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		for chunk, err := range cl.Logs(ctx, "g/t000", client.LogsOptions{}) {
+			if err != nil {
+				got <- "error: " + err.Error()
+				return
+			}
+			b.Write(chunk.Data)
+		}
+		got <- b.String()
+	}()
+	select { // the head listed the attempt's log while nothing had landed
+	case <-looked:
+	case <-ctx.Done():
+		t.Fatal("the head never listed the log")
+	}
+	gate.down.Store(false)
+	select {
+	case s := <-got:
+		if s != "hello\n" {
+			t.Fatalf("logs read while the log was landing: %q, want %q", s, "hello\n")
+		}
+	case <-ctx.Done():
+		t.Fatal("logs never returned")
+	}
+}
+
+// gatedStore is a worker's store that refuses uploads while down is set.
+type gatedStore struct {
+	blob.Store
+	down atomic.Bool
+}
+
+func (g *gatedStore) Put(ctx context.Context, key string, r io.Reader, opts blob.PutOptions) (blob.Info, error) {
+	if g.down.Load() {
+		return blob.Info{}, fmt.Errorf("gated by the test: %w", blob.ErrUnavailable)
+	}
+	return g.Store.Put(ctx, key, r, opts)
+}
+
+// listHook is a head's store that calls hook on each List under prefix.
+type listHook struct {
+	blob.Store
+	prefix string
+	hook   func()
+}
+
+func (l *listHook) List(ctx context.Context, prefix string) ([]blob.Info, error) {
+	if strings.HasPrefix(prefix, l.prefix) {
+		l.hook()
+	}
+	return l.Store.List(ctx, prefix)
 }
