@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/tlsconfig"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -23,6 +25,16 @@ import (
 // maxRedirects bounds how many NOT_LEADER redirects are followed in a row
 // before the worker backs off (leaders can disagree during an election).
 const maxRedirects = 3
+
+// headCreds returns the credentials of the stream to the heads: mutual TLS
+// with the worker's certificate, verifying a head's, when Config.TLS is
+// set; else plaintext.
+func (w *Worker) headCreds() grpc.DialOption {
+	if w.cfg.TLS == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(w.cfg.TLS.ClientCredentials(tlsconfig.RoleHead))
+}
 
 // runStream keeps one stream open to the leader until ctx ends: it tries
 // the heads in order (a redirect's target first), follows NOT_LEADER
@@ -49,7 +61,7 @@ func (w *Worker) runStream(ctx context.Context) {
 			conn, ok := conns[addr]
 			if !ok {
 				var err error
-				conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				conn, err = grpc.NewClient(addr, w.headCreds(),
 					// A stream whose packets vanish (a firewall, a black-holing
 					// proxy) is noticed in Time+Timeout, not when TCP gives up.
 					// The head's EnforcementPolicy allows pings every 5 s.
