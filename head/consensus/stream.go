@@ -84,22 +84,28 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	if closed {
 		return nil, errStreamClosed
 	}
-	c, err := net.DialTimeout("tcp", string(address), timeout)
+	c, err := s.dialTLS(string(address), timeout)
 	if err != nil {
 		return nil, err
 	}
-	if s.tls != nil {
-		tc := tls.Client(c, s.tls.Client())
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		err := tc.HandshakeContext(ctx)
-		cancel()
-		if err != nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("raft TLS handshake with %s: %w", address, err)
-		}
-		c = tc
-	}
 	return s.track(c)
+}
+
+// dialTLS dials address and, with s.tls, completes a TLS handshake within
+// timeout.
+func (s *tcpStream) dialTLS(address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", address, timeout)
+	if err != nil || s.tls == nil {
+		return c, err
+	}
+	tc := tls.Client(c, s.tls.Client())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("raft TLS handshake with %s: %w", address, err)
+	}
+	return tc, nil
 }
 
 // Close closes the listener only; raft's transport calls it on Close.
