@@ -58,6 +58,14 @@ type Config struct {
 	SecretKey []byte
 }
 
+// validateKey checks SecretKey's length.
+func (c *Config) validateKey() error {
+	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		return fmt.Errorf("gossip: Config.SecretKey is %d bytes: must be 16, 24 or 32", n)
+	}
+	return nil
+}
+
 // DecodeKey parses a gossip key as --gossip-key gives it: standard
 // base64 of 32 random bytes (`openssl rand -base64 32`, or megaflow tls
 // gossip-key). Errors say what was wrong.
@@ -172,8 +180,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("gossip: Config.Join[%d] is empty", i)
 		}
 	}
-	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
-		return fmt.Errorf("gossip: Config.SecretKey is %d bytes: must be 16, 24 or 32", n)
+	if err := c.validateKey(); err != nil {
+		return err
 	}
 	if c.EventBuffer < 1 {
 		return fmt.Errorf("gossip: Config.EventBuffer %d: must be at least 1", c.EventBuffer)
