@@ -475,4 +475,3 @@ func TestReloadOnSignal(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
 	}
 }
-
