@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -473,5 +474,33 @@ func TestReloadOnSignal(t *testing.T) {
 			t.Fatal("SIGHUP did not reload the certificate within 10s")
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// RefusalLogger logs the first refusal at once, counts the ones within
+// the interval, and reports that count on the next line.
+func TestRefusalLoggerRateLimits(t *testing.T) {
+	var buf strings.Builder
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	now := time.Unix(1000, 0)
+	log := tlsconfig.RefusalLogger(logger, "grpc :7070", func() time.Time { return now }, 10*time.Second)
+	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 9), Port: 5555}
+	refusal := errors.New("tls: first record does not look like a TLS handshake")
+	steps := []struct {
+		advance time.Duration
+		lines   int
+	}{{0, 1}, {time.Second, 1}, {5 * time.Second, 1}, {5 * time.Second, 2}, {time.Second, 2}, {20 * time.Second, 3}}
+	for i, s := range steps {
+		now = now.Add(s.advance)
+		log(addr, refusal)
+		if got := strings.Count(buf.String(), "refused a connection"); got != s.lines {
+			t.Fatalf("step %d: %d lines, want %d:\n%s", i, got, s.lines, buf.String())
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for i, want := range []string{"refused_since_last_line=0", "refused_since_last_line=2", "refused_since_last_line=1"} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "remote=10.0.0.9:5555") || !strings.Contains(lines[i], "first record") {
+			t.Errorf("line %d: %s; want %s, the remote address and the error", i, lines[i], want)
+		}
 	}
 }
