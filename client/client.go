@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/connectivity"
+
 	"google.golang.org/grpc/credentials"
 
 	"google.golang.org/grpc"
@@ -298,7 +300,7 @@ func (c *Client) callConn(ctx context.Context, fn func(context.Context, grpc.Cli
 				continue
 			}
 		case errs.Unavailable:
-			if terr := c.diagnose(ctx, addr); terr != nil {
+			if terr := c.diagnose(ctx, addr, conn); terr != nil {
 				return terr
 			}
 			c.rotate(addr)
@@ -314,9 +316,14 @@ func (c *Client) callConn(ctx context.Context, fn func(context.Context, grpc.Cli
 	}
 }
 
-// diagnose runs diagnoseTLS for addr the first time addr does not answer,
-// and returns its error (a TLS mismatch) or nil.
-func (c *Client) diagnose(ctx context.Context, addr string) error {
+// diagnose runs diagnoseTLS for addr the first time its connection fails
+// (TRANSIENT_FAILURE: a head that answers Unavailable itself, as during
+// an election, is not probed), and returns its error (a TLS mismatch) or
+// nil.
+func (c *Client) diagnose(ctx context.Context, addr string, conn *grpc.ClientConn) error {
+	if conn == nil || conn.GetState() != connectivity.TransientFailure {
+		return nil
+	}
 	c.mu.Lock()
 	if c.diagnosed == nil {
 		c.diagnosed = map[string]bool{}

@@ -37,7 +37,7 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 }
 
 // probeTimeout bounds diagnoseTLS's dial, handshake and read.
-const probeTimeout = 2 * time.Second
+const probeTimeout = time.Second
 
 // diagnoseTLS is called once per head address after the head did not
 // answer (Unavailable). It dials addr itself to find out whether TLS is
