@@ -58,6 +58,7 @@ func TestTLSCommands(t *testing.T) {
 		{"tls", "cert", "create", "--head", "--ca", ca, "--ca-key", caKey, "--dir", dir, "--name", "../x"},
 		{"tls", "cert", "create", "--head", "--ca", ca, "--ca-key", caKey, "--dir", dir, "--name", "x", "--validity", "1m"},
 		{"tls", "ca", "create"},
+		{"up", "--tls-ca", ca, "--tls-cert", ca, "--tls-key", caKey}, // the local cluster has no TLS
 	} {
 		if code, out := cli(args...); code != 2 {
 			t.Errorf("%v: exit %d (%s); want 2", args, code, out)
