@@ -25,11 +25,9 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/connectivity"
-
-	"google.golang.org/grpc/credentials"
-
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/megaflow/megaflow/internal/clock"

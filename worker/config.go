@@ -7,14 +7,14 @@ import (
 	"net"
 	"time"
 
-	"github.com/megaflow/megaflow/internal/tlsconfig"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/clock"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Capacity is what a worker offers to the scheduler.

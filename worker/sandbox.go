@@ -9,14 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/megaflow/megaflow/internal/tlsconfig"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	mfspec "github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"

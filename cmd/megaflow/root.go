@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/megaflow/megaflow/internal/tlsconfig"
-
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
 )
 
