@@ -14,6 +14,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/megaflow/megaflow/internal/clock"
@@ -47,6 +50,8 @@ type options struct {
 	// clock times the waits between retries and stamps the ids Submit
 	// generates; nil means clock.Real.
 	clock clock.Clock
+	// tls is the heads' TLS (WithTLS); nil: plaintext.
+	tls *tls.Config
 }
 
 // WithDialOptions adds gRPC dial options (TLS credentials, interceptors).
@@ -81,6 +86,10 @@ type Client struct {
 	conns   map[string]*grpc.ClientConn
 	current string // the head calls go to: the leader when known
 	closed  bool
+
+	// diagnosed holds the head addresses diagnoseTLS has probed (each
+	// once). Guarded by mu.
+	diagnosed map[string]bool
 
 	// seen is the highest Raft index this client has written or read;
 	// reads wait for it (read your writes on any head). Guarded by mu.
@@ -173,7 +182,11 @@ func (c *Client) addHead(addr string) error {
 	if _, ok := c.conns[addr]; ok {
 		return nil
 	}
-	dopts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.opts.dialOptions...)
+	creds := insecure.NewCredentials()
+	if c.opts.tls != nil {
+		creds = credentials.NewTLS(c.opts.tls)
+	}
+	dopts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.opts.dialOptions...)
 	conn, err := grpc.NewClient(addr, dopts...)
 	if err != nil {
 		return errs.New(errs.InvalidArgument, "client: head address %q: %v", addr, err)
@@ -285,6 +298,9 @@ func (c *Client) callConn(ctx context.Context, fn func(context.Context, grpc.Cli
 				continue
 			}
 		case errs.Unavailable:
+			if terr := c.diagnose(ctx, addr, conn); terr != nil {
+				return terr
+			}
 			c.rotate(addr)
 		case errs.ResourceExhausted:
 			if e.RetryAfter > 0 {
@@ -296,6 +312,27 @@ func (c *Client) callConn(ctx context.Context, fn func(context.Context, grpc.Cli
 		}
 		delay = min(2*delay, c.opts.backoffMax)
 	}
+}
+
+// diagnose runs diagnoseTLS for addr the first time its connection fails
+// (TRANSIENT_FAILURE: a head that answers Unavailable itself, as during
+// an election, is not probed), and returns its error (a TLS mismatch) or
+// nil.
+func (c *Client) diagnose(ctx context.Context, addr string, conn *grpc.ClientConn) error {
+	if conn == nil || conn.GetState() != connectivity.TransientFailure {
+		return nil
+	}
+	c.mu.Lock()
+	if c.diagnosed == nil {
+		c.diagnosed = map[string]bool{}
+	}
+	done := c.diagnosed[addr]
+	c.diagnosed[addr] = true
+	c.mu.Unlock()
+	if done || strings.Contains(addr, "/") {
+		return nil
+	}
+	return diagnoseTLS(ctx, addr, c.opts.tls)
 }
 
 // jitter spreads d over [d/2, d) so clients retrying together do not collide.

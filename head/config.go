@@ -13,6 +13,7 @@ import (
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 )
 
 // Config configures a Head. Build it from DefaultConfig, set the node's id,
@@ -132,6 +133,20 @@ type Config struct {
 	TrailingLogs      uint64
 	// Fast shortens Raft and gossip timeouts for tests on loopback.
 	Fast bool
+
+	// TLS, when set, turns on mutual TLS (docs/security.md): the gRPC
+	// API requires a certificate signed by its CA and checks its role per
+	// service (client API: client or head; worker stream: worker); a
+	// follower forwards to the leader with it; Raft's TCP transport takes
+	// and dials heads only; the sandbox calls to workers verify a worker
+	// certificate. It must hold a head certificate. Its Reload (SIGHUP)
+	// applies to every later connection. Nil: plaintext everywhere, as
+	// before. With RaftTransport set, Raft does not use it.
+	TLS *tlsconfig.Store
+	// GossipKey, when set, encrypts and authenticates gossip (memberlist's
+	// SecretKey: 16, 24 or 32 bytes, the same on every head and worker).
+	// Nil: plaintext gossip.
+	GossipKey []byte
 }
 
 // DefaultConfig returns a Config with production defaults and no identity
@@ -165,6 +180,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		errsList = append(errsList, errors.New("--data-dir is empty: give a directory for the Raft log and snapshots"))
+	}
+	if c.TLS != nil && c.TLS.Role() != tlsconfig.RoleHead {
+		errsList = append(errsList, fmt.Errorf("--tls-cert holds a %s certificate: a head needs a head certificate (megaflow tls cert create --head)", c.TLS.Role()))
+	}
+	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		errsList = append(errsList, fmt.Errorf("--gossip-key is %d bytes: must be 32 (or 16 or 24)", n))
 	}
 	for _, a := range []struct{ name, addr string }{{"--raft-addr", c.RaftAddr}, {"--grpc-addr", c.GRPCAddr}, {"--gossip-addr", c.GossipAddr}} {
 		if a.name == "--raft-addr" && c.RaftTransport != nil {

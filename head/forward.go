@@ -5,11 +5,11 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -75,7 +75,7 @@ func (f *forwarder) leader(ctx context.Context) (wire.MegaflowServiceClient, con
 	conn, ok := f.conns[addr]
 	if !ok {
 		var err error
-		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err = grpc.NewClient(addr, f.h.transportCreds(tlsconfig.RoleHead))
 		if err != nil {
 			return nil, nil, errs.New(errs.Unavailable, "head %s: dial leader %s at %s: %v", f.h.cfg.NodeID, id, addr, err)
 		}

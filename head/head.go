@@ -11,6 +11,7 @@ package head
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -32,6 +34,7 @@ import (
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/obs"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -118,6 +121,13 @@ func New(cfg Config) (*Head, error) {
 	ccfg.SnapshotInterval = cfg.SnapshotInterval
 	ccfg.TrailingLogs = cfg.TrailingLogs
 	ccfg.Fast = cfg.Fast
+	if cfg.TLS != nil && cfg.RaftTransport == nil {
+		ccfg.TLS = &consensus.TransportTLS{
+			Server:    func() *tls.Config { return cfg.TLS.ServerConfig(nil, tlsconfig.RoleHead) },
+			Client:    func() *tls.Config { return cfg.TLS.ClientConfig(tlsconfig.RoleHead) },
+			OnRefused: tlsconfig.RefusalLogger(logger, "raft "+cfg.RaftAddr, clk.Now, refusalLogEvery),
+		}
+	}
 	node, err := consensus.New(ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("head %s: raft: %w", cfg.NodeID, err)
@@ -140,6 +150,7 @@ func New(cfg Config) (*Head, error) {
 		logger.Info("joining the heads saved by the last run too", "join", cfg.Join, "saved", saved)
 	}
 	gcfg.Logger = logger
+	gcfg.SecretKey = cfg.GossipKey
 	if cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()
 	}
@@ -164,12 +175,23 @@ func New(cfg Config) (*Head, error) {
 	h.submitLocks = newGraphLocks()
 	h.leaderKick = make(chan struct{}, 1)
 	h.sessions = newSessions()
-	h.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(256<<20),
-		grpc.ChainUnaryInterceptor(h.rateLimitUnary, checkBoundsUnary), grpc.ChainStreamInterceptor(h.rateLimitStream, checkBoundsStream),
+	unary := []grpc.UnaryServerInterceptor{h.rateLimitUnary, checkBoundsUnary}
+	stream := []grpc.StreamServerInterceptor{h.rateLimitStream, checkBoundsStream}
+	var creds []grpc.ServerOption
+	if cfg.TLS != nil {
+		// Every peer shows a certificate of the cluster's CA at the
+		// handshake; its role is checked per service before anything else.
+		creds = append(creds, grpc.Creds(cfg.TLS.ServerCredentials(
+			tlsconfig.RefusalLogger(logger, "grpc "+lis.Addr().String(), clk.Now, refusalLogEvery), tlsconfig.Roles...)))
+		unary = append([]grpc.UnaryServerInterceptor{tlsconfig.UnaryAuthorizer()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{tlsconfig.StreamAuthorizer()}, stream...)
+	}
+	h.grpc = grpc.NewServer(append(creds, grpc.MaxRecvMsgSize(256<<20),
+		grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
 		// Let workers and clients ping idle streams, and ping them: a worker
 		// that vanished without closing its stream is noticed in seconds.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))...)
 	svc := &service{h: h}
 	wire.RegisterMegaflowServiceServer(h.grpc, svc)
 	wire.RegisterOperatorServiceServer(h.grpc, &operatorService{h: h})
@@ -200,6 +222,20 @@ func New(cfg Config) (*Head, error) {
 		}
 	}
 	return h, nil
+}
+
+// refusalLogEvery is the shortest time between two log lines about
+// refused TLS handshakes on one listener.
+const refusalLogEvery = 10 * time.Second
+
+// transportCreds returns the credentials this head dials peers of role
+// server with: mutual TLS with its certificate when Config.TLS is set,
+// else plaintext.
+func (h *Head) transportCreds(server tlsconfig.Role) grpc.DialOption {
+	if h.cfg.TLS == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(h.cfg.TLS.ClientCredentials(server))
 }
 
 // shutdownNode shuts down the Raft node of a head that failed to start,

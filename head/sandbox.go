@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -19,6 +18,7 @@ import (
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -52,7 +52,7 @@ type sandboxService struct {
 var _ wire.SandboxServiceServer = (*sandboxService)(nil)
 
 func newSandboxService(h *Head, svc *service) *sandboxService {
-	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns)}
+	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns, h.transportCreds(tlsconfig.RoleWorker))}
 }
 
 // CreateSandbox submits the sandbox's graph and waits as asked.
@@ -391,7 +391,8 @@ const maxWorkerConns = 256
 // workerConns caches gRPC connections to workers' sandbox addresses, at
 // most max; the least recently used one is closed to make room.
 type workerConns struct {
-	max int
+	max   int
+	creds grpc.DialOption // plaintext, or mutual TLS verifying a worker certificate
 
 	mu    sync.Mutex
 	conns map[string]*workerConn
@@ -403,8 +404,8 @@ type workerConn struct {
 	used uint64
 }
 
-func newWorkerConns(max int) *workerConns {
-	return &workerConns{max: max, conns: map[string]*workerConn{}}
+func newWorkerConns(max int, creds grpc.DialOption) *workerConns {
+	return &workerConns{max: max, creds: creds, conns: map[string]*workerConn{}}
 }
 
 // get returns a client for the worker at addr. Errors: Unavailable (the
@@ -427,7 +428,7 @@ func (c *workerConns) get(addr string) (wire.SandboxWorkerServiceClient, error) 
 		_ = c.conns[oldest].conn.Close()
 		delete(c.conns, oldest)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(addr, c.creds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(spec.SandboxMaxFile+1<<20), grpc.MaxCallSendMsgSize(spec.SandboxMaxFile+1<<20)),
 		// A worker cut off (a partition, a frozen host) ends the calls in
 		// flight within 15 s instead of when the client gives up.

@@ -7,12 +7,14 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/clock"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Capacity is what a worker offers to the scheduler.
@@ -199,6 +201,16 @@ type Config struct {
 	// Collectors are extra metric collectors the worker registers in its
 	// registry (the GPU collector of gpu.NewCollector on a GPU machine).
 	Collectors []prometheus.Collector
+	// TLS, when set, turns on mutual TLS (docs/security.md): the stream
+	// to the leader presents this worker certificate and verifies a head
+	// certificate; the sandbox server (SandboxAddr) takes head
+	// certificates only. It must hold a worker certificate. Its Reload
+	// (SIGHUP) applies to every later connection. Nil: plaintext.
+	TLS *tlsconfig.Store
+	// GossipKey, when set, encrypts and authenticates gossip
+	// (memberlist's SecretKey), the same key as the heads'. Nil:
+	// plaintext gossip.
+	GossipKey []byte
 }
 
 // DefaultConfig returns a Config with the defaults and no identity,
@@ -245,6 +257,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		add("--data-dir is empty: give a directory for the attempts' log files")
+	}
+	if c.TLS != nil && c.TLS.Role() != tlsconfig.RoleWorker {
+		add("--tls-cert holds a %s certificate: a worker needs a worker certificate (megaflow tls cert create --worker)", c.TLS.Role())
+	}
+	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		add("--gossip-key is %d bytes: must be 32 (or 16 or 24)", n)
 	}
 	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
 		add("--gossip-addr %q is not host:port (e.g. 127.0.0.1:7947): %v", c.GossipAddr, err)

@@ -63,6 +63,7 @@ func (w *Worker) newGossip() (*gossip.Gossip, error) {
 	}
 	gcfg.Logger = w.log
 	gcfg.OnMessage = w.onGossipMessage
+	gcfg.SecretKey = w.cfg.GossipKey
 	if w.cfg.Fast {
 		gcfg.Timing = gossip.FastTiming()
 	}

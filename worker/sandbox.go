@@ -15,6 +15,7 @@ import (
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	mfspec "github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/worker/attempt"
@@ -111,10 +112,18 @@ func (w *Worker) SandboxAddr() string { return w.info.GetAddr() }
 // serveSandboxes serves SandboxWorkerService until ctx ends, and runs the
 // idle timers. Run calls it on a goroutine of its own.
 func (w *Worker) serveSandboxes(ctx context.Context) {
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(mfspec.SandboxMaxFile+1<<20),
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(mfspec.SandboxMaxFile + 1<<20),
 		// The heads ping their connections here every 10 s (head/sandbox.go),
 		// so that a worker cut off mid-exec is noticed in seconds.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true})}
+	if w.cfg.TLS != nil {
+		// Only heads relay sandbox calls: a head certificate is required
+		// at the handshake, and checked again per method.
+		opts = append(opts, grpc.Creds(w.cfg.TLS.ServerCredentials(
+			tlsconfig.RefusalLogger(w.log, "sandbox "+w.SandboxAddr(), w.clock.Now, 10*time.Second), tlsconfig.RoleHead)),
+			grpc.ChainUnaryInterceptor(tlsconfig.UnaryAuthorizer()), grpc.ChainStreamInterceptor(tlsconfig.StreamAuthorizer()))
+	}
+	srv := grpc.NewServer(opts...)
 	wire.RegisterSandboxWorkerServiceServer(srv, &sandboxServer{w: w})
 	done := make(chan struct{})
 	go func() {

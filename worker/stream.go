@@ -18,6 +18,7 @@ import (
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/worker/attempt"
@@ -33,6 +34,16 @@ const stallHeartbeats = 2
 // maxRedirects bounds how many NOT_LEADER redirects are followed in a row
 // before the worker backs off (leaders can disagree during an election).
 const maxRedirects = 3
+
+// headCreds returns the credentials of the stream to the heads: mutual TLS
+// with the worker's certificate, verifying a head's, when Config.TLS is
+// set; else plaintext.
+func (w *Worker) headCreds() grpc.DialOption {
+	if w.cfg.TLS == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(w.cfg.TLS.ClientCredentials(tlsconfig.RoleHead))
+}
 
 // runStream keeps one stream open to the leader until ctx ends: it tries
 // the heads in order (a redirect's target first), follows NOT_LEADER
@@ -60,7 +71,7 @@ func (w *Worker) runStream(ctx context.Context) {
 			conn, ok := conns[addr]
 			if !ok {
 				var err error
-				conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				conn, err = grpc.NewClient(addr, w.headCreds(),
 					// A stream whose packets vanish (a firewall, a black-holing
 					// proxy) is noticed in Time+Timeout, not when TCP gives up.
 					// The head's EnforcementPolicy allows pings every 5 s.

@@ -26,7 +26,9 @@ import (
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/daemonconfig"
+	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/logging"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
 )
 
@@ -41,6 +43,8 @@ func newCommand() *cobra.Command {
 	var join, logFormat, logLevel, queueWeights, queueStrategies string
 	var workerGrace time.Duration
 	var artifactsURL string
+	var tlsFiles tlsconfig.Files
+	var gossipKey string
 	cmd := &cobra.Command{
 		Use:   "megaflow-head",
 		Short: "Run a MegaFlow head: a Raft member holding the task table",
@@ -76,6 +80,23 @@ Raft cluster together. A head started later with --join and no
 			defer store.Close()
 			cfg.Artifacts = store
 			cfg.Version = version.Get().Short()
+			if gossipKey != "" {
+				if cfg.GossipKey, err = gossip.DecodeKey(gossipKey); err != nil {
+					return fmt.Errorf("megaflow-head: --gossip-key: %w", err)
+				}
+			}
+			if tlsFiles.Enabled() {
+				if cfg.TLS, err = tlsconfig.Load(tlsFiles, tlsconfig.RoleHead); err != nil {
+					return fmt.Errorf("megaflow-head: %w", err)
+				}
+				stopReload := tlsconfig.ReloadOnSIGHUP(cfg.TLS, logger)
+				defer stopReload()
+				if cfg.GossipKey == nil {
+					logger.Warn("TLS is on but gossip is not encrypted: pass --gossip-key (docs/security.md)")
+				}
+			} else {
+				logger.Warn("TLS is off: every link of this head is plaintext and unauthenticated (docs/security.md)")
+			}
 			h, err := head.New(cfg)
 			if err != nil {
 				return fmt.Errorf("megaflow-head: %w", err)
@@ -112,6 +133,10 @@ Raft cluster together. A head started later with --join and no
 	_ = f.MarkHidden("worker-grace")
 	f.StringVar(&artifactsURL, "artifacts", "", "artifact store the workers upload to, read by megaflow logs/artifacts: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3)")
 	f.DurationVar(&cfg.ArtifactRetention, "artifact-retention", 0, "delete the artifacts of a finished graph this long after it ended (0: keep them until the graph is deleted; a graph's label megaflow.io/artifact-retention overrides it)")
+	f.StringVar(&tlsFiles.CA, "tls-ca", "", "CA certificate (PEM) of the cluster: turns on mutual TLS for gRPC, Raft, forwarding and sandbox calls, with --tls-cert and --tls-key (docs/security.md; reloaded on SIGHUP)")
+	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "this head's certificate (PEM, from megaflow tls cert create --head)")
+	f.StringVar(&tlsFiles.Key, "tls-key", "", "the private key of --tls-cert (PEM)")
+	f.StringVar(&gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the same on every head and worker (megaflow tls gossip-key)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")

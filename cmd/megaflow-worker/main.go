@@ -34,7 +34,9 @@ import (
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/blob/spool"
 	"github.com/megaflow/megaflow/internal/daemonconfig"
+	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/logging"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
@@ -64,6 +66,8 @@ type flags struct {
 	spoolMaxBytes       int64
 	servicePorts        string
 	initPath            string
+	tls                 tlsconfig.Files
+	gossipKey           string
 }
 
 func newCommand(out io.Writer) *cobra.Command {
@@ -126,6 +130,10 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.StringVar(&f.artifacts, "artifacts", "", "artifact store for logs, output files and large results: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3, the same as the heads')")
 	fl.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", 1<<30, "local upload spool (<data-dir>/spool) bound in bytes: uploads wait there while the store is down")
 	fl.StringVar(&f.initPath, "init-path", "", "megaflow-init binary, the init of every task that stops it when this worker's lease lapses (default: next to this executable, then $PATH; required with --runtime docker)")
+	fl.StringVar(&f.tls.CA, "tls-ca", "", "CA certificate (PEM) of the cluster: turns on mutual TLS for the stream to the heads and the sandbox server, with --tls-cert and --tls-key (docs/security.md; reloaded on SIGHUP)")
+	fl.StringVar(&f.tls.Cert, "tls-cert", "", "this worker's certificate (PEM, from megaflow tls cert create --worker)")
+	fl.StringVar(&f.tls.Key, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fl.StringVar(&f.gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the heads' key (megaflow tls gossip-key)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")
@@ -173,6 +181,21 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 		return fmt.Errorf("megaflow-worker: %w", err)
 	default:
 		logger.Warn("running process tasks without megaflow-init: they outlive this worker if it crashes or freezes", "err", err)
+	}
+	if f.gossipKey != "" {
+		if cfg.GossipKey, err = gossip.DecodeKey(f.gossipKey); err != nil {
+			return fmt.Errorf("megaflow-worker: --gossip-key: %w", err)
+		}
+	}
+	if f.tls.Enabled() {
+		if cfg.TLS, err = tlsconfig.Load(f.tls, tlsconfig.RoleWorker); err != nil {
+			return fmt.Errorf("megaflow-worker: %w", err)
+		}
+		stopReload := tlsconfig.ReloadOnSIGHUP(cfg.TLS, logger)
+		defer stopReload()
+		if cfg.GossipKey == nil {
+			logger.Warn("TLS is on but gossip is not encrypted: pass --gossip-key (docs/security.md)")
+		}
 	}
 	closeArtifacts, err := openArtifacts(&cfg, f, logger)
 	if err != nil {

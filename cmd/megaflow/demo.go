@@ -99,6 +99,9 @@ server at each step and runs the tool command it answers.
 Exit codes as submit --watch: 0 the step succeeded, 3 it failed, 4 cancelled.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.tls.Enabled() {
+				return errs.New(errs.InvalidArgument, "megaflow demo runs on loopback without TLS: drop --tls-ca/--tls-cert/--tls-key (and MEGAFLOW_TLS_*)")
+			}
 			return runDemo(cmd.Context(), g, f, lo)
 		},
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
 )
 
@@ -33,6 +34,7 @@ type globals struct {
 	output  string
 	timeout time.Duration
 	stale   bool
+	tls     tlsconfig.Files
 	stdout  io.Writer
 	stderr  io.Writer
 	// signalled reports whether the command was interrupted (Ctrl-C).
@@ -67,11 +69,14 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long (0: never; submit --wait waits without limit unless this is given)")
 	root.PersistentFlags().BoolVar(&g.stale, "stale", false, "read from whichever head answers, even without a leader (default: read through the leader)")
+	root.PersistentFlags().StringVar(&g.tls.CA, "tls-ca", os.Getenv("MEGAFLOW_TLS_CA"), "CA certificate (PEM) of a cluster with TLS on, with --tls-cert and --tls-key (env MEGAFLOW_TLS_CA)")
+	root.PersistentFlags().StringVar(&g.tls.Cert, "tls-cert", os.Getenv("MEGAFLOW_TLS_CERT"), "client certificate (PEM, from megaflow tls cert create --client; env MEGAFLOW_TLS_CERT)")
+	root.PersistentFlags().StringVar(&g.tls.Key, "tls-key", os.Getenv("MEGAFLOW_TLS_KEY"), "the private key of --tls-cert (PEM; env MEGAFLOW_TLS_KEY)")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.AddCommand(upCmd(g), demoCmd(g), submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
-	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g), servicesCmd(g), poolCmd(g), sandboxCmd(g), operatorCmd(g))
+	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g), servicesCmd(g), poolCmd(g), sandboxCmd(g), operatorCmd(g), tlsCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -118,7 +123,19 @@ func (g *globals) dial(cmd *cobra.Command) (context.Context, *client.Client, fun
 			heads = append(heads, h)
 		}
 	}
-	c, err := client.Dial(ctx, heads)
+	var opts []client.Option
+	if g.tls.Enabled() {
+		cfg, err := client.TLSConfig(g.tls.CA, g.tls.Cert, g.tls.Key)
+		if err == nil {
+			err = g.tls.Validate()
+		}
+		if err != nil {
+			cancel()
+			return nil, nil, nil, errs.New(errs.InvalidArgument, "%v", err)
+		}
+		opts = append(opts, client.WithTLS(cfg))
+	}
+	c, err := client.Dial(ctx, heads, opts...)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err

@@ -335,6 +335,9 @@ head). Ctrl-C shuts both down cleanly; a restart on the same --data-dir
 keeps the task table.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.tls.Enabled() {
+				return errs.New(errs.InvalidArgument, "megaflow up runs on loopback without TLS: drop --tls-ca/--tls-cert/--tls-key (and MEGAFLOW_TLS_*), or run megaflow-head and megaflow-worker with them (docs/operations.md)")
+			}
 			ctx := cmd.Context()
 			lc, err := startLocal(ctx, o)
 			if err != nil {

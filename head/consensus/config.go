@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -95,6 +96,28 @@ type Config struct {
 	// LogCacheSize is how many recent log entries are cached in memory in
 	// front of BoltDB (0: no cache).
 	LogCacheSize int
+	// TLS, when set, runs the TCP transport over mutual TLS (the stream
+	// layer wraps each connection; raft's NetworkTransport is unchanged).
+	// Nil: plaintext TCP. Must be nil when Transport is set.
+	TLS *TransportTLS
+}
+
+// TransportTLS is the TLS of the Raft TCP transport. Server and Client are
+// called for each connection, so a certificate reloaded in between applies
+// to the next one; open connections keep theirs.
+type TransportTLS struct {
+	// Server returns the config inbound connections are served with: it
+	// must require and verify the peer's certificate (and check that it is
+	// a head's). Required.
+	Server func() *tls.Config
+	// Client returns the config outbound connections are dialled with:
+	// its certificate, the CA and the name it verifies the peer by.
+	// Required.
+	Client func() *tls.Config
+	// OnRefused, when set, is called with the remote address and the
+	// error of each inbound handshake that fails (a plaintext peer, a
+	// wrong CA, a worker's certificate), on the connection's goroutine.
+	OnRefused func(remote net.Addr, err error)
 }
 
 // Timing is Raft's timeout profile.
@@ -230,7 +253,13 @@ func (c *Config) validateAddrs() error {
 		if c.AdvertiseAddr != "" {
 			return fmt.Errorf("consensus: Config.AdvertiseAddr %q: must be empty when Config.Transport is set", c.AdvertiseAddr)
 		}
+		if c.TLS != nil {
+			return errors.New("consensus: Config.TLS must be nil when Config.Transport is set (it wraps the TCP transport only)")
+		}
 		return nil
+	}
+	if c.TLS != nil && (c.TLS.Server == nil || c.TLS.Client == nil) {
+		return errors.New("consensus: Config.TLS needs both Server and Client")
 	}
 	bindHost, _, err := splitHostPort(c.BindAddr)
 	if err != nil {

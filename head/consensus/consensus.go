@@ -178,6 +178,8 @@ func (n *Node) openTransport(hl hclog.Logger) error {
 	if n.stream, err = listenTCP(cfg.BindAddr, cfg.AdvertiseAddr); err != nil {
 		return fmt.Errorf("consensus: listen on %s: %w", cfg.BindAddr, err)
 	}
+	n.stream.tls = cfg.TLS
+	n.stream.handshakeTimeout = cfg.TransportTimeout
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.stream,
 		MaxPool: cfg.TransportMaxPool,

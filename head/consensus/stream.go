@@ -1,7 +1,10 @@
 package consensus
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -18,9 +21,17 @@ var errStreamClosed = errors.New("consensus: raft transport closed")
 // NetworkTransport closes only its listener, leaving peers' handlers blocked
 // on open connections), and at the start of Kill, where closing everything
 // at once is what a crashed process looks like to its peers.
+//
+// With tls set, each accepted connection is served TLS (the handshake runs
+// on the first Read, on raft's connection goroutine, bounded by
+// handshakeTimeout) and each dialled one completes a TLS handshake before
+// Dial returns.
 type tcpStream struct {
 	ln        net.Listener
 	advertise net.Addr
+
+	tls              *TransportTLS // nil: plaintext
+	handshakeTimeout time.Duration
 
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
@@ -59,6 +70,9 @@ func (s *tcpStream) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.tls != nil {
+		c = &serverConn{Conn: tls.Server(c, s.tls.Server()), raw: c, timeout: s.handshakeTimeout, onRefused: s.tls.OnRefused}
+	}
 	return s.track(c)
 }
 
@@ -70,11 +84,28 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	if closed {
 		return nil, errStreamClosed
 	}
-	c, err := net.DialTimeout("tcp", string(address), timeout)
+	c, err := s.dialTLS(string(address), timeout)
 	if err != nil {
 		return nil, err
 	}
 	return s.track(c)
+}
+
+// dialTLS dials address and, with s.tls, completes a TLS handshake within
+// timeout.
+func (s *tcpStream) dialTLS(address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", address, timeout)
+	if err != nil || s.tls == nil {
+		return c, err
+	}
+	tc := tls.Client(c, s.tls.Client())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("raft TLS handshake with %s: %w", address, err)
+	}
+	return tc, nil
 }
 
 // Close closes the listener only; raft's transport calls it on Close.
@@ -120,4 +151,32 @@ func (c *trackedConn) Close() error {
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// serverConn is an accepted TLS connection whose handshake runs, bounded
+// by timeout, on the first Read (raft's connection goroutine, not its
+// accept loop), and reports a failed one to onRefused.
+type serverConn struct {
+	*tls.Conn
+	raw       net.Conn
+	timeout   time.Duration
+	onRefused func(net.Addr, error)
+	once      sync.Once
+	err       error
+}
+
+// Read completes the handshake first, then reads.
+func (c *serverConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		_ = c.raw.SetDeadline(time.Now().Add(c.timeout))
+		c.err = c.Conn.Handshake()
+		_ = c.raw.SetDeadline(time.Time{})
+		if c.err != nil && c.onRefused != nil {
+			c.onRefused(c.raw.RemoteAddr(), c.err)
+		}
+	})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(b)
 }

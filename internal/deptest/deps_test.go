@@ -67,6 +67,8 @@ func TestImportsFlowOneWay(t *testing.T) {
 		{"cmd/megaflow", []string{"github.com/goreleaser/nfpm"}, "packaging is cmd/megaflow-release's alone"},
 		{"head/fsm", []string{module + "internal/clock"},
 			"the FSM reads no clock: the leader stamps times into the command"},
+		{"internal/tlsconfig", []string{"github.com/hashicorp/", module + "head", module + "worker", module + "client", module + "runtime"},
+			"the TLS package is a leaf the client library, the head, the worker and cmd/ share: certificates, roles and tls.Configs only"},
 		{"head/scheduler", []string{module + "internal/clock"},
 			"the scheduler has no hidden clock: the time it needs comes in its parameters"},
 	}

@@ -44,10 +44,13 @@ const (
 	OutOfRange
 	// Internal: a bug or a broken invariant.
 	Internal
+	// PermissionDenied: the caller is known but may not do this (its
+	// certificate's role does not allow the call); retrying cannot help.
+	PermissionDenied
 )
 
 var classNames = [...]string{"unknown", "invalid argument", "not found", "already exists",
-	"failed precondition", "unavailable", "not leader", "resource exhausted", "out of range", "internal"}
+	"failed precondition", "unavailable", "not leader", "resource exhausted", "out of range", "internal", "permission denied"}
 
 // String names the class in lower case, e.g. "invalid argument".
 func (c Class) String() string {
@@ -95,6 +98,7 @@ var (
 	ErrResourceExhausted  = &Error{Class: ResourceExhausted}
 	ErrOutOfRange         = &Error{Class: OutOfRange}
 	ErrInternal           = &Error{Class: Internal}
+	ErrPermissionDenied   = &Error{Class: PermissionDenied}
 )
 
 // New returns an error of class c with a formatted message.
@@ -149,6 +153,7 @@ var classCodes = map[Class]codes.Code{
 	ResourceExhausted:  codes.ResourceExhausted,
 	OutOfRange:         codes.OutOfRange,
 	Internal:           codes.Internal,
+	PermissionDenied:   codes.PermissionDenied,
 }
 
 const (
@@ -226,6 +231,8 @@ func FromStatus(err error) error {
 		e.Class = OutOfRange
 	case codes.Internal:
 		e.Class = Internal
+	case codes.PermissionDenied:
+		e.Class = PermissionDenied
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", st.Message(), context.Canceled)
 	case codes.DeadlineExceeded:

@@ -1,11 +1,13 @@
 package gossip
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -47,6 +49,35 @@ type Config struct {
 	// own goroutines: it must return at once (queue the message, drop it
 	// when the queue is full). nil: user messages are dropped.
 	OnMessage func(payload []byte)
+	// SecretKey, when set, encrypts and authenticates every gossip
+	// message with AES-GCM under this key (memberlist's SecretKey): a
+	// member without the same key can neither read the pool's messages
+	// nor join it, and the pool drops what it sends. 16, 24 or 32 bytes
+	// (AES-128, -192, -256); every member must have the same. Nil:
+	// plaintext gossip.
+	SecretKey []byte
+}
+
+// validateKey checks SecretKey's length.
+func (c *Config) validateKey() error {
+	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		return fmt.Errorf("gossip: Config.SecretKey is %d bytes: must be 16, 24 or 32", n)
+	}
+	return nil
+}
+
+// DecodeKey parses a gossip key as --gossip-key gives it: standard
+// base64 of 32 random bytes (`openssl rand -base64 32`, or megaflow tls
+// gossip-key). Errors say what was wrong.
+func DecodeKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: not base64: %w (want 32 random bytes in base64, e.g. from megaflow tls gossip-key)", err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("gossip key: %d bytes; want 32 random bytes in base64 (e.g. from megaflow tls gossip-key)", len(key))
+	}
+	return key, nil
 }
 
 // Timing is the memberlist timing profile: how often members probe and
@@ -149,6 +180,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("gossip: Config.Join[%d] is empty", i)
 		}
 	}
+	if err := c.validateKey(); err != nil {
+		return err
+	}
 	if c.EventBuffer < 1 {
 		return fmt.Errorf("gossip: Config.EventBuffer %d: must be at least 1", c.EventBuffer)
 	}
@@ -223,6 +257,10 @@ func (c *Config) memberlistConfig() *memberlist.Config {
 	mc.TCPTimeout = t.TCPTimeout
 	if t.GossipToTheDead > 0 {
 		mc.GossipToTheDeadTime = t.GossipToTheDead
+	}
+	if len(c.SecretKey) > 0 {
+		mc.SecretKey = append([]byte(nil), c.SecretKey...)
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	return mc
 }

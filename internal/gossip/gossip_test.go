@@ -530,3 +530,58 @@ func TestSendToWhileTheTargetReadvertises(t *testing.T) {
 		t.Fatalf("SendTo an unknown member: %v", err)
 	}
 }
+
+// With a SecretKey, members with the same key form a pool; a member with
+// another key, or none, cannot join it.
+func TestSecretKeyKeepsOutsidersOut(t *testing.T) {
+	key := func(b byte) []byte { k := make([]byte, 32); k[0] = b; return k }
+	cfg := testConfig("k0", RoleHead)
+	cfg.SecretKey = key(1)
+	g0 := start(t, cfg)
+	cfg = testConfig("k1", RoleWorker, g0.LocalAddr())
+	cfg.SecretKey = key(1)
+	g1 := start(t, cfg)
+	waitFor(t, 10*time.Second, "the keyed pair to see each other", func() bool {
+		return countStatus(g0.Members(), StatusAlive) == 2 && countStatus(g1.Members(), StatusAlive) == 2
+	})
+	for name, k := range map[string][]byte{"another key": key(2), "no key": nil} {
+		cfg := testConfig("out-"+strings.ReplaceAll(name, " ", "-"), RoleWorker, g0.LocalAddr())
+		cfg.SecretKey = k
+		cfg.Timing.JoinRetryMax = 50 * time.Millisecond
+		g, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = g.Join(ctx)
+		cancel()
+		_ = g.Shutdown()
+		if err == nil {
+			t.Errorf("a member with %s joined the keyed pool", name)
+		}
+		if n := len(g0.Members()); n != 2 {
+			t.Errorf("after a member with %s tried: the pool lists %d members", name, n)
+		}
+	}
+	if err := (&Config{SecretKey: []byte("short")}).validateKey(); err == nil {
+		t.Error("a 5-byte key validated")
+	}
+}
+
+func TestDecodeKey(t *testing.T) {
+	cases := []struct {
+		in string
+		ok bool
+	}{
+		{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", true},
+		{" AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n", true},
+		{"AAAAAAAAAAAAAAAAAAAAAA==", false}, // 16 bytes: the flag wants 32
+		{"not base64!", false},
+		{"", false},
+	}
+	for _, tc := range cases {
+		if k, err := DecodeKey(tc.in); (err == nil) != tc.ok || tc.ok && len(k) != 32 {
+			t.Errorf("DecodeKey(%q) = %d bytes, %v; want ok %v", tc.in, len(k), err, tc.ok)
+		}
+	}
+}

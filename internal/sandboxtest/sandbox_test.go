@@ -73,6 +73,14 @@ func newEnv(t *testing.T, workers int) *env {
 // newEnvWith is newEnv with configureHead editing each head's config.
 func newEnvWith(t *testing.T, workers int, configureHead func(*head.Config)) *env {
 	t.Helper()
+	return newEnvOpts(t, workers, configureHead, nil, nil)
+}
+
+// newEnvOpts is newEnvWith with configureWorker editing each worker's
+// config last, and e.cl dialled with clientOpts (nil: the test
+// cluster's client).
+func newEnvOpts(t *testing.T, workers int, configureHead func(*head.Config), configureWorker func(*worker.Config), clientOpts []client.Option) *env {
+	t.Helper()
 	cli, image := testimage.Require(t)
 	name := "mfs-" + testimage.RunID() + "-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	if len(name) > 60 {
@@ -101,10 +109,23 @@ func newEnvWith(t *testing.T, workers int, configureHead func(*head.Config)) *en
 				cfg.ReconcileInterval = time.Second
 				cfg.StopGrace = 2 * time.Second
 				cfg.InitPath = initPath
+				if configureWorker != nil {
+					configureWorker(cfg)
+				}
 			},
 		})
 	}
-	e := &env{t: t, c: c, cl: c.Client(), cli: cli, image: image, cluster: name}
+	e := &env{t: t, c: c, cli: cli, image: image, cluster: name}
+	if clientOpts == nil {
+		e.cl = c.Client()
+	} else {
+		cl, err := client.Dial(context.Background(), c.GRPCAddrs(), clientOpts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		e.cl = cl
+	}
 	t.Cleanup(func() {
 		// Whatever a failed test left running (before the cluster stops).
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -53,7 +53,7 @@ def with_reason(code: grpc.StatusCode, message: str, reason: str, domain: str = 
 class FakeHead(svc_grpc.MegaflowServiceServicer):
     """One fake head on 127.0.0.1:<free port>."""
 
-    def __init__(self) -> None:
+    def __init__(self, server_credentials: Any = None) -> None:
         self.lock = threading.Lock()
         self.calls: Dict[str, List[Any]] = collections.defaultdict(list)
         self.failures: Dict[str, Deque[Failure]] = collections.defaultdict(collections.deque)
@@ -61,7 +61,10 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         svc_grpc.add_MegaflowServiceServicer_to_server(self, self.server)
         sbx_grpc.add_SandboxServiceServicer_to_server(self, self.server)
-        port = self.server.add_insecure_port("127.0.0.1:0")
+        if server_credentials is not None:
+            port = self.server.add_secure_port("127.0.0.1:0", server_credentials)
+        else:
+            port = self.server.add_insecure_port("127.0.0.1:0")
         self.addr = f"127.0.0.1:{port}"
         self.server.start()
 

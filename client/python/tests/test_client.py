@@ -4,13 +4,14 @@ timeout; nothing sleeps to synchronize."""
 
 import hashlib
 import io
+import os
 import time
 
 import grpc
 import pytest
 
 import megaflow
-from fakehead import fail, graph_row, not_leader, rate_limited, submitted
+from fakehead import FakeHead, fail, graph_row, not_leader, rate_limited, submitted
 from megaflow._proto import service_pb2 as svc, types_pb2 as pb
 
 FAST = dict(backoff=(0.01, 0.05), timeout=5)
@@ -321,3 +322,37 @@ def test_bad_arguments_of_reads_fail_before_any_rpc(heads, api):
         with pytest.raises(megaflow.InvalidArgument, match="cursor"):
             next(c.watch("g1", after=(1, -1)))
     assert not h.calls
+
+
+TLS_DIR = os.path.join(os.path.dirname(__file__), "testdata", "tls")  # made by megaflow tls (CA key removed)
+
+
+def _tls(name):
+    with open(os.path.join(TLS_DIR, name), "rb") as f:
+        return f.read()
+
+
+def test_tls_files_give_mutual_tls():
+    creds = grpc.ssl_server_credentials([(_tls("head-key.pem"), _tls("head.pem"))],
+                                        root_certificates=_tls("ca.pem"), require_client_auth=True)
+    h = FakeHead(server_credentials=creds)
+    try:
+        h.handlers["SubmitGraph"] = submitted
+        files = {k: os.path.join(TLS_DIR, v) for k, v in
+                 (("tls_ca", "ca.pem"), ("tls_cert", "client.pem"), ("tls_key", "client-key.pem"))}
+        with megaflow.Client([h.addr], **FAST, **files) as c:
+            assert c.submit(small_graph()) == "step-1"
+        # Without the client certificate the head refuses the connection.
+        with megaflow.Client([h.addr], backoff=(0.01, 0.05), timeout=1.0) as c:
+            with pytest.raises(megaflow.MegaflowError):
+                c.submit(small_graph())
+        assert h.count("SubmitGraph") == 1
+    finally:
+        h.stop()
+
+
+def test_tls_files_go_together():
+    with pytest.raises(megaflow.InvalidArgument):
+        megaflow.Client(["127.0.0.1:1"], tls_ca=os.path.join(TLS_DIR, "ca.pem"))
+    with pytest.raises(megaflow.InvalidArgument):
+        megaflow.Client(["127.0.0.1:1"], tls_ca="/no/such", tls_cert="/no/such", tls_key="/no/such")

@@ -49,6 +49,11 @@ class Client:
         backoff: (first, max) wait in seconds between retries when no head
             answers; each wait is jittered over [w/2, w) and doubles.
         credentials: ``grpc.ChannelCredentials`` for TLS; None: plaintext.
+        tls_ca, tls_cert, tls_key: paths of the cluster's CA certificate,
+            a client certificate and its key (PEM, from ``megaflow tls cert
+            create --client``), all three or none: mutual TLS with heads
+            whose certificates name ``head.megaflow`` (docs/security.md).
+            Not with ``credentials``.
         options: extra gRPC channel options.
 
     Raises:
@@ -64,10 +69,29 @@ class Client:
     def __init__(self, heads: Optional[Sequence[str]] = None, *, tenant: Optional[str] = None,
                  timeout: float = 30.0, backoff: Tuple[float, float] = (0.05, 2.0),
                  credentials: Optional[grpc.ChannelCredentials] = None,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
                  options: Sequence[Tuple[str, Any]] = ()) -> None:
         self._core = _core.Core(heads, tenant, timeout, backoff)
         self._credentials = credentials
         self._options = list(options)
+        tls_files = {"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key}
+        if any(tls_files.values()):
+            missing = [k for k, v in tls_files.items() if not v]
+            if missing:
+                raise InvalidArgument(f"megaflow: TLS needs tls_ca, tls_cert and tls_key together: {', '.join(missing)} missing")
+            if credentials is not None:
+                raise InvalidArgument("megaflow: give credentials or tls_ca/tls_cert/tls_key, not both")
+            pem = {}
+            for k, path in tls_files.items():
+                try:
+                    with open(path, "rb") as f:
+                        pem[k] = f.read(1 << 20)
+                except OSError as e:
+                    raise InvalidArgument(f"megaflow: {k} {path!r}: {e}") from None
+            self._credentials = grpc.ssl_channel_credentials(
+                root_certificates=pem["tls_ca"], private_key=pem["tls_key"], certificate_chain=pem["tls_cert"])
+            # The heads' certificates name their role, not their address.
+            self._options.append(("grpc.ssl_target_name_override", "head.megaflow"))
         self._lock = threading.Lock()
         self._channels: Dict[str, grpc.Channel] = {}
         self._stubs: Dict[str, svc_grpc.MegaflowServiceStub] = {}
