@@ -228,7 +228,7 @@ func (w *Worker) probeLeader(ctx context.Context, addrs []string, leaderID strin
 
 // askLeader asks the head at addr who leads; see probeLeader.
 func (w *Worker) askLeader(ctx context.Context, addr, leaderID string, term uint64) *leaderMoved {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, w.headCreds())
 	if err != nil {
 		return nil
 	}

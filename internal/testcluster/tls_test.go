@@ -118,9 +118,15 @@ func TestTLSCluster(t *testing.T) {
 		return conn
 	}
 	asWorker := grpc.WithTransportCredentials(workerTLS.ClientCredentials(tlsconfig.RoleHead))
-	_, err = wire.NewMegaflowServiceClient(dial(asWorker, addrs[leader])).ClusterStatus(ctx, &wire.ClusterStatusRequest{})
+	workerAPI := wire.NewMegaflowServiceClient(dial(asWorker, addrs[leader]))
+	_, err = workerAPI.ListGraphs(ctx, &wire.ListGraphsRequest{})
 	if !errors.Is(errs.FromStatus(err), errs.ErrPermissionDenied) {
 		t.Fatalf("worker certificate on the client API: %v; want PermissionDenied", err)
+	}
+	// ClusterStatus alone is open to workers: one whose leader went
+	// silent asks the other heads who leads.
+	if st, err := workerAPI.ClusterStatus(ctx, &wire.ClusterStatusRequest{}); err != nil || st.GetLeaderId() == "" {
+		t.Fatalf("ClusterStatus with a worker certificate: %v, %v; want the leader", st, err)
 	}
 	cliStore, err := tlsconfig.Load(set.Files("c1"))
 	if err != nil {

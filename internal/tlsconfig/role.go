@@ -118,6 +118,7 @@ const (
 	serviceSandboxWorker = "megaflow.v1.SandboxWorkerService"
 	serviceHealth        = "grpc.health.v1.Health"
 	serviceReflection    = "grpc.reflection."
+	methodClusterStatus  = "/" + serviceMegaflow + "/ClusterStatus"
 )
 
 // MethodRoles returns the roles that may call the gRPC method fullMethod
@@ -126,9 +127,14 @@ const (
 // certificates and head certificates (a follower forwards writes to the
 // leader with its own); the worker stream takes worker certificates; a
 // worker's SandboxWorkerService takes head certificates (the heads relay
-// sandbox calls); health checks and reflection take any role. A method of
-// any other service gets none.
+// sandbox calls); health checks, reflection and the client API's
+// ClusterStatus take any role (a worker whose leader went silent asks the
+// other heads who leads: worker/stream.go). A method of any other service
+// gets none.
 func MethodRoles(fullMethod string) []Role {
+	if fullMethod == methodClusterStatus {
+		return Roles
+	}
 	svc := strings.TrimPrefix(fullMethod, "/")
 	if i := strings.LastIndexByte(svc, '/'); i >= 0 {
 		svc = svc[:i]

@@ -70,6 +70,7 @@ func TestAuthorize(t *testing.T) {
 		health  = "/grpc.health.v1.Health/Check"
 		refl    = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 		unknown = "/other.Service/Do"
+		status  = "/megaflow.v1.MegaflowService/ClusterStatus"
 	)
 	cases := []struct {
 		method string
@@ -92,6 +93,8 @@ func TestAuthorize(t *testing.T) {
 		{health, tlsconfig.RoleWorker, true},
 		{health, tlsconfig.RoleClient, true},
 		{refl, tlsconfig.RoleClient, true},
+		{status, tlsconfig.RoleWorker, true}, // a worker asking who leads
+		{status, tlsconfig.RoleClient, true},
 		{unknown, tlsconfig.RoleHead, false},
 		{"", tlsconfig.RoleHead, false},
 	}
