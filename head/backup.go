@@ -172,6 +172,13 @@ func (h *Head) restoreSnapshot(ctx context.Context, recv func() (*wire.SnapshotC
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, errs.New(errs.Internal, "snapshot restore: %v", err)
 	}
+	// Raft refuses a restore while its latest configuration entry is not
+	// committed (a new cluster's bootstrap entry, until the leader's first
+	// entry of its term commits): a barrier commits and applies everything
+	// before it.
+	if err := h.node.Raft().Barrier(h.cfg.ApplyTimeout).Error(); err != nil {
+		return nil, h.raftError(fmt.Errorf("restore: waiting for the log to be applied first: %w", err))
+	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: info.Index, Size: size}
 	if err := h.node.Raft().Restore(meta, f, h.cfg.ApplyTimeout); err != nil {
 		return nil, h.raftError(fmt.Errorf("restore: %w", err))
