@@ -85,25 +85,30 @@ def test_rollout_step_prints_the_demos_summary(demo_bin_dir, cluster, tmp_path):
     assert step and step[0][len("== the step: "):] in demo.stdout
 
 
-def test_rollout_step_bad_flags(tmp_path):
-    r = _example("rollout_step.py", "--instances", "0", "--print-graph")
-    assert r.returncode == 2 and "--instances 0: want 1 to 2119" in r.stderr
-    r = _example("rollout_step.py", "--runtime", "process", "--bin-dir", str(tmp_path), "--print-graph")
-    assert r.returncode == 2 and "megaflow-agent" in r.stderr
+def test_rollout_step_bad_flags(tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import rollout_step
+    for args, want in ((["--instances", "0"], "--instances 0: want 1 to 2119"),
+                       (["--speedup", "0.5"], "--speedup 0.5: want 1 (real time) to 10000"),
+                       (["--runtime", "process", "--bin-dir", str(tmp_path)], "megaflow-agent")):
+        with pytest.raises(SystemExit) as e:
+            rollout_step.main(args + ["--print-graph"])
+        assert e.value.code == 2 and want in capsys.readouterr().err, args
 
 
 def test_agent_loop_steps_sandboxes(docker_cluster, sandbox_image):
-    # Seed 8's first two instances: one attempt that finishes; two attempts
-    # (the first breaks off at step 1 of 2, the retry hits the step limit).
+    # Seed 8's first two instances, capped at one step: one attempt that
+    # finishes; two attempts (the first breaks off before its step, the
+    # retry hits the step limit).
     r = _example("agent_loop.py", "--heads", docker_cluster.grpc, "--image", sandbox_image, "--sandboxes", "2",
-                 "--seed", "8", "--max-steps", "2")
+                 "--seed", "8", "--max-steps", "1")
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
     eps = [ln.split() for ln in r.stdout.splitlines() if " attempt " in ln]
     assert sorted((e[0], e[2], e[3], e[6], e[7]) for e in eps) == [
-        ("getmoto__moto-4950", "1", "2", "1.0", "finished"),
-        ("python__mypy-9380", "1", "1", "0.0", "environment"),
-        ("python__mypy-9380", "2", "2", "0.0", "step-limit")], r.stdout
+        ("getmoto__moto-4950", "1", "1", "1.0", "finished"),
+        ("python__mypy-9380", "1", "0", "0.0", "environment"),
+        ("python__mypy-9380", "2", "1", "0.0", "step-limit")], r.stdout
     assert "2 rollouts, 3 episodes (1 broke off and were retried), 0 failed" in r.stdout
     assert "mean reward 0.500 (2 results)" in r.stdout
-    assert re.search(r"execs 5 in ", r.stdout), r.stdout
+    assert re.search(r"execs 2 in ", r.stdout), r.stdout
