@@ -20,7 +20,8 @@ What is replayed from the demo:
 * the policy: the demo's mock model (examples/demo/model.go) picks each
   step's command from a hash of the conversation so far; this loop keeps
   the conversation as the agent does and applies the same rule in
-  process, so no model server is needed;
+  process, so no model server is needed (a step's output is stdout then
+  stderr here, where the agent sees them interleaved);
 * failures: an attempt the data makes fail breaks off half-way, as the
   agent's does, and the loop starts a fresh episode (a new sandbox) for
   the next attempt, as the cluster retries the rollout task;
