@@ -14,7 +14,8 @@ collect their results.
 Sandboxes (long-lived containers an agent runs commands in) come from
 ``Client.sandbox(image=...)``; see :mod:`megaflow.sandbox`. The same API on
 asyncio is :mod:`megaflow.aio` (``import megaflow.aio``), and
-:mod:`megaflow.gym` wraps a sandbox in a Gymnasium-style environment.
+:mod:`megaflow.env` (the same classes as :mod:`megaflow.gym`) wraps a
+sandbox in a Gymnasium-style environment.
 
 The messages returned (``Graph``, ``Task``, ``Event``...) are the protobuf
 messages of proto/megaflow/v1, re-exported here; docs/python.md is the guide.

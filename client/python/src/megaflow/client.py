@@ -26,7 +26,7 @@ from ._proto import sandbox_pb2_grpc as sbx_grpc
 from ._proto import service_pb2 as svc
 from ._proto import service_pb2_grpc as svc_grpc
 from ._proto import types_pb2 as pb
-from .errors import ChecksumMismatch, DeadlineExceeded, MegaflowError, OutOfRange, from_rpc_error
+from .errors import ChecksumMismatch, DeadlineExceeded, InvalidArgument, MegaflowError, OutOfRange, from_rpc_error
 from .graph import Graph
 from . import sandbox as _sbx
 from .sandbox import Sandbox, SandboxInfo, Seconds
