@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -82,5 +84,32 @@ func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
 		return err
 	}
 	c.observe(res.GetIndex())
+	return nil
+}
+
+// SetTimeout makes the live sandbox end (EXPIRED) d from now, sooner or
+// later than before, in whole seconds (rounded up): 1 s to 7 days, and
+// its whole lifetime from creation (SandboxInfo.LifetimeSeconds, updated
+// on the handle) at most 7 days. Retried through leader changes (setting
+// the same timeout twice moves the end by the retry's delay only).
+// Errors: errs.NotFound, errs.FailedPrecondition (it ended),
+// errs.InvalidArgument (out of bounds: the message says the most it may
+// be).
+func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
+	secs := int64((d + time.Second - 1) / time.Second)
+	if secs < 1 || secs > spec.SandboxMaxSeconds {
+		return errs.New(errs.InvalidArgument, "sandbox %s: timeout %v is out of range: 1s to %v", s.id, d, time.Duration(spec.SandboxMaxSeconds)*time.Second)
+	}
+	var res *wire.SetSandboxTimeoutResponse
+	err := s.c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
+		res, err = wire.NewSandboxServiceClient(cc).SetSandboxTimeout(ctx, &wire.SetSandboxTimeoutRequest{Id: s.id, TimeoutSeconds: secs,
+			MinIndex: max(s.index(), s.c.sessionIndex())})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.c.observe(res.GetSandbox().GetIndex())
+	s.set(res.GetSandbox())
 	return nil
 }

@@ -27,7 +27,7 @@ execs; it ends when closed, after its lifetime, after its idle timeout, or
 when its worker is lost (it is never re-created elsewhere).`,
 	}
 	cmd.AddCommand(sandboxCreateCmd(g), sandboxExecCmd(g), sandboxLsCmd(g), sandboxRmCmd(g))
-	cmd.AddCommand(sandboxSnapshotCmd(g), sandboxSnapshotsCmd(g))
+	cmd.AddCommand(sandboxSnapshotCmd(g), sandboxSnapshotsCmd(g), sandboxSetTimeoutCmd(g))
 	return cmd
 }
 

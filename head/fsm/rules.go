@@ -30,9 +30,10 @@ import (
 //     SANDBOX_LOST instead of re-queueing it: a sandbox's state lives in
 //     its container and is never silently replaced by an empty one. A
 //     sandbox lost before it started re-queues as under 1.
-//   - 3: sandbox snapshots: the ops OpSnapshotAdd and OpSnapshotDelete
-//     apply (refused, changing nothing, below 3), and a worker declared
-//     DOWN or LEFT (OpWorkerDown) takes its snapshots out of the table.
+//   - 3: sandbox snapshots and lifetimes: the ops OpSnapshotAdd,
+//     OpSnapshotDelete and OpSandboxSetDeadline apply (refused, changing
+//     nothing, below 3), and a worker declared DOWN or LEFT (OpWorkerDown)
+//     takes its snapshots out of the table.
 const RulesCurrent uint64 = 3
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a

@@ -6,8 +6,8 @@ import (
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
-// The snapshot ops (rules 3): sandbox snapshots recorded and removed
-// (state/snapshot.go).
+// The sandbox ops of rules 3: snapshots recorded and removed, and a live
+// sandbox's lifetime set (state/snapshot.go).
 
 // SnapshotAddResult is the result of OpSnapshotAdd: the row recorded.
 type SnapshotAddResult struct {
@@ -48,4 +48,16 @@ func applySnapshotDelete(txn *state.Txn, cmd *wire.SnapshotDeleteCommand) (*Snap
 		return nil, err
 	}
 	return &SnapshotDeleteResult{Removed: txn.DeleteSnapshot(cmd.GetId())}, nil
+}
+
+// applySandboxSetDeadline sets a live sandbox's lifetime
+// (state.Txn.SetSandboxDeadline) and returns true.
+func applySandboxSetDeadline(txn *state.Txn, cmd *wire.SandboxSetDeadlineCommand) (bool, error) {
+	if err := needSnapshotRules(txn, OpSandboxSetDeadline); err != nil {
+		return false, err
+	}
+	if err := txn.SetSandboxDeadline(cmd.GetGraphId(), cmd.GetDeadlineSeconds()); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -46,12 +46,16 @@ func TestSnapshotOps(t *testing.T) {
 	}
 	f.refused(errs.AlreadyExists, OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-a", "t3", "w1"), MaxPerTenant: 2})
 	for name, s := range map[string]*wire.SnapshotAddCommand{
-		"bad id":        {Snapshot: snapRow("snap-X", "t3", "w1"), MaxPerTenant: 2},
-		"wrong image":   {Snapshot: func() *wire.Snapshot { s := snapRow("snap-e", "t3", "w1"); s.Image = "busybox"; return s }(), MaxPerTenant: 2},
-		"no worker":     {Snapshot: snapRow("snap-e", "t3", ""), MaxPerTenant: 2},
-		"no tenant":     {Snapshot: snapRow("snap-e", "", "w1"), MaxPerTenant: 2},
-		"zero bound":    {Snapshot: snapRow("snap-e", "t3", "w1")},
-		"long name":     {Snapshot: func() *wire.Snapshot { s := snapRow("snap-e", "t3", "w1"); s.Name = string(make([]byte, 129)); return s }(), MaxPerTenant: 2},
+		"bad id":      {Snapshot: snapRow("snap-X", "t3", "w1"), MaxPerTenant: 2},
+		"wrong image": {Snapshot: func() *wire.Snapshot { s := snapRow("snap-e", "t3", "w1"); s.Image = "busybox"; return s }(), MaxPerTenant: 2},
+		"no worker":   {Snapshot: snapRow("snap-e", "t3", ""), MaxPerTenant: 2},
+		"no tenant":   {Snapshot: snapRow("snap-e", "", "w1"), MaxPerTenant: 2},
+		"zero bound":  {Snapshot: snapRow("snap-e", "t3", "w1")},
+		"long name": {Snapshot: func() *wire.Snapshot {
+			s := snapRow("snap-e", "t3", "w1")
+			s.Name = string(make([]byte, 129))
+			return s
+		}(), MaxPerTenant: 2},
 		"no snapshot":   {MaxPerTenant: 2},
 		"negative size": {Snapshot: func() *wire.Snapshot { s := snapRow("snap-e", "t3", "w1"); s.SizeBytes = -1; return s }(), MaxPerTenant: 2},
 	} {
@@ -110,4 +114,46 @@ func snapIDs(ss []*wire.Snapshot) string {
 		b = append(b, s.GetId()...)
 	}
 	return string(b)
+}
+
+// OpSandboxSetDeadline: refused below rules 3; under 3 it sets a live
+// sandbox's deadline_seconds, and refuses (changing nothing) a value out
+// of range, an unknown graph, a graph that is no sandbox, and a sandbox
+// that ended. The table survives a snapshot and restore equal.
+func TestSandboxSetDeadline(t *testing.T) {
+	f := newTestFSM(t, 0)
+	f.ok(OpSetRules, wrapperspb.UInt64(2))
+	box := spec("box")
+	box.Sandbox = &wire.SandboxSpec{}
+	g := graphSpec("sbx-a", box)
+	g.DeadlineSeconds = 3600
+	f.submit(g)
+	f.submit(graphSpec("plain", spec("a")))
+	set := func(id string, secs int64) *wire.SandboxSetDeadlineCommand {
+		return &wire.SandboxSetDeadlineCommand{GraphId: id, DeadlineSeconds: secs, UnixNanos: 9}
+	}
+	f.refused(errs.FailedPrecondition, OpSandboxSetDeadline, set("sbx-a", 60))
+	f.ok(OpSetRules, wrapperspb.UInt64(3))
+	if got := f.ok(OpSandboxSetDeadline, set("sbx-a", 7200)); got != true {
+		t.Fatalf("set: %v; want true", got)
+	}
+	if d := f.View().Graph("sbx-a").DeadlineSeconds; d != 7200 {
+		t.Fatalf("deadline %d; want 7200", d)
+	}
+	f.refused(errs.InvalidArgument, OpSandboxSetDeadline, set("sbx-a", 0))
+	f.refused(errs.InvalidArgument, OpSandboxSetDeadline, set("sbx-a", 7*24*3600+1))
+	f.refused(errs.NotFound, OpSandboxSetDeadline, set("sbx-none", 60))
+	f.refused(errs.FailedPrecondition, OpSandboxSetDeadline, set("plain", 60))
+	if d := f.View().Graph("sbx-a").DeadlineSeconds; d != 7200 {
+		t.Fatalf("deadline %d after refusals; want 7200", d)
+	}
+	dst := newTestFSM(t, 0)
+	if err := dst.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, f.View()))}); err != nil {
+		t.Fatal(err)
+	}
+	if d := firstDiff(dump(t, f.View()), dump(t, dst.View())); d != "" {
+		t.Fatalf("restored table differs: %s", d)
+	}
+	f.ok(OpCancel, &wire.CancelCommand{GraphId: "sbx-a", Reason: "closed", UnixNanos: 10})
+	f.refused(errs.FailedPrecondition, OpSandboxSetDeadline, set("sbx-a", 60))
 }

@@ -110,3 +110,28 @@ func (v *View) Snapshots(tenant string) []*wire.Snapshot {
 func (r *Restore) Snapshot(s *wire.Snapshot) error {
 	return r.mem.Insert(tableSnapshots, &Snapshot{S: s})
 }
+
+// SetSandboxDeadline sets sandbox graph id's deadline_seconds (its
+// lifetime from creation, which the leader's deadline loop enforces) to
+// seconds, 1 to spec.SandboxMaxSeconds. The FSM calls it for an
+// OpSandboxSetDeadline (rules 3). Errors, changing nothing: NotFound (no
+// such sandbox), FailedPrecondition (its graph ended, or it is not a
+// sandbox), InvalidArgument (seconds out of range).
+func (t *Txn) SetSandboxDeadline(id string, seconds int64) error {
+	if seconds < 1 || seconds > spec.SandboxMaxSeconds {
+		return errs.New(errs.InvalidArgument, "sandbox %s: deadline_seconds %d is out of range: 1 to %d", id, seconds, spec.SandboxMaxSeconds)
+	}
+	g := t.Graph(id)
+	if g == nil {
+		return errs.New(errs.NotFound, "sandbox %s not found", id)
+	}
+	if task := t.Task(spec.SandboxTaskID(id)); task == nil || task.Spec.GetSandbox() == nil {
+		return errs.New(errs.FailedPrecondition, "graph %s is not a sandbox: only a sandbox's lifetime can be set", id)
+	}
+	if g.State != wire.GraphState_GRAPH_STATE_RUNNING {
+		return errs.New(errs.FailedPrecondition, "sandbox %s ended (%s): its lifetime can no longer change", id, g.State)
+	}
+	w := t.writableGraph(id)
+	w.DeadlineSeconds, w.ModifyIndex = seconds, t.index
+	return nil
+}

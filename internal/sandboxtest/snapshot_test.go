@@ -16,6 +16,7 @@ import (
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/worker"
 )
 
@@ -237,5 +238,53 @@ func TestSnapshotAPIWithoutWorkers(t *testing.T) {
 	}
 	if list, err := cl.ListSnapshots(ctx, ""); err != nil || len(list) != 0 {
 		t.Fatalf("ListSnapshots: %v, %v; want none", list, err)
+	}
+}
+
+// SetTimeout (no Docker: the sandbox stays PENDING, its graph live):
+// longer, then refused beyond 7 days from creation saying the most it may
+// be, then 1 s: the leader's deadline loop ends it EXPIRED
+// (CANCELLED_DEADLINE); an ended sandbox's timeout is refused.
+func TestSandboxSetTimeoutWithoutWorkers(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := cl.CreateSandbox(ctx, client.SandboxSpec{Image: "busybox", Lifetime: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTimeout(ctx, 2*time.Hour); err != nil {
+		t.Fatalf("SetTimeout(2h): %v", err)
+	}
+	if l := s.Info().GetLifetimeSeconds(); l < 7200 || l > 7200+60 {
+		t.Fatalf("lifetime %d s after SetTimeout(2h); want 7200 s plus its age", l)
+	}
+	err = s.SetTimeout(ctx, 7*24*time.Hour)
+	if !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), "give at most") {
+		t.Fatalf("SetTimeout(7 days) of a sandbox already alive: %v; want InvalidArgument saying the most", err)
+	}
+	if err := s.SetTimeout(ctx, 8*24*time.Hour); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Fatalf("SetTimeout(8 days): %v; want InvalidArgument", err)
+	}
+	if err := s.SetTimeout(ctx, time.Second); err != nil {
+		t.Fatalf("SetTimeout(1s): %v", err)
+	}
+	var info *client.SandboxInfo
+	testcluster.WaitFor(t, 30*time.Second, "the sandbox to expire", func() bool {
+		info, err = s.Refresh(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.GetState() == client.SandboxExpired
+	})
+	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE {
+		t.Fatalf("expired with %s %q; want CANCELLED_DEADLINE", info.GetReasonCode(), info.GetReason())
+	}
+	if err := s.SetTimeout(ctx, time.Hour); !errors.Is(err, errs.ErrFailedPrecondition) || errs.ReasonOf(err) != client.ReasonSandboxExpired {
+		t.Fatalf("SetTimeout of an expired sandbox: %v (reason %q); want FailedPrecondition, %s", err, errs.ReasonOf(err), client.ReasonSandboxExpired)
+	}
+	if _, err := cl.GetSandbox(ctx, "sbx-nosuch"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("GetSandbox of an unknown id: %v; want NotFound", err)
 	}
 }

@@ -2077,6 +2077,178 @@ func (x *SnapshotDeleteCommand) GetId() string {
 	return ""
 }
 
+type SetSandboxTimeoutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The sandbox ends this many seconds from now: 1 to 7 days, and its
+	// whole lifetime (Sandbox.lifetime_seconds, from creation) at most 7
+	// days.
+	TimeoutSeconds int64 `protobuf:"varint,2,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSandboxTimeoutRequest) Reset() {
+	*x = SetSandboxTimeoutRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSandboxTimeoutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSandboxTimeoutRequest) ProtoMessage() {}
+
+func (x *SetSandboxTimeoutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSandboxTimeoutRequest.ProtoReflect.Descriptor instead.
+func (*SetSandboxTimeoutRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetSandboxTimeoutRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SetSandboxTimeoutRequest) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *SetSandboxTimeoutRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type SetSandboxTimeoutResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox with its new lifetime_seconds.
+	Sandbox       *Sandbox `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSandboxTimeoutResponse) Reset() {
+	*x = SetSandboxTimeoutResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSandboxTimeoutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSandboxTimeoutResponse) ProtoMessage() {}
+
+func (x *SetSandboxTimeoutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSandboxTimeoutResponse.ProtoReflect.Descriptor instead.
+func (*SetSandboxTimeoutResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetSandboxTimeoutResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+// SandboxSetDeadlineCommand (fsm.OpSandboxSetDeadline) sets a live
+// sandbox graph's deadline_seconds (from its creation), which the
+// leader's deadline loop enforces.
+type SandboxSetDeadlineCommand struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	GraphId         string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	DeadlineSeconds int64                  `protobuf:"varint,2,opt,name=deadline_seconds,json=deadlineSeconds,proto3" json:"deadline_seconds,omitempty"`
+	UnixNanos       int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SandboxSetDeadlineCommand) Reset() {
+	*x = SandboxSetDeadlineCommand{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSetDeadlineCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSetDeadlineCommand) ProtoMessage() {}
+
+func (x *SandboxSetDeadlineCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSetDeadlineCommand.ProtoReflect.Descriptor instead.
+func (*SandboxSetDeadlineCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SandboxSetDeadlineCommand) GetGraphId() string {
+	if x != nil {
+		return x.GraphId
+	}
+	return ""
+}
+
+func (x *SandboxSetDeadlineCommand) GetDeadlineSeconds() int64 {
+	if x != nil {
+		return x.DeadlineSeconds
+	}
+	return 0
+}
+
+func (x *SandboxSetDeadlineCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_sandbox_proto_rawDesc = "" +
@@ -2242,7 +2414,18 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\bsnapshot\x18\x01 \x01(\v2\x15.megaflow.v1.SnapshotR\bsnapshot\x12$\n" +
 	"\x0emax_per_tenant\x18\x02 \x01(\x05R\fmaxPerTenant\"'\n" +
 	"\x15SnapshotDeleteCommand\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id*\xe4\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"p\n" +
+	"\x18SetSandboxTimeoutRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x0ftimeout_seconds\x18\x02 \x01(\x03R\x0etimeoutSeconds\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\"K\n" +
+	"\x19SetSandboxTimeoutResponse\x12.\n" +
+	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"\x80\x01\n" +
+	"\x19SandboxSetDeadlineCommand\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12)\n" +
+	"\x10deadline_seconds\x18\x02 \x01(\x03R\x0fdeadlineSeconds\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos*\xe4\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SANDBOX_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -2251,7 +2434,7 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x14SANDBOX_STATE_CLOSED\x10\x04\x12\x19\n" +
 	"\x15SANDBOX_STATE_EXPIRED\x10\x05\x12\x16\n" +
 	"\x12SANDBOX_STATE_LOST\x10\x06\x12\x18\n" +
-	"\x14SANDBOX_STATE_FAILED\x10\a2\xf5\x06\n" +
+	"\x14SANDBOX_STATE_FAILED\x10\a2\xd9\a\n" +
 	"\x0eSandboxService\x12V\n" +
 	"\rCreateSandbox\x12!.megaflow.v1.CreateSandboxRequest\x1a\".megaflow.v1.CreateSandboxResponse\x12M\n" +
 	"\n" +
@@ -2263,7 +2446,8 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\bReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x12\\\n" +
 	"\x0fSnapshotSandbox\x12#.megaflow.v1.SnapshotSandboxRequest\x1a$.megaflow.v1.SnapshotSandboxResponse\x12V\n" +
 	"\rListSnapshots\x12!.megaflow.v1.ListSnapshotsRequest\x1a\".megaflow.v1.ListSnapshotsResponse\x12Y\n" +
-	"\x0eDeleteSnapshot\x12\".megaflow.v1.DeleteSnapshotRequest\x1a#.megaflow.v1.DeleteSnapshotResponse2\xcc\x03\n" +
+	"\x0eDeleteSnapshot\x12\".megaflow.v1.DeleteSnapshotRequest\x1a#.megaflow.v1.DeleteSnapshotResponse\x12b\n" +
+	"\x11SetSandboxTimeout\x12%.megaflow.v1.SetSandboxTimeoutRequest\x1a&.megaflow.v1.SetSandboxTimeoutResponse2\xcc\x03\n" +
 	"\x14SandboxWorkerService\x12K\n" +
 	"\x04Exec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n" +
 	"\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n" +
@@ -2284,96 +2468,102 @@ func file_megaflow_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_megaflow_v1_sandbox_proto_goTypes = []any{
-	(SandboxState)(0),                // 0: megaflow.v1.SandboxState
-	(*SandboxCreateSpec)(nil),        // 1: megaflow.v1.SandboxCreateSpec
-	(*Sandbox)(nil),                  // 2: megaflow.v1.Sandbox
-	(*CreateSandboxRequest)(nil),     // 3: megaflow.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),    // 4: megaflow.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),        // 5: megaflow.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),       // 6: megaflow.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),     // 7: megaflow.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),    // 8: megaflow.v1.ListSandboxesResponse
-	(*CloseSandboxRequest)(nil),      // 9: megaflow.v1.CloseSandboxRequest
-	(*CloseSandboxResponse)(nil),     // 10: megaflow.v1.CloseSandboxResponse
-	(*SandboxExecRequest)(nil),       // 11: megaflow.v1.SandboxExecRequest
-	(*SandboxExecResponse)(nil),      // 12: megaflow.v1.SandboxExecResponse
-	(*SandboxExecExit)(nil),          // 13: megaflow.v1.SandboxExecExit
-	(*SandboxWriteFileRequest)(nil),  // 14: megaflow.v1.SandboxWriteFileRequest
-	(*SandboxWriteFileResponse)(nil), // 15: megaflow.v1.SandboxWriteFileResponse
-	(*SandboxReadFileRequest)(nil),   // 16: megaflow.v1.SandboxReadFileRequest
-	(*SandboxReadFileResponse)(nil),  // 17: megaflow.v1.SandboxReadFileResponse
-	(*Snapshot)(nil),                 // 18: megaflow.v1.Snapshot
-	(*SnapshotSandboxRequest)(nil),   // 19: megaflow.v1.SnapshotSandboxRequest
-	(*SnapshotSandboxResponse)(nil),  // 20: megaflow.v1.SnapshotSandboxResponse
-	(*ListSnapshotsRequest)(nil),     // 21: megaflow.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),    // 22: megaflow.v1.ListSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),    // 23: megaflow.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),   // 24: megaflow.v1.DeleteSnapshotResponse
-	(*CommitSnapshotRequest)(nil),    // 25: megaflow.v1.CommitSnapshotRequest
-	(*CommitSnapshotResponse)(nil),   // 26: megaflow.v1.CommitSnapshotResponse
-	(*RemoveSnapshotRequest)(nil),    // 27: megaflow.v1.RemoveSnapshotRequest
-	(*RemoveSnapshotResponse)(nil),   // 28: megaflow.v1.RemoveSnapshotResponse
-	(*SnapshotAddCommand)(nil),       // 29: megaflow.v1.SnapshotAddCommand
-	(*SnapshotDeleteCommand)(nil),    // 30: megaflow.v1.SnapshotDeleteCommand
-	nil,                              // 31: megaflow.v1.SandboxCreateSpec.EnvEntry
-	nil,                              // 32: megaflow.v1.SandboxCreateSpec.LabelsEntry
-	nil,                              // 33: megaflow.v1.Sandbox.LabelsEntry
-	nil,                              // 34: megaflow.v1.SandboxExecRequest.EnvEntry
-	(ReasonCode)(0),                  // 35: megaflow.v1.ReasonCode
+	(SandboxState)(0),                 // 0: megaflow.v1.SandboxState
+	(*SandboxCreateSpec)(nil),         // 1: megaflow.v1.SandboxCreateSpec
+	(*Sandbox)(nil),                   // 2: megaflow.v1.Sandbox
+	(*CreateSandboxRequest)(nil),      // 3: megaflow.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),     // 4: megaflow.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),         // 5: megaflow.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),        // 6: megaflow.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),      // 7: megaflow.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),     // 8: megaflow.v1.ListSandboxesResponse
+	(*CloseSandboxRequest)(nil),       // 9: megaflow.v1.CloseSandboxRequest
+	(*CloseSandboxResponse)(nil),      // 10: megaflow.v1.CloseSandboxResponse
+	(*SandboxExecRequest)(nil),        // 11: megaflow.v1.SandboxExecRequest
+	(*SandboxExecResponse)(nil),       // 12: megaflow.v1.SandboxExecResponse
+	(*SandboxExecExit)(nil),           // 13: megaflow.v1.SandboxExecExit
+	(*SandboxWriteFileRequest)(nil),   // 14: megaflow.v1.SandboxWriteFileRequest
+	(*SandboxWriteFileResponse)(nil),  // 15: megaflow.v1.SandboxWriteFileResponse
+	(*SandboxReadFileRequest)(nil),    // 16: megaflow.v1.SandboxReadFileRequest
+	(*SandboxReadFileResponse)(nil),   // 17: megaflow.v1.SandboxReadFileResponse
+	(*Snapshot)(nil),                  // 18: megaflow.v1.Snapshot
+	(*SnapshotSandboxRequest)(nil),    // 19: megaflow.v1.SnapshotSandboxRequest
+	(*SnapshotSandboxResponse)(nil),   // 20: megaflow.v1.SnapshotSandboxResponse
+	(*ListSnapshotsRequest)(nil),      // 21: megaflow.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),     // 22: megaflow.v1.ListSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),     // 23: megaflow.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 24: megaflow.v1.DeleteSnapshotResponse
+	(*CommitSnapshotRequest)(nil),     // 25: megaflow.v1.CommitSnapshotRequest
+	(*CommitSnapshotResponse)(nil),    // 26: megaflow.v1.CommitSnapshotResponse
+	(*RemoveSnapshotRequest)(nil),     // 27: megaflow.v1.RemoveSnapshotRequest
+	(*RemoveSnapshotResponse)(nil),    // 28: megaflow.v1.RemoveSnapshotResponse
+	(*SnapshotAddCommand)(nil),        // 29: megaflow.v1.SnapshotAddCommand
+	(*SnapshotDeleteCommand)(nil),     // 30: megaflow.v1.SnapshotDeleteCommand
+	(*SetSandboxTimeoutRequest)(nil),  // 31: megaflow.v1.SetSandboxTimeoutRequest
+	(*SetSandboxTimeoutResponse)(nil), // 32: megaflow.v1.SetSandboxTimeoutResponse
+	(*SandboxSetDeadlineCommand)(nil), // 33: megaflow.v1.SandboxSetDeadlineCommand
+	nil,                               // 34: megaflow.v1.SandboxCreateSpec.EnvEntry
+	nil,                               // 35: megaflow.v1.SandboxCreateSpec.LabelsEntry
+	nil,                               // 36: megaflow.v1.Sandbox.LabelsEntry
+	nil,                               // 37: megaflow.v1.SandboxExecRequest.EnvEntry
+	(ReasonCode)(0),                   // 38: megaflow.v1.ReasonCode
 }
 var file_megaflow_v1_sandbox_proto_depIdxs = []int32{
-	31, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
-	32, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
+	34, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
+	35, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
 	0,  // 2: megaflow.v1.Sandbox.state:type_name -> megaflow.v1.SandboxState
-	35, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
-	33, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
+	38, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
+	36, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
 	1,  // 5: megaflow.v1.CreateSandboxRequest.spec:type_name -> megaflow.v1.SandboxCreateSpec
 	2,  // 6: megaflow.v1.CreateSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 7: megaflow.v1.GetSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 8: megaflow.v1.ListSandboxesResponse.sandboxes:type_name -> megaflow.v1.Sandbox
 	2,  // 9: megaflow.v1.CloseSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
-	34, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
+	37, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
 	13, // 11: megaflow.v1.SandboxExecResponse.exit:type_name -> megaflow.v1.SandboxExecExit
 	18, // 12: megaflow.v1.SnapshotSandboxResponse.snapshot:type_name -> megaflow.v1.Snapshot
 	18, // 13: megaflow.v1.ListSnapshotsResponse.snapshots:type_name -> megaflow.v1.Snapshot
 	18, // 14: megaflow.v1.SnapshotAddCommand.snapshot:type_name -> megaflow.v1.Snapshot
-	3,  // 15: megaflow.v1.SandboxService.CreateSandbox:input_type -> megaflow.v1.CreateSandboxRequest
-	5,  // 16: megaflow.v1.SandboxService.GetSandbox:input_type -> megaflow.v1.GetSandboxRequest
-	7,  // 17: megaflow.v1.SandboxService.ListSandboxes:input_type -> megaflow.v1.ListSandboxesRequest
-	9,  // 18: megaflow.v1.SandboxService.CloseSandbox:input_type -> megaflow.v1.CloseSandboxRequest
-	11, // 19: megaflow.v1.SandboxService.Exec:input_type -> megaflow.v1.SandboxExecRequest
-	14, // 20: megaflow.v1.SandboxService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
-	16, // 21: megaflow.v1.SandboxService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
-	19, // 22: megaflow.v1.SandboxService.SnapshotSandbox:input_type -> megaflow.v1.SnapshotSandboxRequest
-	21, // 23: megaflow.v1.SandboxService.ListSnapshots:input_type -> megaflow.v1.ListSnapshotsRequest
-	23, // 24: megaflow.v1.SandboxService.DeleteSnapshot:input_type -> megaflow.v1.DeleteSnapshotRequest
-	11, // 25: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
-	14, // 26: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
-	16, // 27: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
-	25, // 28: megaflow.v1.SandboxWorkerService.CommitSnapshot:input_type -> megaflow.v1.CommitSnapshotRequest
-	27, // 29: megaflow.v1.SandboxWorkerService.RemoveSnapshot:input_type -> megaflow.v1.RemoveSnapshotRequest
-	4,  // 30: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
-	6,  // 31: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
-	8,  // 32: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
-	10, // 33: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
-	12, // 34: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 35: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 36: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	20, // 37: megaflow.v1.SandboxService.SnapshotSandbox:output_type -> megaflow.v1.SnapshotSandboxResponse
-	22, // 38: megaflow.v1.SandboxService.ListSnapshots:output_type -> megaflow.v1.ListSnapshotsResponse
-	24, // 39: megaflow.v1.SandboxService.DeleteSnapshot:output_type -> megaflow.v1.DeleteSnapshotResponse
-	12, // 40: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 41: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 42: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	26, // 43: megaflow.v1.SandboxWorkerService.CommitSnapshot:output_type -> megaflow.v1.CommitSnapshotResponse
-	28, // 44: megaflow.v1.SandboxWorkerService.RemoveSnapshot:output_type -> megaflow.v1.RemoveSnapshotResponse
-	30, // [30:45] is the sub-list for method output_type
-	15, // [15:30] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 15: megaflow.v1.SetSandboxTimeoutResponse.sandbox:type_name -> megaflow.v1.Sandbox
+	3,  // 16: megaflow.v1.SandboxService.CreateSandbox:input_type -> megaflow.v1.CreateSandboxRequest
+	5,  // 17: megaflow.v1.SandboxService.GetSandbox:input_type -> megaflow.v1.GetSandboxRequest
+	7,  // 18: megaflow.v1.SandboxService.ListSandboxes:input_type -> megaflow.v1.ListSandboxesRequest
+	9,  // 19: megaflow.v1.SandboxService.CloseSandbox:input_type -> megaflow.v1.CloseSandboxRequest
+	11, // 20: megaflow.v1.SandboxService.Exec:input_type -> megaflow.v1.SandboxExecRequest
+	14, // 21: megaflow.v1.SandboxService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
+	16, // 22: megaflow.v1.SandboxService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
+	19, // 23: megaflow.v1.SandboxService.SnapshotSandbox:input_type -> megaflow.v1.SnapshotSandboxRequest
+	21, // 24: megaflow.v1.SandboxService.ListSnapshots:input_type -> megaflow.v1.ListSnapshotsRequest
+	23, // 25: megaflow.v1.SandboxService.DeleteSnapshot:input_type -> megaflow.v1.DeleteSnapshotRequest
+	31, // 26: megaflow.v1.SandboxService.SetSandboxTimeout:input_type -> megaflow.v1.SetSandboxTimeoutRequest
+	11, // 27: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
+	14, // 28: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
+	16, // 29: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
+	25, // 30: megaflow.v1.SandboxWorkerService.CommitSnapshot:input_type -> megaflow.v1.CommitSnapshotRequest
+	27, // 31: megaflow.v1.SandboxWorkerService.RemoveSnapshot:input_type -> megaflow.v1.RemoveSnapshotRequest
+	4,  // 32: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
+	6,  // 33: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
+	8,  // 34: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
+	10, // 35: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
+	12, // 36: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 37: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 38: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	20, // 39: megaflow.v1.SandboxService.SnapshotSandbox:output_type -> megaflow.v1.SnapshotSandboxResponse
+	22, // 40: megaflow.v1.SandboxService.ListSnapshots:output_type -> megaflow.v1.ListSnapshotsResponse
+	24, // 41: megaflow.v1.SandboxService.DeleteSnapshot:output_type -> megaflow.v1.DeleteSnapshotResponse
+	32, // 42: megaflow.v1.SandboxService.SetSandboxTimeout:output_type -> megaflow.v1.SetSandboxTimeoutResponse
+	12, // 43: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 44: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 45: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	26, // 46: megaflow.v1.SandboxWorkerService.CommitSnapshot:output_type -> megaflow.v1.CommitSnapshotResponse
+	28, // 47: megaflow.v1.SandboxWorkerService.RemoveSnapshot:output_type -> megaflow.v1.RemoveSnapshotResponse
+	32, // [32:48] is the sub-list for method output_type
+	16, // [16:32] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_sandbox_proto_init() }
@@ -2388,7 +2578,7 @@ func file_megaflow_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_sandbox_proto_rawDesc), len(file_megaflow_v1_sandbox_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

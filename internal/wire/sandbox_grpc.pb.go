@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SandboxService_CreateSandbox_FullMethodName   = "/megaflow.v1.SandboxService/CreateSandbox"
-	SandboxService_GetSandbox_FullMethodName      = "/megaflow.v1.SandboxService/GetSandbox"
-	SandboxService_ListSandboxes_FullMethodName   = "/megaflow.v1.SandboxService/ListSandboxes"
-	SandboxService_CloseSandbox_FullMethodName    = "/megaflow.v1.SandboxService/CloseSandbox"
-	SandboxService_Exec_FullMethodName            = "/megaflow.v1.SandboxService/Exec"
-	SandboxService_WriteFile_FullMethodName       = "/megaflow.v1.SandboxService/WriteFile"
-	SandboxService_ReadFile_FullMethodName        = "/megaflow.v1.SandboxService/ReadFile"
-	SandboxService_SnapshotSandbox_FullMethodName = "/megaflow.v1.SandboxService/SnapshotSandbox"
-	SandboxService_ListSnapshots_FullMethodName   = "/megaflow.v1.SandboxService/ListSnapshots"
-	SandboxService_DeleteSnapshot_FullMethodName  = "/megaflow.v1.SandboxService/DeleteSnapshot"
+	SandboxService_CreateSandbox_FullMethodName     = "/megaflow.v1.SandboxService/CreateSandbox"
+	SandboxService_GetSandbox_FullMethodName        = "/megaflow.v1.SandboxService/GetSandbox"
+	SandboxService_ListSandboxes_FullMethodName     = "/megaflow.v1.SandboxService/ListSandboxes"
+	SandboxService_CloseSandbox_FullMethodName      = "/megaflow.v1.SandboxService/CloseSandbox"
+	SandboxService_Exec_FullMethodName              = "/megaflow.v1.SandboxService/Exec"
+	SandboxService_WriteFile_FullMethodName         = "/megaflow.v1.SandboxService/WriteFile"
+	SandboxService_ReadFile_FullMethodName          = "/megaflow.v1.SandboxService/ReadFile"
+	SandboxService_SnapshotSandbox_FullMethodName   = "/megaflow.v1.SandboxService/SnapshotSandbox"
+	SandboxService_ListSnapshots_FullMethodName     = "/megaflow.v1.SandboxService/ListSnapshots"
+	SandboxService_DeleteSnapshot_FullMethodName    = "/megaflow.v1.SandboxService/DeleteSnapshot"
+	SandboxService_SetSandboxTimeout_FullMethodName = "/megaflow.v1.SandboxService/SetSandboxTimeout"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -77,6 +78,12 @@ type SandboxServiceClient interface {
 	// DeleteSnapshot removes a snapshot's image from its worker and its row
 	// from the table. Errors: NOT_FOUND.
 	DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*DeleteSnapshotResponse, error)
+	// SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
+	// from now, longer or shorter than before (a log entry). Its whole
+	// lifetime from creation stays within 7 days. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
+	// message says the most it may be), UNAVAILABLE (rules below 3).
+	SetSandboxTimeout(ctx context.Context, in *SetSandboxTimeoutRequest, opts ...grpc.CallOption) (*SetSandboxTimeoutResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -205,6 +212,16 @@ func (c *sandboxServiceClient) DeleteSnapshot(ctx context.Context, in *DeleteSna
 	return out, nil
 }
 
+func (c *sandboxServiceClient) SetSandboxTimeout(ctx context.Context, in *SetSandboxTimeoutRequest, opts ...grpc.CallOption) (*SetSandboxTimeoutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetSandboxTimeoutResponse)
+	err := c.cc.Invoke(ctx, SandboxService_SetSandboxTimeout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -251,6 +268,12 @@ type SandboxServiceServer interface {
 	// DeleteSnapshot removes a snapshot's image from its worker and its row
 	// from the table. Errors: NOT_FOUND.
 	DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error)
+	// SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
+	// from now, longer or shorter than before (a log entry). Its whole
+	// lifetime from creation stays within 7 days. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
+	// message says the most it may be), UNAVAILABLE (rules below 3).
+	SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -290,6 +313,9 @@ func (UnimplementedSandboxServiceServer) ListSnapshots(context.Context, *ListSna
 }
 func (UnimplementedSandboxServiceServer) DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteSnapshot not implemented")
+}
+func (UnimplementedSandboxServiceServer) SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSandboxTimeout not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -478,6 +504,24 @@ func _SandboxService_DeleteSnapshot_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_SetSandboxTimeout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSandboxTimeoutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).SetSandboxTimeout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_SetSandboxTimeout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).SetSandboxTimeout(ctx, req.(*SetSandboxTimeoutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -516,6 +560,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSnapshot",
 			Handler:    _SandboxService_DeleteSnapshot_Handler,
+		},
+		{
+			MethodName: "SetSandboxTimeout",
+			Handler:    _SandboxService_SetSandboxTimeout_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -293,6 +293,16 @@ class SandboxReadFileResponse(_message.Message):
     size: int
     def __init__(self, data: _Optional[bytes] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ...) -> None: ...
 
+class SandboxSetDeadlineCommand(_message.Message):
+    __slots__ = ["deadline_seconds", "graph_id", "unix_nanos"]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    deadline_seconds: int
+    graph_id: str
+    unix_nanos: int
+    def __init__(self, graph_id: _Optional[str] = ..., deadline_seconds: _Optional[int] = ..., unix_nanos: _Optional[int] = ...) -> None: ...
+
 class SandboxWriteFileRequest(_message.Message):
     __slots__ = ["attempt", "data", "min_index", "mode", "path", "sandbox_id"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +322,22 @@ class SandboxWriteFileRequest(_message.Message):
 class SandboxWriteFileResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class SetSandboxTimeoutRequest(_message.Message):
+    __slots__ = ["id", "min_index", "timeout_seconds"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    min_index: int
+    timeout_seconds: int
+    def __init__(self, id: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., min_index: _Optional[int] = ...) -> None: ...
+
+class SetSandboxTimeoutResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class Snapshot(_message.Message):
     __slots__ = ["create_index", "create_unix_nanos", "id", "image", "image_id", "name", "sandbox_id", "size_bytes", "tenant", "worker_id"]

@@ -73,6 +73,11 @@ class SandboxServiceStub(object):
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotResponse.FromString,
                 )
+        self.SetSandboxTimeout = channel.unary_unary(
+                '/megaflow.v1.SandboxService/SetSandboxTimeout',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.FromString,
+                )
 
 
 class SandboxServiceServicer(object):
@@ -177,6 +182,17 @@ class SandboxServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetSandboxTimeout(self, request, context):
+        """SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
+        from now, longer or shorter than before (a log entry). Its whole
+        lifetime from creation stays within 7 days. Errors: NOT_FOUND,
+        FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
+        message says the most it may be), UNAVAILABLE (rules below 3).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -229,6 +245,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.DeleteSnapshot,
                     request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotResponse.SerializeToString,
+            ),
+            'SetSandboxTimeout': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSandboxTimeout,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -416,6 +437,23 @@ class SandboxService(object):
         return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/DeleteSnapshot',
             megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotRequest.SerializeToString,
             megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetSandboxTimeout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/SetSandboxTimeout',
+            megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
