@@ -221,6 +221,13 @@ func (s *sandboxService) sandboxFork(view *state.View, sp *wire.SandboxCreateSpe
 	if err := s.needSnapshotRules(); err != nil {
 		return err
 	}
+	if t := view.Task(spec.SandboxTaskID(sp.GetId())); t != nil && t.Spec.GetSandbox().GetFromSnapshot() == sp.GetFromSnapshot() {
+		// A retried create of a fork that exists: the same graph as the
+		// first try's, even if the snapshot is gone since (SubmitGraph
+		// then answers that it existed).
+		spec.ForkFrom(g, &wire.Snapshot{Image: t.Spec.GetImage(), WorkerId: t.Spec.GetSandbox().GetSnapshotWorker()})
+		return nil
+	}
 	snap, err := s.snapshot(view, sp.GetFromSnapshot())
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	mfspec "github.com/megaflow/megaflow/internal/spec"
@@ -67,6 +68,9 @@ func (s *sandboxServer) RemoveSnapshot(ctx context.Context, req *wire.RemoveSnap
 		return nil, errs.ToStatus(err)
 	}
 	existed, err := sn.RemoveImage(ctx, req.GetImage())
+	if errors.Is(err, contract.ErrConflict) {
+		return nil, errs.ToStatus(errs.New(errs.FailedPrecondition, "snapshot %s: a container still uses its image (a sandbox created from it is still stopping?): retry in a few seconds (%v)", req.GetSnapshotId(), err))
+	}
 	if err != nil {
 		return nil, errs.ToStatus(runtimeErr(req.GetSnapshotId(), err))
 	}

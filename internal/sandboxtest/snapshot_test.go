@@ -173,6 +173,12 @@ func TestSandboxSnapshotAndFork(t *testing.T) {
 	if err := e.cl.DeleteSnapshot(ctx, snap.GetId()); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("second DeleteSnapshot: %v; want NotFound", err)
 	}
+	// A retried create of a fork (same id) is the same sandbox, even with
+	// its snapshot gone since.
+	again, err := e.cl.CreateSandbox(ctx, client.SandboxSpec{ID: forks[0].ID(), Tenant: "team-a", FromSnapshot: snap.GetId()})
+	if err != nil || again.Info().GetCreateUnixNanos() != forks[0].Info().GetCreateUnixNanos() {
+		t.Fatalf("retried create of fork 0: %v, %v; want the same sandbox", again.Info(), err)
+	}
 }
 
 // A worker declared down takes its snapshots out of the table: the list

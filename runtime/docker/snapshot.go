@@ -43,7 +43,8 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string, labels map[string]
 }
 
 // RemoveImage removes image ref (forced, its untagged parents pruned); see
-// contract.Snapshotter.
+// contract.Snapshotter. An image a running container uses is
+// contract.ErrConflict.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) (bool, error) {
 	if strings.TrimSpace(ref) == "" {
 		return false, fmt.Errorf("docker image remove: the reference is empty")
@@ -54,6 +55,9 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) (bool, error) {
 	if err != nil {
 		if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
 			return false, nil
+		}
+		if cerrdefs.IsConflict(err) && ctx.Err() == nil {
+			return false, fmt.Errorf("docker image remove %s: %w: %v", ref, contract.ErrConflict, err)
 		}
 		return false, r.wrap(ctx, "image remove", ref, err, nil)
 	}
