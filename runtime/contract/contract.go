@@ -291,7 +291,7 @@ type Snapshotter interface {
 	// ErrNotFound (no such container), ErrUnavailable, ctx's error.
 	Commit(ctx context.Context, id, ref string, labels map[string]string) (imageID string, size int64, err error)
 	// RemoveImage removes image ref and reports whether it was there; an
-	// image already gone is not an error. Errors: ErrConflict (a running
+	// image already gone is not an error. Errors: ErrConflict (a
 	// container uses it), ErrUnavailable, ctx's error, or the engine's
 	// refusal.
 	RemoveImage(ctx context.Context, ref string) (existed bool, err error)

@@ -42,8 +42,8 @@ func (r *Runtime) Commit(ctx context.Context, id, ref string, labels map[string]
 	return res.ID, ins.Size, nil
 }
 
-// RemoveImage removes image ref (forced, its untagged parents pruned); see
-// contract.Snapshotter. An image a running container uses is
+// RemoveImage removes image ref (its untagged parents pruned); see
+// contract.Snapshotter. An image a container (running or not) uses is
 // contract.ErrConflict.
 func (r *Runtime) RemoveImage(ctx context.Context, ref string) (bool, error) {
 	if strings.TrimSpace(ref) == "" {
@@ -51,7 +51,9 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) (bool, error) {
 	}
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	_, err := r.cli.ImageRemove(cctx, ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	// Not forced: a forced removal of an image a container uses only
+	// untags it, leaving the image behind, unnamed, for good.
+	_, err := r.cli.ImageRemove(cctx, ref, client.ImageRemoveOptions{PruneChildren: true})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) && ctx.Err() == nil {
 			return false, nil
