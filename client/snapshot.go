@@ -39,14 +39,27 @@ func (s *Sandbox) Snapshot(ctx context.Context, name string) (*SandboxSnapshot, 
 	if err := spec.CheckSnapshotName(name); err != nil {
 		return nil, err
 	}
-	addr, cc, err := s.c.pick()
+	var (
+		res     *wire.SnapshotSandboxResponse
+		final   error // an answer not to retry
+		finalAt string
+	)
+	err := s.c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		var err error
+		res, err = wire.NewSandboxServiceClient(cc).SnapshotSandbox(ctx, &wire.SnapshotSandboxRequest{SandboxId: s.id, Name: name,
+			MinIndex: max(s.index(), s.c.sessionIndex())})
+		if err != nil && errs.ClassOf(errs.FromStatus(err)) != errs.NotLeader {
+			finalAt, _, _ = s.c.pick() // the head callConn picked, for execErr
+			final = err
+			return nil
+		}
+		return err
+	})
+	if err == nil && final != nil {
+		return nil, s.execErr(ctx, finalAt, final)
+	}
 	if err != nil {
 		return nil, err
-	}
-	res, err := wire.NewSandboxServiceClient(cc).SnapshotSandbox(ctx, &wire.SnapshotSandboxRequest{SandboxId: s.id, Name: name,
-		MinIndex: max(s.index(), s.c.sessionIndex())})
-	if err != nil {
-		return nil, s.execErr(ctx, addr, err)
 	}
 	s.c.observe(res.GetIndex())
 	return res.GetSnapshot(), nil

@@ -62,12 +62,18 @@ func (s *sandboxService) maxSnapshots() int {
 }
 
 // forwardSandbox runs a SandboxService call on the leader and passes its
-// answer through.
+// answer through; no leader known is NotLeader.
 func forwardSandbox[Req, Resp any](ctx context.Context, f *forwarder, req Req,
 	call func(wire.SandboxServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	var zero Resp
 	conn, fctx, err := f.leaderConn(ctx)
 	if err != nil {
+		if errs.ClassOf(err) == errs.Unavailable {
+			// No leader known: nothing was done, so the call is safe to
+			// retry (NotLeader), even for a client that does not retry an
+			// Unavailable SnapshotSandbox.
+			err = &errs.Error{Class: errs.NotLeader, Message: err.Error()}
+		}
 		return zero, errs.ToStatus(err)
 	}
 	return call(wire.NewSandboxServiceClient(conn), fctx, req)
@@ -110,10 +116,11 @@ func (s *sandboxService) SnapshotSandbox(ctx context.Context, req *wire.Snapshot
 		Image: image, ImageId: res.GetImageId(), SizeBytes: res.GetSizeBytes(), CreateUnixNanos: s.h.clock.Now().UnixNano()}
 	out, index, err := s.h.apply(ctx, fsm.OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snap, MaxPerTenant: int32(s.maxSnapshots())})
 	if err != nil {
-		if index != 0 {
-			// The table refused it (over the bound since the first check):
-			// the image is no one's; remove it. Without an index the entry
-			// may yet commit, so the image stays.
+		if index != 0 || errs.ClassOf(err) == errs.NotLeader {
+			// The table refused it (over the bound since the first check),
+			// or Raft never took the entry (this head no longer leads): the
+			// image is no one's; remove it. Otherwise the entry may yet
+			// commit, so the image stays.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotRemoveTimeout)
 			if _, rerr := cli.RemoveSnapshot(rctx, &wire.RemoveSnapshotRequest{SnapshotId: id, Image: image}); rerr != nil {
 				s.h.logger.Warn("removing a refused snapshot's image failed", "snapshot", id, "worker", worker, "err", rerr)
