@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,18 +102,25 @@ func TestSandboxSnapshotAndFork(t *testing.T) {
 		t.Fatalf("ListSnapshots(team-b): %v, %v; want none", other, err)
 	}
 
-	// Three forks, each with the file, each diverging on its own.
-	var forks []*client.Sandbox
-	for i := range 3 {
-		f, err := e.cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: "team-a", FromSnapshot: snap.GetId(), WaitReady: 2 * time.Minute})
-		if err != nil {
-			t.Fatalf("fork %d: %v", i, err)
+	// Three forks, created at once, each with the file, each diverging on
+	// its own.
+	forks := make([]*client.Sandbox, 3)
+	createErrs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range forks {
+		wg.Go(func() {
+			forks[i], createErrs[i] = e.cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: "team-a", FromSnapshot: snap.GetId(), WaitReady: 2 * time.Minute})
+		})
+	}
+	wg.Wait()
+	for i, f := range forks {
+		if createErrs[i] != nil {
+			t.Fatalf("fork %d: %v", i, createErrs[i])
 		}
 		info := f.Info()
 		if info.GetState() != client.SandboxReady || info.GetWorkerId() != snap.GetWorkerId() || info.GetFromSnapshot() != snap.GetId() || info.GetImage() != snap.GetImage() {
 			t.Fatalf("fork %d: %s on %s from %q image %s; want READY on %s from %s", i, info.GetState(), info.GetWorkerId(), info.GetFromSnapshot(), info.GetImage(), snap.GetWorkerId(), snap.GetId())
 		}
-		forks = append(forks, f)
 	}
 	for i, f := range forks {
 		if got := e.read(ctx, f, "/work/state"); got != "prepared\n" {
@@ -145,7 +153,6 @@ func TestSandboxSnapshotAndFork(t *testing.T) {
 	if n := len(e.snapshotImages()); n != 2 {
 		t.Fatalf("%d snapshot images on the engine; want 2 (the refused one's removed)", n)
 	}
-
 	// In use: refused; forks closed: deleted, with its image.
 	err = e.cl.DeleteSnapshot(ctx, snap.GetId())
 	if !errors.Is(err, errs.ErrFailedPrecondition) || errs.ReasonOf(err) != client.ReasonSnapshotInUse {
