@@ -55,7 +55,8 @@ const (
 	ReasonRuntimeUnavailable = "RUNTIME_UNAVAILABLE" // errs.Unavailable: the worker's container runtime did not answer
 )
 
-// SandboxSpec is what CreateSandbox asks for. Only Image is required.
+// SandboxSpec is what CreateSandbox asks for. Only Image (or
+// FromSnapshot) is required.
 type SandboxSpec struct {
 	// ID makes CreateSandbox idempotent: "sbx-" then [a-z0-9]; empty: one
 	// is chosen here, before the first try.
@@ -84,6 +85,11 @@ type SandboxSpec struct {
 	// WaitReady makes CreateSandbox wait up to this long (at most 10
 	// minutes) for the sandbox to be READY; 0: return once accepted.
 	WaitReady time.Duration
+	// FromSnapshot creates the sandbox from a snapshot (Snapshot.Id;
+	// (*Sandbox).Snapshot) instead of Image, which must then be empty: it
+	// starts with the snapshotted sandbox's files, on the worker holding
+	// the snapshot.
+	FromSnapshot string
 }
 
 // Sandbox is a handle on one sandbox. Its methods are safe for concurrent
@@ -130,13 +136,15 @@ func (c *Client) CreateSandbox(ctx context.Context, sp SandboxSpec) (*Sandbox, e
 	}
 	ws := &wire.SandboxCreateSpec{Id: sp.ID, Tenant: sp.Tenant, Image: sp.Image, CpuMillis: sp.CPUMillis, MemoryBytes: sp.MemoryBytes,
 		Env: sp.Env, WorkingDir: sp.WorkingDir, Network: sp.Network, Labels: sp.Labels,
-		LifetimeSeconds: int64(sp.Lifetime / time.Second), IdleTimeoutSeconds: int64(sp.IdleTimeout / time.Second)}
+		LifetimeSeconds: int64(sp.Lifetime / time.Second), IdleTimeoutSeconds: int64(sp.IdleTimeout / time.Second),
+		FromSnapshot: sp.FromSnapshot}
 	if _, err := spec.SandboxGraph(ws); err != nil {
 		return nil, err
 	}
 	var res *wire.CreateSandboxResponse
 	err := c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
-		res, err = wire.NewSandboxServiceClient(cc).CreateSandbox(ctx, &wire.CreateSandboxRequest{Spec: ws, WaitReadyMillis: sp.WaitReady.Milliseconds()})
+		res, err = wire.NewSandboxServiceClient(cc).CreateSandbox(ctx, &wire.CreateSandboxRequest{Spec: ws, WaitReadyMillis: sp.WaitReady.Milliseconds(),
+			MinIndex: c.sessionIndex()})
 		return err
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/tlsconfig"
 )
 
@@ -121,6 +122,10 @@ type Config struct {
 	// tenant's quota) before the leader fails it with that reason; 0:
 	// forever.
 	MaxQueueWait time.Duration
+	// MaxSnapshots is how many sandbox snapshots one tenant may hold
+	// (docs/sandboxes.md); 0: spec.SnapshotDefaultMaxPerTenant (64). At
+	// most spec.SnapshotMaxPerTenantLimit.
+	MaxSnapshots int
 
 	// Scheduler is the placement policy: queue weights and strategies,
 	// image locality, head-of-line holds (head/scheduler.Policy).
@@ -236,6 +241,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxQueueWait < 0 {
 		errsList = append(errsList, fmt.Errorf("--max-queue-wait %v is negative; give 0 (wait forever) or more", c.MaxQueueWait))
+	}
+	if c.MaxSnapshots < 0 || c.MaxSnapshots > spec.SnapshotMaxPerTenantLimit {
+		errsList = append(errsList, fmt.Errorf("--max-snapshots %d is out of range: 0 (the default, %d) to %d", c.MaxSnapshots, spec.SnapshotDefaultMaxPerTenant, spec.SnapshotMaxPerTenantLimit))
 	}
 	return errors.Join(errsList...)
 }

@@ -60,6 +60,15 @@ func (h *Head) headMember(id string) (gossip.Member, bool) {
 // NotLeader when this call was already forwarded once, Unavailable when no
 // leader is known.
 func (f *forwarder) leader(ctx context.Context) (wire.MegaflowServiceClient, context.Context, error) {
+	conn, out, err := f.leaderConn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wire.NewMegaflowServiceClient(conn), out, nil
+}
+
+// leaderConn is leader's connection, for any service the leader serves.
+func (f *forwarder) leaderConn(ctx context.Context) (*grpc.ClientConn, context.Context, error) {
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
 		return nil, nil, f.h.notLeader()
 	}
@@ -82,7 +91,7 @@ func (f *forwarder) leader(ctx context.Context) (wire.MegaflowServiceClient, con
 		f.conns[addr] = conn
 	}
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, f.h.cfg.NodeID)
-	return wire.NewMegaflowServiceClient(conn), out, nil
+	return conn, out, nil
 }
 
 // close closes every cached connection; later forwards answer Unavailable.

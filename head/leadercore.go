@@ -113,6 +113,12 @@ func planRound(in roundInput) round {
 			}
 			continue
 		}
+		if r := snapshotWorkerWait(view, t); r != "" {
+			if t.Reason != r {
+				waiting[t.ID] = r
+			}
+			continue
+		}
 		queued[t.ID] = t
 		res := t.Spec.GetResources()
 		sin.Tasks = append(sin.Tasks, scheduler.Task{
@@ -120,6 +126,8 @@ func planRound(in roundInput) round {
 			Resources: state.ResourcesOf(res), GPUModel: res.GetGpuModel(), GPUMemoryBytes: res.GetGpuMemoryBytes(),
 			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(), Session: t.Spec.GetSession(),
 			Runtime: t.Spec.GetRuntime(), Gang: t.Spec.GetGang(),
+			// A sandbox from a snapshot runs only where the image is.
+			PinnedWorker: t.Spec.GetSandbox().GetSnapshotWorker(),
 		})
 	}
 	sin.Tasks = holdIncompleteGangs(view, sin.Tasks, queued, waiting, nowNanos)
@@ -181,6 +189,23 @@ func unplaceable(queued map[string]*state.Task, unplaced map[string]scheduler.Re
 	return cmd
 }
 
+// snapshotWorkerWait returns why queued task t (a sandbox created from a
+// snapshot) cannot be placed at all: the worker holding its snapshot's
+// image is no longer ALIVE in the table. "" when t can be placed (or is
+// no such sandbox). The task then waits with that reason until it is
+// closed or its lifetime ends it.
+func snapshotWorkerWait(view *state.View, t *state.Task) string {
+	id := t.Spec.GetSandbox().GetSnapshotWorker()
+	if id == "" {
+		return ""
+	}
+	if w := view.Worker(id); w != nil && w.Alive() {
+		return ""
+	}
+	return fmt.Sprintf("worker %s, which held snapshot %s, is gone, and the snapshot with it: close this sandbox and create one from another snapshot",
+		id, t.Spec.GetSandbox().GetFromSnapshot())
+}
+
 // holdForReconnect removes from tasks those pinned to the worker of their
 // session (PinnedWorker) when that worker is still ALIVE in the table but
 // has no stream to this leader right now: it is reconnecting (after a
@@ -194,6 +219,9 @@ func holdForReconnect(view *state.View, connected func(string) bool, tasks []sch
 		if t.PinnedWorker != "" && !connected(t.PinnedWorker) {
 			if w := view.Worker(t.PinnedWorker); w != nil && w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {
 				r := fmt.Sprintf("waiting for session %s's worker %s to reconnect", t.Session, t.PinnedWorker)
+				if t.Session == "" {
+					r = fmt.Sprintf("waiting for worker %s, the only one it may run on, to reconnect", t.PinnedWorker)
+				}
 				if queued[t.ID].Reason != r {
 					waiting[t.ID] = r
 				}

@@ -171,7 +171,7 @@ func (s *leaderSim) do(line string) (string, error) {
 		for w := range s.connected {
 			s.connected[w] = false
 		}
-	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [deadline=S] [at=]
+	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [deadline=S] [fork=SNAPSHOT@WORKER] [at=]
 		g := &wire.GraphSpec{Id: pos[0]}
 		if d := kv["deadline"]; d != "" {
 			g.DeadlineSeconds, _ = strconv.ParseInt(d, 10, 64)
@@ -184,6 +184,10 @@ func (s *leaderSim) do(line string) (string, error) {
 				Resources: &wire.Resources{CpuMillis: cpu}, Session: kv["session"]}
 			if deps != "" {
 				spec.DependsOn = strings.Split(deps, "+")
+			}
+			if snap, w, ok := strings.Cut(kv["fork"], "@"); ok {
+				// A sandbox created from a snapshot held by worker w.
+				spec.Sandbox = &wire.SandboxSpec{FromSnapshot: snap, SnapshotWorker: w}
 			}
 			g.Tasks = append(g.Tasks, spec)
 		}

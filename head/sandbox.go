@@ -76,6 +76,14 @@ func (s *sandboxService) CreateSandbox(ctx context.Context, req *wire.CreateSand
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
+	if sp.GetFromSnapshot() != "" {
+		if err := s.h.waitApplied(ctx, req.GetMinIndex(), 0); err != nil {
+			return nil, errs.ToStatus(err)
+		}
+		if err := s.sandboxFork(s.h.fsm.View(), sp, g); err != nil {
+			return nil, errs.ToStatus(err)
+		}
+	}
 	sub := &wire.SubmitGraphRequest{Graph: g}
 	if err := s.h.checkRate(ctx, "/"+wire.MegaflowService_ServiceDesc.ServiceName+"/SubmitGraph", sub); err != nil {
 		return nil, err
@@ -151,6 +159,7 @@ func sandboxOf(g *state.Graph, t *state.Task, index uint64) *wire.Sandbox {
 		LifetimeSeconds:    g.DeadlineSeconds,
 		IdleTimeoutSeconds: t.Spec.GetSandbox().GetIdleTimeoutSeconds(),
 		Index:              index,
+		FromSnapshot:       t.Spec.GetSandbox().GetFromSnapshot(),
 	}
 	if a := t.CurrentAttempt(); a != nil {
 		sb.WorkerId = a.WorkerID

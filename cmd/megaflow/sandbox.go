@@ -14,7 +14,8 @@ import (
 	"github.com/megaflow/megaflow/internal/spec"
 )
 
-// sandboxCmd is "megaflow sandbox": create, exec, ls, rm (docs/sandboxes.md).
+// sandboxCmd is "megaflow sandbox": create, exec, ls, rm, snapshot,
+// snapshots (docs/sandboxes.md).
 func sandboxCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -26,6 +27,7 @@ execs; it ends when closed, after its lifetime, after its idle timeout, or
 when its worker is lost (it is never re-created elsewhere).`,
 	}
 	cmd.AddCommand(sandboxCreateCmd(g), sandboxExecCmd(g), sandboxLsCmd(g), sandboxRmCmd(g))
+	cmd.AddCommand(sandboxSnapshotCmd(g), sandboxSnapshotsCmd(g), sandboxSetTimeoutCmd(g))
 	return cmd
 }
 
@@ -56,8 +58,8 @@ then prints its id (-o json: the whole sandbox). It exits 1 when the
 sandbox ended instead of becoming READY (the message says why).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if sp.Image == "" {
-				return errs.New(errs.InvalidArgument, "--image is required: name the image the sandbox runs, e.g. --image python:3.12-slim")
+			if sp.Image == "" && sp.FromSnapshot == "" {
+				return errs.New(errs.InvalidArgument, "--image is required: name the image the sandbox runs, e.g. --image python:3.12-slim (or --from-snapshot SNAPSHOT)")
 			}
 			var err error
 			if sp.Env, err = parseKVs("env", env); err != nil {
@@ -86,7 +88,8 @@ sandbox ended instead of becoming READY (the message says why).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&sp.Image, "image", "", "container image (required)")
+	f.StringVar(&sp.Image, "image", "", "container image (required unless --from-snapshot)")
+	f.StringVar(&sp.FromSnapshot, "from-snapshot", "", "create it from this snapshot (snap-...; megaflow sandbox snapshots) instead of an image")
 	f.StringVar(&sp.ID, "id", "", "sandbox id (sbx-[a-z0-9]+; default: a new one)")
 	f.StringVar(&sp.Tenant, "tenant", "", "tenant owning the sandbox (default \"default\")")
 	f.Int64Var(&sp.CPUMillis, "cpu-millis", 0, "CPU reserved and limited, in millicores (0: the task default)")

@@ -31,6 +31,10 @@ func seedCommands() map[Op]proto.Message {
 		OpDeleteGraph:  &wire.DeleteGraphCommand{GraphId: "g"},
 		OpSetClusterID: wrapperspb.UInt64(0xabc),
 		OpSetRules:     wrapperspb.UInt64(1),
+		OpSnapshotAdd: &wire.SnapshotAddCommand{MaxPerTenant: 2, Snapshot: &wire.Snapshot{Id: "snap-a1", Tenant: "t", SandboxId: "sbx-a",
+			WorkerId: "w1", Image: "megaflow-snapshot:snap-a1"}},
+		OpSnapshotDelete:     &wire.SnapshotDeleteCommand{Id: "snap-a1"},
+		OpSandboxSetDeadline: &wire.SandboxSetDeadlineCommand{GraphId: "sbx-a", DeadlineSeconds: 60, UnixNanos: 5},
 	}
 }
 

@@ -27,10 +27,12 @@ import (
 //	recWorker  wire.Worker
 //	recQuota   wire.Quota (a tenant's quota, or the cluster limit)
 //	recPool    wire.PoolTarget (a pre-warm target)
+//	recSnapshot wire.Snapshot (a sandbox snapshot; rules 3)
 //	recEnd     uvarint number of records before it
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
-// id, quotas by tenant, pre-warm targets by image and tenant, end. A worker's GPUs in use are not written: the restore derives them
+// id, quotas by tenant, pre-warm targets by image and tenant, snapshots by
+// id, end. A worker's GPUs in use are not written: the restore derives them
 // from the tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
 // workers existed have no worker records and read the same. The end
@@ -53,7 +55,9 @@ const (
 	recWorker byte = 5
 	recQuota  byte = 6
 	recPool   byte = 15 // the scheduling branch's number, clear of the others'
-	recEnd    byte = 0xff
+	// recSnapshot is the sandbox branch's number, as its op (20).
+	recSnapshot byte = 20
+	recEnd      byte = 0xff
 )
 
 const (
@@ -131,6 +135,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for _, s := range v.Snapshots("") {
+			if !add(s) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -163,6 +172,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recQuota, r.ToWire())
 			case *wire.PoolTarget:
 				buf, err = appendMessage(buf, recPool, r)
+			case *wire.Snapshot:
+				buf, err = appendMessage(buf, recSnapshot, r)
 			}
 			if err != nil {
 				return encoded{}, err
@@ -300,6 +311,8 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				err = r.Quota(x)
 			case *wire.PoolTarget:
 				err = r.PoolTarget(x)
+			case *wire.Snapshot:
+				err = r.Snapshot(x)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -421,6 +434,12 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 			w := &wire.PoolTarget{}
 			if err := proto.Unmarshal(buf, w); err != nil {
 				return nil, fmt.Errorf("record %d: pool target: %w", n, err)
+			}
+			rows = append(rows, w)
+		case recSnapshot:
+			w := &wire.Snapshot{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: snapshot: %w", n, err)
 			}
 			rows = append(rows, w)
 		case recEnd:

@@ -70,7 +70,8 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 // for LogCommand entries. It returns a result (SubmitResult, CancelResult,
 // DropStagedResult, WorkerUpsertResult, WorkerDownResult, PlanResult,
 // TaskEventsResult, AttemptsLostResult, SetQuotaResult,
-// FailQueuedResult; a uint64 for OpSetClusterID and OpSetRules), an *errs.Error for a command refused at apply time, or
+// FailQueuedResult, SnapshotAddResult, SnapshotDeleteResult, a bool for
+// OpSandboxSetDeadline; a uint64 for OpSetClusterID and OpSetRules), an *errs.Error for a command refused at apply time, or
 // nil for an ignorable op this version does not know. It panics on an entry
 // that cannot be decoded, an unknown op without OpIgnorable, or an
 // OpSetRules above RulesCurrent (ErrRulesTooNew): the log is corrupt or from
@@ -161,6 +162,12 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		res, err = applyGpuHealth(txn, cmd)
 	case *wire.DeleteGraphCommand:
 		res, err = applyDeleteGraph(txn, cmd)
+	case *wire.SnapshotAddCommand:
+		res, err = applySnapshotAdd(txn, cmd)
+	case *wire.SnapshotDeleteCommand:
+		res, err = applySnapshotDelete(txn, cmd)
+	case *wire.SandboxSetDeadlineCommand:
+		res, err = applySandboxSetDeadline(txn, cmd)
 	case *wrapperspb.UInt64Value: // OpSetClusterID, OpSetRules
 		if op == OpSetRules {
 			res = applySetRules(txn, index, cmd.GetValue())

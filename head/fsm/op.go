@@ -53,27 +53,37 @@ const (
 	// entries after it apply under (rules.go). The result is the version
 	// in force afterwards, a uint64.
 	OpSetRules Op = 19
+	// OpSnapshotAdd carries a wire.SnapshotAddCommand (rules 3).
+	OpSnapshotAdd Op = 20
+	// OpSnapshotDelete carries a wire.SnapshotDeleteCommand (rules 3).
+	OpSnapshotDelete Op = 21
+	// OpSandboxSetDeadline carries a wire.SandboxSetDeadlineCommand
+	// (rules 3; op 22 is kept for the sandboxes' pause).
+	OpSandboxSetDeadline Op = 23
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
 )
 
 var opNames = map[Op]string{
-	OpSubmitGraph:  "SubmitGraph",
-	OpCancel:       "Cancel",
-	OpDropStaged:   "DropStaged",
-	OpWorkerUpsert: "WorkerUpsert",
-	OpWorkerDown:   "WorkerDown",
-	OpPlan:         "Plan",
-	OpTaskEvents:   "TaskEvents",
-	OpAttemptsLost: "AttemptsLost",
-	OpSetQuota:     "SetQuota",
-	OpFailQueued:   "FailQueued",
-	OpPoolWarm:     "PoolWarm",
-	OpGpuHealth:    "GpuHealth",
-	OpDeleteGraph:  "DeleteGraph",
-	OpSetClusterID: "SetClusterID",
-	OpSetRules:     "SetRules",
+	OpSubmitGraph:        "SubmitGraph",
+	OpCancel:             "Cancel",
+	OpDropStaged:         "DropStaged",
+	OpWorkerUpsert:       "WorkerUpsert",
+	OpWorkerDown:         "WorkerDown",
+	OpPlan:               "Plan",
+	OpTaskEvents:         "TaskEvents",
+	OpAttemptsLost:       "AttemptsLost",
+	OpSetQuota:           "SetQuota",
+	OpFailQueued:         "FailQueued",
+	OpPoolWarm:           "PoolWarm",
+	OpGpuHealth:          "GpuHealth",
+	OpDeleteGraph:        "DeleteGraph",
+	OpSetClusterID:       "SetClusterID",
+	OpSetRules:           "SetRules",
+	OpSnapshotAdd:        "SnapshotAdd",
+	OpSnapshotDelete:     "SnapshotDelete",
+	OpSandboxSetDeadline: "SandboxSetDeadline",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
@@ -102,21 +112,24 @@ func Encode(op Op, msg proto.Message) ([]byte, error) {
 
 // commands returns a new, empty command of each op's type.
 var commands = map[Op]func() proto.Message{
-	OpSubmitGraph:  func() proto.Message { return &wire.SubmitGraphCommand{} },
-	OpCancel:       func() proto.Message { return &wire.CancelCommand{} },
-	OpDropStaged:   func() proto.Message { return &wire.DropStagedCommand{} },
-	OpWorkerUpsert: func() proto.Message { return &wire.WorkerUpsertCommand{} },
-	OpWorkerDown:   func() proto.Message { return &wire.WorkerDownCommand{} },
-	OpPlan:         func() proto.Message { return &wire.PlanCommand{} },
-	OpTaskEvents:   func() proto.Message { return &wire.TaskEventsCommand{} },
-	OpAttemptsLost: func() proto.Message { return &wire.AttemptsLostCommand{} },
-	OpSetQuota:     func() proto.Message { return &wire.SetQuotaCommand{} },
-	OpFailQueued:   func() proto.Message { return &wire.FailQueuedCommand{} },
-	OpPoolWarm:     func() proto.Message { return &wire.PoolWarmCommand{} },
-	OpGpuHealth:    func() proto.Message { return &wire.GpuHealthCommand{} },
-	OpDeleteGraph:  func() proto.Message { return &wire.DeleteGraphCommand{} },
-	OpSetClusterID: func() proto.Message { return &wrapperspb.UInt64Value{} },
-	OpSetRules:     func() proto.Message { return &wrapperspb.UInt64Value{} },
+	OpSubmitGraph:        func() proto.Message { return &wire.SubmitGraphCommand{} },
+	OpCancel:             func() proto.Message { return &wire.CancelCommand{} },
+	OpDropStaged:         func() proto.Message { return &wire.DropStagedCommand{} },
+	OpWorkerUpsert:       func() proto.Message { return &wire.WorkerUpsertCommand{} },
+	OpWorkerDown:         func() proto.Message { return &wire.WorkerDownCommand{} },
+	OpPlan:               func() proto.Message { return &wire.PlanCommand{} },
+	OpTaskEvents:         func() proto.Message { return &wire.TaskEventsCommand{} },
+	OpAttemptsLost:       func() proto.Message { return &wire.AttemptsLostCommand{} },
+	OpSetQuota:           func() proto.Message { return &wire.SetQuotaCommand{} },
+	OpFailQueued:         func() proto.Message { return &wire.FailQueuedCommand{} },
+	OpPoolWarm:           func() proto.Message { return &wire.PoolWarmCommand{} },
+	OpGpuHealth:          func() proto.Message { return &wire.GpuHealthCommand{} },
+	OpDeleteGraph:        func() proto.Message { return &wire.DeleteGraphCommand{} },
+	OpSetClusterID:       func() proto.Message { return &wrapperspb.UInt64Value{} },
+	OpSetRules:           func() proto.Message { return &wrapperspb.UInt64Value{} },
+	OpSnapshotAdd:        func() proto.Message { return &wire.SnapshotAddCommand{} },
+	OpSnapshotDelete:     func() proto.Message { return &wire.SnapshotDeleteCommand{} },
+	OpSandboxSetDeadline: func() proto.Message { return &wire.SandboxSetDeadlineCommand{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command

@@ -30,7 +30,11 @@ import (
 //     SANDBOX_LOST instead of re-queueing it: a sandbox's state lives in
 //     its container and is never silently replaced by an empty one. A
 //     sandbox lost before it started re-queues as under 1.
-const RulesCurrent uint64 = 2
+//   - 3: sandbox snapshots and lifetimes: the ops OpSnapshotAdd,
+//     OpSnapshotDelete and OpSandboxSetDeadline apply (refused, changing
+//     nothing, below 3), and a worker declared DOWN or LEFT (OpWorkerDown)
+//     takes its snapshots out of the table.
+const RulesCurrent uint64 = 3
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

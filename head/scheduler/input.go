@@ -130,7 +130,8 @@ type Task struct {
 	Session string
 	// PinnedWorker, if set, is the only worker the task may go to: the
 	// worker where an earlier task of its session ran (PinSessions fills
-	// it). When that worker has no room the task waits, with the reason
+	// it), or, for a task without a Session, the worker the head chose (a
+	// sandbox from a snapshot: the worker holding the snapshot's image). When that worker has no room the task waits, with the reason
 	// "waiting for session <s>'s worker <w>". A PinnedWorker that is not in
 	// Input.Workers (the worker died, and the session's container with it)
 	// pins nothing: the task is placed like any other.

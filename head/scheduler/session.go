@@ -84,7 +84,9 @@ func (r *round) pin(t *ptask) (*worker, bool) {
 // start cap does not apply to it (else starts waiting for pool room could
 // block the very sessions whose end makes that room).
 func (r *round) placePinned(t *ptask, w *worker, f finder) bool {
-	inSessionContainer := t.t.PinnedWorker == w.id
+	// A task pinned without a session (a sandbox from a snapshot, pinned
+	// to the worker holding the image) starts a container like any other.
+	inSessionContainer := t.t.PinnedWorker == w.id && t.t.Session != ""
 	fits := w.selects(t) && w.roomFor(t, true) && (inSessionContainer || w.startOK())
 	if !fits {
 		r.pinWait[t.idx] = w
@@ -103,8 +105,11 @@ func (r *round) placePinned(t *ptask, w *worker, f finder) bool {
 // worker.
 func pinReason(t *ptask, w *worker) Reason {
 	kind := ReasonCapacity
-	if !w.startOK() && t.t.PinnedWorker != w.id && w.selects(t) && w.roomFor(t, true) {
+	if !w.startOK() && (t.t.PinnedWorker != w.id || t.t.Session == "") && w.selects(t) && w.roomFor(t, true) {
 		kind = ReasonStartLimit
+	}
+	if t.t.Session == "" {
+		return Reason{Kind: kind, Message: fmt.Sprintf("waiting for room on worker %s, the only one it may run on", w.id)}
 	}
 	return Reason{Kind: kind, Message: fmt.Sprintf("waiting for session %s's worker %s", t.t.Session, w.id)}
 }

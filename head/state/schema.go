@@ -13,6 +13,8 @@ const (
 	tableWorkers = "workers"
 	tableQuotas  = "quotas"
 	tablePools   = "pools"
+	// tableSnapshots holds sandbox snapshots (snapshot.go).
+	tableSnapshots = "snapshots"
 
 	indexID     = "id"
 	indexTenant = "tenant"
@@ -177,6 +179,29 @@ func schema() *memdb.DBSchema {
 				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
 					object: func(o any) ([]byte, bool) { return stringKey(o.(*PoolTarget).key(), 0), true },
 					args:   stringArgs,
+				}},
+			},
+		},
+		tableSnapshots: {
+			Name: tableSnapshots,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*Snapshot).S.GetId(), 0), true },
+					args:   stringArgs, prefix: stringPrefixArgs,
+				}},
+				indexTenant: {Name: indexTenant, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						s := o.(*Snapshot).S
+						return stringKey(s.GetTenant(), len(s.GetId())+1), true
+					},
+					args: stringArgs,
+				}},
+				indexWorker: {Name: indexWorker, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						s := o.(*Snapshot).S
+						return stringKey(s.GetWorkerId(), len(s.GetId())+1), true
+					},
+					args: stringArgs,
 				}},
 			},
 		},

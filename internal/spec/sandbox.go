@@ -86,7 +86,8 @@ func SandboxTaskID(id string) string { return id + "/" + SandboxTaskName }
 
 // SandboxGraph checks s's own bounds and returns the graph that holds the
 // sandbox: id s.Id (which must be set), one task "box" running
-// SandboxIdleCommand with s's image, resources, env, working dir and
+// SandboxIdleCommand with s's image (none yet for a sandbox from a
+// snapshot: ForkFrom sets it), resources, env, working dir and
 // network, no retries, TaskSpec.sandbox set, and deadline_seconds the
 // lifetime. The caller validates the graph with Validate, which bounds the
 // rest (env, labels, network, resources). Errors: InvalidArgument naming
@@ -98,7 +99,14 @@ func SandboxGraph(s *wire.SandboxCreateSpec) (*wire.GraphSpec, error) {
 	if err := CheckSandboxID("sandbox id", s.GetId()); err != nil {
 		return nil, err
 	}
-	if s.GetImage() == "" {
+	switch {
+	case s.GetFromSnapshot() != "" && s.GetImage() != "":
+		return nil, errs.New(errs.InvalidArgument, "sandbox %s: both image %q and from_snapshot %q given; give one (a snapshot brings its own image)", s.GetId(), s.GetImage(), s.GetFromSnapshot())
+	case s.GetFromSnapshot() != "":
+		if err := CheckSnapshotID("sandbox "+s.GetId()+": from_snapshot", s.GetFromSnapshot()); err != nil {
+			return nil, err
+		}
+	case s.GetImage() == "":
 		return nil, errs.New(errs.InvalidArgument, "sandbox %s: image is empty; name the image to run, e.g. python:3.12-slim", s.GetId())
 	}
 	for _, f := range []struct {
@@ -131,6 +139,10 @@ func SandboxGraph(s *wire.SandboxCreateSpec) (*wire.GraphSpec, error) {
 		Network:    s.GetNetwork(),
 		Runtime:    "docker",
 		Sandbox:    &wire.SandboxSpec{IdleTimeoutSeconds: s.GetIdleTimeoutSeconds()},
+	}
+	if id := s.GetFromSnapshot(); id != "" {
+		// The caller (the head) resolves the snapshot: ForkFrom.
+		task.Sandbox.FromSnapshot = id
 	}
 	if s.GetCpuMillis() != 0 || s.GetMemoryBytes() != 0 {
 		task.Resources = &wire.Resources{CpuMillis: s.GetCpuMillis(), MemoryBytes: s.GetMemoryBytes()}
@@ -237,4 +249,15 @@ func SandboxLive(s wire.SandboxState) bool {
 		return true
 	}
 	return false
+}
+
+// ForkFrom makes sandbox graph g (SandboxGraph of a spec with
+// from_snapshot) run snapshot snap's image on snap's worker: the task's
+// image becomes the snapshot's and SandboxSpec.snapshot_worker names the
+// worker, the only one the leader places it on. The head calls it after
+// checking that the snapshot exists and its worker is alive.
+func ForkFrom(g *wire.GraphSpec, snap *wire.Snapshot) {
+	t := g.GetTasks()[0]
+	t.Image = snap.GetImage()
+	t.Sandbox.SnapshotWorker = snap.GetWorkerId()
 }

@@ -114,8 +114,13 @@ type SandboxCreateSpec struct {
 	// The sandbox ends (EXPIRED) after this many seconds without an exec;
 	// 0: never for idleness. At most 7 days.
 	IdleTimeoutSeconds int64 `protobuf:"varint,11,opt,name=idle_timeout_seconds,json=idleTimeoutSeconds,proto3" json:"idle_timeout_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Create the sandbox from this snapshot (Snapshot.id) instead of image
+	// (leave image empty): on the worker that holds the snapshot's image,
+	// with the files of the sandbox it was taken of. The snapshot's tenant
+	// must be the sandbox's.
+	FromSnapshot  string `protobuf:"bytes,30,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SandboxCreateSpec) Reset() {
@@ -225,6 +230,13 @@ func (x *SandboxCreateSpec) GetIdleTimeoutSeconds() int64 {
 	return 0
 }
 
+func (x *SandboxCreateSpec) GetFromSnapshot() string {
+	if x != nil {
+		return x.FromSnapshot
+	}
+	return ""
+}
+
 // Sandbox is a sandbox as the API shows it.
 type Sandbox struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -246,7 +258,9 @@ type Sandbox struct {
 	IdleTimeoutSeconds int64             `protobuf:"varint,13,opt,name=idle_timeout_seconds,json=idleTimeoutSeconds,proto3" json:"idle_timeout_seconds,omitempty"`
 	// The table index this view was read at: pass it as min_index to later
 	// requests at any head to read at least this fresh.
-	Index         uint64 `protobuf:"varint,14,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,14,opt,name=index,proto3" json:"index,omitempty"`
+	// The snapshot it was created from ("" for none).
+	FromSnapshot  string `protobuf:"bytes,30,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,14 +393,25 @@ func (x *Sandbox) GetIndex() uint64 {
 	return 0
 }
 
+func (x *Sandbox) GetFromSnapshot() string {
+	if x != nil {
+		return x.FromSnapshot
+	}
+	return ""
+}
+
 type CreateSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Spec  *SandboxCreateSpec     `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	// Wait up to this long (at most 10 minutes) for the sandbox to be READY
 	// or to end; 0: return once it is accepted.
 	WaitReadyMillis int64 `protobuf:"varint,2,opt,name=wait_ready_millis,json=waitReadyMillis,proto3" json:"wait_ready_millis,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The head waits until it applied this index first (the index of the
+	// snapshot a from_snapshot names, when it was taken through another
+	// head).
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSandboxRequest) Reset() {
@@ -429,6 +454,13 @@ func (x *CreateSandboxRequest) GetSpec() *SandboxCreateSpec {
 func (x *CreateSandboxRequest) GetWaitReadyMillis() int64 {
 	if x != nil {
 		return x.WaitReadyMillis
+	}
+	return 0
+}
+
+func (x *CreateSandboxRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
 	}
 	return 0
 }
@@ -1287,11 +1319,941 @@ func (x *SandboxReadFileResponse) GetMode() uint32 {
 	return 0
 }
 
+// Snapshot is a sandbox's container committed into an image on the
+// worker that held it (SnapshotSandbox), from which new sandboxes are
+// created (SandboxCreateSpec.from_snapshot). A table row.
+type Snapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "snap-" then 1 to 64 of [a-z0-9]; the head picks it.
+	Id     string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// A name for people (at most 128 printable characters); may be empty.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The sandbox it was taken of.
+	SandboxId string `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// The worker holding the image: sandboxes from it are placed there.
+	WorkerId string `protobuf:"bytes,5,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// The image reference on that worker ("megaflow-snapshot:<id>") and the
+	// engine's image id.
+	Image   string `protobuf:"bytes,6,opt,name=image,proto3" json:"image,omitempty"`
+	ImageId string `protobuf:"bytes,7,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
+	// The image's size in bytes, as the engine reports it.
+	SizeBytes int64 `protobuf:"varint,8,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Leader time of the snapshot, in nanoseconds since the Unix epoch.
+	CreateUnixNanos int64 `protobuf:"varint,9,opt,name=create_unix_nanos,json=createUnixNanos,proto3" json:"create_unix_nanos,omitempty"`
+	// The log index that recorded it.
+	CreateIndex   uint64 `protobuf:"varint,10,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Snapshot) Reset() {
+	*x = Snapshot{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snapshot) ProtoMessage() {}
+
+func (x *Snapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
+func (*Snapshot) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Snapshot) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Snapshot) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Snapshot) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Snapshot) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *Snapshot) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *Snapshot) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Snapshot) GetImageId() string {
+	if x != nil {
+		return x.ImageId
+	}
+	return ""
+}
+
+func (x *Snapshot) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *Snapshot) GetCreateUnixNanos() int64 {
+	if x != nil {
+		return x.CreateUnixNanos
+	}
+	return 0
+}
+
+func (x *Snapshot) GetCreateIndex() uint64 {
+	if x != nil {
+		return x.CreateIndex
+	}
+	return 0
+}
+
+type SnapshotSandboxRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Snapshot.name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSandboxRequest) Reset() {
+	*x = SnapshotSandboxRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSandboxRequest) ProtoMessage() {}
+
+func (x *SnapshotSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSandboxRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SnapshotSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *SnapshotSandboxRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotSandboxRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type SnapshotSandboxResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot *Snapshot              `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// The table index that recorded it (pass as min_index).
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSandboxResponse) Reset() {
+	*x = SnapshotSandboxResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSandboxResponse) ProtoMessage() {}
+
+func (x *SnapshotSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSandboxResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SnapshotSandboxResponse) GetSnapshot() *Snapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *SnapshotSandboxResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type ListSnapshotsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: every tenant's.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The head waits until it applied this index first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsRequest) Reset() {
+	*x = ListSnapshotsRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsRequest) ProtoMessage() {}
+
+func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListSnapshotsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListSnapshotsRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type ListSnapshotsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshots     []*Snapshot            `protobuf:"bytes,1,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsResponse) Reset() {
+	*x = ListSnapshotsResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsResponse) ProtoMessage() {}
+
+func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListSnapshotsResponse) GetSnapshots() []*Snapshot {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+type DeleteSnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The head waits until it applied this index first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotRequest) Reset() {
+	*x = DeleteSnapshotRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotRequest) ProtoMessage() {}
+
+func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteSnapshotRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteSnapshotRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type DeleteSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The table index that removed it.
+	Index         uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotResponse) Reset() {
+	*x = DeleteSnapshotResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotResponse) ProtoMessage() {}
+
+func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteSnapshotResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+// CommitSnapshotRequest asks a worker to commit a sandbox's container.
+type CommitSnapshotRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Attempt   uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The snapshot's id and the image reference to commit to.
+	SnapshotId    string `protobuf:"bytes,3,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	Image         string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSnapshotRequest) Reset() {
+	*x = CommitSnapshotRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSnapshotRequest) ProtoMessage() {}
+
+func (x *CommitSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*CommitSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CommitSnapshotRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *CommitSnapshotRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *CommitSnapshotRequest) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
+}
+
+func (x *CommitSnapshotRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+type CommitSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ImageId       string                 `protobuf:"bytes,1,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
+	SizeBytes     int64                  `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSnapshotResponse) Reset() {
+	*x = CommitSnapshotResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSnapshotResponse) ProtoMessage() {}
+
+func (x *CommitSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*CommitSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CommitSnapshotResponse) GetImageId() string {
+	if x != nil {
+		return x.ImageId
+	}
+	return ""
+}
+
+func (x *CommitSnapshotResponse) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+type RemoveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SnapshotId    string                 `protobuf:"bytes,1,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	Image         string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSnapshotRequest) Reset() {
+	*x = RemoveSnapshotRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSnapshotRequest) ProtoMessage() {}
+
+func (x *RemoveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*RemoveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RemoveSnapshotRequest) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
+}
+
+func (x *RemoveSnapshotRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+type RemoveSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image was there and is removed.
+	Existed       bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSnapshotResponse) Reset() {
+	*x = RemoveSnapshotResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSnapshotResponse) ProtoMessage() {}
+
+func (x *RemoveSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*RemoveSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RemoveSnapshotResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+// SnapshotAddCommand (fsm.OpSnapshotAdd) records a committed snapshot,
+// unless its tenant holds max_per_tenant snapshots already.
+type SnapshotAddCommand struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot *Snapshot              `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// The tenant's bound, from the leader's configuration; at least 1.
+	MaxPerTenant  int32 `protobuf:"varint,2,opt,name=max_per_tenant,json=maxPerTenant,proto3" json:"max_per_tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotAddCommand) Reset() {
+	*x = SnapshotAddCommand{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotAddCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotAddCommand) ProtoMessage() {}
+
+func (x *SnapshotAddCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotAddCommand.ProtoReflect.Descriptor instead.
+func (*SnapshotAddCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SnapshotAddCommand) GetSnapshot() *Snapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *SnapshotAddCommand) GetMaxPerTenant() int32 {
+	if x != nil {
+		return x.MaxPerTenant
+	}
+	return 0
+}
+
+// SnapshotDeleteCommand (fsm.OpSnapshotDelete) removes a snapshot's row.
+type SnapshotDeleteCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotDeleteCommand) Reset() {
+	*x = SnapshotDeleteCommand{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDeleteCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDeleteCommand) ProtoMessage() {}
+
+func (x *SnapshotDeleteCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDeleteCommand.ProtoReflect.Descriptor instead.
+func (*SnapshotDeleteCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SnapshotDeleteCommand) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type SetSandboxTimeoutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The sandbox ends this many seconds from now: 1 to 7 days, and its
+	// whole lifetime (Sandbox.lifetime_seconds, from creation) at most 7
+	// days.
+	TimeoutSeconds int64 `protobuf:"varint,2,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSandboxTimeoutRequest) Reset() {
+	*x = SetSandboxTimeoutRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSandboxTimeoutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSandboxTimeoutRequest) ProtoMessage() {}
+
+func (x *SetSandboxTimeoutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSandboxTimeoutRequest.ProtoReflect.Descriptor instead.
+func (*SetSandboxTimeoutRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetSandboxTimeoutRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SetSandboxTimeoutRequest) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *SetSandboxTimeoutRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type SetSandboxTimeoutResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox with its new lifetime_seconds.
+	Sandbox       *Sandbox `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSandboxTimeoutResponse) Reset() {
+	*x = SetSandboxTimeoutResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSandboxTimeoutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSandboxTimeoutResponse) ProtoMessage() {}
+
+func (x *SetSandboxTimeoutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSandboxTimeoutResponse.ProtoReflect.Descriptor instead.
+func (*SetSandboxTimeoutResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetSandboxTimeoutResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+// SandboxSetDeadlineCommand (fsm.OpSandboxSetDeadline) sets a live
+// sandbox graph's deadline_seconds (from its creation), which the
+// leader's deadline loop enforces.
+type SandboxSetDeadlineCommand struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	GraphId         string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	DeadlineSeconds int64                  `protobuf:"varint,2,opt,name=deadline_seconds,json=deadlineSeconds,proto3" json:"deadline_seconds,omitempty"`
+	UnixNanos       int64                  `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SandboxSetDeadlineCommand) Reset() {
+	*x = SandboxSetDeadlineCommand{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSetDeadlineCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSetDeadlineCommand) ProtoMessage() {}
+
+func (x *SandboxSetDeadlineCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSetDeadlineCommand.ProtoReflect.Descriptor instead.
+func (*SandboxSetDeadlineCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SandboxSetDeadlineCommand) GetGraphId() string {
+	if x != nil {
+		return x.GraphId
+	}
+	return ""
+}
+
+func (x *SandboxSetDeadlineCommand) GetDeadlineSeconds() int64 {
+	if x != nil {
+		return x.DeadlineSeconds
+	}
+	return 0
+}
+
+func (x *SandboxSetDeadlineCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x19megaflow/v1/sandbox.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\x9d\x04\n" +
+	"\x19megaflow/v1/sandbox.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xc2\x04\n" +
 	"\x11SandboxCreateSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -1306,13 +2268,14 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x06labels\x18\t \x03(\v2*.megaflow.v1.SandboxCreateSpec.LabelsEntryR\x06labels\x12)\n" +
 	"\x10lifetime_seconds\x18\n" +
 	" \x01(\x03R\x0flifetimeSeconds\x120\n" +
-	"\x14idle_timeout_seconds\x18\v \x01(\x03R\x12idleTimeoutSeconds\x1a6\n" +
+	"\x14idle_timeout_seconds\x18\v \x01(\x03R\x12idleTimeoutSeconds\x12#\n" +
+	"\rfrom_snapshot\x18\x1e \x01(\tR\ffromSnapshot\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12/\n" +
@@ -1329,13 +2292,15 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x06labels\x18\v \x03(\v2 .megaflow.v1.Sandbox.LabelsEntryR\x06labels\x12)\n" +
 	"\x10lifetime_seconds\x18\f \x01(\x03R\x0flifetimeSeconds\x120\n" +
 	"\x14idle_timeout_seconds\x18\r \x01(\x03R\x12idleTimeoutSeconds\x12\x14\n" +
-	"\x05index\x18\x0e \x01(\x04R\x05index\x1a9\n" +
+	"\x05index\x18\x0e \x01(\x04R\x05index\x12#\n" +
+	"\rfrom_snapshot\x18\x1e \x01(\tR\ffromSnapshot\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
 	"\x14CreateSandboxRequest\x122\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1e.megaflow.v1.SandboxCreateSpecR\x04spec\x12*\n" +
-	"\x11wait_ready_millis\x18\x02 \x01(\x03R\x0fwaitReadyMillis\"a\n" +
+	"\x11wait_ready_millis\x18\x02 \x01(\x03R\x0fwaitReadyMillis\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\"a\n" +
 	"\x15CreateSandboxResponse\x12.\n" +
 	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\x12\x18\n" +
 	"\aexisted\x18\x02 \x01(\bR\aexisted\"@\n" +
@@ -1395,7 +2360,72 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x17SandboxReadFileResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x12\n" +
-	"\x04mode\x18\x03 \x01(\rR\x04mode*\xe4\x01\n" +
+	"\x04mode\x18\x03 \x01(\rR\x04mode\"\xa1\x02\n" +
+	"\bSnapshot\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x04 \x01(\tR\tsandboxId\x12\x1b\n" +
+	"\tworker_id\x18\x05 \x01(\tR\bworkerId\x12\x14\n" +
+	"\x05image\x18\x06 \x01(\tR\x05image\x12\x19\n" +
+	"\bimage_id\x18\a \x01(\tR\aimageId\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\b \x01(\x03R\tsizeBytes\x12*\n" +
+	"\x11create_unix_nanos\x18\t \x01(\x03R\x0fcreateUnixNanos\x12!\n" +
+	"\fcreate_index\x18\n" +
+	" \x01(\x04R\vcreateIndex\"h\n" +
+	"\x16SnapshotSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\"b\n" +
+	"\x17SnapshotSandboxResponse\x121\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x15.megaflow.v1.SnapshotR\bsnapshot\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"K\n" +
+	"\x14ListSnapshotsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\"L\n" +
+	"\x15ListSnapshotsResponse\x123\n" +
+	"\tsnapshots\x18\x01 \x03(\v2\x15.megaflow.v1.SnapshotR\tsnapshots\"D\n" +
+	"\x15DeleteSnapshotRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\".\n" +
+	"\x16DeleteSnapshotResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\x87\x01\n" +
+	"\x15CommitSnapshotRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x1f\n" +
+	"\vsnapshot_id\x18\x03 \x01(\tR\n" +
+	"snapshotId\x12\x14\n" +
+	"\x05image\x18\x04 \x01(\tR\x05image\"R\n" +
+	"\x16CommitSnapshotResponse\x12\x19\n" +
+	"\bimage_id\x18\x01 \x01(\tR\aimageId\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"N\n" +
+	"\x15RemoveSnapshotRequest\x12\x1f\n" +
+	"\vsnapshot_id\x18\x01 \x01(\tR\n" +
+	"snapshotId\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\"2\n" +
+	"\x16RemoveSnapshotResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"m\n" +
+	"\x12SnapshotAddCommand\x121\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x15.megaflow.v1.SnapshotR\bsnapshot\x12$\n" +
+	"\x0emax_per_tenant\x18\x02 \x01(\x05R\fmaxPerTenant\"'\n" +
+	"\x15SnapshotDeleteCommand\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"p\n" +
+	"\x18SetSandboxTimeoutRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x0ftimeout_seconds\x18\x02 \x01(\x03R\x0etimeoutSeconds\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\"K\n" +
+	"\x19SetSandboxTimeoutResponse\x12.\n" +
+	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"\x80\x01\n" +
+	"\x19SandboxSetDeadlineCommand\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12)\n" +
+	"\x10deadline_seconds\x18\x02 \x01(\x03R\x0fdeadlineSeconds\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos*\xe4\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SANDBOX_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -1404,7 +2434,7 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x14SANDBOX_STATE_CLOSED\x10\x04\x12\x19\n" +
 	"\x15SANDBOX_STATE_EXPIRED\x10\x05\x12\x16\n" +
 	"\x12SANDBOX_STATE_LOST\x10\x06\x12\x18\n" +
-	"\x14SANDBOX_STATE_FAILED\x10\a2\xe4\x04\n" +
+	"\x14SANDBOX_STATE_FAILED\x10\a2\xd9\a\n" +
 	"\x0eSandboxService\x12V\n" +
 	"\rCreateSandbox\x12!.megaflow.v1.CreateSandboxRequest\x1a\".megaflow.v1.CreateSandboxResponse\x12M\n" +
 	"\n" +
@@ -1413,11 +2443,17 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\fCloseSandbox\x12 .megaflow.v1.CloseSandboxRequest\x1a!.megaflow.v1.CloseSandboxResponse\x12K\n" +
 	"\x04Exec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n" +
 	"\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n" +
-	"\bReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x012\x96\x02\n" +
+	"\bReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x12\\\n" +
+	"\x0fSnapshotSandbox\x12#.megaflow.v1.SnapshotSandboxRequest\x1a$.megaflow.v1.SnapshotSandboxResponse\x12V\n" +
+	"\rListSnapshots\x12!.megaflow.v1.ListSnapshotsRequest\x1a\".megaflow.v1.ListSnapshotsResponse\x12Y\n" +
+	"\x0eDeleteSnapshot\x12\".megaflow.v1.DeleteSnapshotRequest\x1a#.megaflow.v1.DeleteSnapshotResponse\x12b\n" +
+	"\x11SetSandboxTimeout\x12%.megaflow.v1.SetSandboxTimeoutRequest\x1a&.megaflow.v1.SetSandboxTimeoutResponse2\xcc\x03\n" +
 	"\x14SandboxWorkerService\x12K\n" +
 	"\x04Exec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n" +
 	"\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n" +
-	"\bReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\bReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x12Y\n" +
+	"\x0eCommitSnapshot\x12\".megaflow.v1.CommitSnapshotRequest\x1a#.megaflow.v1.CommitSnapshotResponse\x12Y\n" +
+	"\x0eRemoveSnapshot\x12\".megaflow.v1.RemoveSnapshotRequest\x1a#.megaflow.v1.RemoveSnapshotResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_sandbox_proto_rawDescOnce sync.Once
@@ -1432,70 +2468,102 @@ func file_megaflow_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_megaflow_v1_sandbox_proto_goTypes = []any{
-	(SandboxState)(0),                // 0: megaflow.v1.SandboxState
-	(*SandboxCreateSpec)(nil),        // 1: megaflow.v1.SandboxCreateSpec
-	(*Sandbox)(nil),                  // 2: megaflow.v1.Sandbox
-	(*CreateSandboxRequest)(nil),     // 3: megaflow.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),    // 4: megaflow.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),        // 5: megaflow.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),       // 6: megaflow.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),     // 7: megaflow.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),    // 8: megaflow.v1.ListSandboxesResponse
-	(*CloseSandboxRequest)(nil),      // 9: megaflow.v1.CloseSandboxRequest
-	(*CloseSandboxResponse)(nil),     // 10: megaflow.v1.CloseSandboxResponse
-	(*SandboxExecRequest)(nil),       // 11: megaflow.v1.SandboxExecRequest
-	(*SandboxExecResponse)(nil),      // 12: megaflow.v1.SandboxExecResponse
-	(*SandboxExecExit)(nil),          // 13: megaflow.v1.SandboxExecExit
-	(*SandboxWriteFileRequest)(nil),  // 14: megaflow.v1.SandboxWriteFileRequest
-	(*SandboxWriteFileResponse)(nil), // 15: megaflow.v1.SandboxWriteFileResponse
-	(*SandboxReadFileRequest)(nil),   // 16: megaflow.v1.SandboxReadFileRequest
-	(*SandboxReadFileResponse)(nil),  // 17: megaflow.v1.SandboxReadFileResponse
-	nil,                              // 18: megaflow.v1.SandboxCreateSpec.EnvEntry
-	nil,                              // 19: megaflow.v1.SandboxCreateSpec.LabelsEntry
-	nil,                              // 20: megaflow.v1.Sandbox.LabelsEntry
-	nil,                              // 21: megaflow.v1.SandboxExecRequest.EnvEntry
-	(ReasonCode)(0),                  // 22: megaflow.v1.ReasonCode
+	(SandboxState)(0),                 // 0: megaflow.v1.SandboxState
+	(*SandboxCreateSpec)(nil),         // 1: megaflow.v1.SandboxCreateSpec
+	(*Sandbox)(nil),                   // 2: megaflow.v1.Sandbox
+	(*CreateSandboxRequest)(nil),      // 3: megaflow.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),     // 4: megaflow.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),         // 5: megaflow.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),        // 6: megaflow.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),      // 7: megaflow.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),     // 8: megaflow.v1.ListSandboxesResponse
+	(*CloseSandboxRequest)(nil),       // 9: megaflow.v1.CloseSandboxRequest
+	(*CloseSandboxResponse)(nil),      // 10: megaflow.v1.CloseSandboxResponse
+	(*SandboxExecRequest)(nil),        // 11: megaflow.v1.SandboxExecRequest
+	(*SandboxExecResponse)(nil),       // 12: megaflow.v1.SandboxExecResponse
+	(*SandboxExecExit)(nil),           // 13: megaflow.v1.SandboxExecExit
+	(*SandboxWriteFileRequest)(nil),   // 14: megaflow.v1.SandboxWriteFileRequest
+	(*SandboxWriteFileResponse)(nil),  // 15: megaflow.v1.SandboxWriteFileResponse
+	(*SandboxReadFileRequest)(nil),    // 16: megaflow.v1.SandboxReadFileRequest
+	(*SandboxReadFileResponse)(nil),   // 17: megaflow.v1.SandboxReadFileResponse
+	(*Snapshot)(nil),                  // 18: megaflow.v1.Snapshot
+	(*SnapshotSandboxRequest)(nil),    // 19: megaflow.v1.SnapshotSandboxRequest
+	(*SnapshotSandboxResponse)(nil),   // 20: megaflow.v1.SnapshotSandboxResponse
+	(*ListSnapshotsRequest)(nil),      // 21: megaflow.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),     // 22: megaflow.v1.ListSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),     // 23: megaflow.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 24: megaflow.v1.DeleteSnapshotResponse
+	(*CommitSnapshotRequest)(nil),     // 25: megaflow.v1.CommitSnapshotRequest
+	(*CommitSnapshotResponse)(nil),    // 26: megaflow.v1.CommitSnapshotResponse
+	(*RemoveSnapshotRequest)(nil),     // 27: megaflow.v1.RemoveSnapshotRequest
+	(*RemoveSnapshotResponse)(nil),    // 28: megaflow.v1.RemoveSnapshotResponse
+	(*SnapshotAddCommand)(nil),        // 29: megaflow.v1.SnapshotAddCommand
+	(*SnapshotDeleteCommand)(nil),     // 30: megaflow.v1.SnapshotDeleteCommand
+	(*SetSandboxTimeoutRequest)(nil),  // 31: megaflow.v1.SetSandboxTimeoutRequest
+	(*SetSandboxTimeoutResponse)(nil), // 32: megaflow.v1.SetSandboxTimeoutResponse
+	(*SandboxSetDeadlineCommand)(nil), // 33: megaflow.v1.SandboxSetDeadlineCommand
+	nil,                               // 34: megaflow.v1.SandboxCreateSpec.EnvEntry
+	nil,                               // 35: megaflow.v1.SandboxCreateSpec.LabelsEntry
+	nil,                               // 36: megaflow.v1.Sandbox.LabelsEntry
+	nil,                               // 37: megaflow.v1.SandboxExecRequest.EnvEntry
+	(ReasonCode)(0),                   // 38: megaflow.v1.ReasonCode
 }
 var file_megaflow_v1_sandbox_proto_depIdxs = []int32{
-	18, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
-	19, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
+	34, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
+	35, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
 	0,  // 2: megaflow.v1.Sandbox.state:type_name -> megaflow.v1.SandboxState
-	22, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
-	20, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
+	38, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
+	36, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
 	1,  // 5: megaflow.v1.CreateSandboxRequest.spec:type_name -> megaflow.v1.SandboxCreateSpec
 	2,  // 6: megaflow.v1.CreateSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 7: megaflow.v1.GetSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 8: megaflow.v1.ListSandboxesResponse.sandboxes:type_name -> megaflow.v1.Sandbox
 	2,  // 9: megaflow.v1.CloseSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
-	21, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
+	37, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
 	13, // 11: megaflow.v1.SandboxExecResponse.exit:type_name -> megaflow.v1.SandboxExecExit
-	3,  // 12: megaflow.v1.SandboxService.CreateSandbox:input_type -> megaflow.v1.CreateSandboxRequest
-	5,  // 13: megaflow.v1.SandboxService.GetSandbox:input_type -> megaflow.v1.GetSandboxRequest
-	7,  // 14: megaflow.v1.SandboxService.ListSandboxes:input_type -> megaflow.v1.ListSandboxesRequest
-	9,  // 15: megaflow.v1.SandboxService.CloseSandbox:input_type -> megaflow.v1.CloseSandboxRequest
-	11, // 16: megaflow.v1.SandboxService.Exec:input_type -> megaflow.v1.SandboxExecRequest
-	14, // 17: megaflow.v1.SandboxService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
-	16, // 18: megaflow.v1.SandboxService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
-	11, // 19: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
-	14, // 20: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
-	16, // 21: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
-	4,  // 22: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
-	6,  // 23: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
-	8,  // 24: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
-	10, // 25: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
-	12, // 26: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 27: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 28: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	12, // 29: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 30: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 31: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	22, // [22:32] is the sub-list for method output_type
-	12, // [12:22] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	18, // 12: megaflow.v1.SnapshotSandboxResponse.snapshot:type_name -> megaflow.v1.Snapshot
+	18, // 13: megaflow.v1.ListSnapshotsResponse.snapshots:type_name -> megaflow.v1.Snapshot
+	18, // 14: megaflow.v1.SnapshotAddCommand.snapshot:type_name -> megaflow.v1.Snapshot
+	2,  // 15: megaflow.v1.SetSandboxTimeoutResponse.sandbox:type_name -> megaflow.v1.Sandbox
+	3,  // 16: megaflow.v1.SandboxService.CreateSandbox:input_type -> megaflow.v1.CreateSandboxRequest
+	5,  // 17: megaflow.v1.SandboxService.GetSandbox:input_type -> megaflow.v1.GetSandboxRequest
+	7,  // 18: megaflow.v1.SandboxService.ListSandboxes:input_type -> megaflow.v1.ListSandboxesRequest
+	9,  // 19: megaflow.v1.SandboxService.CloseSandbox:input_type -> megaflow.v1.CloseSandboxRequest
+	11, // 20: megaflow.v1.SandboxService.Exec:input_type -> megaflow.v1.SandboxExecRequest
+	14, // 21: megaflow.v1.SandboxService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
+	16, // 22: megaflow.v1.SandboxService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
+	19, // 23: megaflow.v1.SandboxService.SnapshotSandbox:input_type -> megaflow.v1.SnapshotSandboxRequest
+	21, // 24: megaflow.v1.SandboxService.ListSnapshots:input_type -> megaflow.v1.ListSnapshotsRequest
+	23, // 25: megaflow.v1.SandboxService.DeleteSnapshot:input_type -> megaflow.v1.DeleteSnapshotRequest
+	31, // 26: megaflow.v1.SandboxService.SetSandboxTimeout:input_type -> megaflow.v1.SetSandboxTimeoutRequest
+	11, // 27: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
+	14, // 28: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
+	16, // 29: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
+	25, // 30: megaflow.v1.SandboxWorkerService.CommitSnapshot:input_type -> megaflow.v1.CommitSnapshotRequest
+	27, // 31: megaflow.v1.SandboxWorkerService.RemoveSnapshot:input_type -> megaflow.v1.RemoveSnapshotRequest
+	4,  // 32: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
+	6,  // 33: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
+	8,  // 34: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
+	10, // 35: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
+	12, // 36: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 37: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 38: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	20, // 39: megaflow.v1.SandboxService.SnapshotSandbox:output_type -> megaflow.v1.SnapshotSandboxResponse
+	22, // 40: megaflow.v1.SandboxService.ListSnapshots:output_type -> megaflow.v1.ListSnapshotsResponse
+	24, // 41: megaflow.v1.SandboxService.DeleteSnapshot:output_type -> megaflow.v1.DeleteSnapshotResponse
+	32, // 42: megaflow.v1.SandboxService.SetSandboxTimeout:output_type -> megaflow.v1.SetSandboxTimeoutResponse
+	12, // 43: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 44: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 45: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	26, // 46: megaflow.v1.SandboxWorkerService.CommitSnapshot:output_type -> megaflow.v1.CommitSnapshotResponse
+	28, // 47: megaflow.v1.SandboxWorkerService.RemoveSnapshot:output_type -> megaflow.v1.RemoveSnapshotResponse
+	32, // [32:48] is the sub-list for method output_type
+	16, // [16:32] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_sandbox_proto_init() }
@@ -1510,7 +2578,7 @@ func file_megaflow_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_sandbox_proto_rawDesc), len(file_megaflow_v1_sandbox_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -19,13 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SandboxService_CreateSandbox_FullMethodName = "/megaflow.v1.SandboxService/CreateSandbox"
-	SandboxService_GetSandbox_FullMethodName    = "/megaflow.v1.SandboxService/GetSandbox"
-	SandboxService_ListSandboxes_FullMethodName = "/megaflow.v1.SandboxService/ListSandboxes"
-	SandboxService_CloseSandbox_FullMethodName  = "/megaflow.v1.SandboxService/CloseSandbox"
-	SandboxService_Exec_FullMethodName          = "/megaflow.v1.SandboxService/Exec"
-	SandboxService_WriteFile_FullMethodName     = "/megaflow.v1.SandboxService/WriteFile"
-	SandboxService_ReadFile_FullMethodName      = "/megaflow.v1.SandboxService/ReadFile"
+	SandboxService_CreateSandbox_FullMethodName     = "/megaflow.v1.SandboxService/CreateSandbox"
+	SandboxService_GetSandbox_FullMethodName        = "/megaflow.v1.SandboxService/GetSandbox"
+	SandboxService_ListSandboxes_FullMethodName     = "/megaflow.v1.SandboxService/ListSandboxes"
+	SandboxService_CloseSandbox_FullMethodName      = "/megaflow.v1.SandboxService/CloseSandbox"
+	SandboxService_Exec_FullMethodName              = "/megaflow.v1.SandboxService/Exec"
+	SandboxService_WriteFile_FullMethodName         = "/megaflow.v1.SandboxService/WriteFile"
+	SandboxService_ReadFile_FullMethodName          = "/megaflow.v1.SandboxService/ReadFile"
+	SandboxService_SnapshotSandbox_FullMethodName   = "/megaflow.v1.SandboxService/SnapshotSandbox"
+	SandboxService_ListSnapshots_FullMethodName     = "/megaflow.v1.SandboxService/ListSnapshots"
+	SandboxService_DeleteSnapshot_FullMethodName    = "/megaflow.v1.SandboxService/DeleteSnapshot"
+	SandboxService_SetSandboxTimeout_FullMethodName = "/megaflow.v1.SandboxService/SetSandboxTimeout"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -61,6 +65,25 @@ type SandboxServiceClient interface {
 	// Errors as Exec; NOT_FOUND also for a missing file,
 	// FAILED_PRECONDITION for a file over max_bytes.
 	ReadFile(ctx context.Context, in *SandboxReadFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxReadFileResponse], error)
+	// SnapshotSandbox commits a READY sandbox's container into an image on
+	// its worker (docker commit; the container is paused while it is
+	// copied) and records it in the table (a log entry), so that sandboxes
+	// can be created from it (SandboxCreateSpec.from_snapshot). Errors as
+	// Exec, and RESOURCE_EXHAUSTED (the tenant holds its maximum of
+	// snapshots: delete one), UNAVAILABLE (the cluster's rules are below 3).
+	SnapshotSandbox(ctx context.Context, in *SnapshotSandboxRequest, opts ...grpc.CallOption) (*SnapshotSandboxResponse, error)
+	// ListSnapshots returns a tenant's snapshots (every tenant's when
+	// empty), oldest first.
+	ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error)
+	// DeleteSnapshot removes a snapshot's image from its worker and its row
+	// from the table. Errors: NOT_FOUND.
+	DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*DeleteSnapshotResponse, error)
+	// SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
+	// from now, longer or shorter than before (a log entry). Its whole
+	// lifetime from creation stays within 7 days. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
+	// message says the most it may be), UNAVAILABLE (rules below 3).
+	SetSandboxTimeout(ctx context.Context, in *SetSandboxTimeoutRequest, opts ...grpc.CallOption) (*SetSandboxTimeoutResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -159,6 +182,46 @@ func (c *sandboxServiceClient) ReadFile(ctx context.Context, in *SandboxReadFile
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxService_ReadFileClient = grpc.ServerStreamingClient[SandboxReadFileResponse]
 
+func (c *sandboxServiceClient) SnapshotSandbox(ctx context.Context, in *SnapshotSandboxRequest, opts ...grpc.CallOption) (*SnapshotSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotSandboxResponse)
+	err := c.cc.Invoke(ctx, SandboxService_SnapshotSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSnapshotsResponse)
+	err := c.cc.Invoke(ctx, SandboxService_ListSnapshots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*DeleteSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSnapshotResponse)
+	err := c.cc.Invoke(ctx, SandboxService_DeleteSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) SetSandboxTimeout(ctx context.Context, in *SetSandboxTimeoutRequest, opts ...grpc.CallOption) (*SetSandboxTimeoutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetSandboxTimeoutResponse)
+	err := c.cc.Invoke(ctx, SandboxService_SetSandboxTimeout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -192,6 +255,25 @@ type SandboxServiceServer interface {
 	// Errors as Exec; NOT_FOUND also for a missing file,
 	// FAILED_PRECONDITION for a file over max_bytes.
 	ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error
+	// SnapshotSandbox commits a READY sandbox's container into an image on
+	// its worker (docker commit; the container is paused while it is
+	// copied) and records it in the table (a log entry), so that sandboxes
+	// can be created from it (SandboxCreateSpec.from_snapshot). Errors as
+	// Exec, and RESOURCE_EXHAUSTED (the tenant holds its maximum of
+	// snapshots: delete one), UNAVAILABLE (the cluster's rules are below 3).
+	SnapshotSandbox(context.Context, *SnapshotSandboxRequest) (*SnapshotSandboxResponse, error)
+	// ListSnapshots returns a tenant's snapshots (every tenant's when
+	// empty), oldest first.
+	ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error)
+	// DeleteSnapshot removes a snapshot's image from its worker and its row
+	// from the table. Errors: NOT_FOUND.
+	DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error)
+	// SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
+	// from now, longer or shorter than before (a log entry). Its whole
+	// lifetime from creation stays within 7 days. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
+	// message says the most it may be), UNAVAILABLE (rules below 3).
+	SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -222,6 +304,18 @@ func (UnimplementedSandboxServiceServer) WriteFile(context.Context, *SandboxWrit
 }
 func (UnimplementedSandboxServiceServer) ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadFile not implemented")
+}
+func (UnimplementedSandboxServiceServer) SnapshotSandbox(context.Context, *SnapshotSandboxRequest) (*SnapshotSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SnapshotSandbox not implemented")
+}
+func (UnimplementedSandboxServiceServer) ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSnapshots not implemented")
+}
+func (UnimplementedSandboxServiceServer) DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSnapshot not implemented")
+}
+func (UnimplementedSandboxServiceServer) SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSandboxTimeout not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -356,6 +450,78 @@ func _SandboxService_ReadFile_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxService_ReadFileServer = grpc.ServerStreamingServer[SandboxReadFileResponse]
 
+func _SandboxService_SnapshotSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnapshotSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).SnapshotSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_SnapshotSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).SnapshotSandbox(ctx, req.(*SnapshotSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_ListSnapshots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSnapshotsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).ListSnapshots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_ListSnapshots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).ListSnapshots(ctx, req.(*ListSnapshotsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_DeleteSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).DeleteSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_DeleteSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).DeleteSnapshot(ctx, req.(*DeleteSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_SetSandboxTimeout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSandboxTimeoutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).SetSandboxTimeout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_SetSandboxTimeout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).SetSandboxTimeout(ctx, req.(*SetSandboxTimeoutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -383,6 +549,22 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "WriteFile",
 			Handler:    _SandboxService_WriteFile_Handler,
 		},
+		{
+			MethodName: "SnapshotSandbox",
+			Handler:    _SandboxService_SnapshotSandbox_Handler,
+		},
+		{
+			MethodName: "ListSnapshots",
+			Handler:    _SandboxService_ListSnapshots_Handler,
+		},
+		{
+			MethodName: "DeleteSnapshot",
+			Handler:    _SandboxService_DeleteSnapshot_Handler,
+		},
+		{
+			MethodName: "SetSandboxTimeout",
+			Handler:    _SandboxService_SetSandboxTimeout_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -400,9 +582,11 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	SandboxWorkerService_Exec_FullMethodName      = "/megaflow.v1.SandboxWorkerService/Exec"
-	SandboxWorkerService_WriteFile_FullMethodName = "/megaflow.v1.SandboxWorkerService/WriteFile"
-	SandboxWorkerService_ReadFile_FullMethodName  = "/megaflow.v1.SandboxWorkerService/ReadFile"
+	SandboxWorkerService_Exec_FullMethodName           = "/megaflow.v1.SandboxWorkerService/Exec"
+	SandboxWorkerService_WriteFile_FullMethodName      = "/megaflow.v1.SandboxWorkerService/WriteFile"
+	SandboxWorkerService_ReadFile_FullMethodName       = "/megaflow.v1.SandboxWorkerService/ReadFile"
+	SandboxWorkerService_CommitSnapshot_FullMethodName = "/megaflow.v1.SandboxWorkerService/CommitSnapshot"
+	SandboxWorkerService_RemoveSnapshot_FullMethodName = "/megaflow.v1.SandboxWorkerService/RemoveSnapshot"
 )
 
 // SandboxWorkerServiceClient is the client API for SandboxWorkerService service.
@@ -419,6 +603,12 @@ type SandboxWorkerServiceClient interface {
 	WriteFile(ctx context.Context, in *SandboxWriteFileRequest, opts ...grpc.CallOption) (*SandboxWriteFileResponse, error)
 	// ReadFile as SandboxService.ReadFile.
 	ReadFile(ctx context.Context, in *SandboxReadFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxReadFileResponse], error)
+	// CommitSnapshot commits the sandbox's container into image
+	// (docker commit). Errors as Exec.
+	CommitSnapshot(ctx context.Context, in *CommitSnapshotRequest, opts ...grpc.CallOption) (*CommitSnapshotResponse, error)
+	// RemoveSnapshot removes a snapshot's image; an image already gone is
+	// not an error.
+	RemoveSnapshot(ctx context.Context, in *RemoveSnapshotRequest, opts ...grpc.CallOption) (*RemoveSnapshotResponse, error)
 }
 
 type sandboxWorkerServiceClient struct {
@@ -477,6 +667,26 @@ func (c *sandboxWorkerServiceClient) ReadFile(ctx context.Context, in *SandboxRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxWorkerService_ReadFileClient = grpc.ServerStreamingClient[SandboxReadFileResponse]
 
+func (c *sandboxWorkerServiceClient) CommitSnapshot(ctx context.Context, in *CommitSnapshotRequest, opts ...grpc.CallOption) (*CommitSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitSnapshotResponse)
+	err := c.cc.Invoke(ctx, SandboxWorkerService_CommitSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxWorkerServiceClient) RemoveSnapshot(ctx context.Context, in *RemoveSnapshotRequest, opts ...grpc.CallOption) (*RemoveSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveSnapshotResponse)
+	err := c.cc.Invoke(ctx, SandboxWorkerService_RemoveSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxWorkerServiceServer is the server API for SandboxWorkerService service.
 // All implementations must embed UnimplementedSandboxWorkerServiceServer
 // for forward compatibility.
@@ -491,6 +701,12 @@ type SandboxWorkerServiceServer interface {
 	WriteFile(context.Context, *SandboxWriteFileRequest) (*SandboxWriteFileResponse, error)
 	// ReadFile as SandboxService.ReadFile.
 	ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error
+	// CommitSnapshot commits the sandbox's container into image
+	// (docker commit). Errors as Exec.
+	CommitSnapshot(context.Context, *CommitSnapshotRequest) (*CommitSnapshotResponse, error)
+	// RemoveSnapshot removes a snapshot's image; an image already gone is
+	// not an error.
+	RemoveSnapshot(context.Context, *RemoveSnapshotRequest) (*RemoveSnapshotResponse, error)
 	mustEmbedUnimplementedSandboxWorkerServiceServer()
 }
 
@@ -509,6 +725,12 @@ func (UnimplementedSandboxWorkerServiceServer) WriteFile(context.Context, *Sandb
 }
 func (UnimplementedSandboxWorkerServiceServer) ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadFile not implemented")
+}
+func (UnimplementedSandboxWorkerServiceServer) CommitSnapshot(context.Context, *CommitSnapshotRequest) (*CommitSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitSnapshot not implemented")
+}
+func (UnimplementedSandboxWorkerServiceServer) RemoveSnapshot(context.Context, *RemoveSnapshotRequest) (*RemoveSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveSnapshot not implemented")
 }
 func (UnimplementedSandboxWorkerServiceServer) mustEmbedUnimplementedSandboxWorkerServiceServer() {}
 func (UnimplementedSandboxWorkerServiceServer) testEmbeddedByValue()                              {}
@@ -571,6 +793,42 @@ func _SandboxWorkerService_ReadFile_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxWorkerService_ReadFileServer = grpc.ServerStreamingServer[SandboxReadFileResponse]
 
+func _SandboxWorkerService_CommitSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxWorkerServiceServer).CommitSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxWorkerService_CommitSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxWorkerServiceServer).CommitSnapshot(ctx, req.(*CommitSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxWorkerService_RemoveSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxWorkerServiceServer).RemoveSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxWorkerService_RemoveSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxWorkerServiceServer).RemoveSnapshot(ctx, req.(*RemoveSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxWorkerService_ServiceDesc is the grpc.ServiceDesc for SandboxWorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -581,6 +839,14 @@ var SandboxWorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WriteFile",
 			Handler:    _SandboxWorkerService_WriteFile_Handler,
+		},
+		{
+			MethodName: "CommitSnapshot",
+			Handler:    _SandboxWorkerService_CommitSnapshot_Handler,
+		},
+		{
+			MethodName: "RemoveSnapshot",
+			Handler:    _SandboxWorkerService_RemoveSnapshot_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

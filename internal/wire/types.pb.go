@@ -799,8 +799,13 @@ type SandboxSpec struct {
 	// none finished; 0: never for idleness (its graph's deadline still ends
 	// it). At most 7 days.
 	IdleTimeoutSeconds int64 `protobuf:"varint,1,opt,name=idle_timeout_seconds,json=idleTimeoutSeconds,proto3" json:"idle_timeout_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The snapshot (Snapshot.id) the sandbox was created from; "" for none.
+	// The task's image is then the snapshot's, and it is placed only on
+	// snapshot_worker, the worker holding that image.
+	FromSnapshot   string `protobuf:"bytes,30,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
+	SnapshotWorker string `protobuf:"bytes,31,opt,name=snapshot_worker,json=snapshotWorker,proto3" json:"snapshot_worker,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SandboxSpec) Reset() {
@@ -838,6 +843,20 @@ func (x *SandboxSpec) GetIdleTimeoutSeconds() int64 {
 		return x.IdleTimeoutSeconds
 	}
 	return 0
+}
+
+func (x *SandboxSpec) GetFromSnapshot() string {
+	if x != nil {
+		return x.FromSnapshot
+	}
+	return ""
+}
+
+func (x *SandboxSpec) GetSnapshotWorker() string {
+	if x != nil {
+		return x.SnapshotWorker
+	}
+	return ""
 }
 
 // GraphSpec is a rollout graph as the client submits it.
@@ -2317,9 +2336,11 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
 	"\vSandboxSpec\x120\n" +
-	"\x14idle_timeout_seconds\x18\x01 \x01(\x03R\x12idleTimeoutSeconds\"\xb2\x02\n" +
+	"\x14idle_timeout_seconds\x18\x01 \x01(\x03R\x12idleTimeoutSeconds\x12#\n" +
+	"\rfrom_snapshot\x18\x1e \x01(\tR\ffromSnapshot\x12'\n" +
+	"\x0fsnapshot_worker\x18\x1f \x01(\tR\x0esnapshotWorker\"\xb2\x02\n" +
 	"\tGraphSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1a\n" +

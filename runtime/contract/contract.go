@@ -279,3 +279,20 @@ var (
 	// not a regular file.
 	ErrFileTooLarge = errors.New("file too large or not a regular file")
 )
+
+// Snapshotter is an optional extra of a Runtime: committing a running
+// container's files into an image and removing such an image (sandbox
+// snapshots, docs/sandboxes.md).
+type Snapshotter interface {
+	// Commit commits container id into image ref (a "repo:tag" the engine
+	// holds afterwards; an existing ref is moved to the new image), with
+	// the image labels in labels, and returns the image's id and size in
+	// bytes. The container is paused while its files are copied. Errors:
+	// ErrNotFound (no such container), ErrUnavailable, ctx's error.
+	Commit(ctx context.Context, id, ref string, labels map[string]string) (imageID string, size int64, err error)
+	// RemoveImage removes image ref and reports whether it was there; an
+	// image already gone is not an error. Errors: ErrConflict (a
+	// container uses it), ErrUnavailable, ctx's error, or the engine's
+	// refusal.
+	RemoveImage(ctx context.Context, ref string) (existed bool, err error)
+}

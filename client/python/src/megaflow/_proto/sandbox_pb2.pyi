@@ -29,13 +29,35 @@ class CloseSandboxResponse(_message.Message):
     sandbox: Sandbox
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
+class CommitSnapshotRequest(_message.Message):
+    __slots__ = ["attempt", "image", "sandbox_id", "snapshot_id"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    image: str
+    sandbox_id: str
+    snapshot_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., attempt: _Optional[int] = ..., snapshot_id: _Optional[str] = ..., image: _Optional[str] = ...) -> None: ...
+
+class CommitSnapshotResponse(_message.Message):
+    __slots__ = ["image_id", "size_bytes"]
+    IMAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    image_id: str
+    size_bytes: int
+    def __init__(self, image_id: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["spec", "wait_ready_millis"]
+    __slots__ = ["min_index", "spec", "wait_ready_millis"]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     WAIT_READY_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    min_index: int
     spec: SandboxCreateSpec
     wait_ready_millis: int
-    def __init__(self, spec: _Optional[_Union[SandboxCreateSpec, _Mapping]] = ..., wait_ready_millis: _Optional[int] = ...) -> None: ...
+    def __init__(self, spec: _Optional[_Union[SandboxCreateSpec, _Mapping]] = ..., wait_ready_millis: _Optional[int] = ..., min_index: _Optional[int] = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["existed", "sandbox"]
@@ -44,6 +66,20 @@ class CreateSandboxResponse(_message.Message):
     existed: bool
     sandbox: Sandbox
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ..., existed: bool = ...) -> None: ...
+
+class DeleteSnapshotRequest(_message.Message):
+    __slots__ = ["id", "min_index"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    min_index: int
+    def __init__(self, id: _Optional[str] = ..., min_index: _Optional[int] = ...) -> None: ...
+
+class DeleteSnapshotResponse(_message.Message):
+    __slots__ = ["index"]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    def __init__(self, index: _Optional[int] = ...) -> None: ...
 
 class GetSandboxRequest(_message.Message):
     __slots__ = ["id", "min_index"]
@@ -73,8 +109,36 @@ class ListSandboxesResponse(_message.Message):
     sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
     def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
 
+class ListSnapshotsRequest(_message.Message):
+    __slots__ = ["min_index", "tenant"]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    min_index: int
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ..., min_index: _Optional[int] = ...) -> None: ...
+
+class ListSnapshotsResponse(_message.Message):
+    __slots__ = ["snapshots"]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    snapshots: _containers.RepeatedCompositeFieldContainer[Snapshot]
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[Snapshot, _Mapping]]] = ...) -> None: ...
+
+class RemoveSnapshotRequest(_message.Message):
+    __slots__ = ["image", "snapshot_id"]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    snapshot_id: str
+    def __init__(self, snapshot_id: _Optional[str] = ..., image: _Optional[str] = ...) -> None: ...
+
+class RemoveSnapshotResponse(_message.Message):
+    __slots__ = ["existed"]
+    EXISTED_FIELD_NUMBER: _ClassVar[int]
+    existed: bool
+    def __init__(self, existed: bool = ...) -> None: ...
+
 class Sandbox(_message.Message):
-    __slots__ = ["create_unix_nanos", "finish_unix_nanos", "id", "idle_timeout_seconds", "image", "index", "labels", "lifetime_seconds", "ready_unix_nanos", "reason", "reason_code", "state", "tenant", "worker_id"]
+    __slots__ = ["create_unix_nanos", "finish_unix_nanos", "from_snapshot", "id", "idle_timeout_seconds", "image", "index", "labels", "lifetime_seconds", "ready_unix_nanos", "reason", "reason_code", "state", "tenant", "worker_id"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +148,7 @@ class Sandbox(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CREATE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     FINISH_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    FROM_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +163,7 @@ class Sandbox(_message.Message):
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     create_unix_nanos: int
     finish_unix_nanos: int
+    from_snapshot: str
     id: str
     idle_timeout_seconds: int
     image: str
@@ -110,10 +176,10 @@ class Sandbox(_message.Message):
     state: SandboxState
     tenant: str
     worker_id: str
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[SandboxState, str]] = ..., reason: _Optional[str] = ..., reason_code: _Optional[_Union[_types_pb2.ReasonCode, str]] = ..., worker_id: _Optional[str] = ..., create_unix_nanos: _Optional[int] = ..., ready_unix_nanos: _Optional[int] = ..., finish_unix_nanos: _Optional[int] = ..., image: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., lifetime_seconds: _Optional[int] = ..., idle_timeout_seconds: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[SandboxState, str]] = ..., reason: _Optional[str] = ..., reason_code: _Optional[_Union[_types_pb2.ReasonCode, str]] = ..., worker_id: _Optional[str] = ..., create_unix_nanos: _Optional[int] = ..., ready_unix_nanos: _Optional[int] = ..., finish_unix_nanos: _Optional[int] = ..., image: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., lifetime_seconds: _Optional[int] = ..., idle_timeout_seconds: _Optional[int] = ..., index: _Optional[int] = ..., from_snapshot: _Optional[str] = ...) -> None: ...
 
 class SandboxCreateSpec(_message.Message):
-    __slots__ = ["cpu_millis", "env", "id", "idle_timeout_seconds", "image", "labels", "lifetime_seconds", "memory_bytes", "network", "tenant", "working_dir"]
+    __slots__ = ["cpu_millis", "env", "from_snapshot", "id", "idle_timeout_seconds", "image", "labels", "lifetime_seconds", "memory_bytes", "network", "tenant", "working_dir"]
     class EnvEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +196,7 @@ class SandboxCreateSpec(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CPU_MILLIS_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
+    FROM_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +208,7 @@ class SandboxCreateSpec(_message.Message):
     WORKING_DIR_FIELD_NUMBER: _ClassVar[int]
     cpu_millis: int
     env: _containers.ScalarMap[str, str]
+    from_snapshot: str
     id: str
     idle_timeout_seconds: int
     image: str
@@ -150,7 +218,7 @@ class SandboxCreateSpec(_message.Message):
     network: str
     tenant: str
     working_dir: str
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., image: _Optional[str] = ..., cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., working_dir: _Optional[str] = ..., network: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., lifetime_seconds: _Optional[int] = ..., idle_timeout_seconds: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., image: _Optional[str] = ..., cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., working_dir: _Optional[str] = ..., network: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., lifetime_seconds: _Optional[int] = ..., idle_timeout_seconds: _Optional[int] = ..., from_snapshot: _Optional[str] = ...) -> None: ...
 
 class SandboxExecExit(_message.Message):
     __slots__ = ["exit_code", "reason", "timed_out", "truncated"]
@@ -225,6 +293,16 @@ class SandboxReadFileResponse(_message.Message):
     size: int
     def __init__(self, data: _Optional[bytes] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ...) -> None: ...
 
+class SandboxSetDeadlineCommand(_message.Message):
+    __slots__ = ["deadline_seconds", "graph_id", "unix_nanos"]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    deadline_seconds: int
+    graph_id: str
+    unix_nanos: int
+    def __init__(self, graph_id: _Optional[str] = ..., deadline_seconds: _Optional[int] = ..., unix_nanos: _Optional[int] = ...) -> None: ...
+
 class SandboxWriteFileRequest(_message.Message):
     __slots__ = ["attempt", "data", "min_index", "mode", "path", "sandbox_id"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -244,6 +322,78 @@ class SandboxWriteFileRequest(_message.Message):
 class SandboxWriteFileResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class SetSandboxTimeoutRequest(_message.Message):
+    __slots__ = ["id", "min_index", "timeout_seconds"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    min_index: int
+    timeout_seconds: int
+    def __init__(self, id: _Optional[str] = ..., timeout_seconds: _Optional[int] = ..., min_index: _Optional[int] = ...) -> None: ...
+
+class SetSandboxTimeoutResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ["create_index", "create_unix_nanos", "id", "image", "image_id", "name", "sandbox_id", "size_bytes", "tenant", "worker_id"]
+    CREATE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CREATE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    create_index: int
+    create_unix_nanos: int
+    id: str
+    image: str
+    image_id: str
+    name: str
+    sandbox_id: str
+    size_bytes: int
+    tenant: str
+    worker_id: str
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., image: _Optional[str] = ..., image_id: _Optional[str] = ..., size_bytes: _Optional[int] = ..., create_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ...) -> None: ...
+
+class SnapshotAddCommand(_message.Message):
+    __slots__ = ["max_per_tenant", "snapshot"]
+    MAX_PER_TENANT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    max_per_tenant: int
+    snapshot: Snapshot
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., max_per_tenant: _Optional[int] = ...) -> None: ...
+
+class SnapshotDeleteCommand(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class SnapshotSandboxRequest(_message.Message):
+    __slots__ = ["min_index", "name", "sandbox_id"]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    min_index: int
+    name: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., name: _Optional[str] = ..., min_index: _Optional[int] = ...) -> None: ...
+
+class SnapshotSandboxResponse(_message.Message):
+    __slots__ = ["index", "snapshot"]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    snapshot: Snapshot
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., index: _Optional[int] = ...) -> None: ...
 
 class SandboxState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -58,6 +58,26 @@ class SandboxServiceStub(object):
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileResponse.FromString,
                 )
+        self.SnapshotSandbox = channel.unary_unary(
+                '/megaflow.v1.SandboxService/SnapshotSandbox',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SnapshotSandboxRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SnapshotSandboxResponse.FromString,
+                )
+        self.ListSnapshots = channel.unary_unary(
+                '/megaflow.v1.SandboxService/ListSnapshots',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.ListSnapshotsRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.ListSnapshotsResponse.FromString,
+                )
+        self.DeleteSnapshot = channel.unary_unary(
+                '/megaflow.v1.SandboxService/DeleteSnapshot',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotResponse.FromString,
+                )
+        self.SetSandboxTimeout = channel.unary_unary(
+                '/megaflow.v1.SandboxService/SetSandboxTimeout',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.FromString,
+                )
 
 
 class SandboxServiceServicer(object):
@@ -134,6 +154,45 @@ class SandboxServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SnapshotSandbox(self, request, context):
+        """SnapshotSandbox commits a READY sandbox's container into an image on
+        its worker (docker commit; the container is paused while it is
+        copied) and records it in the table (a log entry), so that sandboxes
+        can be created from it (SandboxCreateSpec.from_snapshot). Errors as
+        Exec, and RESOURCE_EXHAUSTED (the tenant holds its maximum of
+        snapshots: delete one), UNAVAILABLE (the cluster's rules are below 3).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSnapshots(self, request, context):
+        """ListSnapshots returns a tenant's snapshots (every tenant's when
+        empty), oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSnapshot(self, request, context):
+        """DeleteSnapshot removes a snapshot's image from its worker and its row
+        from the table. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSandboxTimeout(self, request, context):
+        """SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
+        from now, longer or shorter than before (a log entry). Its whole
+        lifetime from creation stays within 7 days. Errors: NOT_FOUND,
+        FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
+        message says the most it may be), UNAVAILABLE (rules below 3).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +230,26 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.ReadFile,
                     request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileResponse.SerializeToString,
+            ),
+            'SnapshotSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.SnapshotSandbox,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SnapshotSandboxRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SnapshotSandboxResponse.SerializeToString,
+            ),
+            'ListSnapshots': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSnapshots,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.ListSnapshotsRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.ListSnapshotsResponse.SerializeToString,
+            ),
+            'DeleteSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSnapshot,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotResponse.SerializeToString,
+            ),
+            'SetSandboxTimeout': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSandboxTimeout,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +389,74 @@ class SandboxService(object):
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
+    @staticmethod
+    def SnapshotSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/SnapshotSandbox',
+            megaflow_dot_v1_dot_sandbox__pb2.SnapshotSandboxRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SnapshotSandboxResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListSnapshots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/ListSnapshots',
+            megaflow_dot_v1_dot_sandbox__pb2.ListSnapshotsRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.ListSnapshotsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/DeleteSnapshot',
+            megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.DeleteSnapshotResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetSandboxTimeout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/SetSandboxTimeout',
+            megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
 
 class SandboxWorkerServiceStub(object):
     """SandboxWorkerService is served by each worker on its sandbox address
@@ -336,6 +483,16 @@ class SandboxWorkerServiceStub(object):
                 '/megaflow.v1.SandboxWorkerService/ReadFile',
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileResponse.FromString,
+                )
+        self.CommitSnapshot = channel.unary_unary(
+                '/megaflow.v1.SandboxWorkerService/CommitSnapshot',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.CommitSnapshotRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.CommitSnapshotResponse.FromString,
+                )
+        self.RemoveSnapshot = channel.unary_unary(
+                '/megaflow.v1.SandboxWorkerService/RemoveSnapshot',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotResponse.FromString,
                 )
 
 
@@ -366,6 +523,22 @@ class SandboxWorkerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitSnapshot(self, request, context):
+        """CommitSnapshot commits the sandbox's container into image
+        (docker commit). Errors as Exec.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveSnapshot(self, request, context):
+        """RemoveSnapshot removes a snapshot's image; an image already gone is
+        not an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxWorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -383,6 +556,16 @@ def add_SandboxWorkerServiceServicer_to_server(servicer, server):
                     servicer.ReadFile,
                     request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileResponse.SerializeToString,
+            ),
+            'CommitSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitSnapshot,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.CommitSnapshotRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.CommitSnapshotResponse.SerializeToString,
+            ),
+            'RemoveSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveSnapshot,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -444,5 +627,39 @@ class SandboxWorkerService(object):
         return grpc.experimental.unary_stream(request, target, '/megaflow.v1.SandboxWorkerService/ReadFile',
             megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileRequest.SerializeToString,
             megaflow_dot_v1_dot_sandbox__pb2.SandboxReadFileResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CommitSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxWorkerService/CommitSnapshot',
+            megaflow_dot_v1_dot_sandbox__pb2.CommitSnapshotRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.CommitSnapshotResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RemoveSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxWorkerService/RemoveSnapshot',
+            megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -297,10 +297,14 @@ class Resources(_message.Message):
     def __init__(self, cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., gpu_memory_bytes: _Optional[int] = ...) -> None: ...
 
 class SandboxSpec(_message.Message):
-    __slots__ = ["idle_timeout_seconds"]
+    __slots__ = ["from_snapshot", "idle_timeout_seconds", "snapshot_worker"]
+    FROM_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_WORKER_FIELD_NUMBER: _ClassVar[int]
+    from_snapshot: str
     idle_timeout_seconds: int
-    def __init__(self, idle_timeout_seconds: _Optional[int] = ...) -> None: ...
+    snapshot_worker: str
+    def __init__(self, idle_timeout_seconds: _Optional[int] = ..., from_snapshot: _Optional[str] = ..., snapshot_worker: _Optional[str] = ...) -> None: ...
 
 class ServiceSpec(_message.Message):
     __slots__ = ["name", "port", "readiness_http_path", "restart_policy", "tcp_probe"]

@@ -1,0 +1,303 @@
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	dockerclient "github.com/moby/moby/client"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// removeSnapshotImages removes, at the end of the test, every snapshot
+// image this test's cluster committed that is still there.
+func (e *env) removeSnapshotImages() {
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, ref := range e.snapshotImages() {
+			_, _ = e.cli.ImageRemove(ctx, ref, dockerclient.ImageRemoveOptions{Force: true})
+		}
+	})
+}
+
+// snapshotImages returns the ids of the snapshot images of this test's
+// cluster the engine holds.
+func (e *env) snapshotImages() []string {
+	f := make(dockerclient.Filters).Add("label", worker.LabelCluster+"="+e.cluster).Add("label", worker.LabelSnapshot)
+	res, err := e.cli.ImageList(context.Background(), dockerclient.ImageListOptions{Filters: f})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, im := range res.Items {
+		out = append(out, im.ID)
+	}
+	return out
+}
+
+// hasImage reports whether the engine holds image ref.
+func (e *env) hasImage(ref string) bool {
+	_, err := e.cli.ImageInspect(context.Background(), ref)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
+	return err == nil
+}
+
+func (e *env) read(ctx context.Context, s *client.Sandbox, path string) string {
+	e.t.Helper()
+	b, err := s.ReadFile(ctx, path)
+	if err != nil {
+		e.t.Fatalf("ReadFile %s in %s: %v", path, s.ID(), err)
+	}
+	return string(b)
+}
+
+// Snapshot a sandbox with a file in it, fork 3 sandboxes from the
+// snapshot: each is on the snapshot's worker, sees the file, and diverges
+// on its own (and the source too). The tenant's bound refuses a snapshot
+// beyond it, saying what to do; a snapshot in use cannot be deleted;
+// once its forks are closed it is, with its image; a fork from it is then
+// NotFound. The heads' tables are replayed from their logs at the end
+// (testcluster's replay check) with the snapshots in them.
+func TestSandboxSnapshotAndFork(t *testing.T) {
+	e := newEnvWith(t, 2, func(cfg *head.Config) { cfg.MaxSnapshots = 2 })
+	e.removeSnapshotImages()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	src := e.create(ctx, client.SandboxSpec{Tenant: "team-a"})
+	if res, err := src.Exec(ctx, sh(`mkdir -p /work && echo prepared > /work/state`), client.ExecOptions{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("setup exec: %v %v", res, err)
+	}
+	snap, err := src.Snapshot(ctx, "prepared env")
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if !strings.HasPrefix(snap.GetId(), spec.SnapshotIDPrefix) || snap.GetWorkerId() != src.Info().GetWorkerId() || snap.GetTenant() != "team-a" ||
+		snap.GetSandboxId() != src.ID() || snap.GetName() != "prepared env" || snap.GetImage() != spec.SnapshotImage(snap.GetId()) ||
+		snap.GetSizeBytes() <= 0 || snap.GetCreateIndex() == 0 {
+		t.Fatalf("snapshot %v; want one of %s on %s, tenant team-a, with its image, size and index", snap, src.ID(), src.Info().GetWorkerId())
+	}
+	if !e.hasImage(snap.GetImage()) {
+		t.Fatalf("the engine holds no image %s after the snapshot", snap.GetImage())
+	}
+	list, err := e.cl.ListSnapshots(ctx, "team-a")
+	if err != nil || len(list) != 1 || list[0].GetId() != snap.GetId() {
+		t.Fatalf("ListSnapshots(team-a): %v, %v; want the snapshot", list, err)
+	}
+	if other, err := e.cl.ListSnapshots(ctx, "team-b"); err != nil || len(other) != 0 {
+		t.Fatalf("ListSnapshots(team-b): %v, %v; want none", other, err)
+	}
+
+	// Three forks, created at once, each with the file, each diverging on
+	// its own.
+	forks := make([]*client.Sandbox, 3)
+	createErrs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range forks {
+		wg.Go(func() {
+			forks[i], createErrs[i] = e.cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: "team-a", FromSnapshot: snap.GetId(), WaitReady: 2 * time.Minute})
+		})
+	}
+	wg.Wait()
+	for i, f := range forks {
+		if createErrs[i] != nil {
+			t.Fatalf("fork %d: %v", i, createErrs[i])
+		}
+		info := f.Info()
+		if info.GetState() != client.SandboxReady || info.GetWorkerId() != snap.GetWorkerId() || info.GetFromSnapshot() != snap.GetId() || info.GetImage() != snap.GetImage() {
+			t.Fatalf("fork %d: %s on %s from %q image %s; want READY on %s from %s", i, info.GetState(), info.GetWorkerId(), info.GetFromSnapshot(), info.GetImage(), snap.GetWorkerId(), snap.GetId())
+		}
+	}
+	for i, f := range forks {
+		if got := e.read(ctx, f, "/work/state"); got != "prepared\n" {
+			t.Fatalf("fork %d reads %q; want the snapshot's \"prepared\\n\"", i, got)
+		}
+		if err := f.WriteFile(ctx, "/work/state", []byte(fmt.Sprintf("fork %d\n", i)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := src.Exec(ctx, sh(`echo source > /work/state`), client.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range forks {
+		if got := e.read(ctx, f, "/work/state"); got != fmt.Sprintf("fork %d\n", i) {
+			t.Fatalf("fork %d reads %q after the others wrote; want its own", i, got)
+		}
+	}
+	if got := e.read(ctx, src, "/work/state"); got != "source\n" {
+		t.Fatalf("the source reads %q; want its own", got)
+	}
+
+	// The bound (2 per tenant): a second snapshot fits, a third does not.
+	if _, err := forks[0].Snapshot(ctx, ""); err != nil {
+		t.Fatalf("second snapshot: %v", err)
+	}
+	_, err = forks[1].Snapshot(ctx, "")
+	if !errors.Is(err, errs.ErrResourceExhausted) || errs.ReasonOf(err) != client.ReasonSnapshotQuota || !strings.Contains(err.Error(), "delete one") {
+		t.Fatalf("third snapshot: %v (reason %q); want ResourceExhausted, %s, saying to delete one", err, errs.ReasonOf(err), client.ReasonSnapshotQuota)
+	}
+	if n := len(e.snapshotImages()); n != 2 {
+		t.Fatalf("%d snapshot images on the engine; want 2 (the refused one's removed)", n)
+	}
+	// In use: refused; forks closed: deleted, with its image.
+	err = e.cl.DeleteSnapshot(ctx, snap.GetId())
+	if !errors.Is(err, errs.ErrFailedPrecondition) || errs.ReasonOf(err) != client.ReasonSnapshotInUse {
+		t.Fatalf("delete while forks run: %v (reason %q); want FailedPrecondition, %s", err, errs.ReasonOf(err), client.ReasonSnapshotInUse)
+	}
+	for _, f := range forks {
+		if err := f.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.waitGone(f, time.Minute)
+	}
+	if err := e.cl.DeleteSnapshot(ctx, snap.GetId()); err != nil {
+		t.Fatalf("DeleteSnapshot: %v", err)
+	}
+	if e.hasImage(snap.GetImage()) {
+		t.Fatalf("image %s still on the engine after DeleteSnapshot", snap.GetImage())
+	}
+	if list, err := e.cl.ListSnapshots(ctx, "team-a"); err != nil || len(list) != 1 || list[0].GetId() == snap.GetId() {
+		t.Fatalf("ListSnapshots after the delete: %v, %v; want only the second", list, err)
+	}
+	_, err = e.cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: "team-a", FromSnapshot: snap.GetId()})
+	if !errors.Is(err, errs.ErrNotFound) || errs.ReasonOf(err) != client.ReasonSnapshotNotFound {
+		t.Fatalf("fork of a deleted snapshot: %v (reason %q); want NotFound, %s", err, errs.ReasonOf(err), client.ReasonSnapshotNotFound)
+	}
+	if err := e.cl.DeleteSnapshot(ctx, snap.GetId()); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("second DeleteSnapshot: %v; want NotFound", err)
+	}
+	// A retried create of a fork (same id) is the same sandbox, even with
+	// its snapshot gone since.
+	again, err := e.cl.CreateSandbox(ctx, client.SandboxSpec{ID: forks[0].ID(), Tenant: "team-a", FromSnapshot: snap.GetId()})
+	if err != nil || again.Info().GetCreateUnixNanos() != forks[0].Info().GetCreateUnixNanos() {
+		t.Fatalf("retried create of fork 0: %v, %v; want the same sandbox", again.Info(), err)
+	}
+}
+
+// A worker declared down takes its snapshots out of the table: the list
+// no longer has them and a fork says the snapshot is gone.
+func TestSandboxSnapshotWorkerLost(t *testing.T) {
+	e := newEnv(t, 2)
+	e.removeSnapshotImages()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	src := e.create(ctx, client.SandboxSpec{})
+	snap, err := src.Snapshot(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := -1
+	for i, w := range e.c.Workers() {
+		if w.ID == snap.GetWorkerId() {
+			idx = i
+		}
+	}
+	e.c.KillWorker(idx)
+	testcluster.WaitFor(t, 2*time.Minute, "the lost worker's snapshot to leave the table", func() bool {
+		list, err := e.cl.ListSnapshots(ctx, "")
+		if err != nil && !errors.Is(err, errs.ErrUnavailable) && !errors.Is(err, errs.ErrNotLeader) {
+			t.Fatal(err)
+		}
+		return err == nil && len(list) == 0
+	})
+	_, err = e.cl.CreateSandbox(ctx, client.SandboxSpec{FromSnapshot: snap.GetId()})
+	if !errors.Is(err, errs.ErrNotFound) || errs.ReasonOf(err) != client.ReasonSnapshotNotFound || !strings.Contains(err.Error(), "worker was lost") {
+		t.Fatalf("fork of a lost worker's snapshot: %v (reason %q); want NotFound, %s", err, errs.ReasonOf(err), client.ReasonSnapshotNotFound)
+	}
+	e.c.RestartWorker(idx)
+	e.waitGone(src, 2*time.Minute)
+}
+
+// Without workers (no Docker): snapshots of a sandbox that is not READY
+// are refused as not ready; a fork naming an unknown snapshot is
+// NotFound; one naming an image too is InvalidArgument; the list is empty.
+func TestSnapshotAPIWithoutWorkers(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := cl.CreateSandbox(ctx, client.SandboxSpec{ID: "sbx-snapapi", Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Snapshot(ctx, ""); !errors.Is(err, errs.ErrFailedPrecondition) || errs.ReasonOf(err) != client.ReasonSandboxNotReady {
+		t.Fatalf("snapshot of a PENDING sandbox: %v (reason %q); want FailedPrecondition, %s", err, errs.ReasonOf(err), client.ReasonSandboxNotReady)
+	}
+	if _, err := s.Snapshot(ctx, "bad\nname"); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Fatalf("snapshot with a bad name: %v; want InvalidArgument", err)
+	}
+	if _, err := cl.CreateSandbox(ctx, client.SandboxSpec{FromSnapshot: "snap-nope"}); !errors.Is(err, errs.ErrNotFound) || errs.ReasonOf(err) != client.ReasonSnapshotNotFound {
+		t.Fatalf("fork of an unknown snapshot: %v (reason %q); want NotFound, %s", err, errs.ReasonOf(err), client.ReasonSnapshotNotFound)
+	}
+	if _, err := cl.CreateSandbox(ctx, client.SandboxSpec{Image: "busybox", FromSnapshot: "snap-nope"}); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Fatalf("a fork naming an image too: %v; want InvalidArgument", err)
+	}
+	if err := cl.DeleteSnapshot(ctx, "snap-nope"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("delete of an unknown snapshot: %v; want NotFound", err)
+	}
+	if list, err := cl.ListSnapshots(ctx, ""); err != nil || len(list) != 0 {
+		t.Fatalf("ListSnapshots: %v, %v; want none", list, err)
+	}
+}
+
+// SetTimeout (no Docker: the sandbox stays PENDING, its graph live):
+// longer, then refused beyond 7 days from creation saying the most it may
+// be, then 1 s: the leader's deadline loop ends it EXPIRED
+// (CANCELLED_DEADLINE); an ended sandbox's timeout is refused.
+func TestSandboxSetTimeoutWithoutWorkers(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := cl.CreateSandbox(ctx, client.SandboxSpec{Image: "busybox", Lifetime: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTimeout(ctx, 2*time.Hour); err != nil {
+		t.Fatalf("SetTimeout(2h): %v", err)
+	}
+	if l := s.Info().GetLifetimeSeconds(); l < 7200 || l > 7200+60 {
+		t.Fatalf("lifetime %d s after SetTimeout(2h); want 7200 s plus its age", l)
+	}
+	err = s.SetTimeout(ctx, 7*24*time.Hour)
+	if !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), "give at most") {
+		t.Fatalf("SetTimeout(7 days) of a sandbox already alive: %v; want InvalidArgument saying the most", err)
+	}
+	if err := s.SetTimeout(ctx, 8*24*time.Hour); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Fatalf("SetTimeout(8 days): %v; want InvalidArgument", err)
+	}
+	if err := s.SetTimeout(ctx, time.Second); err != nil {
+		t.Fatalf("SetTimeout(1s): %v", err)
+	}
+	var info *client.SandboxInfo
+	testcluster.WaitFor(t, 30*time.Second, "the sandbox to expire", func() bool {
+		info, err = s.Refresh(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.GetState() == client.SandboxExpired
+	})
+	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE {
+		t.Fatalf("expired with %s %q; want CANCELLED_DEADLINE", info.GetReasonCode(), info.GetReason())
+	}
+	if err := s.SetTimeout(ctx, time.Hour); !errors.Is(err, errs.ErrFailedPrecondition) || errs.ReasonOf(err) != client.ReasonSandboxExpired {
+		t.Fatalf("SetTimeout of an expired sandbox: %v (reason %q); want FailedPrecondition, %s", err, errs.ReasonOf(err), client.ReasonSandboxExpired)
+	}
+	if _, err := cl.GetSandbox(ctx, "sbx-nosuch"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("GetSandbox of an unknown id: %v; want NotFound", err)
+	}
+}
