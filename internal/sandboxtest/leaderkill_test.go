@@ -73,10 +73,10 @@ func TestSandboxLeaderKillDuringExecLoops(t *testing.T) {
 		// exited: tokens of execs that completed with a non-zero exit
 		// (none of this script's own; the engine's 126 "cannot exec in
 		// a stopped state", seen from runc on a loaded host, is one).
-		exited []string
-		exitMsg string
-		ackedAfter    int
-		otherErr      error
+		exited     []string
+		exitMsg    string
+		ackedAfter int
+		otherErr   error
 	}
 	// One client per head, each calling its head first (the others after
 	// it, in order, when it does not answer): the loops spread over every
