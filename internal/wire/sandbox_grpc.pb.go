@@ -19,13 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SandboxService_CreateSandbox_FullMethodName = "/megaflow.v1.SandboxService/CreateSandbox"
-	SandboxService_GetSandbox_FullMethodName    = "/megaflow.v1.SandboxService/GetSandbox"
-	SandboxService_ListSandboxes_FullMethodName = "/megaflow.v1.SandboxService/ListSandboxes"
-	SandboxService_CloseSandbox_FullMethodName  = "/megaflow.v1.SandboxService/CloseSandbox"
-	SandboxService_Exec_FullMethodName          = "/megaflow.v1.SandboxService/Exec"
-	SandboxService_WriteFile_FullMethodName     = "/megaflow.v1.SandboxService/WriteFile"
-	SandboxService_ReadFile_FullMethodName      = "/megaflow.v1.SandboxService/ReadFile"
+	SandboxService_CreateSandbox_FullMethodName   = "/megaflow.v1.SandboxService/CreateSandbox"
+	SandboxService_GetSandbox_FullMethodName      = "/megaflow.v1.SandboxService/GetSandbox"
+	SandboxService_ListSandboxes_FullMethodName   = "/megaflow.v1.SandboxService/ListSandboxes"
+	SandboxService_CloseSandbox_FullMethodName    = "/megaflow.v1.SandboxService/CloseSandbox"
+	SandboxService_Exec_FullMethodName            = "/megaflow.v1.SandboxService/Exec"
+	SandboxService_WriteFile_FullMethodName       = "/megaflow.v1.SandboxService/WriteFile"
+	SandboxService_ReadFile_FullMethodName        = "/megaflow.v1.SandboxService/ReadFile"
+	SandboxService_UploadArchive_FullMethodName   = "/megaflow.v1.SandboxService/UploadArchive"
+	SandboxService_DownloadArchive_FullMethodName = "/megaflow.v1.SandboxService/DownloadArchive"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -42,7 +44,9 @@ type SandboxServiceClient interface {
 	CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error)
 	// GetSandbox returns one sandbox. Errors: NOT_FOUND.
 	GetSandbox(ctx context.Context, in *GetSandboxRequest, opts ...grpc.CallOption) (*GetSandboxResponse, error)
-	// ListSandboxes returns a tenant's sandboxes, live ones only unless all.
+	// ListSandboxes returns one page of a tenant's sandboxes, oldest first,
+	// live ones only unless all. Errors: INVALID_ARGUMENT (page_size out of
+	// range, a page_token not from a previous answer).
 	ListSandboxes(ctx context.Context, in *ListSandboxesRequest, opts ...grpc.CallOption) (*ListSandboxesResponse, error)
 	// CloseSandbox cancels the sandbox's graph: its container is stopped and
 	// removed. Closing a closed (or ended) sandbox changes nothing.
@@ -61,6 +65,17 @@ type SandboxServiceClient interface {
 	// Errors as Exec; NOT_FOUND also for a missing file,
 	// FAILED_PRECONDITION for a file over max_bytes.
 	ReadFile(ctx context.Context, in *SandboxReadFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxReadFileResponse], error)
+	// UploadArchive extracts a tar stream (the client sends it in chunks,
+	// the first message naming the sandbox and the directory) into a
+	// directory of a READY sandbox, at most 256 MiB of tar. Errors as
+	// WriteFile; INVALID_ARGUMENT also for a stream over the bound or a
+	// first message without sandbox_id and path.
+	UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error)
+	// DownloadArchive streams a path of a READY sandbox (a directory with
+	// everything under it, or one file) as a tar stream in chunks, at most
+	// max_bytes of tar. Errors as ReadFile; FAILED_PRECONDITION
+	// (FILE_TOO_LARGE) when the tar passes max_bytes.
+	DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error)
 }
 
 type sandboxServiceClient struct {
@@ -159,6 +174,38 @@ func (c *sandboxServiceClient) ReadFile(ctx context.Context, in *SandboxReadFile
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxService_ReadFileClient = grpc.ServerStreamingClient[SandboxReadFileResponse]
 
+func (c *sandboxServiceClient) UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[2], SandboxService_UploadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_UploadArchiveClient = grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func (c *sandboxServiceClient) DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[3], SandboxService_DownloadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_DownloadArchiveClient = grpc.ServerStreamingClient[SandboxDownloadArchiveResponse]
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -173,7 +220,9 @@ type SandboxServiceServer interface {
 	CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error)
 	// GetSandbox returns one sandbox. Errors: NOT_FOUND.
 	GetSandbox(context.Context, *GetSandboxRequest) (*GetSandboxResponse, error)
-	// ListSandboxes returns a tenant's sandboxes, live ones only unless all.
+	// ListSandboxes returns one page of a tenant's sandboxes, oldest first,
+	// live ones only unless all. Errors: INVALID_ARGUMENT (page_size out of
+	// range, a page_token not from a previous answer).
 	ListSandboxes(context.Context, *ListSandboxesRequest) (*ListSandboxesResponse, error)
 	// CloseSandbox cancels the sandbox's graph: its container is stopped and
 	// removed. Closing a closed (or ended) sandbox changes nothing.
@@ -192,6 +241,17 @@ type SandboxServiceServer interface {
 	// Errors as Exec; NOT_FOUND also for a missing file,
 	// FAILED_PRECONDITION for a file over max_bytes.
 	ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error
+	// UploadArchive extracts a tar stream (the client sends it in chunks,
+	// the first message naming the sandbox and the directory) into a
+	// directory of a READY sandbox, at most 256 MiB of tar. Errors as
+	// WriteFile; INVALID_ARGUMENT also for a stream over the bound or a
+	// first message without sandbox_id and path.
+	UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error
+	// DownloadArchive streams a path of a READY sandbox (a directory with
+	// everything under it, or one file) as a tar stream in chunks, at most
+	// max_bytes of tar. Errors as ReadFile; FAILED_PRECONDITION
+	// (FILE_TOO_LARGE) when the tar passes max_bytes.
+	DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -222,6 +282,12 @@ func (UnimplementedSandboxServiceServer) WriteFile(context.Context, *SandboxWrit
 }
 func (UnimplementedSandboxServiceServer) ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadFile not implemented")
+}
+func (UnimplementedSandboxServiceServer) UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadArchive not implemented")
+}
+func (UnimplementedSandboxServiceServer) DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method DownloadArchive not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -356,6 +422,24 @@ func _SandboxService_ReadFile_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxService_ReadFileServer = grpc.ServerStreamingServer[SandboxReadFileResponse]
 
+func _SandboxService_UploadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SandboxServiceServer).UploadArchive(&grpc.GenericServerStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_UploadArchiveServer = grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func _SandboxService_DownloadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SandboxDownloadArchiveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SandboxServiceServer).DownloadArchive(m, &grpc.GenericServerStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_DownloadArchiveServer = grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -395,14 +479,26 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _SandboxService_ReadFile_Handler,
 			ServerStreams: true,
 		},
+		{
+			StreamName:    "UploadArchive",
+			Handler:       _SandboxService_UploadArchive_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DownloadArchive",
+			Handler:       _SandboxService_DownloadArchive_Handler,
+			ServerStreams: true,
+		},
 	},
 	Metadata: "megaflow/v1/sandbox.proto",
 }
 
 const (
-	SandboxWorkerService_Exec_FullMethodName      = "/megaflow.v1.SandboxWorkerService/Exec"
-	SandboxWorkerService_WriteFile_FullMethodName = "/megaflow.v1.SandboxWorkerService/WriteFile"
-	SandboxWorkerService_ReadFile_FullMethodName  = "/megaflow.v1.SandboxWorkerService/ReadFile"
+	SandboxWorkerService_Exec_FullMethodName            = "/megaflow.v1.SandboxWorkerService/Exec"
+	SandboxWorkerService_WriteFile_FullMethodName       = "/megaflow.v1.SandboxWorkerService/WriteFile"
+	SandboxWorkerService_ReadFile_FullMethodName        = "/megaflow.v1.SandboxWorkerService/ReadFile"
+	SandboxWorkerService_UploadArchive_FullMethodName   = "/megaflow.v1.SandboxWorkerService/UploadArchive"
+	SandboxWorkerService_DownloadArchive_FullMethodName = "/megaflow.v1.SandboxWorkerService/DownloadArchive"
 )
 
 // SandboxWorkerServiceClient is the client API for SandboxWorkerService service.
@@ -419,6 +515,10 @@ type SandboxWorkerServiceClient interface {
 	WriteFile(ctx context.Context, in *SandboxWriteFileRequest, opts ...grpc.CallOption) (*SandboxWriteFileResponse, error)
 	// ReadFile as SandboxService.ReadFile.
 	ReadFile(ctx context.Context, in *SandboxReadFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxReadFileResponse], error)
+	// UploadArchive as SandboxService.UploadArchive.
+	UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error)
+	// DownloadArchive as SandboxService.DownloadArchive.
+	DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error)
 }
 
 type sandboxWorkerServiceClient struct {
@@ -477,6 +577,38 @@ func (c *sandboxWorkerServiceClient) ReadFile(ctx context.Context, in *SandboxRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxWorkerService_ReadFileClient = grpc.ServerStreamingClient[SandboxReadFileResponse]
 
+func (c *sandboxWorkerServiceClient) UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxWorkerService_ServiceDesc.Streams[2], SandboxWorkerService_UploadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_UploadArchiveClient = grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func (c *sandboxWorkerServiceClient) DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxWorkerService_ServiceDesc.Streams[3], SandboxWorkerService_DownloadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_DownloadArchiveClient = grpc.ServerStreamingClient[SandboxDownloadArchiveResponse]
+
 // SandboxWorkerServiceServer is the server API for SandboxWorkerService service.
 // All implementations must embed UnimplementedSandboxWorkerServiceServer
 // for forward compatibility.
@@ -491,6 +623,10 @@ type SandboxWorkerServiceServer interface {
 	WriteFile(context.Context, *SandboxWriteFileRequest) (*SandboxWriteFileResponse, error)
 	// ReadFile as SandboxService.ReadFile.
 	ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error
+	// UploadArchive as SandboxService.UploadArchive.
+	UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error
+	// DownloadArchive as SandboxService.DownloadArchive.
+	DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error
 	mustEmbedUnimplementedSandboxWorkerServiceServer()
 }
 
@@ -509,6 +645,12 @@ func (UnimplementedSandboxWorkerServiceServer) WriteFile(context.Context, *Sandb
 }
 func (UnimplementedSandboxWorkerServiceServer) ReadFile(*SandboxReadFileRequest, grpc.ServerStreamingServer[SandboxReadFileResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadFile not implemented")
+}
+func (UnimplementedSandboxWorkerServiceServer) UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadArchive not implemented")
+}
+func (UnimplementedSandboxWorkerServiceServer) DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method DownloadArchive not implemented")
 }
 func (UnimplementedSandboxWorkerServiceServer) mustEmbedUnimplementedSandboxWorkerServiceServer() {}
 func (UnimplementedSandboxWorkerServiceServer) testEmbeddedByValue()                              {}
@@ -571,6 +713,24 @@ func _SandboxWorkerService_ReadFile_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxWorkerService_ReadFileServer = grpc.ServerStreamingServer[SandboxReadFileResponse]
 
+func _SandboxWorkerService_UploadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SandboxWorkerServiceServer).UploadArchive(&grpc.GenericServerStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_UploadArchiveServer = grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func _SandboxWorkerService_DownloadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SandboxDownloadArchiveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SandboxWorkerServiceServer).DownloadArchive(m, &grpc.GenericServerStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_DownloadArchiveServer = grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]
+
 // SandboxWorkerService_ServiceDesc is the grpc.ServiceDesc for SandboxWorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -592,6 +752,16 @@ var SandboxWorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ReadFile",
 			Handler:       _SandboxWorkerService_ReadFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "UploadArchive",
+			Handler:       _SandboxWorkerService_UploadArchive_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DownloadArchive",
+			Handler:       _SandboxWorkerService_DownloadArchive_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -548,8 +548,15 @@ def list_(client: "Client", tenant: Optional[str], all: bool, timeout: Optional[
     t = client.tenant if tenant is None else tenant
     if t and (p := _ident_problem(t)):
         raise InvalidArgument(f"megaflow: list_sandboxes: tenant: {p}")
-    res = client._call("ListSandboxes", sbx.ListSandboxesRequest(tenant=t, all=bool(all)), timeout, sandbox=True)
-    return list(res.sandboxes)
+    out: List[SandboxInfo] = []
+    token = ""
+    while True:  # every page: the heads answer at most 1000 per call
+        res = client._call("ListSandboxes", sbx.ListSandboxesRequest(tenant=t, all=bool(all), page_size=1000, page_token=token),
+                           timeout, sandbox=True)
+        out.extend(res.sandboxes)
+        token = res.next_page_token
+        if not token:
+            return out
 
 
 def _ended(s: Sandbox, info: SandboxInfo) -> MegaflowError:

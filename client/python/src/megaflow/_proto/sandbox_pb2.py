@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from . import types_pb2 as megaflow_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19megaflow/v1/sandbox.proto\x12\x0bmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\x93\x03\n\x11SandboxCreateSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05image\x18\x03 \x01(\t\x12\x12\n\ncpu_millis\x18\x04 \x01(\x03\x12\x14\n\x0cmemory_bytes\x18\x05 \x01(\x03\x12\x34\n\x03\x65nv\x18\x06 \x03(\x0b\x32\'.megaflow.v1.SandboxCreateSpec.EnvEntry\x12\x13\n\x0bworking_dir\x18\x07 \x01(\t\x12\x0f\n\x07network\x18\x08 \x01(\t\x12:\n\x06labels\x18\t \x03(\x0b\x32*.megaflow.v1.SandboxCreateSpec.LabelsEntry\x12\x18\n\x10lifetime_seconds\x18\n \x01(\x03\x12\x1c\n\x14idle_timeout_seconds\x18\x0b \x01(\x03\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa7\x03\n\x07Sandbox\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.megaflow.v1.SandboxState\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12,\n\x0breason_code\x18\x05 \x01(\x0e\x32\x17.megaflow.v1.ReasonCode\x12\x11\n\tworker_id\x18\x06 \x01(\t\x12\x19\n\x11\x63reate_unix_nanos\x18\x07 \x01(\x03\x12\x18\n\x10ready_unix_nanos\x18\x08 \x01(\x03\x12\x19\n\x11\x66inish_unix_nanos\x18\t \x01(\x03\x12\r\n\x05image\x18\n \x01(\t\x12\x30\n\x06labels\x18\x0b \x03(\x0b\x32 .megaflow.v1.Sandbox.LabelsEntry\x12\x18\n\x10lifetime_seconds\x18\x0c \x01(\x03\x12\x1c\n\x14idle_timeout_seconds\x18\r \x01(\x03\x12\r\n\x05index\x18\x0e \x01(\x04\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"_\n\x14\x43reateSandboxRequest\x12,\n\x04spec\x18\x01 \x01(\x0b\x32\x1e.megaflow.v1.SandboxCreateSpec\x12\x19\n\x11wait_ready_millis\x18\x02 \x01(\x03\"O\n\x15\x43reateSandboxResponse\x12%\n\x07sandbox\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.Sandbox\x12\x0f\n\x07\x65xisted\x18\x02 \x01(\x08\"2\n\x11GetSandboxRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmin_index\x18\x02 \x01(\x04\";\n\x12GetSandboxResponse\x12%\n\x07sandbox\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.Sandbox\"3\n\x14ListSandboxesRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\"@\n\x15ListSandboxesResponse\x12\'\n\tsandboxes\x18\x01 \x03(\x0b\x32\x14.megaflow.v1.Sandbox\"4\n\x13\x43loseSandboxRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmin_index\x18\x02 \x01(\x04\"=\n\x14\x43loseSandboxResponse\x12%\n\x07sandbox\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.Sandbox\"\xf1\x01\n\x12SandboxExecRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgv\x18\x02 \x03(\t\x12\x35\n\x03\x65nv\x18\x03 \x03(\x0b\x32(.megaflow.v1.SandboxExecRequest.EnvEntry\x12\x0b\n\x03\x63wd\x18\x04 \x01(\t\x12\r\n\x05stdin\x18\x05 \x01(\x0c\x12\x16\n\x0etimeout_millis\x18\x06 \x01(\x03\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"a\n\x13SandboxExecResponse\x12\x0e\n\x06stdout\x18\x01 \x01(\x0c\x12\x0e\n\x06stderr\x18\x02 \x01(\x0c\x12*\n\x04\x65xit\x18\x03 \x01(\x0b\x32\x1c.megaflow.v1.SandboxExecExit\"Z\n\x0fSandboxExecExit\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x11\n\ttimed_out\x18\x02 \x01(\x08\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"{\n\x17SandboxWriteFileRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0c\n\x04mode\x18\x04 \x01(\r\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\"\x1a\n\x18SandboxWriteFileResponse\"q\n\x16SandboxReadFileRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tmax_bytes\x18\x03 \x01(\x03\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\"C\n\x17SandboxReadFileResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0c\n\x04mode\x18\x03 \x01(\r*\xe4\x01\n\x0cSandboxState\x12\x1d\n\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SANDBOX_STATE_PENDING\x10\x01\x12\x1a\n\x16SANDBOX_STATE_STARTING\x10\x02\x12\x17\n\x13SANDBOX_STATE_READY\x10\x03\x12\x18\n\x14SANDBOX_STATE_CLOSED\x10\x04\x12\x19\n\x15SANDBOX_STATE_EXPIRED\x10\x05\x12\x16\n\x12SANDBOX_STATE_LOST\x10\x06\x12\x18\n\x14SANDBOX_STATE_FAILED\x10\x07\x32\xe4\x04\n\x0eSandboxService\x12V\n\rCreateSandbox\x12!.megaflow.v1.CreateSandboxRequest\x1a\".megaflow.v1.CreateSandboxResponse\x12M\n\nGetSandbox\x12\x1e.megaflow.v1.GetSandboxRequest\x1a\x1f.megaflow.v1.GetSandboxResponse\x12V\n\rListSandboxes\x12!.megaflow.v1.ListSandboxesRequest\x1a\".megaflow.v1.ListSandboxesResponse\x12S\n\x0c\x43loseSandbox\x12 .megaflow.v1.CloseSandboxRequest\x1a!.megaflow.v1.CloseSandboxResponse\x12K\n\x04\x45xec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n\x08ReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x32\x96\x02\n\x14SandboxWorkerService\x12K\n\x04\x45xec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n\x08ReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x42\x31Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19megaflow/v1/sandbox.proto\x12\x0bmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\x93\x03\n\x11SandboxCreateSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05image\x18\x03 \x01(\t\x12\x12\n\ncpu_millis\x18\x04 \x01(\x03\x12\x14\n\x0cmemory_bytes\x18\x05 \x01(\x03\x12\x34\n\x03\x65nv\x18\x06 \x03(\x0b\x32\'.megaflow.v1.SandboxCreateSpec.EnvEntry\x12\x13\n\x0bworking_dir\x18\x07 \x01(\t\x12\x0f\n\x07network\x18\x08 \x01(\t\x12:\n\x06labels\x18\t \x03(\x0b\x32*.megaflow.v1.SandboxCreateSpec.LabelsEntry\x12\x18\n\x10lifetime_seconds\x18\n \x01(\x03\x12\x1c\n\x14idle_timeout_seconds\x18\x0b \x01(\x03\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa7\x03\n\x07Sandbox\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.megaflow.v1.SandboxState\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12,\n\x0breason_code\x18\x05 \x01(\x0e\x32\x17.megaflow.v1.ReasonCode\x12\x11\n\tworker_id\x18\x06 \x01(\t\x12\x19\n\x11\x63reate_unix_nanos\x18\x07 \x01(\x03\x12\x18\n\x10ready_unix_nanos\x18\x08 \x01(\x03\x12\x19\n\x11\x66inish_unix_nanos\x18\t \x01(\x03\x12\r\n\x05image\x18\n \x01(\t\x12\x30\n\x06labels\x18\x0b \x03(\x0b\x32 .megaflow.v1.Sandbox.LabelsEntry\x12\x18\n\x10lifetime_seconds\x18\x0c \x01(\x03\x12\x1c\n\x14idle_timeout_seconds\x18\r \x01(\x03\x12\r\n\x05index\x18\x0e \x01(\x04\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"_\n\x14\x43reateSandboxRequest\x12,\n\x04spec\x18\x01 \x01(\x0b\x32\x1e.megaflow.v1.SandboxCreateSpec\x12\x19\n\x11wait_ready_millis\x18\x02 \x01(\x03\"O\n\x15\x43reateSandboxResponse\x12%\n\x07sandbox\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.Sandbox\x12\x0f\n\x07\x65xisted\x18\x02 \x01(\x08\"2\n\x11GetSandboxRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmin_index\x18\x02 \x01(\x04\";\n\x12GetSandboxResponse\x12%\n\x07sandbox\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.Sandbox\"Z\n\x14ListSandboxesRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"Y\n\x15ListSandboxesResponse\x12\'\n\tsandboxes\x18\x01 \x03(\x0b\x32\x14.megaflow.v1.Sandbox\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"4\n\x13\x43loseSandboxRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmin_index\x18\x02 \x01(\x04\"=\n\x14\x43loseSandboxResponse\x12%\n\x07sandbox\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.Sandbox\"\xf1\x01\n\x12SandboxExecRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgv\x18\x02 \x03(\t\x12\x35\n\x03\x65nv\x18\x03 \x03(\x0b\x32(.megaflow.v1.SandboxExecRequest.EnvEntry\x12\x0b\n\x03\x63wd\x18\x04 \x01(\t\x12\r\n\x05stdin\x18\x05 \x01(\x0c\x12\x16\n\x0etimeout_millis\x18\x06 \x01(\x03\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"a\n\x13SandboxExecResponse\x12\x0e\n\x06stdout\x18\x01 \x01(\x0c\x12\x0e\n\x06stderr\x18\x02 \x01(\x0c\x12*\n\x04\x65xit\x18\x03 \x01(\x0b\x32\x1c.megaflow.v1.SandboxExecExit\"Z\n\x0fSandboxExecExit\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x11\n\ttimed_out\x18\x02 \x01(\x08\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\"{\n\x17SandboxWriteFileRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0c\n\x04mode\x18\x04 \x01(\r\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\"\x1a\n\x18SandboxWriteFileResponse\"q\n\x16SandboxReadFileRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tmax_bytes\x18\x03 \x01(\x03\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\"C\n\x17SandboxReadFileResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0c\n\x04mode\x18\x03 \x01(\r\"q\n\x1bSandboxUploadArchiveRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\"-\n\x1cSandboxUploadArchiveResponse\x12\r\n\x05\x62ytes\x18\x01 \x01(\x03\"x\n\x1dSandboxDownloadArchiveRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tmax_bytes\x18\x03 \x01(\x03\x12\x11\n\tmin_index\x18\x32 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x64 \x01(\r\".\n\x1eSandboxDownloadArchiveResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c*\xe4\x01\n\x0cSandboxState\x12\x1d\n\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SANDBOX_STATE_PENDING\x10\x01\x12\x1a\n\x16SANDBOX_STATE_STARTING\x10\x02\x12\x17\n\x13SANDBOX_STATE_READY\x10\x03\x12\x18\n\x14SANDBOX_STATE_CLOSED\x10\x04\x12\x19\n\x15SANDBOX_STATE_EXPIRED\x10\x05\x12\x16\n\x12SANDBOX_STATE_LOST\x10\x06\x12\x18\n\x14SANDBOX_STATE_FAILED\x10\x07\x32\xba\x06\n\x0eSandboxService\x12V\n\rCreateSandbox\x12!.megaflow.v1.CreateSandboxRequest\x1a\".megaflow.v1.CreateSandboxResponse\x12M\n\nGetSandbox\x12\x1e.megaflow.v1.GetSandboxRequest\x1a\x1f.megaflow.v1.GetSandboxResponse\x12V\n\rListSandboxes\x12!.megaflow.v1.ListSandboxesRequest\x1a\".megaflow.v1.ListSandboxesResponse\x12S\n\x0c\x43loseSandbox\x12 .megaflow.v1.CloseSandboxRequest\x1a!.megaflow.v1.CloseSandboxResponse\x12K\n\x04\x45xec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n\x08ReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x12\x66\n\rUploadArchive\x12(.megaflow.v1.SandboxUploadArchiveRequest\x1a).megaflow.v1.SandboxUploadArchiveResponse(\x01\x12l\n\x0f\x44ownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x01\x32\xec\x03\n\x14SandboxWorkerService\x12K\n\x04\x45xec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n\x08ReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x12\x66\n\rUploadArchive\x12(.megaflow.v1.SandboxUploadArchiveRequest\x1a).megaflow.v1.SandboxUploadArchiveResponse(\x01\x12l\n\x0f\x44ownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x01\x42\x31Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'megaflow.v1.sandbox_pb2', globals())
@@ -30,8 +30,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _SANDBOX_LABELSENTRY._serialized_options = b'8\001'
   _SANDBOXEXECREQUEST_ENVENTRY._options = None
   _SANDBOXEXECREQUEST_ENVENTRY._serialized_options = b'8\001'
-  _SANDBOXSTATE._serialized_start=2199
-  _SANDBOXSTATE._serialized_end=2427
+  _SANDBOXSTATE._serialized_start=2595
+  _SANDBOXSTATE._serialized_end=2823
   _SANDBOXCREATESPEC._serialized_start=68
   _SANDBOXCREATESPEC._serialized_end=471
   _SANDBOXCREATESPEC_ENVENTRY._serialized_start=382
@@ -51,31 +51,39 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _GETSANDBOXRESPONSE._serialized_start=1129
   _GETSANDBOXRESPONSE._serialized_end=1188
   _LISTSANDBOXESREQUEST._serialized_start=1190
-  _LISTSANDBOXESREQUEST._serialized_end=1241
-  _LISTSANDBOXESRESPONSE._serialized_start=1243
-  _LISTSANDBOXESRESPONSE._serialized_end=1307
-  _CLOSESANDBOXREQUEST._serialized_start=1309
-  _CLOSESANDBOXREQUEST._serialized_end=1361
-  _CLOSESANDBOXRESPONSE._serialized_start=1363
-  _CLOSESANDBOXRESPONSE._serialized_end=1424
-  _SANDBOXEXECREQUEST._serialized_start=1427
-  _SANDBOXEXECREQUEST._serialized_end=1668
+  _LISTSANDBOXESREQUEST._serialized_end=1280
+  _LISTSANDBOXESRESPONSE._serialized_start=1282
+  _LISTSANDBOXESRESPONSE._serialized_end=1371
+  _CLOSESANDBOXREQUEST._serialized_start=1373
+  _CLOSESANDBOXREQUEST._serialized_end=1425
+  _CLOSESANDBOXRESPONSE._serialized_start=1427
+  _CLOSESANDBOXRESPONSE._serialized_end=1488
+  _SANDBOXEXECREQUEST._serialized_start=1491
+  _SANDBOXEXECREQUEST._serialized_end=1732
   _SANDBOXEXECREQUEST_ENVENTRY._serialized_start=382
   _SANDBOXEXECREQUEST_ENVENTRY._serialized_end=424
-  _SANDBOXEXECRESPONSE._serialized_start=1670
-  _SANDBOXEXECRESPONSE._serialized_end=1767
-  _SANDBOXEXECEXIT._serialized_start=1769
-  _SANDBOXEXECEXIT._serialized_end=1859
-  _SANDBOXWRITEFILEREQUEST._serialized_start=1861
-  _SANDBOXWRITEFILEREQUEST._serialized_end=1984
-  _SANDBOXWRITEFILERESPONSE._serialized_start=1986
-  _SANDBOXWRITEFILERESPONSE._serialized_end=2012
-  _SANDBOXREADFILEREQUEST._serialized_start=2014
-  _SANDBOXREADFILEREQUEST._serialized_end=2127
-  _SANDBOXREADFILERESPONSE._serialized_start=2129
-  _SANDBOXREADFILERESPONSE._serialized_end=2196
-  _SANDBOXSERVICE._serialized_start=2430
-  _SANDBOXSERVICE._serialized_end=3042
-  _SANDBOXWORKERSERVICE._serialized_start=3045
-  _SANDBOXWORKERSERVICE._serialized_end=3323
+  _SANDBOXEXECRESPONSE._serialized_start=1734
+  _SANDBOXEXECRESPONSE._serialized_end=1831
+  _SANDBOXEXECEXIT._serialized_start=1833
+  _SANDBOXEXECEXIT._serialized_end=1923
+  _SANDBOXWRITEFILEREQUEST._serialized_start=1925
+  _SANDBOXWRITEFILEREQUEST._serialized_end=2048
+  _SANDBOXWRITEFILERESPONSE._serialized_start=2050
+  _SANDBOXWRITEFILERESPONSE._serialized_end=2076
+  _SANDBOXREADFILEREQUEST._serialized_start=2078
+  _SANDBOXREADFILEREQUEST._serialized_end=2191
+  _SANDBOXREADFILERESPONSE._serialized_start=2193
+  _SANDBOXREADFILERESPONSE._serialized_end=2260
+  _SANDBOXUPLOADARCHIVEREQUEST._serialized_start=2262
+  _SANDBOXUPLOADARCHIVEREQUEST._serialized_end=2375
+  _SANDBOXUPLOADARCHIVERESPONSE._serialized_start=2377
+  _SANDBOXUPLOADARCHIVERESPONSE._serialized_end=2422
+  _SANDBOXDOWNLOADARCHIVEREQUEST._serialized_start=2424
+  _SANDBOXDOWNLOADARCHIVEREQUEST._serialized_end=2544
+  _SANDBOXDOWNLOADARCHIVERESPONSE._serialized_start=2546
+  _SANDBOXDOWNLOADARCHIVERESPONSE._serialized_end=2592
+  _SANDBOXSERVICE._serialized_start=2826
+  _SANDBOXSERVICE._serialized_end=3652
+  _SANDBOXWORKERSERVICE._serialized_start=3655
+  _SANDBOXWORKERSERVICE._serialized_end=4147
 # @@protoc_insertion_point(module_scope)
