@@ -86,23 +86,52 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req contract.ExecRe
 	var cause error
 	var killNote string
 	copyDone := false
-	select {
-	case err := <-copied:
-		copyDone = true
-		if err != nil {
-			r.log.Warn("exec output copy failed", "container", id, "exec", created.ID, "err", err)
-		}
-	case <-ctx.Done():
-		cause = ctx.Err()
-		killNote = r.killExec(ctx, id, created.ID)
-		t := time.NewTimer(r.cfg.CallTimeout) // a CallTimeout: the system clock (Config.Clock)
+	// The engine now and then keeps an exec's output open after the exec
+	// ended (seen with `true` on a loaded host: the exec is no longer
+	// running and the stream never ends), and a background child that
+	// kept the exec's stdout does the same: past execOutputGrace after the
+	// engine says the exec ended, the stream is closed. A ticker on the
+	// system clock, as every CallTimeout is (Config.Clock).
+	watch := time.NewTicker(execWatchEvery)
+	defer watch.Stop()
+	var endedAt time.Time
+wait:
+	for {
 		select {
-		case <-copied:
+		case err := <-copied:
 			copyDone = true
-		case <-t.C:
-			r.log.Warn("exec output still open after its kill", "container", id, "exec", created.ID)
+			if err != nil {
+				r.log.Warn("exec output copy failed", "container", id, "exec", created.ID, "err", err)
+			}
+			break wait
+		case now := <-watch.C:
+			if endedAt.IsZero() {
+				ictx, icancel := r.callCtx(ctx)
+				ins, err := r.cli.ExecInspect(ictx, created.ID, client.ExecInspectOptions{})
+				icancel()
+				if err == nil && !ins.Running {
+					endedAt = now
+				}
+				continue
+			}
+			if now.Sub(endedAt) < execOutputGrace {
+				continue
+			}
+			r.log.Warn("exec ended but its output stayed open; closing it", "container", id, "exec", created.ID, "grace", execOutputGrace)
+			break wait
+		case <-ctx.Done():
+			cause = ctx.Err()
+			killNote = r.killExec(ctx, id, created.ID)
+			t := time.NewTimer(r.cfg.CallTimeout) // a CallTimeout: the system clock (Config.Clock)
+			select {
+			case <-copied:
+				copyDone = true
+			case <-t.C:
+				r.log.Warn("exec output still open after its kill", "container", id, "exec", created.ID)
+			}
+			t.Stop()
+			break wait
 		}
-		t.Stop()
 	}
 	att.Close()
 	if !copyDone {
@@ -123,6 +152,14 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req contract.ExecRe
 	}
 	return exit, err
 }
+
+// execWatchEvery is how often ExecStream asks the engine whether an exec
+// whose output is still open has ended; execOutputGrace is how long its
+// output may stay open after it ended.
+const (
+	execWatchEvery  = time.Second
+	execOutputGrace = 2 * time.Second
+)
 
 // WriteFile writes data to the absolute path p in container id through the
 // engine's archive API (a one-file tar extracted at "/": missing parents are
