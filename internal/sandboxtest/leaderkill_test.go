@@ -52,7 +52,7 @@ func TestSandboxLeaderKillDuringExecLoops(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			boxes[i], createErrs[i] = e.cl.CreateSandbox(ctx, client.SandboxSpec{Image: e.image, CPUMillis: 100, MemoryBytes: 64 << 20, WaitReady: 2 * time.Minute})
+			boxes[i], createErrs[i] = e.cl.CreateSandbox(ctx, client.SandboxSpec{Image: e.image, CPUMillis: 300, MemoryBytes: 64 << 20, WaitReady: 2 * time.Minute})
 		}()
 	}
 	wg.Wait()
@@ -182,7 +182,7 @@ func TestSandboxLeaderKillDuringExecLoops(t *testing.T) {
 	var extraBox *client.Sandbox
 	go func() {
 		var err error
-		extraBox, err = e.cl.CreateSandbox(ctx, client.SandboxSpec{Image: e.image, CPUMillis: 100, MemoryBytes: 64 << 20, WaitReady: 2 * time.Minute})
+		extraBox, err = e.cl.CreateSandbox(ctx, client.SandboxSpec{Image: e.image, CPUMillis: 300, MemoryBytes: 64 << 20, WaitReady: 2 * time.Minute})
 		extra <- err
 	}()
 	leader := e.c.WaitLeader(10 * time.Second)
