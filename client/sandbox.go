@@ -188,17 +188,50 @@ func (s *Sandbox) Refresh(ctx context.Context) (*SandboxInfo, error) {
 }
 
 // ListSandboxes returns a tenant's sandboxes (every tenant's for ""),
-// oldest first: live ones, or all with all.
+// oldest first: live ones, or all with all. It reads every page
+// (ListSandboxesPage) and is retried like other reads.
 func (c *Client) ListSandboxes(ctx context.Context, tenant string, all bool) ([]*SandboxInfo, error) {
+	var out []*SandboxInfo
+	f := SandboxFilter{Tenant: tenant, All: all, PageSize: spec.SandboxMaxPageSize}
+	for {
+		page, next, err := c.ListSandboxesPage(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		f.PageToken = next
+	}
+}
+
+// SandboxFilter selects the sandboxes of ListSandboxesPage.
+type SandboxFilter struct {
+	// Tenant: only this tenant's; "": every tenant's.
+	Tenant string
+	// All: ended sandboxes too; else live ones only.
+	All bool
+	// PageSize: at most this many (1 to 1000; 0: 100).
+	PageSize int32
+	// PageToken continues a previous listing (its next page token).
+	PageToken string
+}
+
+// ListSandboxesPage returns one page of sandboxes, oldest first, and the
+// token of the next page ("" at the end). Errors: errs.InvalidArgument (a
+// page size out of range, a token no answer gave).
+func (c *Client) ListSandboxesPage(ctx context.Context, f SandboxFilter) ([]*SandboxInfo, string, error) {
 	var res *wire.ListSandboxesResponse
 	err := c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
-		res, err = wire.NewSandboxServiceClient(cc).ListSandboxes(ctx, &wire.ListSandboxesRequest{Tenant: tenant, All: all})
+		res, err = wire.NewSandboxServiceClient(cc).ListSandboxes(ctx, &wire.ListSandboxesRequest{Tenant: f.Tenant, All: f.All,
+			PageSize: f.PageSize, PageToken: f.PageToken})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return res.GetSandboxes(), nil
+	return res.GetSandboxes(), res.GetNextPageToken(), nil
 }
 
 // Close closes the sandbox: its container is stopped and removed. Closing

@@ -37,6 +37,7 @@ import (
 //	GET /api/graphs/{id}       {"meta", "graph": wire.Graph, "tasks": [wire.Task without spec], "truncated"}
 //	GET /api/tasks/{graph}/{task}       {"meta", "task": wire.Task, "logs_url"}
 //	GET /api/tasks/{graph}/{task}/logs  501 until the logs RPC exists
+//	GET /api/sandboxes?limit=N&all=1  {"meta", "total", "sandboxes": [{"sandbox": wire.Sandbox, "age_seconds", "idle_seconds", "busy"}]}: newest first (dashboard_sandboxes.go)
 //	GET /api/events            server-sent events: "index" with the applied index, at most 4 per second
 
 // dashboardTaskLimit bounds the tasks /api/graphs/{id} returns.
@@ -52,6 +53,7 @@ func (h *Head) registerDashboard(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/graphs/{id}", h.apiGraph)
 	mux.HandleFunc("GET /api/tasks/{id...}", h.apiTask)
 	mux.HandleFunc("GET /api/events", h.apiEvents)
+	mux.HandleFunc("GET /api/sandboxes", h.apiSandboxes)
 }
 
 // pj renders a wire message as JSON with proto field names.

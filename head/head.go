@@ -203,6 +203,7 @@ func New(cfg Config) (*Head, error) {
 	reflection.Register(h.grpc)
 	h.registry = obs.NewRegistry()
 	h.metrics = newHeadMetrics(h.registry, h)
+	h.sandboxes.metrics = newSandboxMetrics(h.registry, h)
 	if cfg.HTTPAddr != "" {
 		srv, err := obs.New(obs.Config{Addr: cfg.HTTPAddr, Registry: h.registry, Ready: h.ready, Logger: logger})
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,12 +49,18 @@ type sandboxService struct {
 	h     *Head
 	svc   *service
 	conns *workerConns
+	// metrics is set by the head's constructor once its registry exists
+	// (nil: nothing counted).
+	metrics *sandboxMetrics
+	// activity is the data-path calls this head relayed, per sandbox, for
+	// the dashboard's idle column.
+	activity *sandboxActivity
 }
 
 var _ wire.SandboxServiceServer = (*sandboxService)(nil)
 
 func newSandboxService(h *Head, svc *service) *sandboxService {
-	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns, h.transportCreds(tlsconfig.RoleWorker))}
+	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns, h.transportCreds(tlsconfig.RoleWorker)), activity: newSandboxActivity()}
 }
 
 // CreateSandbox submits the sandbox's graph and waits as asked.
@@ -184,13 +192,30 @@ func (s *sandboxService) GetSandbox(ctx context.Context, req *wire.GetSandboxReq
 	return &wire.GetSandboxResponse{Sandbox: sb}, nil
 }
 
-// ListSandboxes returns the sandboxes of a tenant (every tenant's when
-// empty), oldest first; live ones only unless all.
+// ListSandboxes returns one page of the sandboxes of a tenant (every
+// tenant's when empty), oldest first (by creation time, then id); live
+// ones only unless all. The page token is the last sandbox's creation time
+// and id, so a page continues after it even when sandboxes came or went.
 func (s *sandboxService) ListSandboxes(ctx context.Context, req *wire.ListSandboxesRequest) (*wire.ListSandboxesResponse, error) {
+	limit, err := pageSize(req.GetPageSize(), 100, spec.SandboxMaxPageSize)
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	var after *sandboxCursor
+	if req.GetPageToken() != "" {
+		c, err := parseSandboxCursor(req.GetPageToken())
+		if err != nil {
+			return nil, errs.ToStatus(err)
+		}
+		after = &c
+	}
 	view := s.h.fsm.View()
 	var out []*wire.Sandbox
 	for g := range view.Graphs() {
 		if spec.CheckSandboxID("id", g.ID) != nil || (req.GetTenant() != "" && g.Tenant != req.GetTenant()) {
+			continue
+		}
+		if after != nil && after.compare(g.CreateUnixNanos, g.ID) >= 0 {
 			continue
 		}
 		t := view.Task(spec.SandboxTaskID(g.ID))
@@ -203,15 +228,48 @@ func (s *sandboxService) ListSandboxes(ctx context.Context, req *wire.ListSandbo
 		}
 	}
 	slices.SortFunc(out, func(a, b *wire.Sandbox) int {
-		if a.CreateUnixNanos != b.CreateUnixNanos {
-			return int(min(max(a.CreateUnixNanos-b.CreateUnixNanos, -1), 1))
-		}
-		if a.Id < b.Id {
-			return -1
-		}
-		return 1
+		return sandboxCursor{a.CreateUnixNanos, a.Id}.compare(b.CreateUnixNanos, b.Id)
 	})
-	return &wire.ListSandboxesResponse{Sandboxes: out}, nil
+	resp := &wire.ListSandboxesResponse{Sandboxes: out}
+	if len(out) > limit {
+		resp.Sandboxes = out[:limit]
+		last := out[limit-1]
+		resp.NextPageToken = sandboxCursor{last.CreateUnixNanos, last.Id}.String()
+	}
+	return resp, nil
+}
+
+// sandboxCursor is where a page of ListSandboxes ended: the last
+// sandbox's creation time and id.
+type sandboxCursor struct {
+	createUnixNanos int64
+	id              string
+}
+
+// compare orders the cursor against a sandbox created at nanos with id:
+// -1 if the cursor comes first, 0 if it is that sandbox, 1 if after.
+func (c sandboxCursor) compare(nanos int64, id string) int {
+	switch {
+	case c.createUnixNanos < nanos:
+		return -1
+	case c.createUnixNanos > nanos:
+		return 1
+	}
+	return strings.Compare(c.id, id)
+}
+
+// String is the cursor as a page token: "<nanos>.<id>".
+func (c sandboxCursor) String() string { return strconv.FormatInt(c.createUnixNanos, 10) + "." + c.id }
+
+// parseSandboxCursor reads a page token made by String. Errors:
+// InvalidArgument.
+func parseSandboxCursor(tok string) (sandboxCursor, error) {
+	n, id, ok := strings.Cut(tok, ".")
+	nanos, err := strconv.ParseInt(n, 10, 64)
+	if !ok || err != nil || nanos < 0 || spec.CheckSandboxID("id", id) != nil {
+		return sandboxCursor{}, errs.New(errs.InvalidArgument, "page_token %q is not one a ListSandboxes answer gave (next_page_token): start again without it", tok)
+	}
+	return sandboxCursor{nanos, id}, nil
 }
 
 // CloseSandbox cancels the sandbox's graph (a no-op for one that ended) and
@@ -286,31 +344,46 @@ func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64)
 	return cli, a.Number, a.WorkerID, nil
 }
 
-// Exec relays an exec to the sandbox's worker and its output back.
+// Exec relays an exec to the sandbox's worker and its output back, and
+// counts it (sandboxMetrics).
 func (s *sandboxService) Exec(req *wire.SandboxExecRequest, stream grpc.ServerStreamingServer[wire.SandboxExecResponse]) error {
+	start := s.h.clock.Now()
+	x, err := s.exec(req, stream)
+	s.metrics.execDone(s.h.clock.Now().Sub(start), x, err)
+	return err
+}
+
+// exec is Exec's relay; it returns the exit it passed on (nil: none).
+func (s *sandboxService) exec(req *wire.SandboxExecRequest, stream grpc.ServerStreamingServer[wire.SandboxExecResponse]) (*wire.SandboxExecExit, error) {
 	if err := spec.CheckSandboxExec(req); err != nil {
-		return errs.ToStatus(err)
+		return nil, errs.ToStatus(err)
 	}
 	cli, n, worker, err := s.target(stream.Context(), req.GetSandboxId(), req.GetMinIndex())
 	if err != nil {
-		return errs.ToStatus(err)
+		return nil, errs.ToStatus(err)
 	}
+	s.activity.begin(req.GetSandboxId(), s.h.clock.Now())
+	defer func() { s.activity.end(req.GetSandboxId(), s.h.clock.Now()) }()
 	out := proto.Clone(req).(*wire.SandboxExecRequest)
 	out.Attempt = n
 	st, err := cli.Exec(stream.Context(), out)
 	if err != nil {
-		return relayErr(req.GetSandboxId(), worker, err)
+		return nil, relayErr(req.GetSandboxId(), worker, err)
 	}
+	var exit *wire.SandboxExecExit
 	for {
 		m, err := st.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return exit, nil
 		}
 		if err != nil {
-			return relayErr(req.GetSandboxId(), worker, err)
+			return nil, relayErr(req.GetSandboxId(), worker, err)
 		}
 		if err := stream.Send(m); err != nil {
-			return err
+			return nil, err
+		}
+		if m.GetExit() != nil {
+			exit = m.GetExit()
 		}
 	}
 }
@@ -324,12 +397,15 @@ func (s *sandboxService) WriteFile(ctx context.Context, req *wire.SandboxWriteFi
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
+	s.activity.begin(req.GetSandboxId(), s.h.clock.Now())
+	defer func() { s.activity.end(req.GetSandboxId(), s.h.clock.Now()) }()
 	out := proto.Clone(req).(*wire.SandboxWriteFileRequest)
 	out.Attempt = n
 	resp, err := cli.WriteFile(ctx, out)
 	if err != nil {
 		return nil, relayErr(req.GetSandboxId(), worker, err)
 	}
+	s.metrics.addFileBytes("write", len(req.GetData()))
 	return resp, nil
 }
 
@@ -342,6 +418,8 @@ func (s *sandboxService) ReadFile(req *wire.SandboxReadFileRequest, stream grpc.
 	if err != nil {
 		return errs.ToStatus(err)
 	}
+	s.activity.begin(req.GetSandboxId(), s.h.clock.Now())
+	defer func() { s.activity.end(req.GetSandboxId(), s.h.clock.Now()) }()
 	out := proto.Clone(req).(*wire.SandboxReadFileRequest)
 	out.Attempt = n
 	st, err := cli.ReadFile(stream.Context(), out)
@@ -359,6 +437,7 @@ func (s *sandboxService) ReadFile(req *wire.SandboxReadFileRequest, stream grpc.
 		if err := stream.Send(m); err != nil {
 			return err
 		}
+		s.metrics.addFileBytes("read", len(m.GetData()))
 	}
 }
 

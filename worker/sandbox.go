@@ -328,7 +328,8 @@ const (
 	// regular file (FailedPrecondition).
 	ReasonFileTooLarge = "FILE_TOO_LARGE"
 	// ReasonRuntimeUnavailable: the worker's container runtime did not
-	// answer (Unavailable); the call may or may not have run.
+	// answer, or failed the call on its side (an engine's HTTP 500 under
+	// load: Unavailable); the call may or may not have run.
 	ReasonRuntimeUnavailable = "RUNTIME_UNAVAILABLE"
 )
 
@@ -356,8 +357,12 @@ func runtimeErr(id string, err error) error {
 	if strings.Contains(msg, "not running") {
 		return errs.New(errs.FailedPrecondition, "sandbox %s: %v", id, err)
 	}
-	// Anything else is the engine's own failure, not the caller's request.
-	return errs.New(errs.Internal, "sandbox %s: the container runtime failed: %v", id, err)
+	// Anything else is the engine's own failure, not the caller's request
+	// (Docker answers 500 to an exec attach now and then on a loaded
+	// host): retryable, like an engine that does not answer.
+	e := errs.New(errs.Unavailable, "sandbox %s: the container runtime failed the call: %v; it may or may not have run: retry it if that is safe", id, err)
+	e.Reason = ReasonRuntimeUnavailable
+	return e
 }
 
 // execOut turns an exec's stdout and stderr writes into stream messages,

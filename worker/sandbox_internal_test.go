@@ -2,11 +2,16 @@ package worker
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/contract"
 )
 
 // The idle timer counts from the first time the sandbox is seen running
@@ -75,5 +80,32 @@ func TestExecOutTruncates(t *testing.T) {
 	}
 	if !strings.HasSuffix(got[0].String(), "a01234") {
 		t.Fatalf("stdout ends %q; want the first bytes of the last write kept", got[0].String()[got[0].Len()-8:])
+	}
+}
+
+// runtimeErr classifies a runtime's errors for the wire: the caller's
+// (missing file, too large), the sandbox's (container gone or stopped),
+// and the engine's own, which are retryable (Unavailable,
+// RUNTIME_UNAVAILABLE) whether it did not answer or failed the call.
+func TestRuntimeErrClasses(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		class  errs.Class
+		reason string
+	}{
+		{fmt.Errorf("read /x: %w", contract.ErrNoSuchFile), errs.NotFound, ReasonFileNotFound},
+		{fmt.Errorf("read /x: %w", contract.ErrFileTooLarge), errs.FailedPrecondition, ReasonFileTooLarge},
+		{fmt.Errorf("exec: %w", contract.ErrNotFound), errs.FailedPrecondition, ""},
+		{errors.New("container abc is not running"), errs.FailedPrecondition, ""},
+		{fmt.Errorf("dial: %w", contract.ErrUnavailable), errs.Unavailable, ReasonRuntimeUnavailable},
+		{errors.New("docker exec attach in abc: unable to upgrade to tcp, received 500"), errs.Unavailable, ReasonRuntimeUnavailable},
+	} {
+		got := runtimeErr("sbx-x", tc.err)
+		if errs.ClassOf(got) != tc.class || errs.ReasonOf(got) != tc.reason {
+			t.Errorf("runtimeErr(%v) = %v (class %v, reason %q); want class %v, reason %q", tc.err, got, errs.ClassOf(got), errs.ReasonOf(got), tc.class, tc.reason)
+		}
+	}
+	if err := runtimeErr("sbx-x", context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Errorf("runtimeErr(context.Canceled) = %v; want it unchanged", err)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/megaflow/megaflow/internal/spec"
 )
 
-// sandboxCmd is "megaflow sandbox": create, exec, ls, rm, snapshot,
-// snapshots (docs/sandboxes.md).
+// sandboxCmd is "megaflow sandbox": create, exec, cp, ls, rm, snapshot,
+// snapshots, set-timeout (docs/sandboxes.md).
 func sandboxCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -26,7 +26,7 @@ and exit code come back as if run here), and rm it. Its files stay between
 execs; it ends when closed, after its lifetime, after its idle timeout, or
 when its worker is lost (it is never re-created elsewhere).`,
 	}
-	cmd.AddCommand(sandboxCreateCmd(g), sandboxExecCmd(g), sandboxLsCmd(g), sandboxRmCmd(g))
+	cmd.AddCommand(sandboxCreateCmd(g), sandboxExecCmd(g), sandboxCpCmd(g), sandboxLsCmd(g), sandboxRmCmd(g))
 	cmd.AddCommand(sandboxSnapshotCmd(g), sandboxSnapshotsCmd(g), sandboxSetTimeoutCmd(g))
 	return cmd
 }
@@ -183,24 +183,26 @@ The global --timeout does not apply unless given.`,
 }
 
 func sandboxLsCmd(g *globals) *cobra.Command {
-	var tenant string
-	var all bool
+	var f client.SandboxFilter
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List sandboxes (live ones unless --all)",
-		Args:  cobra.NoArgs,
+		Short: "List sandboxes, oldest first (live ones unless --all)",
+		Long: `ls lists one page of sandboxes, oldest first: at most --limit (1 to 1000),
+then a line "(more: --page-token TOKEN)" when there are more; pass it back
+to continue. -o json prints {"sandboxes": [...], "next_page_token": ""}.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, c, done, err := g.dial(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
-			list, err := c.ListSandboxes(ctx, tenant, all)
+			list, next, err := c.ListSandboxesPage(ctx, f)
 			if err != nil {
 				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(map[string]any{"sandboxes": protoList(list)})
+				return g.printJSON(map[string]any{"sandboxes": protoList(list), "next_page_token": next})
 			}
 			if len(list) == 0 {
 				fmt.Fprintln(g.stdout, "no sandboxes")
@@ -214,11 +216,16 @@ func sandboxLsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), stateWord(s.GetState()), orDash(s.GetWorkerId()),
 					s.GetImage(), age, orDash(s.GetReason()))
 			}
+			if next != "" {
+				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
+			}
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's (default: every tenant's)")
-	cmd.Flags().BoolVar(&all, "all", false, "include ended sandboxes")
+	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's (default: every tenant's)")
+	cmd.Flags().BoolVar(&f.All, "all", false, "include ended sandboxes")
+	cmd.Flags().Int32Var(&f.PageSize, "limit", 100, "at most this many (1 to 1000)")
+	cmd.Flags().StringVar(&f.PageToken, "page-token", "", "continue a previous listing")
 	return cmd
 }
 

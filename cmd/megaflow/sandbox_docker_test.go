@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +53,49 @@ func TestCLISandboxDocker(t *testing.T) {
 	code, out, _ = cli(t, heads, "sandbox", "ls")
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "READY") {
 		t.Fatalf("ls: %d %q", code, out)
+	}
+
+	// cp: a directory in, a file in, the directory back out.
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"a.txt": "alpha\n", "sub/b.txt": "beta\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, errOut = cli(t, heads, "sandbox", "cp", src, id+":/work/repo")
+	if code != 0 || !strings.Contains(errOut, "upload") {
+		t.Fatalf("cp DIR ID:/work/repo: %d %q", code, errOut)
+	}
+	code, out, _ = cli(t, heads, "-o", "json", "sandbox", "cp", filepath.Join(src, "a.txt"), id+":/work/single")
+	var cpRes map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &cpRes) != nil || cpRes["direction"] != "upload" || cpRes["bytes"].(float64) <= 0 {
+		t.Fatalf("cp -o json FILE ID:/work/single: %d %q", code, out)
+	}
+	code, out, _ = cli(t, heads, "sandbox", "exec", id, "--", "sh", "-c", "cat /work/repo/a.txt /work/repo/sub/b.txt /work/single/a.txt")
+	if code != 0 || out != "alpha\nbeta\nalpha\n" {
+		t.Fatalf("the copied files in the sandbox: %d %q", code, out)
+	}
+	dst := filepath.Join(t.TempDir(), "out")
+	code, _, errOut = cli(t, heads, "sandbox", "cp", id+":/work/repo", dst)
+	if code != 0 {
+		t.Fatalf("cp ID:/work/repo DIR: %d %q", code, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "sub", "b.txt")); err != nil || string(b) != "beta\n" {
+		t.Fatalf("downloaded sub/b.txt: %q, %v", b, err)
+	}
+	if code, _, errOut = cli(t, heads, "sandbox", "cp", src, dst); code != 2 || !strings.Contains(errOut, "exactly one") {
+		t.Fatalf("cp between two local paths: %d %q; want 2", code, errOut)
+	}
+	if code, _, errOut = cli(t, heads, "sandbox", "cp", src, id+":relative"); code != 2 || !strings.Contains(errOut, "absolute") {
+		t.Fatalf("cp to a relative sandbox path: %d %q; want 2", code, errOut)
+	}
+	code, out, _ = cli(t, heads, "-o", "json", "sandbox", "ls", "--limit", "1")
+	var ls map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &ls) != nil || len(ls["sandboxes"].([]any)) != 1 || ls["next_page_token"] != "" {
+		t.Fatalf("ls --limit 1 -o json with one sandbox: %d %q; want it and no next page", code, out)
 	}
 	code, out, _ = cli(t, heads, "sandbox", "rm", id)
 	if code != 0 || out != id+" CLOSED\n" {

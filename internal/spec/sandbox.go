@@ -40,6 +40,13 @@ const (
 	SandboxMaxFile = 64 << 20
 	// SandboxMaxPath bounds a file path or an exec's cwd: 4096 bytes.
 	SandboxMaxPath = 4096
+	// SandboxMaxArchive bounds a tar stream uploaded into or downloaded
+	// from a sandbox (UploadArchive, DownloadArchive): 256 MiB.
+	SandboxMaxArchive = 256 << 20
+	// SandboxArchiveChunk bounds one message of a tar stream: 1 MiB.
+	SandboxArchiveChunk = 1 << 20
+	// SandboxMaxPageSize bounds ListSandboxes' page_size: 1000.
+	SandboxMaxPageSize = 1000
 	// SandboxDefaultExecTimeoutMillis is an exec's timeout when it gives
 	// none: 10 minutes; SandboxMaxExecTimeoutMillis bounds it: 24 hours.
 	SandboxDefaultExecTimeoutMillis = 10 * 60 * 1000

@@ -620,7 +620,12 @@ type ListSandboxesRequest struct {
 	// Empty: every tenant's.
 	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Include ended sandboxes.
-	All           bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	All bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	// At most this many per answer: 1 to 1000; 0: 100.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Continue after the previous answer's next_page_token; empty: from
+	// the oldest.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -669,9 +674,25 @@ func (x *ListSandboxesRequest) GetAll() bool {
 	return false
 }
 
+func (x *ListSandboxesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSandboxesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListSandboxesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Sandboxes []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// Pass as page_token for the next page; empty: this was the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -711,6 +732,13 @@ func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
 		return x.Sandboxes
 	}
 	return nil
+}
+
+func (x *ListSandboxesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type CloseSandboxRequest struct {
@@ -2249,6 +2277,259 @@ func (x *SandboxSetDeadlineCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// SandboxUploadArchiveRequest is one message of an upload: the first names
+// the sandbox and the directory (later ones may leave them empty), every
+// one carries the next chunk of the tar stream (at most 1 MiB each).
+type SandboxUploadArchiveRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Absolute path of the directory the tar is extracted into; it must
+	// exist (megaflow sandbox cp creates it first).
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// The next bytes of the tar stream.
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	Attempt       uint32 `protobuf:"varint,100,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxUploadArchiveRequest) Reset() {
+	*x = SandboxUploadArchiveRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxUploadArchiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxUploadArchiveRequest) ProtoMessage() {}
+
+func (x *SandboxUploadArchiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxUploadArchiveRequest.ProtoReflect.Descriptor instead.
+func (*SandboxUploadArchiveRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SandboxUploadArchiveRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *SandboxUploadArchiveRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SandboxUploadArchiveRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SandboxUploadArchiveRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+func (x *SandboxUploadArchiveRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+type SandboxUploadArchiveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tar bytes received.
+	Bytes         int64 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxUploadArchiveResponse) Reset() {
+	*x = SandboxUploadArchiveResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxUploadArchiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxUploadArchiveResponse) ProtoMessage() {}
+
+func (x *SandboxUploadArchiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxUploadArchiveResponse.ProtoReflect.Descriptor instead.
+func (*SandboxUploadArchiveResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SandboxUploadArchiveResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type SandboxDownloadArchiveRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Absolute path of a directory or a file.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Refuse a larger tar stream; 0 (and at most): 256 MiB.
+	MaxBytes int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	Attempt       uint32 `protobuf:"varint,100,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxDownloadArchiveRequest) Reset() {
+	*x = SandboxDownloadArchiveRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxDownloadArchiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxDownloadArchiveRequest) ProtoMessage() {}
+
+func (x *SandboxDownloadArchiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxDownloadArchiveRequest.ProtoReflect.Descriptor instead.
+func (*SandboxDownloadArchiveRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SandboxDownloadArchiveRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *SandboxDownloadArchiveRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SandboxDownloadArchiveRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *SandboxDownloadArchiveRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+func (x *SandboxDownloadArchiveRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+// SandboxDownloadArchiveResponse is the next chunk of the tar stream (at
+// most 1 MiB).
+type SandboxDownloadArchiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxDownloadArchiveResponse) Reset() {
+	*x = SandboxDownloadArchiveResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxDownloadArchiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxDownloadArchiveResponse) ProtoMessage() {}
+
+func (x *SandboxDownloadArchiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxDownloadArchiveResponse.ProtoReflect.Descriptor instead.
+func (*SandboxDownloadArchiveResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SandboxDownloadArchiveResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_megaflow_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_sandbox_proto_rawDesc = "" +
@@ -2308,12 +2589,16 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"D\n" +
 	"\x12GetSandboxResponse\x12.\n" +
-	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"@\n" +
+	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"|\n" +
 	"\x14ListSandboxesRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x10\n" +
-	"\x03all\x18\x02 \x01(\bR\x03all\"K\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"s\n" +
 	"\x15ListSandboxesResponse\x122\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x14.megaflow.v1.SandboxR\tsandboxes\"B\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x14.megaflow.v1.SandboxR\tsandboxes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"B\n" +
 	"\x13CloseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"F\n" +
@@ -2425,7 +2710,25 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12)\n" +
 	"\x10deadline_seconds\x18\x02 \x01(\x03R\x0fdeadlineSeconds\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos*\xe4\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x9b\x01\n" +
+	"\x1bSandboxUploadArchiveRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\x12\x18\n" +
+	"\aattempt\x18d \x01(\rR\aattempt\"4\n" +
+	"\x1cSandboxUploadArchiveResponse\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\"\xa6\x01\n" +
+	"\x1dSandboxDownloadArchiveRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\x12\x18\n" +
+	"\aattempt\x18d \x01(\rR\aattempt\"4\n" +
+	"\x1eSandboxDownloadArchiveResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data*\xe4\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SANDBOX_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -2434,7 +2737,7 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x14SANDBOX_STATE_CLOSED\x10\x04\x12\x19\n" +
 	"\x15SANDBOX_STATE_EXPIRED\x10\x05\x12\x16\n" +
 	"\x12SANDBOX_STATE_LOST\x10\x06\x12\x18\n" +
-	"\x14SANDBOX_STATE_FAILED\x10\a2\xd9\a\n" +
+	"\x14SANDBOX_STATE_FAILED\x10\a2\xaf\t\n" +
 	"\x0eSandboxService\x12V\n" +
 	"\rCreateSandbox\x12!.megaflow.v1.CreateSandboxRequest\x1a\".megaflow.v1.CreateSandboxResponse\x12M\n" +
 	"\n" +
@@ -2447,13 +2750,17 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x0fSnapshotSandbox\x12#.megaflow.v1.SnapshotSandboxRequest\x1a$.megaflow.v1.SnapshotSandboxResponse\x12V\n" +
 	"\rListSnapshots\x12!.megaflow.v1.ListSnapshotsRequest\x1a\".megaflow.v1.ListSnapshotsResponse\x12Y\n" +
 	"\x0eDeleteSnapshot\x12\".megaflow.v1.DeleteSnapshotRequest\x1a#.megaflow.v1.DeleteSnapshotResponse\x12b\n" +
-	"\x11SetSandboxTimeout\x12%.megaflow.v1.SetSandboxTimeoutRequest\x1a&.megaflow.v1.SetSandboxTimeoutResponse2\xcc\x03\n" +
+	"\x11SetSandboxTimeout\x12%.megaflow.v1.SetSandboxTimeoutRequest\x1a&.megaflow.v1.SetSandboxTimeoutResponse\x12f\n" +
+	"\rUploadArchive\x12(.megaflow.v1.SandboxUploadArchiveRequest\x1a).megaflow.v1.SandboxUploadArchiveResponse(\x01\x12l\n" +
+	"\x0fDownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x012\xa2\x05\n" +
 	"\x14SandboxWorkerService\x12K\n" +
 	"\x04Exec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n" +
 	"\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n" +
 	"\bReadFile\x12#.megaflow.v1.SandboxReadFileRequest\x1a$.megaflow.v1.SandboxReadFileResponse0\x01\x12Y\n" +
 	"\x0eCommitSnapshot\x12\".megaflow.v1.CommitSnapshotRequest\x1a#.megaflow.v1.CommitSnapshotResponse\x12Y\n" +
-	"\x0eRemoveSnapshot\x12\".megaflow.v1.RemoveSnapshotRequest\x1a#.megaflow.v1.RemoveSnapshotResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\x0eRemoveSnapshot\x12\".megaflow.v1.RemoveSnapshotRequest\x1a#.megaflow.v1.RemoveSnapshotResponse\x12f\n" +
+	"\rUploadArchive\x12(.megaflow.v1.SandboxUploadArchiveRequest\x1a).megaflow.v1.SandboxUploadArchiveResponse(\x01\x12l\n" +
+	"\x0fDownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_sandbox_proto_rawDescOnce sync.Once
@@ -2468,60 +2775,64 @@ func file_megaflow_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_megaflow_v1_sandbox_proto_goTypes = []any{
-	(SandboxState)(0),                 // 0: megaflow.v1.SandboxState
-	(*SandboxCreateSpec)(nil),         // 1: megaflow.v1.SandboxCreateSpec
-	(*Sandbox)(nil),                   // 2: megaflow.v1.Sandbox
-	(*CreateSandboxRequest)(nil),      // 3: megaflow.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),     // 4: megaflow.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),         // 5: megaflow.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),        // 6: megaflow.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),      // 7: megaflow.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),     // 8: megaflow.v1.ListSandboxesResponse
-	(*CloseSandboxRequest)(nil),       // 9: megaflow.v1.CloseSandboxRequest
-	(*CloseSandboxResponse)(nil),      // 10: megaflow.v1.CloseSandboxResponse
-	(*SandboxExecRequest)(nil),        // 11: megaflow.v1.SandboxExecRequest
-	(*SandboxExecResponse)(nil),       // 12: megaflow.v1.SandboxExecResponse
-	(*SandboxExecExit)(nil),           // 13: megaflow.v1.SandboxExecExit
-	(*SandboxWriteFileRequest)(nil),   // 14: megaflow.v1.SandboxWriteFileRequest
-	(*SandboxWriteFileResponse)(nil),  // 15: megaflow.v1.SandboxWriteFileResponse
-	(*SandboxReadFileRequest)(nil),    // 16: megaflow.v1.SandboxReadFileRequest
-	(*SandboxReadFileResponse)(nil),   // 17: megaflow.v1.SandboxReadFileResponse
-	(*Snapshot)(nil),                  // 18: megaflow.v1.Snapshot
-	(*SnapshotSandboxRequest)(nil),    // 19: megaflow.v1.SnapshotSandboxRequest
-	(*SnapshotSandboxResponse)(nil),   // 20: megaflow.v1.SnapshotSandboxResponse
-	(*ListSnapshotsRequest)(nil),      // 21: megaflow.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),     // 22: megaflow.v1.ListSnapshotsResponse
-	(*DeleteSnapshotRequest)(nil),     // 23: megaflow.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),    // 24: megaflow.v1.DeleteSnapshotResponse
-	(*CommitSnapshotRequest)(nil),     // 25: megaflow.v1.CommitSnapshotRequest
-	(*CommitSnapshotResponse)(nil),    // 26: megaflow.v1.CommitSnapshotResponse
-	(*RemoveSnapshotRequest)(nil),     // 27: megaflow.v1.RemoveSnapshotRequest
-	(*RemoveSnapshotResponse)(nil),    // 28: megaflow.v1.RemoveSnapshotResponse
-	(*SnapshotAddCommand)(nil),        // 29: megaflow.v1.SnapshotAddCommand
-	(*SnapshotDeleteCommand)(nil),     // 30: megaflow.v1.SnapshotDeleteCommand
-	(*SetSandboxTimeoutRequest)(nil),  // 31: megaflow.v1.SetSandboxTimeoutRequest
-	(*SetSandboxTimeoutResponse)(nil), // 32: megaflow.v1.SetSandboxTimeoutResponse
-	(*SandboxSetDeadlineCommand)(nil), // 33: megaflow.v1.SandboxSetDeadlineCommand
-	nil,                               // 34: megaflow.v1.SandboxCreateSpec.EnvEntry
-	nil,                               // 35: megaflow.v1.SandboxCreateSpec.LabelsEntry
-	nil,                               // 36: megaflow.v1.Sandbox.LabelsEntry
-	nil,                               // 37: megaflow.v1.SandboxExecRequest.EnvEntry
-	(ReasonCode)(0),                   // 38: megaflow.v1.ReasonCode
+	(SandboxState)(0),                      // 0: megaflow.v1.SandboxState
+	(*SandboxCreateSpec)(nil),              // 1: megaflow.v1.SandboxCreateSpec
+	(*Sandbox)(nil),                        // 2: megaflow.v1.Sandbox
+	(*CreateSandboxRequest)(nil),           // 3: megaflow.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),          // 4: megaflow.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),              // 5: megaflow.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),             // 6: megaflow.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),           // 7: megaflow.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),          // 8: megaflow.v1.ListSandboxesResponse
+	(*CloseSandboxRequest)(nil),            // 9: megaflow.v1.CloseSandboxRequest
+	(*CloseSandboxResponse)(nil),           // 10: megaflow.v1.CloseSandboxResponse
+	(*SandboxExecRequest)(nil),             // 11: megaflow.v1.SandboxExecRequest
+	(*SandboxExecResponse)(nil),            // 12: megaflow.v1.SandboxExecResponse
+	(*SandboxExecExit)(nil),                // 13: megaflow.v1.SandboxExecExit
+	(*SandboxWriteFileRequest)(nil),        // 14: megaflow.v1.SandboxWriteFileRequest
+	(*SandboxWriteFileResponse)(nil),       // 15: megaflow.v1.SandboxWriteFileResponse
+	(*SandboxReadFileRequest)(nil),         // 16: megaflow.v1.SandboxReadFileRequest
+	(*SandboxReadFileResponse)(nil),        // 17: megaflow.v1.SandboxReadFileResponse
+	(*Snapshot)(nil),                       // 18: megaflow.v1.Snapshot
+	(*SnapshotSandboxRequest)(nil),         // 19: megaflow.v1.SnapshotSandboxRequest
+	(*SnapshotSandboxResponse)(nil),        // 20: megaflow.v1.SnapshotSandboxResponse
+	(*ListSnapshotsRequest)(nil),           // 21: megaflow.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),          // 22: megaflow.v1.ListSnapshotsResponse
+	(*DeleteSnapshotRequest)(nil),          // 23: megaflow.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),         // 24: megaflow.v1.DeleteSnapshotResponse
+	(*CommitSnapshotRequest)(nil),          // 25: megaflow.v1.CommitSnapshotRequest
+	(*CommitSnapshotResponse)(nil),         // 26: megaflow.v1.CommitSnapshotResponse
+	(*RemoveSnapshotRequest)(nil),          // 27: megaflow.v1.RemoveSnapshotRequest
+	(*RemoveSnapshotResponse)(nil),         // 28: megaflow.v1.RemoveSnapshotResponse
+	(*SnapshotAddCommand)(nil),             // 29: megaflow.v1.SnapshotAddCommand
+	(*SnapshotDeleteCommand)(nil),          // 30: megaflow.v1.SnapshotDeleteCommand
+	(*SetSandboxTimeoutRequest)(nil),       // 31: megaflow.v1.SetSandboxTimeoutRequest
+	(*SetSandboxTimeoutResponse)(nil),      // 32: megaflow.v1.SetSandboxTimeoutResponse
+	(*SandboxSetDeadlineCommand)(nil),      // 33: megaflow.v1.SandboxSetDeadlineCommand
+	(*SandboxUploadArchiveRequest)(nil),    // 34: megaflow.v1.SandboxUploadArchiveRequest
+	(*SandboxUploadArchiveResponse)(nil),   // 35: megaflow.v1.SandboxUploadArchiveResponse
+	(*SandboxDownloadArchiveRequest)(nil),  // 36: megaflow.v1.SandboxDownloadArchiveRequest
+	(*SandboxDownloadArchiveResponse)(nil), // 37: megaflow.v1.SandboxDownloadArchiveResponse
+	nil,                                    // 38: megaflow.v1.SandboxCreateSpec.EnvEntry
+	nil,                                    // 39: megaflow.v1.SandboxCreateSpec.LabelsEntry
+	nil,                                    // 40: megaflow.v1.Sandbox.LabelsEntry
+	nil,                                    // 41: megaflow.v1.SandboxExecRequest.EnvEntry
+	(ReasonCode)(0),                        // 42: megaflow.v1.ReasonCode
 }
 var file_megaflow_v1_sandbox_proto_depIdxs = []int32{
-	34, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
-	35, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
+	38, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
+	39, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
 	0,  // 2: megaflow.v1.Sandbox.state:type_name -> megaflow.v1.SandboxState
-	38, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
-	36, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
+	42, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
+	40, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
 	1,  // 5: megaflow.v1.CreateSandboxRequest.spec:type_name -> megaflow.v1.SandboxCreateSpec
 	2,  // 6: megaflow.v1.CreateSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 7: megaflow.v1.GetSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 8: megaflow.v1.ListSandboxesResponse.sandboxes:type_name -> megaflow.v1.Sandbox
 	2,  // 9: megaflow.v1.CloseSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
-	37, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
+	41, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
 	13, // 11: megaflow.v1.SandboxExecResponse.exit:type_name -> megaflow.v1.SandboxExecExit
 	18, // 12: megaflow.v1.SnapshotSandboxResponse.snapshot:type_name -> megaflow.v1.Snapshot
 	18, // 13: megaflow.v1.ListSnapshotsResponse.snapshots:type_name -> megaflow.v1.Snapshot
@@ -2538,29 +2849,37 @@ var file_megaflow_v1_sandbox_proto_depIdxs = []int32{
 	21, // 24: megaflow.v1.SandboxService.ListSnapshots:input_type -> megaflow.v1.ListSnapshotsRequest
 	23, // 25: megaflow.v1.SandboxService.DeleteSnapshot:input_type -> megaflow.v1.DeleteSnapshotRequest
 	31, // 26: megaflow.v1.SandboxService.SetSandboxTimeout:input_type -> megaflow.v1.SetSandboxTimeoutRequest
-	11, // 27: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
-	14, // 28: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
-	16, // 29: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
-	25, // 30: megaflow.v1.SandboxWorkerService.CommitSnapshot:input_type -> megaflow.v1.CommitSnapshotRequest
-	27, // 31: megaflow.v1.SandboxWorkerService.RemoveSnapshot:input_type -> megaflow.v1.RemoveSnapshotRequest
-	4,  // 32: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
-	6,  // 33: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
-	8,  // 34: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
-	10, // 35: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
-	12, // 36: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 37: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 38: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	20, // 39: megaflow.v1.SandboxService.SnapshotSandbox:output_type -> megaflow.v1.SnapshotSandboxResponse
-	22, // 40: megaflow.v1.SandboxService.ListSnapshots:output_type -> megaflow.v1.ListSnapshotsResponse
-	24, // 41: megaflow.v1.SandboxService.DeleteSnapshot:output_type -> megaflow.v1.DeleteSnapshotResponse
-	32, // 42: megaflow.v1.SandboxService.SetSandboxTimeout:output_type -> megaflow.v1.SetSandboxTimeoutResponse
-	12, // 43: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 44: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 45: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	26, // 46: megaflow.v1.SandboxWorkerService.CommitSnapshot:output_type -> megaflow.v1.CommitSnapshotResponse
-	28, // 47: megaflow.v1.SandboxWorkerService.RemoveSnapshot:output_type -> megaflow.v1.RemoveSnapshotResponse
-	32, // [32:48] is the sub-list for method output_type
-	16, // [16:32] is the sub-list for method input_type
+	34, // 27: megaflow.v1.SandboxService.UploadArchive:input_type -> megaflow.v1.SandboxUploadArchiveRequest
+	36, // 28: megaflow.v1.SandboxService.DownloadArchive:input_type -> megaflow.v1.SandboxDownloadArchiveRequest
+	11, // 29: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
+	14, // 30: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
+	16, // 31: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
+	25, // 32: megaflow.v1.SandboxWorkerService.CommitSnapshot:input_type -> megaflow.v1.CommitSnapshotRequest
+	27, // 33: megaflow.v1.SandboxWorkerService.RemoveSnapshot:input_type -> megaflow.v1.RemoveSnapshotRequest
+	34, // 34: megaflow.v1.SandboxWorkerService.UploadArchive:input_type -> megaflow.v1.SandboxUploadArchiveRequest
+	36, // 35: megaflow.v1.SandboxWorkerService.DownloadArchive:input_type -> megaflow.v1.SandboxDownloadArchiveRequest
+	4,  // 36: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
+	6,  // 37: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
+	8,  // 38: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
+	10, // 39: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
+	12, // 40: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 41: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 42: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	20, // 43: megaflow.v1.SandboxService.SnapshotSandbox:output_type -> megaflow.v1.SnapshotSandboxResponse
+	22, // 44: megaflow.v1.SandboxService.ListSnapshots:output_type -> megaflow.v1.ListSnapshotsResponse
+	24, // 45: megaflow.v1.SandboxService.DeleteSnapshot:output_type -> megaflow.v1.DeleteSnapshotResponse
+	32, // 46: megaflow.v1.SandboxService.SetSandboxTimeout:output_type -> megaflow.v1.SetSandboxTimeoutResponse
+	35, // 47: megaflow.v1.SandboxService.UploadArchive:output_type -> megaflow.v1.SandboxUploadArchiveResponse
+	37, // 48: megaflow.v1.SandboxService.DownloadArchive:output_type -> megaflow.v1.SandboxDownloadArchiveResponse
+	12, // 49: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 50: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 51: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	26, // 52: megaflow.v1.SandboxWorkerService.CommitSnapshot:output_type -> megaflow.v1.CommitSnapshotResponse
+	28, // 53: megaflow.v1.SandboxWorkerService.RemoveSnapshot:output_type -> megaflow.v1.RemoveSnapshotResponse
+	35, // 54: megaflow.v1.SandboxWorkerService.UploadArchive:output_type -> megaflow.v1.SandboxUploadArchiveResponse
+	37, // 55: megaflow.v1.SandboxWorkerService.DownloadArchive:output_type -> megaflow.v1.SandboxDownloadArchiveResponse
+	36, // [36:56] is the sub-list for method output_type
+	16, // [16:36] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2578,7 +2897,7 @@ func file_megaflow_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_sandbox_proto_rawDesc), len(file_megaflow_v1_sandbox_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

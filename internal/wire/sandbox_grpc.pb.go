@@ -30,6 +30,8 @@ const (
 	SandboxService_ListSnapshots_FullMethodName     = "/megaflow.v1.SandboxService/ListSnapshots"
 	SandboxService_DeleteSnapshot_FullMethodName    = "/megaflow.v1.SandboxService/DeleteSnapshot"
 	SandboxService_SetSandboxTimeout_FullMethodName = "/megaflow.v1.SandboxService/SetSandboxTimeout"
+	SandboxService_UploadArchive_FullMethodName     = "/megaflow.v1.SandboxService/UploadArchive"
+	SandboxService_DownloadArchive_FullMethodName   = "/megaflow.v1.SandboxService/DownloadArchive"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -46,7 +48,9 @@ type SandboxServiceClient interface {
 	CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error)
 	// GetSandbox returns one sandbox. Errors: NOT_FOUND.
 	GetSandbox(ctx context.Context, in *GetSandboxRequest, opts ...grpc.CallOption) (*GetSandboxResponse, error)
-	// ListSandboxes returns a tenant's sandboxes, live ones only unless all.
+	// ListSandboxes returns one page of a tenant's sandboxes, oldest first,
+	// live ones only unless all. Errors: INVALID_ARGUMENT (page_size out of
+	// range, a page_token not from a previous answer).
 	ListSandboxes(ctx context.Context, in *ListSandboxesRequest, opts ...grpc.CallOption) (*ListSandboxesResponse, error)
 	// CloseSandbox cancels the sandbox's graph: its container is stopped and
 	// removed. Closing a closed (or ended) sandbox changes nothing.
@@ -84,6 +88,17 @@ type SandboxServiceClient interface {
 	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
 	// message says the most it may be), UNAVAILABLE (rules below 3).
 	SetSandboxTimeout(ctx context.Context, in *SetSandboxTimeoutRequest, opts ...grpc.CallOption) (*SetSandboxTimeoutResponse, error)
+	// UploadArchive extracts a tar stream (the client sends it in chunks,
+	// the first message naming the sandbox and the directory) into a
+	// directory of a READY sandbox, at most 256 MiB of tar. Errors as
+	// WriteFile; INVALID_ARGUMENT also for a stream over the bound or a
+	// first message without sandbox_id and path.
+	UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error)
+	// DownloadArchive streams a path of a READY sandbox (a directory with
+	// everything under it, or one file) as a tar stream in chunks, at most
+	// max_bytes of tar. Errors as ReadFile; FAILED_PRECONDITION
+	// (FILE_TOO_LARGE) when the tar passes max_bytes.
+	DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error)
 }
 
 type sandboxServiceClient struct {
@@ -222,6 +237,38 @@ func (c *sandboxServiceClient) SetSandboxTimeout(ctx context.Context, in *SetSan
 	return out, nil
 }
 
+func (c *sandboxServiceClient) UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[2], SandboxService_UploadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_UploadArchiveClient = grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func (c *sandboxServiceClient) DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[3], SandboxService_DownloadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_DownloadArchiveClient = grpc.ServerStreamingClient[SandboxDownloadArchiveResponse]
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -236,7 +283,9 @@ type SandboxServiceServer interface {
 	CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error)
 	// GetSandbox returns one sandbox. Errors: NOT_FOUND.
 	GetSandbox(context.Context, *GetSandboxRequest) (*GetSandboxResponse, error)
-	// ListSandboxes returns a tenant's sandboxes, live ones only unless all.
+	// ListSandboxes returns one page of a tenant's sandboxes, oldest first,
+	// live ones only unless all. Errors: INVALID_ARGUMENT (page_size out of
+	// range, a page_token not from a previous answer).
 	ListSandboxes(context.Context, *ListSandboxesRequest) (*ListSandboxesResponse, error)
 	// CloseSandbox cancels the sandbox's graph: its container is stopped and
 	// removed. Closing a closed (or ended) sandbox changes nothing.
@@ -274,6 +323,17 @@ type SandboxServiceServer interface {
 	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
 	// message says the most it may be), UNAVAILABLE (rules below 3).
 	SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error)
+	// UploadArchive extracts a tar stream (the client sends it in chunks,
+	// the first message naming the sandbox and the directory) into a
+	// directory of a READY sandbox, at most 256 MiB of tar. Errors as
+	// WriteFile; INVALID_ARGUMENT also for a stream over the bound or a
+	// first message without sandbox_id and path.
+	UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error
+	// DownloadArchive streams a path of a READY sandbox (a directory with
+	// everything under it, or one file) as a tar stream in chunks, at most
+	// max_bytes of tar. Errors as ReadFile; FAILED_PRECONDITION
+	// (FILE_TOO_LARGE) when the tar passes max_bytes.
+	DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -316,6 +376,12 @@ func (UnimplementedSandboxServiceServer) DeleteSnapshot(context.Context, *Delete
 }
 func (UnimplementedSandboxServiceServer) SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetSandboxTimeout not implemented")
+}
+func (UnimplementedSandboxServiceServer) UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadArchive not implemented")
+}
+func (UnimplementedSandboxServiceServer) DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method DownloadArchive not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -522,6 +588,24 @@ func _SandboxService_SetSandboxTimeout_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_UploadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SandboxServiceServer).UploadArchive(&grpc.GenericServerStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_UploadArchiveServer = grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func _SandboxService_DownloadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SandboxDownloadArchiveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SandboxServiceServer).DownloadArchive(m, &grpc.GenericServerStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxService_DownloadArchiveServer = grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -577,16 +661,28 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _SandboxService_ReadFile_Handler,
 			ServerStreams: true,
 		},
+		{
+			StreamName:    "UploadArchive",
+			Handler:       _SandboxService_UploadArchive_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DownloadArchive",
+			Handler:       _SandboxService_DownloadArchive_Handler,
+			ServerStreams: true,
+		},
 	},
 	Metadata: "megaflow/v1/sandbox.proto",
 }
 
 const (
-	SandboxWorkerService_Exec_FullMethodName           = "/megaflow.v1.SandboxWorkerService/Exec"
-	SandboxWorkerService_WriteFile_FullMethodName      = "/megaflow.v1.SandboxWorkerService/WriteFile"
-	SandboxWorkerService_ReadFile_FullMethodName       = "/megaflow.v1.SandboxWorkerService/ReadFile"
-	SandboxWorkerService_CommitSnapshot_FullMethodName = "/megaflow.v1.SandboxWorkerService/CommitSnapshot"
-	SandboxWorkerService_RemoveSnapshot_FullMethodName = "/megaflow.v1.SandboxWorkerService/RemoveSnapshot"
+	SandboxWorkerService_Exec_FullMethodName            = "/megaflow.v1.SandboxWorkerService/Exec"
+	SandboxWorkerService_WriteFile_FullMethodName       = "/megaflow.v1.SandboxWorkerService/WriteFile"
+	SandboxWorkerService_ReadFile_FullMethodName        = "/megaflow.v1.SandboxWorkerService/ReadFile"
+	SandboxWorkerService_CommitSnapshot_FullMethodName  = "/megaflow.v1.SandboxWorkerService/CommitSnapshot"
+	SandboxWorkerService_RemoveSnapshot_FullMethodName  = "/megaflow.v1.SandboxWorkerService/RemoveSnapshot"
+	SandboxWorkerService_UploadArchive_FullMethodName   = "/megaflow.v1.SandboxWorkerService/UploadArchive"
+	SandboxWorkerService_DownloadArchive_FullMethodName = "/megaflow.v1.SandboxWorkerService/DownloadArchive"
 )
 
 // SandboxWorkerServiceClient is the client API for SandboxWorkerService service.
@@ -609,6 +705,10 @@ type SandboxWorkerServiceClient interface {
 	// RemoveSnapshot removes a snapshot's image; an image already gone is
 	// not an error.
 	RemoveSnapshot(ctx context.Context, in *RemoveSnapshotRequest, opts ...grpc.CallOption) (*RemoveSnapshotResponse, error)
+	// UploadArchive as SandboxService.UploadArchive.
+	UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error)
+	// DownloadArchive as SandboxService.DownloadArchive.
+	DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error)
 }
 
 type sandboxWorkerServiceClient struct {
@@ -687,6 +787,38 @@ func (c *sandboxWorkerServiceClient) RemoveSnapshot(ctx context.Context, in *Rem
 	return out, nil
 }
 
+func (c *sandboxWorkerServiceClient) UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxWorkerService_ServiceDesc.Streams[2], SandboxWorkerService_UploadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_UploadArchiveClient = grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func (c *sandboxWorkerServiceClient) DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SandboxWorkerService_ServiceDesc.Streams[3], SandboxWorkerService_DownloadArchive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_DownloadArchiveClient = grpc.ServerStreamingClient[SandboxDownloadArchiveResponse]
+
 // SandboxWorkerServiceServer is the server API for SandboxWorkerService service.
 // All implementations must embed UnimplementedSandboxWorkerServiceServer
 // for forward compatibility.
@@ -707,6 +839,10 @@ type SandboxWorkerServiceServer interface {
 	// RemoveSnapshot removes a snapshot's image; an image already gone is
 	// not an error.
 	RemoveSnapshot(context.Context, *RemoveSnapshotRequest) (*RemoveSnapshotResponse, error)
+	// UploadArchive as SandboxService.UploadArchive.
+	UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error
+	// DownloadArchive as SandboxService.DownloadArchive.
+	DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error
 	mustEmbedUnimplementedSandboxWorkerServiceServer()
 }
 
@@ -731,6 +867,12 @@ func (UnimplementedSandboxWorkerServiceServer) CommitSnapshot(context.Context, *
 }
 func (UnimplementedSandboxWorkerServiceServer) RemoveSnapshot(context.Context, *RemoveSnapshotRequest) (*RemoveSnapshotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveSnapshot not implemented")
+}
+func (UnimplementedSandboxWorkerServiceServer) UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadArchive not implemented")
+}
+func (UnimplementedSandboxWorkerServiceServer) DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method DownloadArchive not implemented")
 }
 func (UnimplementedSandboxWorkerServiceServer) mustEmbedUnimplementedSandboxWorkerServiceServer() {}
 func (UnimplementedSandboxWorkerServiceServer) testEmbeddedByValue()                              {}
@@ -829,6 +971,24 @@ func _SandboxWorkerService_RemoveSnapshot_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxWorkerService_UploadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SandboxWorkerServiceServer).UploadArchive(&grpc.GenericServerStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_UploadArchiveServer = grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]
+
+func _SandboxWorkerService_DownloadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SandboxDownloadArchiveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SandboxWorkerServiceServer).DownloadArchive(m, &grpc.GenericServerStream[SandboxDownloadArchiveRequest, SandboxDownloadArchiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SandboxWorkerService_DownloadArchiveServer = grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]
+
 // SandboxWorkerService_ServiceDesc is the grpc.ServiceDesc for SandboxWorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -858,6 +1018,16 @@ var SandboxWorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ReadFile",
 			Handler:       _SandboxWorkerService_ReadFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "UploadArchive",
+			Handler:       _SandboxWorkerService_UploadArchive_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DownloadArchive",
+			Handler:       _SandboxWorkerService_DownloadArchive_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,31 +79,68 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req contract.ExecRe
 		_ = att.CloseWrite()
 	}()
 	copied := make(chan error, 1)
+	var moved atomic.Int64   // output bytes copied so far: the watchdog below sees progress
+	var writing atomic.Int32 // a write under way (blocked by a slow reader: progress too)
 	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		_, err := stdcopy.StdCopy(countWriter{stdout, &moved, &writing}, countWriter{stderr, &moved, &writing}, att.Reader)
 		copied <- err
 	}()
 
 	var cause error
 	var killNote string
 	copyDone := false
-	select {
-	case err := <-copied:
-		copyDone = true
-		if err != nil {
-			r.log.Warn("exec output copy failed", "container", id, "exec", created.ID, "err", err)
-		}
-	case <-ctx.Done():
-		cause = ctx.Err()
-		killNote = r.killExec(ctx, id, created.ID)
-		t := time.NewTimer(r.cfg.CallTimeout) // a CallTimeout: the system clock (Config.Clock)
+	// The engine now and then keeps an exec's output open after the exec
+	// ended (seen with `true` on a loaded host: the exec is no longer
+	// running and the stream never ends), and a background child that
+	// kept the exec's stdout does the same: once the engine says the exec
+	// ended, the stream is closed after execOutputGrace without any output
+	// (output still flowing, buffered by the engine, is read to its end).
+	// A ticker on the system clock, as every CallTimeout is (Config.Clock).
+	watch := time.NewTicker(execWatchEvery)
+	defer watch.Stop()
+	var endedAt time.Time // when the engine said the exec ended, or output last moved after that
+	var lastMoved int64
+wait:
+	for {
 		select {
-		case <-copied:
+		case err := <-copied:
 			copyDone = true
-		case <-t.C:
-			r.log.Warn("exec output still open after its kill", "container", id, "exec", created.ID)
+			if err != nil {
+				r.log.Warn("exec output copy failed", "container", id, "exec", created.ID, "err", err)
+			}
+			break wait
+		case now := <-watch.C:
+			if endedAt.IsZero() {
+				ictx, icancel := r.callCtx(ctx)
+				ins, err := r.cli.ExecInspect(ictx, created.ID, client.ExecInspectOptions{})
+				icancel()
+				if err == nil && !ins.Running {
+					endedAt, lastMoved = now, moved.Load()
+				}
+				continue
+			}
+			if m := moved.Load(); m != lastMoved || writing.Load() > 0 { // output still flowing: wait for it
+				endedAt, lastMoved = now, m
+				continue
+			}
+			if now.Sub(endedAt) < execOutputGrace {
+				continue
+			}
+			r.log.Warn("exec ended but its output stayed open; closing it", "container", id, "exec", created.ID, "grace", execOutputGrace)
+			break wait
+		case <-ctx.Done():
+			cause = ctx.Err()
+			killNote = r.killExec(ctx, id, created.ID)
+			t := time.NewTimer(r.cfg.CallTimeout) // a CallTimeout: the system clock (Config.Clock)
+			select {
+			case <-copied:
+				copyDone = true
+			case <-t.C:
+				r.log.Warn("exec output still open after its kill", "container", id, "exec", created.ID)
+			}
+			t.Stop()
+			break wait
 		}
-		t.Stop()
 	}
 	att.Close()
 	if !copyDone {
@@ -123,6 +161,31 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req contract.ExecRe
 	}
 	return exit, err
 }
+
+// countWriter is a writer that adds what it writes to n, and counts
+// itself in busy while a write is under way (one blocked by a slow reader
+// is progress too).
+type countWriter struct {
+	w    io.Writer
+	n    *atomic.Int64
+	busy *atomic.Int32
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// execWatchEvery is how often ExecStream asks the engine whether an exec
+// whose output is still open has ended; execOutputGrace is how long its
+// output may stay open after it ended.
+const (
+	execWatchEvery  = time.Second
+	execOutputGrace = 2 * time.Second
+)
 
 // WriteFile writes data to the absolute path p in container id through the
 // engine's archive API (a one-file tar extracted at "/": missing parents are

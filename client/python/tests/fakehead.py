@@ -156,6 +156,12 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
     def ReadFile(self, request, context):
         return self._stream("ReadFile", request, context)
 
+    def UploadArchive(self, request_iterator, context):
+        return self._unary("UploadArchive", request_iterator, context)
+
+    def DownloadArchive(self, request, context):
+        return self._stream("DownloadArchive", request, context)
+
 
 def abort(context: grpc.ServicerContext, failure: Failure) -> None:
     """Abort a handler with a Failure (for handlers that fail mid-stream)."""

@@ -194,6 +194,28 @@ function renderGraphs(gs) {
   $("#graphs-sum").textContent = gs.total > (gs.graphs || []).length ? "· newest " + gs.graphs.length + " of " + gs.total : "· " + gs.total;
 }
 
+// renderSandboxes lists the live sandboxes (/api/sandboxes): idle is as
+// seen by this head's relay; "busy" while an exec or file call is in flight.
+function renderSandboxes(ss) {
+  const rows = (ss.sandboxes || []).map((r) => {
+    const sb = r.sandbox || {};
+    const state = lower(sb.state, "SANDBOX_STATE_");
+    let idle = el("span", { class: "muted", text: "–" });
+    if (r.busy > 0) idle = badge("busy");
+    else if (r.idle_seconds !== undefined) idle = fmtDur(r.idle_seconds);
+    return el("tr", { "data-sandbox": sb.id },
+      el("td", {}, el("b", { text: sb.id })),
+      el("td", { text: sb.tenant || "" }),
+      el("td", { title: sb.reason || "" }, badge(state)),
+      el("td", { text: sb.worker_id || "–" }),
+      el("td", { class: "muted", text: sb.image || "" }),
+      el("td", { class: "muted", text: fmtDur(r.age_seconds) }),
+      el("td", { class: "idle" }, idle));
+  });
+  $("#sandboxes-sum").textContent = "· " + (ss.total || 0) + " live";
+  fill($("#sandboxes tbody"), rows, "no live sandboxes: create one with `megaflow sandbox create`", 7);
+}
+
 function renderGraphDetail(d) {
   const g = d.graph;
   $("#graph-title").textContent = g.id;
@@ -276,13 +298,15 @@ async function refresh() {
   if (busy) { again = true; return; }
   busy = true;
   try {
-    const [cluster, queues, workers, graphs] = await Promise.all([
-      getJSON("/api/cluster"), getJSON("/api/queues"), getJSON("/api/workers"), getJSON("/api/graphs?limit=30")]);
+    const [cluster, queues, workers, graphs, sandboxes] = await Promise.all([
+      getJSON("/api/cluster"), getJSON("/api/queues"), getJSON("/api/workers"), getJSON("/api/graphs?limit=30"),
+      getJSON("/api/sandboxes?limit=100")]);
     showMeta(graphs.meta || {}, cluster);
     renderCluster(cluster);
     renderQueues(queues);
     renderWorkers(workers);
     renderGraphs(graphs);
+    renderSandboxes(sandboxes);
     const gd = $("#graph-detail"), td = $("#task-detail");
     if (route.graph) {
       renderGraphDetail(await getJSON("/api/graphs/" + encodeURIComponent(route.graph)));

@@ -470,8 +470,14 @@ class Client:
     async def list_sandboxes(self, all: bool = False, *, tenant: Optional[str] = None,
                              timeout: Optional[float] = None) -> List[SandboxInfo]:
         """As :meth:`megaflow.Client.list_sandboxes`."""
-        res = await self._call("ListSandboxes", _sbx.list_request(self, tenant, all), timeout, sandbox=True)
-        return list(res.sandboxes)
+        out: List[SandboxInfo] = []
+        token = ""
+        while True:  # every page: the heads answer at most 1000 per call
+            res = await self._call("ListSandboxes", _sbx.list_request(self, tenant, all, token), timeout, sandbox=True)
+            out.extend(res.sandboxes)
+            token = res.next_page_token
+            if not token:
+                return out
 
 
 class _Creating:

@@ -629,12 +629,19 @@ def get(client: "Client", sandbox_id: str, timeout: Optional[float]) -> Sandbox:
 
 def list_(client: "Client", tenant: Optional[str], all: bool, timeout: Optional[float]) -> List[SandboxInfo]:
     """:meth:`Client.list_sandboxes`'s body."""
-    res = client._call("ListSandboxes", list_request(client, tenant, all), timeout, sandbox=True)
-    return list(res.sandboxes)
+    out: List[SandboxInfo] = []
+    token = ""
+    while True:  # every page: the heads answer at most 1000 per call
+        res = client._call("ListSandboxes", list_request(client, tenant, all, token), timeout, sandbox=True)
+        out.extend(res.sandboxes)
+        token = res.next_page_token
+        if not token:
+            return out
 
 
-def list_request(client: Any, tenant: Optional[str], all: bool) -> sbx.ListSandboxesRequest:
-    """The checked ListSandboxes request.
+def list_request(client: Any, tenant: Optional[str], all: bool, page_token: str = "") -> sbx.ListSandboxesRequest:
+    """The checked ListSandboxes request for the page after page_token
+    ("" for the first), of up to 1000 sandboxes (the heads' bound).
 
     Raises:
         InvalidArgument: a malformed tenant.
@@ -642,7 +649,7 @@ def list_request(client: Any, tenant: Optional[str], all: bool) -> sbx.ListSandb
     t = client.tenant if tenant is None else tenant
     if t and (p := _ident_problem(t)):
         raise InvalidArgument(f"megaflow: list_sandboxes: tenant: {p}")
-    return sbx.ListSandboxesRequest(tenant=t, all=bool(all))
+    return sbx.ListSandboxesRequest(tenant=t, all=bool(all), page_size=1000, page_token=page_token)
 
 
 def _ended(s: SandboxBase, info: SandboxInfo) -> MegaflowError:

@@ -96,18 +96,24 @@ class GetSandboxResponse(_message.Message):
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class ListSandboxesRequest(_message.Message):
-    __slots__ = ["all", "tenant"]
+    __slots__ = ["all", "page_size", "page_token", "tenant"]
     ALL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     all: bool
+    page_size: int
+    page_token: str
     tenant: str
-    def __init__(self, tenant: _Optional[str] = ..., all: bool = ...) -> None: ...
+    def __init__(self, tenant: _Optional[str] = ..., all: bool = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListSandboxesResponse(_message.Message):
-    __slots__ = ["sandboxes"]
+    __slots__ = ["next_page_token", "sandboxes"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SANDBOXES_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
     sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
-    def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
+    def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListSnapshotsRequest(_message.Message):
     __slots__ = ["min_index", "tenant"]
@@ -220,6 +226,26 @@ class SandboxCreateSpec(_message.Message):
     working_dir: str
     def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., image: _Optional[str] = ..., cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., working_dir: _Optional[str] = ..., network: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., lifetime_seconds: _Optional[int] = ..., idle_timeout_seconds: _Optional[int] = ..., from_snapshot: _Optional[str] = ...) -> None: ...
 
+class SandboxDownloadArchiveRequest(_message.Message):
+    __slots__ = ["attempt", "max_bytes", "min_index", "path", "sandbox_id"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    max_bytes: int
+    min_index: int
+    path: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., max_bytes: _Optional[int] = ..., min_index: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class SandboxDownloadArchiveResponse(_message.Message):
+    __slots__ = ["data"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
 class SandboxExecExit(_message.Message):
     __slots__ = ["exit_code", "reason", "timed_out", "truncated"]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -302,6 +328,26 @@ class SandboxSetDeadlineCommand(_message.Message):
     graph_id: str
     unix_nanos: int
     def __init__(self, graph_id: _Optional[str] = ..., deadline_seconds: _Optional[int] = ..., unix_nanos: _Optional[int] = ...) -> None: ...
+
+class SandboxUploadArchiveRequest(_message.Message):
+    __slots__ = ["attempt", "data", "min_index", "path", "sandbox_id"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    data: bytes
+    min_index: int
+    path: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., data: _Optional[bytes] = ..., min_index: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class SandboxUploadArchiveResponse(_message.Message):
+    __slots__ = ["bytes"]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    def __init__(self, bytes: _Optional[int] = ...) -> None: ...
 
 class SandboxWriteFileRequest(_message.Message):
     __slots__ = ["attempt", "data", "min_index", "mode", "path", "sandbox_id"]

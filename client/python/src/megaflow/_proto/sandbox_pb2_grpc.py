@@ -78,6 +78,16 @@ class SandboxServiceStub(object):
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.FromString,
                 )
+        self.UploadArchive = channel.stream_unary(
+                '/megaflow.v1.SandboxService/UploadArchive',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveResponse.FromString,
+                )
+        self.DownloadArchive = channel.unary_stream(
+                '/megaflow.v1.SandboxService/DownloadArchive',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.FromString,
+                )
 
 
 class SandboxServiceServicer(object):
@@ -111,7 +121,9 @@ class SandboxServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def ListSandboxes(self, request, context):
-        """ListSandboxes returns a tenant's sandboxes, live ones only unless all.
+        """ListSandboxes returns one page of a tenant's sandboxes, oldest first,
+        live ones only unless all. Errors: INVALID_ARGUMENT (page_size out of
+        range, a page_token not from a previous answer).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -193,6 +205,27 @@ class SandboxServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadArchive(self, request_iterator, context):
+        """UploadArchive extracts a tar stream (the client sends it in chunks,
+        the first message naming the sandbox and the directory) into a
+        directory of a READY sandbox, at most 256 MiB of tar. Errors as
+        WriteFile; INVALID_ARGUMENT also for a stream over the bound or a
+        first message without sandbox_id and path.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadArchive(self, request, context):
+        """DownloadArchive streams a path of a READY sandbox (a directory with
+        everything under it, or one file) as a tar stream in chunks, at most
+        max_bytes of tar. Errors as ReadFile; FAILED_PRECONDITION
+        (FILE_TOO_LARGE) when the tar passes max_bytes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -250,6 +283,16 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.SetSandboxTimeout,
                     request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.SerializeToString,
+            ),
+            'UploadArchive': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadArchive,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveResponse.SerializeToString,
+            ),
+            'DownloadArchive': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadArchive,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -457,6 +500,40 @@ class SandboxService(object):
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
+    @staticmethod
+    def UploadArchive(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/megaflow.v1.SandboxService/UploadArchive',
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DownloadArchive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/megaflow.v1.SandboxService/DownloadArchive',
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
 
 class SandboxWorkerServiceStub(object):
     """SandboxWorkerService is served by each worker on its sandbox address
@@ -493,6 +570,16 @@ class SandboxWorkerServiceStub(object):
                 '/megaflow.v1.SandboxWorkerService/RemoveSnapshot',
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotResponse.FromString,
+                )
+        self.UploadArchive = channel.stream_unary(
+                '/megaflow.v1.SandboxWorkerService/UploadArchive',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveResponse.FromString,
+                )
+        self.DownloadArchive = channel.unary_stream(
+                '/megaflow.v1.SandboxWorkerService/DownloadArchive',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.FromString,
                 )
 
 
@@ -539,6 +626,20 @@ class SandboxWorkerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadArchive(self, request_iterator, context):
+        """UploadArchive as SandboxService.UploadArchive.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadArchive(self, request, context):
+        """DownloadArchive as SandboxService.DownloadArchive.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxWorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -566,6 +667,16 @@ def add_SandboxWorkerServiceServicer_to_server(servicer, server):
                     servicer.RemoveSnapshot,
                     request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotResponse.SerializeToString,
+            ),
+            'UploadArchive': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadArchive,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveResponse.SerializeToString,
+            ),
+            'DownloadArchive': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadArchive,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -661,5 +772,39 @@ class SandboxWorkerService(object):
         return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxWorkerService/RemoveSnapshot',
             megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotRequest.SerializeToString,
             megaflow_dot_v1_dot_sandbox__pb2.RemoveSnapshotResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UploadArchive(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/megaflow.v1.SandboxWorkerService/UploadArchive',
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DownloadArchive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/megaflow.v1.SandboxWorkerService/DownloadArchive',
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/runtime/docker"
+	"github.com/megaflow/megaflow/runtime/testimage"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// Sandbox benchmarks (docs/sandboxes.md, bench/results/sandbox.md): the
+// exec round trip and the creation of many sandboxes at once, each against
+// the bare Docker Engine measured in the same run on the same host. Both
+// need a Docker Engine and the docker CLI (skipped without an engine,
+// failed without one when CI is set).
+
+// sandboxBench is a 3-head cluster with one Docker worker serving
+// sandboxes, and the engine's CLI for the baseline.
+type sandboxBench struct {
+	c       *testcluster.Cluster
+	cl      *client.Client
+	rt      *docker.Runtime
+	image   string
+	cluster string
+	cli     string
+}
+
+func newSandboxBench(b *testing.B) *sandboxBench {
+	b.Helper()
+	_, image := testimage.Require(b)
+	dockerCLI, err := exec.LookPath("docker")
+	if err != nil {
+		b.Fatalf("the docker CLI is needed for the baseline: %v", err)
+	}
+	rt, err := docker.New(docker.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := testcluster.New(b, testcluster.Options{Configure: func(cfg *head.Config) {
+		cfg.Lease = lease.Config{Duration: 30 * time.Second, Margin: 5 * time.Second} // a loaded engine must not cost a lease
+	}})
+	name := "mfsb-" + testimage.RunID()
+	c.AddWorker(testcluster.WorkerOptions{
+		NewRuntime: func() contract.Runtime { return rt },
+		Capacity:   worker.Capacity{CPUMillis: 1000 * 300, MemoryBytes: 64 << 30}, // room for 256 one-core sandboxes: capacity is a number here
+		Configure:  func(cfg *worker.Config) { cfg.ClusterName = name },
+	})
+	s := &sandboxBench{c: c, cl: c.Client(), rt: rt, image: image, cluster: name, cli: dockerCLI}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cs, _ := rt.List(ctx, map[string]string{worker.LabelCluster: name})
+		for _, c := range cs {
+			_ = rt.Remove(ctx, c.ID)
+		}
+		out, _ := exec.Command(dockerCLI, "ps", "-aq", "--filter", "label=mfsb="+name).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command(dockerCLI, append([]string{"rm", "-f"}, ids...)...).Run()
+		}
+	})
+	return s
+}
+
+// createSandbox creates one sandbox of the test image and waits until it
+// is READY: one core, like the baseline's unlimited container for a
+// command as small as `true` (a smaller CPU quota throttles the exec's
+// own runc init inside the sandbox's cgroup: at 10 millicores an exec of
+// `true` took seconds). Safe from any goroutine.
+func (s *sandboxBench) createSandbox(ctx context.Context) (*client.Sandbox, error) {
+	sb, err := s.cl.CreateSandbox(ctx, client.SandboxSpec{Image: s.image, CPUMillis: 1000, MemoryBytes: 64 << 20, WaitReady: 5 * time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("CreateSandbox: %w", err)
+	}
+	return sb, nil
+}
+
+// dockerRunIdle is the baseline's `docker run -d` of an idle container
+// like a sandbox's (the test image, no network, the same idle loop); it
+// returns the container's id once the CLI returns (started). Safe from
+// any goroutine.
+func (s *sandboxBench) dockerRunIdle() (string, error) {
+	out, err := exec.Command(s.cli, "run", "-d", "--network", "none", "--label", "mfsb="+s.cluster, s.image,
+		"/bin/sh", "-c", "while :; do sleep 3600; done").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("docker run -d: %v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// spread is min, median and max of three or more figures.
+func spread(v []float64) string {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return fmt.Sprintf("%.2f / %.2f / %.2f", s[0], s[len(s)/2], s[len(s)-1])
+}
+
+// BenchmarkSandboxExec measures the round trip of an exec of `true`: a
+// sandbox's through the cluster (client -> head -> worker -> docker exec
+// -> back), against `docker exec CID true` with the docker CLI and against
+// one exec through the engine's API (runtime/docker's ExecStream, what the
+// worker calls), on an idle container of the same image. One exec at a
+// time, the three arms interleaved; 3 repetitions of n execs per arm,
+// reported as min / median / max of each repetition's p50 and p99.
+func BenchmarkSandboxExec(b *testing.B) {
+	n := scaled(100, 10)
+	var rows []row
+	b.Run(fmt.Sprintf("execs=%d", n), func(b *testing.B) {
+		hideNsPerOp(b)
+		for range b.N {
+			s := newSandboxBench(b)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+			defer cancel()
+			sb, err := s.createSandbox(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cid, err := s.dockerRunIdle()
+			if err != nil {
+				b.Fatal(err)
+			}
+			// An exec the engine never finishes (it loses an exec's exit
+			// now and then on a loaded host: still "running" forever) is
+			// ended at hangAfter and counted apart, not in the latencies.
+			const hangAfter = 20 * time.Second
+			hung := map[string]int{}
+			viaSandbox := func() (time.Duration, bool) {
+				t0 := time.Now()
+				res, err := sb.Exec(ctx, []string{"true"}, client.ExecOptions{Timeout: hangAfter})
+				if err != nil || (res.ExitCode != 0 && !res.TimedOut) {
+					b.Fatalf("sandbox exec: %+v, %v", res, err)
+				}
+				return time.Since(t0), res.TimedOut
+			}
+			viaCLI := func() (time.Duration, bool) {
+				t0 := time.Now()
+				ectx, cancel := context.WithTimeout(ctx, hangAfter)
+				defer cancel()
+				if out, err := exec.CommandContext(ectx, s.cli, "exec", cid, "true").CombinedOutput(); err != nil {
+					if ectx.Err() != nil {
+						return time.Since(t0), true
+					}
+					b.Fatalf("docker exec: %v: %s", err, out)
+				}
+				return time.Since(t0), false
+			}
+			viaAPI := func() (time.Duration, bool) {
+				t0 := time.Now()
+				ectx, cancel := context.WithTimeout(ctx, hangAfter)
+				defer cancel()
+				x, err := s.rt.ExecStream(ectx, cid, contract.ExecRequest{Command: []string{"true"}})
+				if ectx.Err() != nil {
+					return time.Since(t0), true
+				}
+				if err != nil || x.Code != 0 {
+					b.Fatalf("engine API exec: %+v, %v", x, err)
+				}
+				return time.Since(t0), false
+			}
+			add := func(arm string, into *[]time.Duration, d time.Duration, hang bool) {
+				if hang {
+					hung[arm]++
+					return
+				}
+				*into = append(*into, d)
+			}
+			for range 5 { // warm every path
+				viaSandbox()
+				viaCLI()
+				viaAPI()
+			}
+			var sp50, sp99, cp50, cp99, ap50, ap99, r50cli, r50api []float64
+			for range 3 {
+				var sbx, cli, api []time.Duration
+				for i := range n {
+					for k := range 3 { // rotate the order so no arm always follows another
+						switch (i + k) % 3 {
+						case 0:
+							d, h := viaSandbox()
+							add("sandbox", &sbx, d, h)
+						case 1:
+							d, h := viaCLI()
+							add("docker exec", &cli, d, h)
+						case 2:
+							d, h := viaAPI()
+							add("engine API", &api, d, h)
+						}
+					}
+				}
+				for _, d := range [][]time.Duration{sbx, cli, api} {
+					slices.Sort(d)
+				}
+				sp50, sp99 = append(sp50, ms(percentile(sbx, 50))), append(sp99, ms(percentile(sbx, 99)))
+				cp50, cp99 = append(cp50, ms(percentile(cli, 50))), append(cp99, ms(percentile(cli, 99)))
+				ap50, ap99 = append(ap50, ms(percentile(api, 50))), append(ap99, ms(percentile(api, 99)))
+				r50cli = append(r50cli, ms(percentile(sbx, 50))/ms(percentile(cli, 50)))
+				r50api = append(r50api, ms(percentile(sbx, 50))/ms(percentile(api, 50)))
+			}
+			med := func(v []float64) float64 { s := slices.Clone(v); slices.Sort(s); return s[len(s)/2] }
+			b.ReportMetric(med(sp50), "sandbox-p50-ms")
+			b.ReportMetric(med(cp50), "docker-exec-p50-ms")
+			b.ReportMetric(med(ap50), "engine-api-p50-ms")
+			b.ReportMetric(med(r50cli), "ratio-p50-vs-docker-exec")
+			setRow(&rows, row{"sandbox exec p50 ms", spread(sp50), "client -> head -> worker -> engine; min / median / max of 3"})
+			setRow(&rows, row{"sandbox exec p99 ms", spread(sp99), ""})
+			setRow(&rows, row{"docker exec p50 ms", spread(cp50), "the docker CLI: `docker exec CID true`"})
+			setRow(&rows, row{"docker exec p99 ms", spread(cp99), ""})
+			setRow(&rows, row{"engine API p50 ms", spread(ap50), "one exec through the engine's API, no CLI process"})
+			setRow(&rows, row{"engine API p99 ms", spread(ap99), ""})
+			setRow(&rows, row{"ratio p50 vs docker exec", spread(r50cli), "target <= 1.3x"})
+			setRow(&rows, row{"ratio p50 vs engine API", spread(r50api), "the cluster's own cost"})
+			setRow(&rows, row{"hung execs", fmt.Sprintf("%d / %d / %d", hung["sandbox"], hung["docker exec"], hung["engine API"]),
+				fmt.Sprintf("sandbox / docker exec / engine API: not finished by the engine within %v, left out of the percentiles", hangAfter)})
+		}
+	})
+	summary(b, fmt.Sprintf("sandbox exec round trip of `true`, %d execs per arm and repetition, one at a time", n), &rows)
+}
+
+// BenchmarkSandboxCreate measures n sandboxes created at once, each a fresh
+// container (CreateSandbox with WaitReady from n goroutines: the time
+// until the last is READY), against n `docker run -d` of an idle container
+// of the same image from n goroutines (until the last CLI returns: the
+// container started). The sandbox arm runs first, then the baseline, then
+// the sandboxes are closed and the containers removed (untimed).
+func BenchmarkSandboxCreate(b *testing.B) {
+	n := scaled(256, 8)
+	var rows []row
+	b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
+		hideNsPerOp(b)
+		for range b.N {
+			s := newSandboxBench(b)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			warm, err := s.createSandbox(ctx) // warm the image and the paths
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = warm.Close(ctx)
+			if _, err := s.dockerRunIdle(); err != nil {
+				b.Fatal(err)
+			}
+
+			// at runs do from n goroutines at once and returns the time
+			// until the last ended; the first error fails the benchmark.
+			at := func(do func() error) time.Duration {
+				var wg sync.WaitGroup
+				errc := make(chan error, n)
+				t0 := time.Now()
+				for range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := do(); err != nil {
+							errc <- err
+						}
+					}()
+				}
+				wg.Wait()
+				d := time.Since(t0)
+				close(errc)
+				if err := <-errc; err != nil {
+					b.Fatal(err)
+				}
+				return d
+			}
+			var mu sync.Mutex
+			var boxes []*client.Sandbox
+			sbx := at(func() error {
+				sb, err := s.createSandbox(ctx)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				boxes = append(boxes, sb)
+				mu.Unlock()
+				return nil
+			})
+			for _, sb := range boxes {
+				if sb.Info().GetState() != client.SandboxReady {
+					b.Fatalf("sandbox %s is %s; want READY", sb.ID(), sb.Info().GetState())
+				}
+			}
+			run := at(func() error { _, err := s.dockerRunIdle(); return err })
+			for _, sb := range boxes {
+				if err := sb.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(sbx.Seconds(), "sandboxes-s")
+			b.ReportMetric(run.Seconds(), "docker-run-s")
+			b.ReportMetric(sbx.Seconds()/run.Seconds(), "ratio")
+			setRow(&rows, row{"sandboxes READY", fmt.Sprintf("%.2f s", sbx.Seconds()), fmt.Sprintf("%d CreateSandbox at once, fresh containers", n)})
+			setRow(&rows, row{"docker run -d", fmt.Sprintf("%.2f s", run.Seconds()), fmt.Sprintf("%d at once, the docker CLI", n)})
+			setRow(&rows, row{"ratio", fmt.Sprintf("%.2fx", sbx.Seconds()/run.Seconds()), "target <= 1.1x"})
+		}
+	})
+	summary(b, fmt.Sprintf("%d sandboxes created at once vs docker run -d", n), &rows)
+}
