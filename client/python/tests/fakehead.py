@@ -162,6 +162,18 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
     def DownloadArchive(self, request, context):
         return self._stream("DownloadArchive", request, context)
 
+    def SnapshotSandbox(self, request, context):
+        return self._unary("SnapshotSandbox", request, context)
+
+    def ListSnapshots(self, request, context):
+        return self._unary("ListSnapshots", request, context)
+
+    def DeleteSnapshot(self, request, context):
+        return self._unary("DeleteSnapshot", request, context)
+
+    def SetSandboxTimeout(self, request, context):
+        return self._unary("SetSandboxTimeout", request, context)
+
 
 def abort(context: grpc.ServicerContext, failure: Failure) -> None:
     """Abort a handler with a Failure (for handlers that fail mid-stream)."""
