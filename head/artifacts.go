@@ -105,7 +105,7 @@ func (h *Head) logs(ctx context.Context, req *wire.LogsRequest, send func(*wire.
 	}
 	store := h.cfg.Artifacts
 	next := req.GetAfterChunk() + 1
-	landBy := h.clock.Now().Add(logsLandWait)
+	readBy := h.clock.Now().Add(logsLandWait)
 	for {
 		// Whether more can come is judged before listing, so that chunks
 		// landing meanwhile are still streamed.
@@ -153,9 +153,21 @@ func (h *Head) logs(ctx context.Context, req *wire.LogsRequest, send func(*wire.
 		if wk := h.fsm.View().Worker(a.WorkerID); landing && (wk == nil || wk.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE) {
 			landing = false
 		}
-		if !req.GetFollow() && landing && h.clock.Now().After(landBy) {
-			return errs.New(errs.Unavailable, "logs of %s attempt %d: the attempt finished %v ago and its worker has not uploaded the rest of its log yet "+
-				"(%d chunks sent here); try again, or read with --follow to wait for it", req.GetTaskId(), att.Number, logsLandWait, next-req.GetAfterChunk()-1)
+		// The wait ends logsLandWait after the attempt finished (an
+		// upload that long overdue is failing: its worker keeps retrying)
+		// and at most logsLandWait after this read began; the answer then
+		// says the log is incomplete, and is not retried by clients.
+		if !req.GetFollow() && landing {
+			now := h.clock.Now()
+			finished := time.Unix(0, a.FinishUnixNanos)
+			if a.FinishUnixNanos == 0 || now.After(readBy) || now.Sub(finished) > logsLandWait {
+				ago := "a while"
+				if a.FinishUnixNanos != 0 {
+					ago = now.Sub(finished).Round(time.Second).String()
+				}
+				return errs.New(errs.FailedPrecondition, "logs of %s attempt %d are incomplete: the attempt finished %s ago and its worker %s has not uploaded the rest of its log yet "+
+					"(%d chunks sent here); read again later, or with --follow to wait for it", req.GetTaskId(), att.Number, ago, a.WorkerID, next-req.GetAfterChunk()-1)
+			}
 		}
 		if (!req.GetFollow() && !landing) || (m != nil && next > m.LogChunks) || (m == nil && over) {
 			return nil

@@ -35,7 +35,7 @@ func (s *sandboxServer) archiveTarget(id string, n uint32) (contract.ArchiveCopi
 
 // UploadArchive extracts the client's tar stream into a directory of the
 // sandbox's container: every entry is checked (rearchive) and renamed under
-// the directory, and the stream is bounded by spec.SandboxMaxArchive. A
+// the directory, and the stream is bounded by mfspec.SandboxMaxArchive. A
 // goroutine of the call turns the received chunks into the tar the engine
 // reads; it ends before UploadArchive returns.
 func (s *sandboxServer) UploadArchive(stream grpc.ClientStreamingServer[wire.SandboxUploadArchiveRequest, wire.SandboxUploadArchiveResponse]) error {
@@ -165,6 +165,7 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 // named "." are dropped (dir itself).
 func rearchive(r io.Reader, w io.Writer, dir string) error {
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
+	var total int64 // the files' sizes, as extracted
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -193,6 +194,15 @@ func rearchive(r io.Reader, w io.Writer, dir string) error {
 		default:
 			return errs.New(errs.InvalidArgument, "upload: entry %q is of tar type %q: only files, directories and links are copied", h.Name, h.Typeflag)
 		}
+		// A sparse entry (GNU or PAX) is expanded by the reader, holes as
+		// zeros: a few bytes of tar could declare a terabyte. Refused, and
+		// the files' total size is held to the stream's own bound.
+		if h.Typeflag == tar.TypeGNUSparse || hasSparseRecords(h) {
+			return errs.New(errs.InvalidArgument, "upload: entry %q is a sparse file: copy it as a regular file (tar without --sparse)", h.Name)
+		}
+		if total += max(h.Size, 0); total > mfspec.SandboxMaxArchive {
+			return errs.New(errs.InvalidArgument, "upload: the files in the tar stream add up to over %d bytes: copy a smaller directory", int64(mfspec.SandboxMaxArchive))
+		}
 		h.Name = name
 		if err := tw.WriteHeader(h); err != nil {
 			return err
@@ -220,4 +230,15 @@ func entryUnder(dir, name string) (string, error) {
 		return "", nil
 	}
 	return strings.TrimPrefix(path.Join(dir, clean), "/"), nil
+}
+
+// hasSparseRecords reports whether h carries PAX records of a sparse file
+// (GNU.sparse.*).
+func hasSparseRecords(h *tar.Header) bool {
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }

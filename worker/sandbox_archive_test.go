@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/megaflow/megaflow/internal/errs"
+	mfspec "github.com/megaflow/megaflow/internal/spec"
 )
 
 type entry struct {
@@ -95,5 +96,40 @@ func TestRearchive(t *testing.T) {
 	cr := &chunkReader{buf: make([]byte, 10), recv: func() ([]byte, error) { return make([]byte, 10), nil }, limit: 25}
 	if _, err := io.Copy(io.Discard, cr); !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), "over 25 bytes") {
 		t.Fatalf("a stream over its bound: %v", err)
+	}
+}
+
+// TestRearchiveRefusesExpandingEntries: a sparse entry (PAX GNU.sparse
+// records) and entries whose declared sizes add up past the archive bound
+// are refused before anything of them is written: a few bytes of tar
+// could otherwise make the worker write terabytes.
+func TestRearchiveRefusesExpandingEntries(t *testing.T) {
+	for _, tc := range []struct {
+		h    tar.Header
+		want bool
+	}{
+		{tar.Header{PAXRecords: map[string]string{"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}}, true},
+		{tar.Header{PAXRecords: map[string]string{"GNU.sparse.realsize": "1099511627776"}}, true},
+		{tar.Header{PAXRecords: map[string]string{"mtime": "1"}}, false},
+		{tar.Header{}, false},
+	} {
+		if got := hasSparseRecords(&tc.h); got != tc.want {
+			t.Errorf("hasSparseRecords(%v) = %v, want %v", tc.h.PAXRecords, got, tc.want)
+		}
+	}
+	// One header declaring more than the bound (its data never follows:
+	// the header alone must be refused).
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: mfspec.SandboxMaxArchive + 1, Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := rearchive(bytes.NewReader(buf.Bytes()), &out, "/work/dst")
+	if !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), "add up to over") {
+		t.Fatalf("a file declared past the bound: %v; want InvalidArgument", err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("%d bytes written for a refused entry", out.Len())
 	}
 }

@@ -245,23 +245,37 @@ func (w *Worker) askLeader(ctx context.Context, addr, leaderID string, term uint
 	return &leaderMoved{by: addr, id: st.GetLeaderId(), addr: st.GetLeaderGrpcAddr(), term: st.GetTerm()}
 }
 
-// awaitReady starts conn's connection and waits, at most
+// awaitReady starts conn's connection (at once, also when an earlier
+// failure has it waiting out gRPC's backoff) and waits, at most
 // Config.DialTimeout, until it is ready (TCP and HTTP/2 settings
-// exchanged). It fails at once when the connection fails (a refused
-// port), and on the bound when the head never answers (its host cut off
-// or frozen), so that a reconnect round moves on to the next head instead
-// of waiting out gRPC's 20 s connect timeout.
+// exchanged) or has failed again. It fails only on the bound, when the
+// head never answers (its host cut off or frozen), so that a reconnect
+// round moves on to the next head instead of waiting out gRPC's 20 s
+// connect timeout; a connection that failed is left to the call, whose
+// error says why (a refused port, a refused certificate).
 func (w *Worker) awaitReady(ctx context.Context, conn *grpc.ClientConn) error {
 	dctx, cancel := clock.WithTimeout(ctx, w.clock, w.cfg.DialTimeout)
 	defer cancel()
 	conn.Connect()
+	retried := false
 	for {
 		s := conn.GetState()
 		switch s {
-		case connectivity.Ready:
+		case connectivity.Ready, connectivity.Shutdown:
+			// A shut-down connection fails the call with its cause.
 			return nil
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			return fmt.Errorf("connection %s", strings.ToLower(s.String()))
+		case connectivity.TransientFailure:
+			if retried {
+				// It failed again at once (a refused port, a refused
+				// certificate): the stream call fails fast with the cause.
+				return nil
+			}
+			// A connection that failed before waits out gRPC's backoff
+			// (up to 120 s) before it dials again: a head that came back
+			// meanwhile would stay unreachable longer than a lease. Dial
+			// now.
+			retried = true
+			conn.ResetConnectBackoff()
 		}
 		if !conn.WaitForStateChange(dctx, s) {
 			if ctx.Err() != nil {

@@ -28,14 +28,22 @@ func buildBinary(t *testing.T, dir, pkg string) string {
 	return out
 }
 
-func freePort(t *testing.T) string {
+// freePorts returns n distinct free loopback addresses: every listener is
+// held until all are picked (picked one at a time, the kernel may hand out
+// a port it has just handed out: CI once gave h1's gRPC port to h2's
+// gossip, and h2 could not start).
+func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return out
 }
 
 type proc struct {
@@ -67,12 +75,13 @@ func TestHeadProcessesSurviveKill9OfLeader(t *testing.T) {
 	cli := buildBinary(t, dir, "cmd/megaflow")
 	var procs []*proc
 	var seeds []string
+	ports := freePorts(t, 9)
 	for i := range 3 {
-		gossip := freePort(t)
+		gossip := ports[3*i]
 		seeds = append(seeds, gossip)
-		p := &proc{id: fmt.Sprintf("h%d", i+1), grpc: freePort(t)}
+		p := &proc{id: fmt.Sprintf("h%d", i+1), grpc: ports[3*i+1]}
 		p.args = []string{"--node-id", p.id, "--data-dir", filepath.Join(dir, p.id),
-			"--raft-addr", freePort(t), "--grpc-addr", p.grpc, "--gossip-addr", gossip, "--bootstrap-expect", "3", "--http-addr", "127.0.0.1:0"}
+			"--raft-addr", ports[3*i+2], "--grpc-addr", p.grpc, "--gossip-addr", gossip, "--bootstrap-expect", "3", "--http-addr", "127.0.0.1:0"}
 		procs = append(procs, p)
 	}
 	for i, p := range procs {

@@ -114,7 +114,11 @@ wait:
 				ictx, icancel := r.callCtx(ctx)
 				ins, err := r.cli.ExecInspect(ictx, created.ID, client.ExecInspectOptions{})
 				icancel()
-				if err == nil && !ins.Running {
+				// Not running and a PID: it ran and ended. Not running
+				// without one: the engine has not started it yet (the
+				// attach answers before ContainerExecStart marks it
+				// running), so it is asked again at the next tick.
+				if err == nil && !ins.Running && ins.PID != 0 {
 					endedAt, lastMoved = now, moved.Load()
 				}
 				continue
