@@ -82,6 +82,9 @@ func TestSnapshotOps(t *testing.T) {
 		t.Fatalf("after w1 went down: %s; want snap-b", got)
 	}
 	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-d", "t1", "w2"), MaxPerTenant: 2})
+	// A snapshot of the down worker, committed before the verdict and
+	// proposed after it, is refused: its row would never be dropped.
+	f.refused(errs.FailedPrecondition, OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-f", "t3", "w1"), MaxPerTenant: 2})
 
 	if r := f.ok(OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: "snap-b"}).(*SnapshotDeleteResult); r.Removed.GetId() != "snap-b" {
 		t.Fatalf("delete: %v; want snap-b removed", r.Removed)

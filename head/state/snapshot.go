@@ -42,6 +42,12 @@ func (t *Txn) AddSnapshot(s *wire.Snapshot, maxPerTenant int) (*wire.Snapshot, e
 	if first(t.mem, tableSnapshots, indexID, s.GetId()) != nil {
 		return nil, errs.New(errs.AlreadyExists, "snapshot %s exists already", s.GetId())
 	}
+	// A worker declared down between its commit and this entry has had its
+	// snapshots dropped already (WorkerDown): a row added now would never
+	// be, and would count against its tenant for ever.
+	if w := t.Worker(s.GetWorkerId()); w == nil || w.Status != wire.WorkerStatus_WORKER_STATUS_ALIVE {
+		return nil, errs.New(errs.FailedPrecondition, "snapshot %s: its worker %s is not alive in the table: take the snapshot again once the sandbox's worker is back", s.GetId(), s.GetWorkerId())
+	}
 	n := 0
 	for it := get(t.mem, tableSnapshots, indexTenant, s.GetTenant()); it.Next() != nil; {
 		n++
