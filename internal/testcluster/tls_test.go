@@ -125,8 +125,8 @@ func TestTLSCluster(t *testing.T) {
 	}
 	// ClusterStatus alone is open to workers: one whose leader went
 	// silent asks the other heads who leads.
-	if st, err := workerAPI.ClusterStatus(ctx, &wire.ClusterStatusRequest{}); err != nil || st.GetLeaderId() == "" {
-		t.Fatalf("ClusterStatus with a worker certificate: %v, %v; want the leader", st, err)
+	if st, err := workerAPI.ClusterStatus(ctx, &wire.ClusterStatusRequest{}); err != nil || st.GetHeadId() == "" {
+		t.Fatalf("ClusterStatus with a worker certificate: %v, %v; want the head's status", st, err)
 	}
 	cliStore, err := tlsconfig.Load(set.Files("c1"))
 	if err != nil {
