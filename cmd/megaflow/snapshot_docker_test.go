@@ -56,9 +56,17 @@ func TestCLISandboxSnapshotDocker(t *testing.T) {
 		defer cancel()
 		_, _ = cli0.ImageRemove(ctx, spec.SnapshotImage(snap), dockerclient.ImageRemoveOptions{Force: true})
 	})
-	code, out, _ = cli(t, heads, "sandbox", "snapshots")
-	if code != 0 || !strings.Contains(out, snap) || !strings.Contains(out, "base") || !strings.Contains(out, id) {
-		t.Fatalf("snapshots: %d %q; want the snapshot, its name and sandbox", code, out)
+	// A new CLI run carries no index either: the head it asks may not have
+	// applied the snapshot's entry yet.
+	testcluster.WaitFor(t, 30*time.Second, "the snapshot listed", func() bool {
+		code, out, _ = cli(t, heads, "sandbox", "snapshots")
+		if code != 0 {
+			t.Fatalf("snapshots: %d %q", code, out)
+		}
+		return strings.Contains(out, snap)
+	})
+	if !strings.Contains(out, "base") || !strings.Contains(out, id) {
+		t.Fatalf("snapshots: %q; want the snapshot, its name and sandbox", out)
 	}
 	code, out, errOut = cli(t, heads, "sandbox", "create", "--from-snapshot", snap)
 	fork := strings.TrimSpace(out)
