@@ -426,15 +426,23 @@ func (s *sandboxService) ReadFile(req *wire.SandboxReadFileRequest, stream grpc.
 	if err != nil {
 		return relayErr(req.GetSandboxId(), worker, err)
 	}
+	return relayChunks(s, req.GetSandboxId(), worker, st.Recv, stream.Send)
+}
+
+// relayChunks forwards every message the sandbox's worker streams (recv)
+// to the client (send) until the worker's stream ends, counting each
+// message's data as bytes read; a worker's error is passed on as relayErr
+// does.
+func relayChunks[M interface{ GetData() []byte }](s *sandboxService, id, worker string, recv func() (M, error), send func(M) error) error {
 	for {
-		m, err := st.Recv()
+		m, err := recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
-			return relayErr(req.GetSandboxId(), worker, err)
+			return relayErr(id, worker, err)
 		}
-		if err := stream.Send(m); err != nil {
+		if err := send(m); err != nil {
 			return err
 		}
 		s.metrics.addFileBytes("read", len(m.GetData()))

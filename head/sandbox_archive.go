@@ -82,17 +82,5 @@ func (s *sandboxService) DownloadArchive(req *wire.SandboxDownloadArchiveRequest
 	if err != nil {
 		return relayErr(req.GetSandboxId(), worker, err)
 	}
-	for {
-		m, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return relayErr(req.GetSandboxId(), worker, err)
-		}
-		if err := stream.Send(m); err != nil {
-			return err
-		}
-		s.metrics.addFileBytes("read", len(m.GetData()))
-	}
+	return relayChunks(s, req.GetSandboxId(), worker, st.Recv, stream.Send)
 }
