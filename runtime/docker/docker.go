@@ -92,13 +92,18 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	copies map[string]*logCopy // container id -> its log copy
-	killed map[string]bool     // containers this runtime stopped or removed
+	// killed: the containers this runtime stopped, removed or killed, with
+	// why when it killed one for a cancelled exec ("" for a stop or remove).
+	killed map[string]string
 	closed bool
 	wg     sync.WaitGroup // log copies
 
-	// killGroup kills an exec's process group from the host; tests
-	// replace it to exercise the fallback.
-	killGroup func(pid int, containerID string) error
+	// killGroup kills an exec's process group from the host, and
+	// procVisible reports whether host process pid is a process of
+	// container containerID as seen in /proc; tests replace them to
+	// exercise the fallback.
+	killGroup   func(pid int, containerID string) error
+	procVisible func(pid int, containerID string) bool
 }
 
 // New returns a Runtime for cfg's engine. It does no I/O: the engine is
@@ -131,7 +136,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: client for %q: %w", cfg.Host, err)
 	}
-	return &Runtime{cfg: cfg, cli: cli, log: log.With("runtime", "docker"), clock: clk, copies: map[string]*logCopy{}, killed: map[string]bool{}, killGroup: killHostGroup}, nil
+	return &Runtime{cfg: cfg, cli: cli, log: log.With("runtime", "docker"), clock: clk, copies: map[string]*logCopy{}, killed: map[string]string{}, killGroup: killHostGroup, procVisible: procOf}, nil
 }
 
 // Name returns "docker".

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"syscall"
@@ -166,19 +167,34 @@ func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) 
 }
 
 // killExec kills exec execID of container id: its process group, from the
-// host, when the worker can see it; otherwise, after trying for
-// execKillWait, the whole container. It returns "" when the exec's process
-// group was killed or the exec had ended, or why its container was killed.
+// host, when the worker can see it; otherwise the whole container. It
+// returns "" when the exec's process group was killed or the exec had
+// ended (or never started), or why its container was killed.
 //
-// The engine's view and /proc can briefly disagree (an exec whose process
-// just died is still "running" to the engine; an exec whose start request
-// is on its way is not running yet and has no PID), so it polls the engine
-// until one of: the exec is seen ended, its process group is killed, or
-// execKillWait has passed.
+// The engine's view and /proc can disagree for a while (an exec whose
+// process just died is still "running" to the engine; an exec whose start
+// request is on its way is "running" with no PID: seen for over a second
+// on a loaded host), so it polls the engine until one of:
+//   - the engine says the exec ended, or that it failed to start (not
+//     running, no PID, an exit code): nothing of it runs;
+//   - its process group is killed, or its PID is gone from /proc while the
+//     container's own init is visible there (the worker sees the
+//     container's processes, so the exec ended and the engine has not
+//     noticed yet);
+//   - the engine has not started it within CallTimeout, or execKillWait
+//     has passed since its PID was first seen without a kill landing (the
+//     worker cannot see the container's processes: another PID namespace,
+//     or an engine on another host): then the container is killed, and
+//     Wait gives why as its Exit.Reason.
+//
+// Killing a sandbox's container for a cancelled exec ends the sandbox, so
+// the container is killed only when the exec may still run and nothing
+// else can stop it.
 func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 	cctx, cancel := r.cleanupCtx(ctx)
 	defer cancel()
-	deadline := r.clock.Now().Add(execKillWait)
+	startBy := r.clock.Now().Add(r.cfg.CallTimeout)
+	var killBy time.Time // execKillWait after the PID was first seen
 	var last error
 	for {
 		ins, err := r.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{})
@@ -187,16 +203,26 @@ func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 			last = fmt.Errorf("inspecting the exec: %w", err)
 		case !ins.Running && ins.PID != 0:
 			return "" // it ended
+		case !ins.Running && ins.ExitCode != 0:
+			return "" // the engine could not start it (126, 127): nothing runs
 		case ins.PID == 0:
-			last = errors.New("the engine has not started the exec's process yet")
+			last = fmt.Errorf("the engine has not started the exec's process within %v", r.cfg.CallTimeout)
 		default:
+			if killBy.IsZero() {
+				killBy = r.clock.Now().Add(execKillWait)
+			}
 			kerr := r.killGroup(ins.PID, ins.ContainerID)
 			if kerr == nil {
 				return ""
 			}
-			// The process may have ended and the engine not noticed yet
-			// (kerr is then ErrNotExist): the next inspect tells.
+			if errors.Is(kerr, fs.ErrNotExist) && r.seesContainer(cctx, id) {
+				return "" // it ended; the engine has not noticed yet
+			}
 			last = fmt.Errorf("killing host process group %d: %w", ins.PID, kerr)
+		}
+		deadline := startBy
+		if !killBy.IsZero() {
+			deadline = killBy
 		}
 		if r.clock.Now().After(deadline) {
 			break
@@ -206,16 +232,36 @@ func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 			break
 		}
 	}
-	why := fmt.Sprintf("its container was killed: the exec's processes could not be killed from the host within %v (%v)", execKillWait, last)
+	why := fmt.Sprintf("its container was killed: a cancelled exec's processes could not be killed from the host (%v)", last)
 	r.log.Warn("cannot kill exec from the host; killing its container", "container", id, "exec", execID, "err", last)
+	r.markKilled(id, why)
 	if _, err := r.cli.ContainerKill(cctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil && !cerrdefs.IsNotFound(err) {
 		r.log.Error("cannot kill container of a cancelled exec", "container", id, "exec", execID, "err", err)
 	}
 	return why
 }
 
+// seesContainer reports whether the worker sees container id's processes
+// in /proc: its init's host PID is there, in the container's cgroup.
+func (r *Runtime) seesContainer(ctx context.Context, id string) bool {
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	ins, err := r.cli.ContainerInspect(cctx, id, client.ContainerInspectOptions{})
+	if err != nil || ins.Container.State == nil || ins.Container.State.Pid <= 0 {
+		return false
+	}
+	return r.procVisible(ins.Container.State.Pid, ins.Container.ID)
+}
+
+// procOf reports whether host process pid is in container containerID's
+// cgroup, as /proc/<pid>/cgroup says.
+func procOf(pid int, containerID string) bool {
+	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return err == nil && containerID != "" && bytes.Contains(cg, []byte(containerID))
+}
+
 // execKillWait bounds how long killExec tries to kill an exec from the host
-// before it kills the exec's container.
+// once the engine gave its PID, before it kills the exec's container.
 const execKillWait = 2 * time.Second
 
 // errNotOurs means the PID is not (or no longer) a process of the container.

@@ -56,11 +56,14 @@ func (r *Runtime) Wait(ctx context.Context, id string) (contract.Exit, error) {
 	// that died of SIGKILL which this runtime did not send was killed by
 	// the kernel's OOM killer.
 	r.mu.Lock()
-	killedByUs := r.killed[id]
+	why, killedByUs := r.killed[id]
 	r.mu.Unlock()
-	if exit.Code == 137 && !exit.OOMKilled && limited && !killedByUs {
+	switch {
+	case exit.Code == 137 && !exit.OOMKilled && limited && !killedByUs:
 		exit.OOMKilled = true
 		exit.Reason = "OOM-killed: SIGKILL of a container with a memory limit that nobody stopped (the engine did not flag it)"
+	case exit.Code == 137 && !exit.OOMKilled && why != "" && exit.Reason == "":
+		exit.Reason = why
 	}
 	if why := r.awaitLogCopy(ctx, id); why != "" {
 		note := "the task's output is incomplete: " + why
@@ -126,7 +129,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	if secs < 0 {
 		secs = 0
 	}
-	r.markKilled(id)
+	r.markKilled(id, "")
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout+time.Duration(secs)*time.Second)
 	defer cancel()
 	_, err := r.cli.ContainerStop(cctx, id, client.ContainerStopOptions{Timeout: &secs})
@@ -140,7 +143,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 //
 // Errors: contract.ErrUnavailable, ctx's error.
 func (r *Runtime) Remove(ctx context.Context, id string) error {
-	r.markKilled(id)
+	r.markKilled(id, "")
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	_, err := r.cli.ContainerRemove(cctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -154,11 +157,15 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// markKilled records that this runtime stops or removes container id, so
-// that Wait does not take its SIGKILL for the OOM killer's.
-func (r *Runtime) markKilled(id string) {
+// markKilled records that this runtime stops, removes or kills container
+// id, so that Wait does not take its SIGKILL for the OOM killer's; why,
+// when not "", is the Exit.Reason Wait gives for that SIGKILL. A reason
+// already recorded is kept.
+func (r *Runtime) markKilled(id, why string) {
 	r.mu.Lock()
-	r.killed[id] = true
+	if r.killed[id] == "" {
+		r.killed[id] = why
+	}
 	r.mu.Unlock()
 }
 
