@@ -121,3 +121,42 @@ func TestReadYourWritesAndPaging(t *testing.T) {
 		cl.Close()
 	}
 }
+
+// A fresh client (a new CLI run) dialled to a follower knows no session
+// index, so its reads there may miss a write another client made;
+// SyncSession raises its index to the leader's, past that write.
+func TestSyncSessionCoversOtherClientsWrites(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.WaitLeader(30 * time.Second)
+	writer, err := client.Dial(ctx, []string{c.GRPCAddrs()[leader]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	res, err := writer.Submit(ctx, graph("written-elsewhere", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := c.GRPCAddrs()[(leader+1)%len(c.GRPCAddrs())]
+	reader, err := client.Dial(ctx, []string{follower})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if got := client.SessionIndex(reader); got != 0 {
+		t.Fatalf("a fresh client's session index is %d; want 0", got)
+	}
+	if err := reader.SyncSession(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := client.SessionIndex(reader); got < res.Index {
+		t.Fatalf("after SyncSession the session index is %d; want at least the other client's write, %d", got, res.Index)
+	}
+	// And a read through the follower now waits for that write.
+	g, meta, err := reader.GetGraph(ctx, "written-elsewhere", client.ReadOptions{})
+	if err != nil || g.TaskCount != 3 || meta.HeadId == "" {
+		t.Fatalf("GetGraph through the follower: %v, %v, %v", g, meta, err)
+	}
+}

@@ -78,3 +78,16 @@ func (c *Client) GetLimits(ctx context.Context, ro ReadOptions) (*Limits, error)
 	c.observe(res.Meta.GetIndex())
 	return res, nil
 }
+
+// SyncSession raises the client's session index to the leader's applied
+// index: every later read through this client, on any head, then sees
+// every write acknowledged before the call, by any client (a CLI run
+// reading what an earlier run wrote, through a follower that is behind).
+// Reads already wait for the client's own writes; this extends that to
+// writes made elsewhere. It costs one linearizable read through the
+// leader (GetLimits with RequireLeader). Errors: as GetLimits (the leader
+// unreachable: errs.Unavailable after the client's retries).
+func (c *Client) SyncSession(ctx context.Context) error {
+	_, err := c.GetLimits(ctx, ReadOptions{RequireLeader: true})
+	return err
+}

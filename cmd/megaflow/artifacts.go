@@ -31,7 +31,7 @@ TASK is <graph id>/<task name>.`,
 			if follow && !cmd.Flags().Changed("timeout") {
 				g.timeout = 0 // a task may run for hours: follow until it ends or Ctrl-C
 			}
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -69,7 +69,7 @@ func artifactsLsCmd(g *globals) *cobra.Command {
 		Short: "List the output files of a task's attempt with sizes and SHA-256",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -116,7 +116,7 @@ not match is not kept. Here -o names the directory, not the output format.`,
 			if dir == "" {
 				return errs.New(errs.InvalidArgument, "-o DIR is required: the directory to write the files into")
 			}
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -202,7 +202,7 @@ func deleteCmd(g *globals) *cobra.Command {
 		Short: "Delete a finished graph: its artifacts, then its tasks and the graph",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}

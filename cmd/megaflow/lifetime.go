@@ -25,7 +25,7 @@ lifetime from creation (-o json: the whole sandbox).`,
 			if err != nil {
 				return errs.New(errs.InvalidArgument, "DURATION %q: %v; give e.g. 30m or 2h", args[1], err)
 			}
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}

@@ -143,6 +143,23 @@ func (g *globals) dial(cmd *cobra.Command) (context.Context, *client.Client, fun
 	return ctx, c, func() { c.Close(); cancel() }, nil
 }
 
+// dialSynced is dial for the commands whose reads take no --stale option
+// of their own (sandboxes, snapshots, logs, artifacts): unless --stale, it
+// first raises the client's session index to the leader's
+// (client.SyncSession), so that what a command reads through any head is
+// never older than a write an earlier command made.
+func (g *globals) dialSynced(cmd *cobra.Command) (context.Context, *client.Client, func(), error) {
+	ctx, c, done, err := g.dial(cmd)
+	if err != nil || g.stale {
+		return ctx, c, done, err
+	}
+	if err := c.SyncSession(ctx); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return ctx, c, done, nil
+}
+
 // printJSON writes v as one JSON document: protobuf messages with the
 // field names of the .proto and 64-bit integers as JSON numbers
 // (protoValue), anything else through encoding/json.

@@ -68,7 +68,7 @@ sandbox ended instead of becoming READY (the message says why).`,
 			if sp.Labels, err = parseKVs("label", labels); err != nil {
 				return err
 			}
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -134,7 +134,7 @@ The global --timeout does not apply unless given.`,
 			if f := cmd.Flag("timeout"); f == nil || !f.Changed {
 				g.timeout = 0
 			}
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -192,7 +192,7 @@ then a line "(more: --page-token TOKEN)" when there are more; pass it back
 to continue. -o json prints {"sandboxes": [...], "next_page_token": ""}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -235,7 +235,7 @@ func sandboxRmCmd(g *globals) *cobra.Command {
 		Short: "Close sandboxes: their containers are stopped and removed",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}

@@ -49,7 +49,7 @@ prints {"sandbox", "direction", "path", "local", "bytes"}.`,
 					return errs.New(errs.InvalidArgument, "cp: %v", err)
 				}
 			}
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}

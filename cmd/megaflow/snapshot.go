@@ -23,7 +23,7 @@ files the sandbox has now, on the same worker. A tenant holds at most
 --max-snapshots of the heads (64 by default); "snapshot rm" removes one.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -49,7 +49,7 @@ files the sandbox has now, on the same worker. A tenant holds at most
 		Short: "Delete snapshots: their images are removed from their workers",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func sandboxSnapshotsCmd(g *globals) *cobra.Command {
 		Short: "List sandbox snapshots",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, c, done, err := g.dial(cmd)
+			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
 				return err
 			}
