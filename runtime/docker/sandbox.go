@@ -95,8 +95,13 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req contract.ExecRe
 	// kept the exec's stdout does the same: once the engine says the exec
 	// ended, the stream is closed after execOutputGrace without any output
 	// (output still flowing, buffered by the engine, is read to its end).
-	// A ticker on the system clock, as every CallTimeout is (Config.Clock).
-	watch := time.NewTicker(execWatchEvery)
+	// The engine is asked after execWatchEvery, then at doubling intervals
+	// up to execWatchMax while the exec runs (a thousand long execs must
+	// not cost the engine a thousand inspects a second), and every
+	// execWatchEvery once it ended. A ticker on the system clock, as every
+	// CallTimeout is (Config.Clock).
+	every := execWatchEvery
+	watch := time.NewTicker(every)
 	defer watch.Stop()
 	var endedAt time.Time // when the engine said the exec ended, or output last moved after that
 	var lastMoved int64
@@ -120,6 +125,11 @@ wait:
 				// running), so it is asked again at the next tick.
 				if err == nil && !ins.Running && ins.PID != 0 {
 					endedAt, lastMoved = now, moved.Load()
+					every = execWatchEvery
+					watch.Reset(every)
+				} else if every < execWatchMax {
+					every = min(2*every, execWatchMax)
+					watch.Reset(every)
 				}
 				continue
 			}
@@ -183,11 +193,16 @@ func (c countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// execWatchEvery is how often ExecStream asks the engine whether an exec
-// whose output is still open has ended; execOutputGrace is how long its
-// output may stay open after it ended.
+// execWatchEvery is when ExecStream first asks the engine whether an exec
+// whose output is still open has ended, and how often it looks at the
+// output once it did; the interval between asks doubles up to
+// execWatchMax while the exec runs. execOutputGrace is how long its output
+// may stay open after it ended. An exec that ends while a background child
+// holds its output therefore returns at most execWatchMax +
+// execOutputGrace after its end.
 const (
 	execWatchEvery  = time.Second
+	execWatchMax    = 8 * time.Second
 	execOutputGrace = 2 * time.Second
 )
 
