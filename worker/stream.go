@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -51,12 +50,8 @@ func (w *Worker) headCreds() grpc.DialOption {
 // the stream. It is the stream goroutine: it alone sends on the stream and
 // handles what the head sends.
 func (w *Worker) runStream(ctx context.Context) {
-	conns := map[string]*grpc.ClientConn{}
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
+	conns := newHeadConns(w.headCreds())
+	defer conns.close()
 	backoff := w.cfg.ReconnectMin
 	hint := ""
 	lost := "" // the head whose stream just ended: tried last in the next round
@@ -68,19 +63,10 @@ func (w *Worker) runStream(ctx context.Context) {
 		welcomed := false
 		var lastErr error
 		for _, addr := range addrs {
-			conn, ok := conns[addr]
-			if !ok {
-				var err error
-				conn, err = grpc.NewClient(addr, w.headCreds(),
-					// A stream whose packets vanish (a firewall, a black-holing
-					// proxy) is noticed in Time+Timeout, not when TCP gives up.
-					// The head's EnforcementPolicy allows pings every 5 s.
-					grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}))
-				if err != nil {
-					lastErr = fmt.Errorf("dial %s: %w", addr, err)
-					continue
-				}
-				conns[addr] = conn
+			conn, err := conns.get(addr)
+			if err != nil {
+				lastErr = err
+				continue
 			}
 			if err := w.awaitReady(ctx, conn); err != nil {
 				if ctx.Err() != nil {
@@ -90,7 +76,7 @@ func (w *Worker) runStream(ctx context.Context) {
 				w.log.Debug("head not reachable", "head", addr, "err", err)
 				continue
 			}
-			ok, err := w.session(ctx, conn, addr)
+			ok, err := w.session(ctx, conns, conn, addr)
 			if ctx.Err() != nil {
 				return
 			}
@@ -206,14 +192,15 @@ func (e *leaderMoved) Error() string {
 // ClusterStatus, each bounded by DialTimeout twice) and returns the first
 // answer naming a leader other than leaderID in term or later; nil when
 // none does (every head names the same leader, none is known yet, or none
-// answered).
-func (w *Worker) probeLeader(ctx context.Context, addrs []string, leaderID string, term uint64) *leaderMoved {
+// answered). It uses the stream's connections (conns): a probe opens a
+// connection only to a head not dialled before.
+func (w *Worker) probeLeader(ctx context.Context, conns *headConns, addrs []string, leaderID string, term uint64) *leaderMoved {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make(chan *leaderMoved, len(addrs))
 	for _, a := range addrs {
 		go func() { // owned by probeLeader: each sends once, and out has room for all
-			out <- w.askLeader(ctx, a, leaderID, term)
+			out <- w.askLeader(ctx, conns, a, leaderID, term)
 		}()
 	}
 	var found *leaderMoved
@@ -227,12 +214,11 @@ func (w *Worker) probeLeader(ctx context.Context, addrs []string, leaderID strin
 }
 
 // askLeader asks the head at addr who leads; see probeLeader.
-func (w *Worker) askLeader(ctx context.Context, addr, leaderID string, term uint64) *leaderMoved {
-	conn, err := grpc.NewClient(addr, w.headCreds())
+func (w *Worker) askLeader(ctx context.Context, conns *headConns, addr, leaderID string, term uint64) *leaderMoved {
+	conn, err := conns.get(addr)
 	if err != nil {
 		return nil
 	}
-	defer conn.Close()
 	if w.awaitReady(ctx, conn) != nil {
 		return nil
 	}
@@ -325,7 +311,7 @@ type received struct {
 // stream fails or ctx ends. welcomed reports whether the head took the
 // stream; err says why it ended (errs classes, NotLeader with the leader's
 // address).
-func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string) (welcomed bool, err error) {
+func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.ClientConn, addr string) (welcomed bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := wire.NewWorkerServiceClient(conn).Connect(sctx)
@@ -505,7 +491,7 @@ func (w *Worker) session(ctx context.Context, conn *grpc.ClientConn, addr string
 					probe = make(chan *leaderMoved, 1)
 					go func(out chan<- *leaderMoved) { // owned by session, which takes the token back on its way out
 						defer func() { probes <- struct{}{} }()
-						out <- w.probeLeader(sctx, others, welcome.GetLeaderId(), welcome.GetTerm())
+						out <- w.probeLeader(sctx, conns, others, welcome.GetLeaderId(), welcome.GetTerm())
 					}(probe)
 				}
 			}
