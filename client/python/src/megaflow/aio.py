@@ -17,8 +17,10 @@ one process::
 Every method is the blocking client's, awaited; iterators (``watch``,
 ``tasks``, ``list_graphs``, ``stream_logs``, ``Sandbox.exec_stream``) are
 async iterators. Failover, retries, deadlines, the errors raised and the
-rule that an exec or a file call is never sent twice are the blocking
-client's: both run the same policy (:mod:`megaflow._core`).
+rule that an exec, a file call, a directory copy or a snapshot is never
+sent twice are the blocking client's: both run the same policy
+(:mod:`megaflow._core`, :mod:`megaflow.sandbox`); tars are built, checked
+and extracted in a thread.
 
 A client belongs to one event loop: make it (or at least first use it) in
 the loop that runs its calls. Its connections open on first use.
