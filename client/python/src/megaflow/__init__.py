@@ -34,10 +34,10 @@ from .client import Client, Cursor, EnvHeads, TaskResult, graph_state_name, new_
 from .errors import (AlreadyExists, Cancelled, ChecksumMismatch, DeadlineExceeded, FailedPrecondition, FileNotFound,
                      FileTooLarge, Internal, InvalidArgument, InvalidGraph, MegaflowError, NotFound, NotLeader,
                      OutOfRange, PermissionDenied, ResourceExhausted, RuntimeUnavailable, SandboxClosed, SandboxEnded,
-                     SandboxExpired, SandboxFailed, SandboxLost, SandboxNotFound, SandboxNotReady, Unavailable,
-                     WorkerUnreachable)
+                     SandboxExpired, SandboxFailed, SandboxLost, SandboxNotFound, SandboxNotReady, SnapshotInUse,
+                     SnapshotNotFound, SnapshotQuotaExceeded, SnapshotWorkerGone, Unavailable, WorkerUnreachable)
 from .graph import Graph, Service, Task, parse_cpu, parse_memory, parse_seconds
-from .sandbox import ExecResult, Sandbox, SandboxInfo, new_sandbox_id, sandbox_state_name
+from .sandbox import ExecResult, Sandbox, SandboxInfo, SnapshotInfo, new_sandbox_id, sandbox_state_name
 from ._proto.sandbox_pb2 import (SANDBOX_STATE_CLOSED, SANDBOX_STATE_EXPIRED, SANDBOX_STATE_FAILED,
                                  SANDBOX_STATE_LOST, SANDBOX_STATE_PENDING, SANDBOX_STATE_READY,
                                  SANDBOX_STATE_STARTING, SandboxState)
@@ -50,9 +50,10 @@ __all__ = [
     "MegaflowError", "InvalidArgument", "InvalidGraph", "NotFound", "AlreadyExists", "FailedPrecondition",
     "Unavailable", "NotLeader", "ResourceExhausted", "OutOfRange", "Internal", "PermissionDenied",
     "DeadlineExceeded", "Cancelled", "ChecksumMismatch",
-    "Sandbox", "ExecResult", "SandboxInfo", "SandboxState", "new_sandbox_id", "sandbox_state_name",
+    "Sandbox", "ExecResult", "SandboxInfo", "SnapshotInfo", "SandboxState", "new_sandbox_id", "sandbox_state_name",
     "SandboxNotFound", "SandboxNotReady", "SandboxEnded", "SandboxClosed", "SandboxExpired", "SandboxLost",
     "SandboxFailed", "WorkerUnreachable", "RuntimeUnavailable", "FileNotFound", "FileTooLarge",
+    "SnapshotNotFound", "SnapshotWorkerGone", "SnapshotInUse", "SnapshotQuotaExceeded",
     "SANDBOX_STATE_PENDING", "SANDBOX_STATE_STARTING", "SANDBOX_STATE_READY", "SANDBOX_STATE_CLOSED",
     "SANDBOX_STATE_EXPIRED", "SANDBOX_STATE_LOST", "SANDBOX_STATE_FAILED",
     "GraphSpec", "TaskSpec", "Resources", "ServiceSpec", "GraphRow", "TaskRow", "Attempt", "Event",

@@ -17,8 +17,10 @@ one process::
 Every method is the blocking client's, awaited; iterators (``watch``,
 ``tasks``, ``list_graphs``, ``stream_logs``, ``Sandbox.exec_stream``) are
 async iterators. Failover, retries, deadlines, the errors raised and the
-rule that an exec or a file call is never sent twice are the blocking
-client's: both run the same policy (:mod:`megaflow._core`).
+rule that an exec, a file call, a directory copy or a snapshot is never
+sent twice are the blocking client's: both run the same policy
+(:mod:`megaflow._core`, :mod:`megaflow.sandbox`); tars are built, checked
+and extracted in a thread.
 
 A client belongs to one event loop: make it (or at least first use it) in
 the loop that runs its calls. Its connections open on first use.
@@ -37,8 +39,9 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Dict, Generator, Li
 import grpc
 import grpc.aio
 
-from . import _core
+from . import _archive, _core
 from . import sandbox as _sbx
+from ._archive import Source
 from ._core import Cursor, TaskResult, check_attempt, check_id, check_task_id
 from ._proto import sandbox_pb2 as sbx
 from ._proto import sandbox_pb2_grpc as sbx_grpc
@@ -47,7 +50,7 @@ from ._proto import service_pb2_grpc as svc_grpc
 from ._proto import types_pb2 as pb
 from .errors import ChecksumMismatch, DeadlineExceeded, MegaflowError, OutOfRange, from_rpc_error
 from .graph import Graph
-from .sandbox import Data, ExecChunk, ExecResult, SandboxInfo, Seconds
+from .sandbox import Data, ExecChunk, ExecResult, SandboxInfo, Seconds, SnapshotInfo
 
 __all__ = ["Client", "Sandbox"]
 
@@ -434,12 +437,13 @@ class Client:
 
     # -- sandboxes -------------------------------------------------------------
 
-    def sandbox(self, image: str, *, cpu_millis: Optional[int] = None, cpu: Optional[Union[str, int, float]] = None,
+    def sandbox(self, image: Optional[str] = None, *, cpu_millis: Optional[int] = None, cpu: Optional[Union[str, int, float]] = None,
                 memory: Optional[Union[str, int]] = None, env: Optional[Mapping[str, str]] = None,
                 working_dir: Optional[str] = None, network: Optional[str] = None,
                 labels: Optional[Mapping[str, str]] = None, lifetime: Optional[Seconds] = None,
                 idle_timeout: Optional[Seconds] = None, wait_ready: Optional[Seconds] = 120.0,
                 id: Optional[str] = None, tenant: Optional[str] = None,
+                from_snapshot: Optional[Union[str, SnapshotInfo]] = None,
                 timeout: Optional[float] = None) -> "_Creating":
         """Create a sandbox as :meth:`megaflow.Client.sandbox` does (same
         arguments, checks, retries and errors). The arguments are checked
@@ -449,6 +453,7 @@ class Client:
             sb = await client.sandbox(image="busybox")          # close it yourself
             async with client.sandbox(image="busybox") as sb:   # closed on exit
                 r = await sb.exec("echo hi")
+            fork = await client.sandbox(from_snapshot=snap.id)  # from a snapshot
 
         Raises:
             InvalidArgument: a bad argument (at once, before any RPC).
@@ -457,7 +462,7 @@ class Client:
         sid, req, wait_s, call_timeout = _sbx.create_request(
             self, image=image, cpu_millis=cpu_millis, cpu=cpu, memory=memory, env=env, working_dir=working_dir,
             network=network, labels=labels, lifetime=lifetime, idle_timeout=idle_timeout, wait_ready=wait_ready,
-            id=id, tenant=tenant, timeout=timeout)
+            id=id, tenant=tenant, from_snapshot=from_snapshot, timeout=timeout)
         return _Creating(self, sid, req, wait_s, call_timeout)
 
     async def get_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> "Sandbox":
@@ -478,6 +483,24 @@ class Client:
             token = res.next_page_token
             if not token:
                 return out
+
+    async def list_snapshots(self, *, tenant: Optional[str] = None,
+                             timeout: Optional[float] = None) -> List[SnapshotInfo]:
+        """As :meth:`megaflow.Client.list_snapshots`: oldest first; tenant
+        None the client's, "" every tenant's."""
+        res = await self._call("ListSnapshots", _sbx.list_snapshots_request(self, tenant), timeout, sandbox=True)
+        return list(res.snapshots)
+
+    async def delete_snapshot(self, snapshot: Union[str, SnapshotInfo], *, timeout: Optional[float] = None) -> None:
+        """As :meth:`megaflow.Client.delete_snapshot`: its image, then its
+        row; retried.
+
+        Raises:
+            InvalidArgument: not a snapshot id (at once).
+            SnapshotNotFound, SnapshotInUse, DeadlineExceeded: when awaited.
+        """
+        res = await self._call("DeleteSnapshot", _sbx.delete_snapshot_request(self, snapshot), timeout, sandbox=True)
+        self._observe(res.index)
 
 
 class _Creating:
@@ -650,6 +673,82 @@ class Sandbox(_sbx.SandboxBase):
         finally:
             call.cancel()
         return b"".join(chunks)
+
+    async def upload(self, source: Source, remote_dir: str, *, timeout: Optional[float] = None) -> int:
+        """As :meth:`megaflow.Sandbox.upload`: a local directory, a file or
+        a tar stream into remote_dir; the bytes of tar sent. The tar is
+        built and checked in a thread before anything is sent. Never sent
+        twice."""
+        spool = await asyncio.to_thread(self._upload_spool, source, remote_dir)
+        try:
+            deadline = self._client._deadline(timeout)
+            addr, stub = await self._client._connect(deadline, f"upload into {remote_dir} of {self.id}")
+            try:
+                await stub.UploadArchive(self._upload_chunks(spool, remote_dir),
+                                         timeout=max(deadline - time.monotonic(), 0.001))
+            except grpc.RpcError as e:
+                raise self._sent_error(addr, f"upload into {remote_dir}", e) from None
+            return spool.size
+        finally:
+            spool.close()
+
+    async def _upload_chunks(self, spool: _archive.Spool,
+                             remote_dir: str) -> AsyncIterator[sbx.SandboxUploadArchiveRequest]:
+        """The upload's messages, each chunk read in a thread."""
+        it = self._upload_messages(spool, remote_dir)
+        while True:
+            m = await asyncio.to_thread(next, it, None)
+            if m is None:
+                return
+            yield m
+
+    async def download(self, remote_path: str, local_dir: Union[str, "os.PathLike[str]"], *, max_bytes: int = 0,
+                       timeout: Optional[float] = None) -> int:
+        """As :meth:`megaflow.Sandbox.download`: remote_path into local_dir;
+        the bytes of tar received. Every entry is checked before anything
+        is written (in a thread): none lands outside local_dir. Never sent
+        twice."""
+        req, dest, what = self._download_request(remote_path, local_dir, max_bytes)
+        deadline = self._client._deadline(timeout)
+        addr, stub = await self._client._connect(deadline, f"download {remote_path} from {self.id}")
+        req.min_index = self._index()
+        with _archive.Receiver(what, req.max_bytes or _sbx.MAX_ARCHIVE) as recv:
+            call = stub.DownloadArchive(req, timeout=max(deadline - time.monotonic(), 0.001))
+            try:
+                async for m in call:
+                    recv.add(m.data)
+            except grpc.RpcError as e:
+                raise self._sent_error(addr, f"download {remote_path}", e) from None
+            finally:
+                call.cancel()
+            await asyncio.to_thread(_archive.extract, recv.spool(), dest, _archive.base_name(remote_path), what)
+            return recv.n
+
+    async def snapshot(self, name: str = "", *, timeout: Optional[float] = None) -> SnapshotInfo:
+        """As :meth:`megaflow.Sandbox.snapshot`: commit its files into a
+        snapshot. Never sent twice (a NOT_LEADER answer is followed)."""
+        req = self._snapshot_request(name)
+        deadline = self._client._deadline(timeout)
+        r = _core.Retry(self._client._core, "SnapshotSandbox", deadline)
+        while True:
+            addr, stub = await self._client._connect(deadline, f"snapshot of {self.id}")
+            req.min_index = self._index()
+            try:
+                res = await stub.SnapshotSandbox(req, timeout=max(deadline - time.monotonic(), 0.001))
+                break
+            except grpc.RpcError as e:
+                pause = self._snapshot_failed(r, addr, e)
+            if pause > 0:
+                await asyncio.sleep(pause)
+        self._client._observe(res.index)
+        return res.snapshot
+
+    async def set_timeout(self, seconds: Seconds, *, timeout: Optional[float] = None) -> SandboxInfo:
+        """As :meth:`megaflow.Sandbox.set_timeout`: end it this long from
+        now (1 s to 7 days, rounded up); retried. Returns the new state."""
+        req = self._timeout_request(seconds)
+        req.min_index = self._index()
+        return self._set_timeout_done(await self._client._call("SetSandboxTimeout", req, timeout, sandbox=True))
 
 
 async def _wait_connected(ch: grpc.aio.Channel, timeout: float) -> Optional[grpc.ChannelConnectivity]:

@@ -29,7 +29,7 @@ from ._proto import types_pb2 as pb
 from .errors import ChecksumMismatch, DeadlineExceeded, InvalidArgument, MegaflowError, OutOfRange, from_rpc_error
 from .graph import Graph
 from . import sandbox as _sbx
-from .sandbox import Sandbox, SandboxInfo, Seconds
+from .sandbox import Sandbox, SandboxInfo, Seconds, SnapshotInfo
 
 __all__ = ["Client", "Cursor", "TaskResult", "EnvHeads", "new_graph_id", "task_state_name", "graph_state_name"]
 
@@ -620,12 +620,13 @@ class Client:
 
     # -- sandboxes -------------------------------------------------------------
 
-    def sandbox(self, image: str, *, cpu_millis: Optional[int] = None, cpu: Optional[Union[str, int, float]] = None,
+    def sandbox(self, image: Optional[str] = None, *, cpu_millis: Optional[int] = None, cpu: Optional[Union[str, int, float]] = None,
                 memory: Optional[Union[str, int]] = None, env: Optional[Mapping[str, str]] = None,
                 working_dir: Optional[str] = None, network: Optional[str] = None,
                 labels: Optional[Mapping[str, str]] = None, lifetime: Optional[Seconds] = None,
                 idle_timeout: Optional[Seconds] = None, wait_ready: Optional[Seconds] = 120.0,
                 id: Optional[str] = None, tenant: Optional[str] = None,
+                from_snapshot: Optional[Union[str, SnapshotInfo]] = None,
                 timeout: Optional[float] = None) -> Sandbox:
         """Create a sandbox (docs/sandboxes.md) and wait until it is READY.
 
@@ -639,6 +640,7 @@ class Client:
         Args:
             image: the container image; it needs ``sh`` and ``sleep``
                 (busybox's do). Only the Docker runtime serves sandboxes.
+                Required unless ``from_snapshot`` is given.
             cpu_millis: CPU in millicores (1000 = one core), reserved and
                 limited; or ``cpu`` as for tasks ("500m", 2); None: the
                 cluster's default.
@@ -659,6 +661,11 @@ class Client:
                 STARTING after the wait (a busy cluster).
             id: the sandbox id ("sbx-" then [a-z0-9]); None: a fresh one.
             tenant: its tenant; None: the client's.
+            from_snapshot: a snapshot (its id, or the :data:`SnapshotInfo`
+                :meth:`Sandbox.snapshot` returned) to start from instead of
+                ``image``: the sandbox runs on the worker holding it, with
+                the files of the sandbox it was taken of. Of the sandbox's
+                tenant.
             timeout: deadline in seconds, retries included; None: the
                 client's timeout plus ``wait_ready``.
 
@@ -666,8 +673,12 @@ class Client:
             A :class:`Sandbox` handle.
 
         Raises:
-            InvalidArgument: a bad argument (before any RPC), or the head
-                refused one.
+            InvalidArgument: a bad argument (before any RPC; image and
+                from_snapshot both or neither), or the head refused one.
+            SnapshotNotFound: no such snapshot (deleted, another tenant's,
+                or its worker was lost).
+            SnapshotWorkerGone: the worker holding the snapshot is not
+                alive.
             SandboxEnded: with ``wait_ready``, it ended instead of starting
                 (e.g. :class:`SandboxFailed`: the image could not run); the
                 exception's ``sandbox`` is the handle.
@@ -676,7 +687,8 @@ class Client:
         """
         return _sbx.create(self, image=image, cpu_millis=cpu_millis, cpu=cpu, memory=memory, env=env,
                            working_dir=working_dir, network=network, labels=labels, lifetime=lifetime,
-                           idle_timeout=idle_timeout, wait_ready=wait_ready, id=id, tenant=tenant, timeout=timeout)
+                           idle_timeout=idle_timeout, wait_ready=wait_ready, id=id, tenant=tenant,
+                           from_snapshot=from_snapshot, timeout=timeout)
 
     def get_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> Sandbox:
         """Return a handle on an existing sandbox, with its current state.
@@ -712,6 +724,46 @@ class Client:
             names the state).
         """
         return _sbx.list_(self, tenant, all, timeout)
+
+    def list_snapshots(self, *, tenant: Optional[str] = None,
+                       timeout: Optional[float] = None) -> List[SnapshotInfo]:
+        """List snapshots (:meth:`Sandbox.snapshot`), oldest first.
+        Retried through leader changes.
+
+        Args:
+            tenant: only this tenant's; None: the client's tenant, "" (or a
+                client without one) every tenant's.
+            timeout: deadline in seconds (default: the client's).
+
+        Returns:
+            ``Snapshot`` messages (:data:`megaflow.SnapshotInfo`: ``id``,
+            ``name``, ``sandbox_id``, ``worker_id``, ``size_bytes``...).
+
+        Raises:
+            InvalidArgument: a malformed tenant (before any RPC).
+        """
+        return _sbx.list_snapshots(self, tenant, timeout)
+
+    def delete_snapshot(self, snapshot: Union[str, SnapshotInfo], *, timeout: Optional[float] = None) -> None:
+        """Delete a snapshot: its image on its worker, then its row.
+        Retried through leader changes and a worker that does not answer,
+        as Go's DeleteSnapshot (a retry after a lost answer says
+        :class:`SnapshotNotFound`).
+
+        Args:
+            snapshot: its id ("snap-...") or its :data:`SnapshotInfo`.
+            timeout: deadline in seconds (default: the client's).
+
+        Raises:
+            InvalidArgument: not a snapshot id (before any RPC).
+            SnapshotNotFound: no such snapshot.
+            SnapshotInUse: live sandboxes were created from it: close them
+                first (a fork closed a moment ago may still be removed:
+                :class:`FailedPrecondition` without that reason; retry in
+                a few seconds).
+            DeadlineExceeded: no head answered in time.
+        """
+        _sbx.delete_snapshot(self, snapshot, timeout)
 
 
 def _wait_connected(ch: grpc.Channel, timeout: float) -> Optional[grpc.ChannelConnectivity]:

@@ -48,6 +48,10 @@ exception                       reason                  subclass of
 :class:`RuntimeUnavailable`     RUNTIME_UNAVAILABLE     :class:`Unavailable`
 :class:`FileNotFound`           FILE_NOT_FOUND          :class:`NotFound`
 :class:`FileTooLarge`           FILE_TOO_LARGE          :class:`FailedPrecondition`
+:class:`SnapshotNotFound`       SNAPSHOT_NOT_FOUND      :class:`NotFound`
+:class:`SnapshotWorkerGone`     SNAPSHOT_WORKER_GONE    :class:`FailedPrecondition`
+:class:`SnapshotInUse`          SNAPSHOT_IN_USE         :class:`FailedPrecondition`
+:class:`SnapshotQuotaExceeded`  SNAPSHOT_QUOTA_EXCEEDED :class:`ResourceExhausted`
 ==============================  ======================  =====================
 
 :class:`SandboxEnded` is a :class:`FailedPrecondition`: the sandbox is over
@@ -89,6 +93,10 @@ __all__ = [
     "RuntimeUnavailable",
     "FileNotFound",
     "FileTooLarge",
+    "SnapshotNotFound",
+    "SnapshotWorkerGone",
+    "SnapshotInUse",
+    "SnapshotQuotaExceeded",
     "from_rpc_error",
 ]
 
@@ -263,6 +271,27 @@ class FileTooLarge(FailedPrecondition):
     FILE_TOO_LARGE)."""
 
 
+class SnapshotNotFound(NotFound):
+    """No such snapshot: deleted, another tenant's, or its worker was lost
+    and its image with it (reason SNAPSHOT_NOT_FOUND)."""
+
+
+class SnapshotWorkerGone(FailedPrecondition):
+    """The worker holding the snapshot's image is not alive, so no sandbox
+    can start from it now (reason SNAPSHOT_WORKER_GONE)."""
+
+
+class SnapshotInUse(FailedPrecondition):
+    """Live sandboxes were created from the snapshot: close them, then
+    delete it (reason SNAPSHOT_IN_USE)."""
+
+
+class SnapshotQuotaExceeded(ResourceExhausted):
+    """The tenant holds its maximum of snapshots (the heads'
+    ``--max-snapshots``): delete one before taking another (reason
+    SNAPSHOT_QUOTA_EXCEEDED). Not retried: ``retry_after`` is None."""
+
+
 _CODES: Dict[grpc.StatusCode, Type[MegaflowError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -295,6 +324,10 @@ _REASONS: Dict[str, Type[MegaflowError]] = {
     "RUNTIME_UNAVAILABLE": RuntimeUnavailable,
     "FILE_NOT_FOUND": FileNotFound,
     "FILE_TOO_LARGE": FileTooLarge,
+    "SNAPSHOT_NOT_FOUND": SnapshotNotFound,
+    "SNAPSHOT_WORKER_GONE": SnapshotWorkerGone,
+    "SNAPSHOT_IN_USE": SnapshotInUse,
+    "SNAPSHOT_QUOTA_EXCEEDED": SnapshotQuotaExceeded,
 }
 
 
@@ -352,8 +385,8 @@ def from_rpc_error(err: grpc.RpcError) -> MegaflowError:
     if not_leader:
         return NotLeader(message, code, leader_id=leader_id, leader_addr=leader_addr)
     cls = error_class(code, reason)
-    if cls is ResourceExhausted:
-        e: MegaflowError = ResourceExhausted(message, code, retry_after=retry_after)
+    if issubclass(cls, ResourceExhausted):
+        e: MegaflowError = cls(message, code, retry_after=retry_after)
         e.reason = reason
         return e
     return cls(message, code, reason)

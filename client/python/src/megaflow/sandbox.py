@@ -10,13 +10,24 @@ after its idle timeout::
         r = sb.exec(["python", "/work/main.py"], timeout=60)
         print(r.exit_code, r.text)          # 0 42
 
-Retries follow Go's ``client/sandbox.go``: create, get, list and close are
-retried through leader changes and head failures within their deadline
+A READY sandbox can be snapshotted (its files committed into an image on
+its worker) and forked: sandboxes created ``from_snapshot`` start with
+those files::
+
+    snap = sb.snapshot("after-setup")
+    with client.sandbox(from_snapshot=snap.id) as fork:
+        print(fork.read_file("/work/main.py"))
+
+Retries follow Go's ``client/sandbox.go`` and ``client/snapshot.go``:
+create, get, list, close, set_timeout, list_snapshots and delete_snapshot
+are retried through leader changes and head failures within their deadline
 (create is idempotent by the sandbox id the SDK picks before its first
-try). An exec, a file write or a file read is sent to one head once: when
-the SDK cannot connect to a head it moves on to the next before sending,
-but once sent a failure is raised (:class:`~megaflow.Unavailable`), never
-retried, because the command may have run.
+try). An exec, a file call, a directory copy (upload, download) or a
+snapshot is sent to one head once: when the SDK cannot connect to a head
+it moves on to the next before sending (and a snapshot follows a NOT_LEADER
+answer, which says nothing was done), but once sent a failure is raised
+(:class:`~megaflow.Unavailable`), never retried, because the command may
+have run (a retried snapshot would take a second one).
 """
 
 from __future__ import annotations
@@ -27,24 +38,35 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
+from . import _archive, _core
+from ._archive import Source
 from ._proto import sandbox_pb2 as sbx
-from .errors import (DeadlineExceeded, InvalidArgument, MegaflowError, SandboxEnded, Unavailable, error_class,
-                     from_rpc_error)
+from .errors import (DeadlineExceeded, InvalidArgument, MegaflowError, NotLeader, SandboxEnded, Unavailable,
+                     error_class, from_rpc_error)
 from .graph import _ident_problem, parse_cpu, parse_memory
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
 
-__all__ = ["Sandbox", "SandboxBase", "ExecResult", "SandboxInfo", "new_sandbox_id", "sandbox_state_name"]
+__all__ = ["Sandbox", "SandboxBase", "ExecResult", "SandboxInfo", "SnapshotInfo", "new_sandbox_id",
+           "sandbox_state_name"]
 
 SandboxInfo = sbx.Sandbox
 """A sandbox as the heads show it (the ``megaflow.v1.Sandbox`` message):
 ``id``, ``state``, ``reason``, ``reason_code``, ``worker_id``, times,
 ``image``, ``labels``, ``index``."""
+
+SnapshotInfo = sbx.Snapshot
+"""A snapshot as the heads show it (the ``megaflow.v1.Snapshot`` message):
+``id`` ("snap-..."), ``tenant``, ``name``, ``sandbox_id`` (the sandbox it
+was taken of), ``worker_id`` (the worker holding its image: forks run
+there), ``image``, ``image_id``, ``size_bytes``, ``create_unix_nanos``,
+``create_index``."""
 
 Seconds = Union[int, float, datetime.timedelta]
 Data = Union[bytes, bytearray, memoryview, str]
@@ -60,6 +82,10 @@ MAX_STDIN = 16 << 20
 MAX_FILE = 64 << 20
 MAX_PATH = 4096
 MAX_EXEC_TIMEOUT_S = 24 * 3600
+MAX_ARCHIVE = _archive.MAX_ARCHIVE  # one tar stream of upload or download
+# The bounds of internal/spec/snapshot.go.
+MAX_SNAPSHOT_ID_SUFFIX = 64
+MAX_SNAPSHOT_NAME = 128
 DEFAULT_EXEC_TIMEOUT_S = 600
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -234,15 +260,95 @@ class SandboxBase:
                                   f"0 (the limit) to {MAX_FILE}")
         return sbx.SandboxReadFileRequest(sandbox_id=self.id, path=path, max_bytes=max_bytes)
 
+    def _snapshot_request(self, name: str) -> sbx.SnapshotSandboxRequest:
+        """The checked SnapshotSandbox request (min_index set at send time)."""
+        if not isinstance(name, str):
+            raise InvalidArgument(f"megaflow: snapshot of {self.id}: name {name!r} is not a string")
+        if len(name.encode()) > MAX_SNAPSHOT_NAME:
+            raise InvalidArgument(f"megaflow: snapshot of {self.id}: name of {len(name.encode())} bytes; "
+                                  f"at most {MAX_SNAPSHOT_NAME}")
+        for i, ch in enumerate(name):
+            if not " " <= ch < "\x7f":
+                raise InvalidArgument(f"megaflow: snapshot of {self.id}: name {name!r}: character {i} is not "
+                                      f"printable ASCII")
+        return sbx.SnapshotSandboxRequest(sandbox_id=self.id, name=name)
+
+    def _snapshot_failed(self, r: Any, addr: str, e: grpc.RpcError) -> float:
+        """After a sent snapshot failed at head addr: the seconds to wait
+        before trying again when the head answered NOT_LEADER (nothing was
+        done: no leader known, or it stepped down before recording it), as
+        Go's Snapshot; otherwise raise, never sending it again.
+
+        Args:
+            r: the call's :class:`megaflow._core.Retry`.
+
+        Raises:
+            DeadlineExceeded: the deadline passed.
+            MegaflowError: any other failure (see :meth:`_sent_error`).
+        """
+        err = from_rpc_error(e)
+        if isinstance(err, NotLeader):
+            return r.failed(addr, err)
+        raise self._sent_error(addr, "snapshot", e, hint="it may or may not have been taken: list_snapshots() "
+                                                        "says whether it was") from None
+
+    def _timeout_request(self, seconds: Seconds) -> sbx.SetSandboxTimeoutRequest:
+        """The checked SetSandboxTimeout request: seconds rounded up to whole
+        ones, 1 to 7 days (min_index set at send time)."""
+        t = _seconds(seconds, f"set_timeout of {self.id}", MAX_SECONDS)
+        secs = math.ceil(t)
+        if secs < 1:
+            raise InvalidArgument(f"megaflow: set_timeout of {self.id}: {seconds!r} s is out of range: "
+                                  f"more than 0, at most {MAX_SECONDS} s (7 days)")
+        return sbx.SetSandboxTimeoutRequest(id=self.id, timeout_seconds=secs)
+
+    def _upload_spool(self, source: Source, remote_dir: str) -> _archive.Spool:
+        """The checked tar of an upload into remote_dir, spooled."""
+        _path(self.id, remote_dir)
+        return _archive.upload_spool(source, f"upload into {remote_dir} of sandbox {self.id}")
+
+    def _upload_messages(self, spool: _archive.Spool, remote_dir: str) -> Iterator[sbx.SandboxUploadArchiveRequest]:
+        """The UploadArchive messages of a spooled tar: the first names the
+        sandbox, the directory and the index seen; each carries a chunk."""
+        first = sbx.SandboxUploadArchiveRequest(sandbox_id=self.id, path=remote_dir, min_index=self._index())
+        for b in spool.chunks():
+            if first is not None:
+                first.data = b
+                yield first
+                first = None
+            else:
+                yield sbx.SandboxUploadArchiveRequest(data=b)
+        if first is not None:
+            yield first
+
+    def _download_request(self, remote_path: str, local_dir: Any,
+                          max_bytes: int) -> Tuple[sbx.SandboxDownloadArchiveRequest, Path, str]:
+        """The checked DownloadArchive request (min_index set at send time),
+        the local directory and what the call is, for messages."""
+        _path(self.id, remote_path)
+        what = f"download of {remote_path} from sandbox {self.id}"
+        if not isinstance(local_dir, (str, os.PathLike)) or not str(local_dir):
+            raise InvalidArgument(f"megaflow: {what}: local_dir {local_dir!r} is not a local directory path")
+        return (sbx.SandboxDownloadArchiveRequest(sandbox_id=self.id, path=remote_path,
+                                                  max_bytes=_archive.check_max_bytes(what, max_bytes)),
+                Path(local_dir), what)
+
+    def _set_timeout_done(self, res: sbx.SetSandboxTimeoutResponse) -> SandboxInfo:
+        self._client._observe(res.sandbox.index)
+        self._set(res.sandbox)
+        return res.sandbox
+
     def _wait_ready_timeout(self, timeout: Seconds) -> float:
         t = _seconds(timeout, "wait_ready timeout", 7 * 24 * 3600)
         if t <= 0:
             raise InvalidArgument(f"megaflow: sandbox {self.id}: wait_ready timeout {timeout!r} must be positive")
         return t
 
-    def _sent_error(self, addr: str, what: str, e: grpc.RpcError) -> MegaflowError:
+    def _sent_error(self, addr: str, what: str, e: grpc.RpcError,
+                    hint: str = "it may or may not have run: retry it only if that is safe") -> MegaflowError:
         """Classify the failure of a call that was sent: never retried; a head
-        that failed is left for the next call."""
+        that failed is left for the next call. hint ends the message of a
+        call that may or may not have run."""
         err = from_rpc_error(e)
         if isinstance(err, DeadlineExceeded):
             return DeadlineExceeded(f"megaflow: sandbox {self.id}: {what}: deadline passed (head {addr}: "
@@ -250,8 +356,8 @@ class SandboxBase:
         if isinstance(err, Unavailable) or type(err) is MegaflowError:
             self._client._rotate(addr)
             if type(err) in (Unavailable, MegaflowError):
-                return Unavailable(f"megaflow: sandbox {self.id}: {what}: head {addr}: {err.message}; "
-                                   f"it may or may not have run: retry it only if that is safe", err.code, err.reason)
+                return Unavailable(f"megaflow: sandbox {self.id}: {what}: head {addr}: {err.message}; {hint}",
+                                   err.code, err.reason)
         return err
 
     def _no_exit(self, addr: str) -> MegaflowError:
@@ -524,20 +630,189 @@ class Sandbox(SandboxBase):
             stream.cancel()
         return b"".join(chunks)
 
+    # -- directories -----------------------------------------------------------
+
+    def upload(self, source: Source, remote_dir: str, *, timeout: Optional[float] = None) -> int:
+        """Copy a local directory (or a file, or a tar stream) into a
+        directory of the sandbox, as ``megaflow sandbox cp``. Not retried
+        once sent (see the module).
+
+        The tar is built (or the one given checked) and spooled before
+        anything is sent, so a bad source fails with nothing changed.
+
+        Args:
+            source: a local directory, whose contents go into remote_dir
+                (regular files with their modes, directories, symbolic
+                links; a device, FIFO or socket is refused); a local file
+                (or symbolic link), copied to remote_dir/<its name>; or an
+                uncompressed tar stream as bytes or a binary file object,
+                its entries relative to remote_dir. At most 256 MiB of tar.
+            remote_dir: absolute directory of the sandbox (created, with
+                missing parents).
+            timeout: deadline in seconds of the whole copy (default: the
+                client's).
+
+        Returns:
+            The bytes of tar sent.
+
+        Raises:
+            InvalidArgument: a bad remote_dir or source, a local path that
+                cannot be read, a tar entry the worker would refuse (an
+                absolute name, one leaving remote_dir, a device), or over
+                256 MiB of tar (before any RPC); or the worker refused an
+                entry (the entries before it were written, as with tar -x).
+            SandboxNotFound, SandboxNotReady, SandboxEnded, Unavailable,
+            DeadlineExceeded: as :meth:`exec`.
+        """
+        with self._upload_spool(source, remote_dir) as spool:
+            deadline = self._client._deadline(timeout)
+            addr, stub = self._client._connect(deadline, f"upload into {remote_dir} of {self.id}")
+            try:
+                stub.UploadArchive(self._upload_messages(spool, remote_dir),
+                                   timeout=max(deadline - time.monotonic(), 0.001))
+            except grpc.RpcError as e:
+                raise self._sent_error(addr, f"upload into {remote_dir}", e) from None
+            return spool.size
+
+    def download(self, remote_path: str, local_dir: Union[str, "os.PathLike[str]"], *, max_bytes: int = 0,
+                 timeout: Optional[float] = None) -> int:
+        """Copy a directory (or a file) of the sandbox into a local
+        directory, as ``megaflow sandbox cp``. Not retried once sent.
+
+        The tar stream is received whole (spooled, at most 256 MiB) and
+        every entry checked before anything is written: none may land
+        outside local_dir.
+
+        Args:
+            remote_path: absolute path of the sandbox: a directory, whose
+                contents go into local_dir, or a file, written to
+                local_dir/<its name>.
+            local_dir: the local directory (created if missing); existing
+                files at the entries' paths are replaced.
+            max_bytes: refuse a larger tar (:class:`FileTooLarge`); 0: the
+                limit, 256 MiB.
+            timeout: deadline in seconds of the whole copy (default: the
+                client's).
+
+        Returns:
+            The bytes of tar received.
+
+        Raises:
+            InvalidArgument: a bad argument (before any RPC); or an entry
+                that would land outside local_dir: an absolute name, one
+                with "..", a symbolic link pointing outside local_dir
+                (absolute, or climbing out), a hard link to something
+                outside the directory downloaded, a device, FIFO or sparse
+                file (nothing is written), or a path through a symbolic link
+                already in local_dir that leads out (the entries before it
+                are written).
+            FileNotFound: no such path in the sandbox.
+            FileTooLarge: the tar is over max_bytes (nothing is written).
+            SandboxNotFound, SandboxNotReady, SandboxEnded, Unavailable,
+            DeadlineExceeded: as :meth:`exec`.
+            OSError: writing local_dir failed.
+        """
+        req, dest, what = self._download_request(remote_path, local_dir, max_bytes)
+        deadline = self._client._deadline(timeout)
+        addr, stub = self._client._connect(deadline, f"download {remote_path} from {self.id}")
+        req.min_index = self._index()
+        with _archive.Receiver(what, req.max_bytes or MAX_ARCHIVE) as recv:
+            stream = stub.DownloadArchive(req, timeout=max(deadline - time.monotonic(), 0.001))
+            try:
+                for m in stream:
+                    recv.add(m.data)
+            except grpc.RpcError as e:
+                raise self._sent_error(addr, f"download {remote_path}", e) from None
+            finally:
+                stream.cancel()
+            _archive.extract(recv.spool(), dest, _archive.base_name(remote_path), what)
+            return recv.n
+
+    # -- snapshots and lifetime ------------------------------------------------
+
+    def snapshot(self, name: str = "", *, timeout: Optional[float] = None) -> SnapshotInfo:
+        """Commit the READY sandbox's files into an image on its worker (the
+        container is paused while they are copied; memory and processes are
+        not kept) and record it as a snapshot, from which new sandboxes
+        start with those files (``client.sandbox(from_snapshot=snap.id)``).
+
+        Not retried once sent (a retry would take a second snapshot): after
+        :class:`Unavailable`, :meth:`Client.list_snapshots` says whether it
+        was taken. A NOT_LEADER answer (nothing was done) is followed.
+
+        Args:
+            name: for people, at most 128 bytes of printable ASCII; may be "".
+            timeout: deadline in seconds (default: the client's); committing
+                a large sandbox takes a while.
+
+        Returns:
+            The snapshot (:data:`SnapshotInfo`: ``id``, ``name``,
+            ``worker_id``, ``size_bytes``...).
+
+        Raises:
+            InvalidArgument: a bad name (before any RPC).
+            SnapshotQuotaExceeded: the tenant holds its maximum of
+                snapshots: delete one.
+            SandboxNotFound, SandboxNotReady, SandboxEnded, Unavailable,
+            DeadlineExceeded: as :meth:`exec`.
+        """
+        req = self._snapshot_request(name)
+        deadline = self._client._deadline(timeout)
+        r = _core.Retry(self._client._core, "SnapshotSandbox", deadline)
+        while True:
+            addr, stub = self._client._connect(deadline, f"snapshot of {self.id}")
+            req.min_index = self._index()
+            try:
+                res = stub.SnapshotSandbox(req, timeout=max(deadline - time.monotonic(), 0.001))
+                break
+            except grpc.RpcError as e:
+                pause = self._snapshot_failed(r, addr, e)
+            if pause > 0:
+                time.sleep(pause)
+        self._client._observe(res.index)
+        return res.snapshot
+
+    def set_timeout(self, seconds: Seconds, *, timeout: Optional[float] = None) -> SandboxInfo:
+        """Make the live sandbox end (EXPIRED) this long from now, sooner or
+        later than before. Retried through leader changes (a retry moves
+        the end by its delay only).
+
+        Args:
+            seconds: seconds (or a ``timedelta``) from now, rounded up to
+                whole seconds: 1 s to 7 days; its whole lifetime from
+                creation stays within 7 days.
+            timeout: deadline of the call in seconds (default: the
+                client's).
+
+        Returns:
+            The ``Sandbox`` message with its new ``lifetime_seconds`` (from
+            creation; also kept in :attr:`info`).
+
+        Raises:
+            InvalidArgument: out of bounds (before any RPC; or the head's,
+                whose message says the most it may be now).
+            SandboxNotFound: no such sandbox.
+            SandboxEnded: it ended (a subclass says how).
+            DeadlineExceeded: no head answered in time.
+        """
+        req = self._timeout_request(seconds)
+        req.min_index = self._index()
+        return self._set_timeout_done(self._client._call("SetSandboxTimeout", req, timeout, sandbox=True))
+
 # -- client side -------------------------------------------------------------
 
 
-def create(client: "Client", *, image: str, cpu_millis: Optional[int] = None, cpu: Optional[Any] = None,
+def create(client: "Client", *, image: Optional[str], cpu_millis: Optional[int] = None, cpu: Optional[Any] = None,
            memory: Optional[Any] = None, env: Optional[Mapping[str, str]] = None, working_dir: Optional[str] = None,
            network: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
            lifetime: Optional[Seconds] = None, idle_timeout: Optional[Seconds] = None,
            wait_ready: Optional[Seconds] = 120.0, id: Optional[str] = None, tenant: Optional[str] = None,
-           timeout: Optional[float] = None) -> Sandbox:
+           from_snapshot: Optional[Union[str, SnapshotInfo]] = None, timeout: Optional[float] = None) -> Sandbox:
     """:meth:`Client.sandbox`'s body (documented there)."""
     sid, req, wait_s, call_timeout = create_request(
         client, image=image, cpu_millis=cpu_millis, cpu=cpu, memory=memory, env=env, working_dir=working_dir,
         network=network, labels=labels, lifetime=lifetime, idle_timeout=idle_timeout, wait_ready=wait_ready, id=id,
-        tenant=tenant, timeout=timeout)
+        tenant=tenant, from_snapshot=from_snapshot, timeout=timeout)
     res = client._call("CreateSandbox", req, call_timeout, sandbox=True)
     return created(client, Sandbox(client, sid, res.sandbox), wait_s)
 
@@ -555,12 +830,17 @@ def created(client: Any, s: SandboxBase, wait_s: float) -> Any:
     return s
 
 
-def create_request(client: Any, *, image: str, cpu_millis: Optional[int], cpu: Optional[Any], memory: Optional[Any],
+def create_request(client: Any, *, image: Optional[str], cpu_millis: Optional[int], cpu: Optional[Any], memory: Optional[Any],
                    env: Optional[Mapping[str, str]], working_dir: Optional[str], network: Optional[str],
                    labels: Optional[Mapping[str, str]], lifetime: Optional[Seconds], idle_timeout: Optional[Seconds],
                    wait_ready: Optional[Seconds], id: Optional[str], tenant: Optional[str],
-                   timeout: Optional[float]) -> Tuple[str, sbx.CreateSandboxRequest, float, float]:
-    """The checked CreateSandbox request of ``client.sandbox(...)``.
+                   timeout: Optional[float],
+                   from_snapshot: Optional[Union[str, SnapshotInfo]] = None
+                   ) -> Tuple[str, sbx.CreateSandboxRequest, float, float]:
+    """The checked CreateSandbox request of ``client.sandbox(...)``: image
+    or from_snapshot (a snapshot id or its :data:`SnapshotInfo`), not
+    both; min_index the newest index the client has seen, so that a fork
+    of a snapshot just taken through another head finds it.
 
     Returns:
         (sandbox id, request, seconds to wait for READY, the call's timeout).
@@ -570,9 +850,16 @@ def create_request(client: Any, *, image: str, cpu_millis: Optional[int], cpu: O
     """
     sid = id or new_sandbox_id()
     _check_id("id", sid)
-    if not isinstance(image, str) or not image.strip():
-        raise InvalidArgument(f"megaflow: sandbox {sid}: image is empty; name the image to run, e.g. python:3.12-slim")
-    spec = sbx.SandboxCreateSpec(id=sid, image=image)
+    if from_snapshot is not None:
+        if image:
+            raise InvalidArgument(f"megaflow: sandbox {sid}: both image {image!r} and from_snapshot given; give one "
+                                  f"(a snapshot brings its own image)")
+        spec = sbx.SandboxCreateSpec(id=sid, from_snapshot=snapshot_id(f"sandbox {sid}: from_snapshot", from_snapshot))
+    elif not isinstance(image, str) or not image.strip():
+        raise InvalidArgument(f"megaflow: sandbox {sid}: image is empty; name the image to run, e.g. "
+                              f"python:3.12-slim, or give from_snapshot")
+    else:
+        spec = sbx.SandboxCreateSpec(id=sid, image=image)
     t = client.tenant if tenant is None else tenant
     if t:
         if p := _ident_problem(t):
@@ -613,7 +900,8 @@ def create_request(client: Any, *, image: str, cpu_millis: Optional[int], cpu: O
     if idle_timeout is not None:
         spec.idle_timeout_seconds = math.ceil(_seconds(idle_timeout, "idle_timeout", MAX_SECONDS))
     wait_s = 0.0 if wait_ready is None else _seconds(wait_ready, "wait_ready", MAX_WAIT_READY_S)
-    req = sbx.CreateSandboxRequest(spec=spec, wait_ready_millis=math.ceil(wait_s * 1000))
+    req = sbx.CreateSandboxRequest(spec=spec, wait_ready_millis=math.ceil(wait_s * 1000),
+                                   min_index=client._read().min_index)
     if timeout is not None:
         client._deadline(timeout)  # checks it
     return sid, req, wait_s, (client.timeout + wait_s) if timeout is None else timeout
@@ -650,6 +938,57 @@ def list_request(client: Any, tenant: Optional[str], all: bool, page_token: str 
     if t and (p := _ident_problem(t)):
         raise InvalidArgument(f"megaflow: list_sandboxes: tenant: {p}")
     return sbx.ListSandboxesRequest(tenant=t, all=bool(all), page_size=1000, page_token=page_token)
+
+
+def snapshot_id(field: str, snap: Any) -> str:
+    """The id of a snapshot given as its id or its :data:`SnapshotInfo`.
+
+    Raises:
+        InvalidArgument: not "snap-" then 1 to 64 of [a-z0-9].
+    """
+    sid = snap.id if isinstance(snap, SnapshotInfo) else snap
+    rest = sid[5:] if isinstance(sid, str) and sid.startswith("snap-") else None
+    if not rest or len(rest) > MAX_SNAPSHOT_ID_SUFFIX or not set(rest) <= _ID_CHARS:
+        raise InvalidArgument(f"megaflow: {field} {sid!r} is not a snapshot id: want \"snap-\" then 1 to "
+                              f"{MAX_SNAPSHOT_ID_SUFFIX} of [a-z0-9], as Sandbox.snapshot returns")
+    return sid
+
+
+def list_snapshots(client: "Client", tenant: Optional[str], timeout: Optional[float]) -> List[SnapshotInfo]:
+    """:meth:`Client.list_snapshots`'s body."""
+    res = client._call("ListSnapshots", list_snapshots_request(client, tenant), timeout, sandbox=True)
+    return list(res.snapshots)
+
+
+def list_snapshots_request(client: Any, tenant: Optional[str]) -> sbx.ListSnapshotsRequest:
+    """The checked ListSnapshots request: tenant None is the client's,
+    "" every tenant's.
+
+    Raises:
+        InvalidArgument: a malformed tenant.
+    """
+    t = client.tenant if tenant is None else tenant
+    if not isinstance(t, str):
+        raise InvalidArgument(f"megaflow: list_snapshots: tenant {t!r} is not a string")
+    if t and (p := _ident_problem(t)):
+        raise InvalidArgument(f"megaflow: list_snapshots: tenant: {p}")
+    return sbx.ListSnapshotsRequest(tenant=t, min_index=client._read().min_index)
+
+
+def delete_snapshot(client: "Client", snap: Union[str, SnapshotInfo], timeout: Optional[float]) -> None:
+    """:meth:`Client.delete_snapshot`'s body."""
+    res = client._call("DeleteSnapshot", delete_snapshot_request(client, snap), timeout, sandbox=True)
+    client._observe(res.index)
+
+
+def delete_snapshot_request(client: Any, snap: Union[str, SnapshotInfo]) -> sbx.DeleteSnapshotRequest:
+    """The checked DeleteSnapshot request.
+
+    Raises:
+        InvalidArgument: not a snapshot id.
+    """
+    return sbx.DeleteSnapshotRequest(id=snapshot_id("delete_snapshot:", snap),
+                                     min_index=client._read().min_index)
 
 
 def _ended(s: SandboxBase, info: SandboxInfo) -> MegaflowError:
