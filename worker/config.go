@@ -260,7 +260,11 @@ func (c *Config) Validate() error {
 		add("--data-dir is empty: give a directory for the attempts' log files")
 	}
 	if c.TLS != nil && c.TLS.Role() != tlsconfig.RoleWorker {
-		add("--tls-cert holds a %s certificate: a worker needs a worker certificate (megaflow tls cert create --worker)", c.TLS.Role())
+		add("--tls-cert holds a %s certificate: a worker needs a worker certificate (megaflow tls cert create --worker --node-id %s)", c.TLS.Role(), c.NodeID)
+	} else if c.TLS != nil && c.NodeID != "" {
+		if err := tlsconfig.CheckNode(c.TLS.Certificate(), tlsconfig.RoleWorker, c.NodeID); err != nil {
+			add("--tls-cert: %v", err) // the leader would refuse its stream
+		}
 	}
 	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		add("--gossip-key is %d bytes: must be 32 (or 16 or 24)", n)
