@@ -76,13 +76,16 @@ func BenchmarkTLS(b *testing.B) {
 
 // measureTLS starts a cluster with TLS on or off and measures it.
 func measureTLS(b *testing.B, on bool) tlsResult {
-	var headTLS, workerTLS *tlsconfig.Store
+	var workerTLS *tlsconfig.Store
+	headTLS := map[string]*tlsconfig.Store{}
 	var cliOpts []client.Option
 	var key []byte
 	if on {
 		set := tlstest.New(b, b.TempDir())
-		headTLS = set.Store(b, tlsconfig.RoleHead, "head")
-		workerTLS = set.Store(b, tlsconfig.RoleWorker, "worker")
+		for _, id := range []string{"h1", "h2", "h3"} {
+			headTLS[id] = set.Store(b, tlsconfig.RoleHead, id)
+		}
+		workerTLS = set.Store(b, tlsconfig.RoleWorker, "w1")
 		f := set.Issue(b, tlsconfig.RoleClient, "client")
 		cfg, err := client.TLSConfig(f.CA, f.Cert, f.Key)
 		if err != nil {
@@ -93,7 +96,7 @@ func measureTLS(b *testing.B, on bool) tlsResult {
 		_, _ = rand.Read(key)
 	}
 	c := testcluster.New(b, testcluster.Options{Heads: 3, RaftOnDisk: true, Configure: func(cfg *head.Config) {
-		cfg.TLS, cfg.GossipKey = headTLS, key
+		cfg.TLS, cfg.GossipKey = headTLS[cfg.NodeID], key
 	}})
 	defer c.Stop()
 	w := c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil), Capacity: worker.Capacity{CPUMillis: 1 << 20, MemoryBytes: 1 << 40},

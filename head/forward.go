@@ -84,7 +84,7 @@ func (f *forwarder) leaderConn(ctx context.Context) (*grpc.ClientConn, context.C
 	conn, ok := f.conns[addr]
 	if !ok {
 		var err error
-		conn, err = grpc.NewClient(addr, f.h.transportCreds(tlsconfig.RoleHead))
+		conn, err = grpc.NewClient(addr, f.h.transportCreds(tlsconfig.RoleHead, ""))
 		if err != nil {
 			return nil, nil, errs.New(errs.Unavailable, "head %s: dial leader %s at %s: %v", f.h.cfg.NodeID, id, addr, err)
 		}

@@ -229,14 +229,15 @@ func New(cfg Config) (*Head, error) {
 // refused TLS handshakes on one listener.
 const refusalLogEvery = 10 * time.Second
 
-// transportCreds returns the credentials this head dials peers of role
-// server with: mutual TLS with its certificate when Config.TLS is set,
-// else plaintext.
-func (h *Head) transportCreds(server tlsconfig.Role) grpc.DialOption {
+// transportCreds returns the credentials this head dials node (of role
+// server; "": any node of it) with: mutual TLS with its certificate when
+// Config.TLS is set, checking that the peer's certificate names the role
+// and the node, else plaintext.
+func (h *Head) transportCreds(server tlsconfig.Role, node string) grpc.DialOption {
 	if h.cfg.TLS == nil {
 		return grpc.WithTransportCredentials(insecure.NewCredentials())
 	}
-	return grpc.WithTransportCredentials(h.cfg.TLS.ClientCredentials(server))
+	return grpc.WithTransportCredentials(h.cfg.TLS.ClientCredentialsFor(server, node))
 }
 
 // shutdownNode shuts down the Raft node of a head that failed to start,

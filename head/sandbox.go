@@ -60,7 +60,7 @@ type sandboxService struct {
 var _ wire.SandboxServiceServer = (*sandboxService)(nil)
 
 func newSandboxService(h *Head, svc *service) *sandboxService {
-	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns, h.transportCreds(tlsconfig.RoleWorker)), activity: newSandboxActivity()}
+	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns, func(worker string) grpc.DialOption { return h.transportCreds(tlsconfig.RoleWorker, worker) }), activity: newSandboxActivity()}
 }
 
 // CreateSandbox submits the sandbox's graph and waits as asked.
@@ -337,7 +337,7 @@ func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64)
 	if addr == "" {
 		return nil, 0, "", errs.New(errs.FailedPrecondition, "sandbox %s runs on worker %s, which serves no sandboxes: start workers with --sandbox-addr", id, a.WorkerID)
 	}
-	cli, err := s.conns.get(addr)
+	cli, err := s.conns.get(a.WorkerID, addr)
 	if err != nil {
 		return nil, 0, "", err
 	}
@@ -484,47 +484,55 @@ func codeName(c wire.ReasonCode) string {
 // listeners.
 const maxWorkerConns = 256
 
-// workerConns caches gRPC connections to workers' sandbox addresses, at
-// most max; the least recently used one is closed to make room.
+// workerConns caches gRPC connections to workers' sandbox addresses, one
+// per worker and address, at most max; the least recently used one is
+// closed to make room.
 type workerConns struct {
 	max   int
-	creds grpc.DialOption // plaintext, or mutual TLS verifying a worker certificate
+	creds func(worker string) grpc.DialOption // plaintext, or mutual TLS verifying that worker's certificate
 
 	mu    sync.Mutex
-	conns map[string]*workerConn
+	conns map[workerAddr]*workerConn
 	tick  uint64
 }
+
+// workerAddr keys a connection: the worker it must reach and the address
+// it dials.
+type workerAddr struct{ worker, addr string }
 
 type workerConn struct {
 	conn *grpc.ClientConn
 	used uint64
 }
 
-func newWorkerConns(max int, creds grpc.DialOption) *workerConns {
-	return &workerConns{max: max, creds: creds, conns: map[string]*workerConn{}}
+func newWorkerConns(max int, creds func(worker string) grpc.DialOption) *workerConns {
+	return &workerConns{max: max, creds: creds, conns: map[workerAddr]*workerConn{}}
 }
 
-// get returns a client for the worker at addr. Errors: Unavailable (the
-// address cannot be dialled).
-func (c *workerConns) get(addr string) (wire.SandboxWorkerServiceClient, error) {
+// get returns a client for worker at addr; with TLS, its handshake
+// refuses a server whose certificate is not that worker's
+// (<worker>.worker.megaflow), so a worker cannot serve another's
+// sandboxes. Errors: Unavailable (the address cannot be dialled).
+func (c *workerConns) get(worker, addr string) (wire.SandboxWorkerServiceClient, error) {
+	key := workerAddr{worker, addr}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tick++
-	if wc, ok := c.conns[addr]; ok {
+	if wc, ok := c.conns[key]; ok {
 		wc.used = c.tick
 		return wire.NewSandboxWorkerServiceClient(wc.conn), nil
 	}
 	if len(c.conns) >= c.max {
-		var oldest string
+		var oldest workerAddr
 		for a, wc := range c.conns {
-			if oldest == "" || wc.used < c.conns[oldest].used {
+			if oldest == (workerAddr{}) || wc.used < c.conns[oldest].used {
 				oldest = a
 			}
 		}
 		_ = c.conns[oldest].conn.Close()
 		delete(c.conns, oldest)
 	}
-	conn, err := grpc.NewClient(addr, c.creds,
+	conn, err := grpc.NewClient(addr, c.creds(worker),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(spec.SandboxMaxFile+1<<20), grpc.MaxCallSendMsgSize(spec.SandboxMaxFile+1<<20)),
 		// A worker cut off (a partition, a frozen host) ends the calls in
 		// flight within 15 s instead of when the client gives up.
@@ -532,7 +540,7 @@ func (c *workerConns) get(addr string) (wire.SandboxWorkerServiceClient, error) 
 	if err != nil {
 		return nil, errs.New(errs.Unavailable, "worker sandbox address %s: %v", addr, err)
 	}
-	c.conns[addr] = &workerConn{conn: conn, used: c.tick}
+	c.conns[key] = &workerConn{conn: conn, used: c.tick}
 	return wire.NewSandboxWorkerServiceClient(conn), nil
 }
 

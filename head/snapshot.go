@@ -175,7 +175,7 @@ func (s *sandboxService) DeleteSnapshot(ctx context.Context, req *wire.DeleteSna
 		return nil, errs.ToStatus(e)
 	}
 	if w := view.Worker(snap.GetWorkerId()); w != nil && w.Alive() && w.Info.GetAddr() != "" {
-		cli, err := s.conns.get(w.Info.GetAddr())
+		cli, err := s.conns.get(snap.GetWorkerId(), w.Info.GetAddr())
 		if err != nil {
 			return nil, errs.ToStatus(err)
 		}

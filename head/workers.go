@@ -9,6 +9,7 @@ import (
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -43,6 +44,10 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	ctx := stream.Context()
 	info := hello.Info
 	log := h.logger.With("worker", info.Id)
+	if err := h.checkWorkerCert(ctx, info.Id); err != nil {
+		log.Warn("refusing a worker stream whose certificate is not that worker's", "err", err)
+		return errs.ToStatus(err)
+	}
 	if err := version.CheckWorkerWire(hello.GetWireVersion(), h.cfg.NodeID, info.Id+" (build "+cmp.Or(info.GetVersion(), "unknown")+")"); err != nil {
 		log.Warn("refusing a worker of another protocol", "err", err)
 		return errs.ToStatus(errs.New(errs.FailedPrecondition, "%v", err))
@@ -115,6 +120,26 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// checkWorkerCert returns nil when TLS is off or the certificate of the
+// stream's peer (ctx) names worker id (<id>.worker.megaflow), and
+// otherwise a PermissionDenied error naming both ids, or saying that the
+// certificate names none, and what to do: one worker's certificate cannot
+// open a stream as another, claim its attempts or advertise its sandbox
+// address. StreamAuthorizer has checked that it is a worker certificate.
+func (h *Head) checkWorkerCert(ctx context.Context, id string) error {
+	if h.cfg.TLS == nil {
+		return nil
+	}
+	cert := tlsconfig.PeerCertificate(ctx)
+	if cert == nil {
+		return errs.New(errs.PermissionDenied, "worker stream of %s: the stream came without a verified TLS certificate", id)
+	}
+	if err := tlsconfig.CheckNode(cert, tlsconfig.RoleWorker, id); err != nil {
+		return errs.New(errs.PermissionDenied, "worker stream: the hello says worker %s, but %v", id, err)
+	}
+	return nil
 }
 
 // recvLoop commits the worker's event batches and acks them, in order.

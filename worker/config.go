@@ -12,6 +12,7 @@ import (
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/blob"
 	"github.com/megaflow/megaflow/internal/clock"
+	"github.com/megaflow/megaflow/internal/nodeid"
 	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -249,7 +250,7 @@ func (c *Config) Validate() error {
 	add := func(format string, args ...any) { list = append(list, fmt.Errorf(format, args...)) }
 	if c.NodeID == "" {
 		add("--node-id is empty: give each worker a unique, stable id")
-	} else if p := labelValueProblem(c.NodeID); p != "" {
+	} else if p := nodeid.Problem(c.NodeID); p != "" {
 		add("--node-id %q %s", c.NodeID, p)
 	}
 	if c.ClusterName == "" {
@@ -259,7 +260,11 @@ func (c *Config) Validate() error {
 		add("--data-dir is empty: give a directory for the attempts' log files")
 	}
 	if c.TLS != nil && c.TLS.Role() != tlsconfig.RoleWorker {
-		add("--tls-cert holds a %s certificate: a worker needs a worker certificate (megaflow tls cert create --worker)", c.TLS.Role())
+		add("--tls-cert holds a %s certificate: a worker needs a worker certificate (megaflow tls cert create --worker --node-id %s)", c.TLS.Role(), c.NodeID)
+	} else if c.TLS != nil && c.NodeID != "" {
+		if err := tlsconfig.CheckNode(c.TLS.Certificate(), tlsconfig.RoleWorker, c.NodeID); err != nil {
+			add("--tls-cert: %v", err) // the leader would refuse its stream
+		}
 	}
 	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		add("--gossip-key is %d bytes: must be 32 (or 16 or 24)", n)
@@ -354,21 +359,8 @@ func (c *Config) Validate() error {
 
 // labelValueProblem checks that s can be a container label value and part
 // of a container name: [A-Za-z0-9._-], 1 to 64 bytes, starting with a letter
-// or digit.
-func labelValueProblem(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("is %d bytes long; the limit is 64", len(s))
-	}
-	for i := 0; i < len(s); i++ {
-		if !isNameByte(s[i]) {
-			return fmt.Sprintf("has %q at byte %d; use only ASCII letters, digits, '.', '_' and '-'", s[i], i)
-		}
-	}
-	if !isAlnum(s[0]) {
-		return "must start with a letter or digit"
-	}
-	return ""
-}
+// or digit. That is the node id rule, which nodeid owns.
+func labelValueProblem(s string) string { return nodeid.Problem(s) }
 
 func isAlnum(b byte) bool {
 	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'

@@ -13,6 +13,8 @@ import (
 
 	"github.com/megaflow/megaflow/internal/gossip"
 	specbound "github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/tlsconfig"
+	"github.com/megaflow/megaflow/internal/tlsconfig/tlstest"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
@@ -29,6 +31,16 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("Validate(good) = %v", err)
 	}
+	set := tlstest.New(t, t.TempDir())
+	c.TLS = set.Store(t, tlsconfig.RoleWorker, "w1")
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate(good, with its own certificate) = %v", err)
+	}
+	old, err := tlsconfig.Load(set.IssueWithoutNode(t, tlsconfig.RoleWorker, "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, h1 := set.Store(t, tlsconfig.RoleWorker, "w2"), set.Store(t, tlsconfig.RoleHead, "h1")
 	for _, tc := range []struct {
 		want string
 		edit func(*Config)
@@ -53,6 +65,10 @@ func TestConfigValidate(t *testing.T) {
 		{"BatchDelay 2s is above 1s", func(c *Config) { c.BatchDelay = 2 * time.Second }},
 		{"ReconnectMax 1ms is below ReconnectMin", func(c *Config) { c.ReconnectMax = time.Millisecond }},
 		{"MaxBatchEvents 0", func(c *Config) { c.MaxBatchEvents = 0 }},
+		{"--tls-cert: certificate \"w2\" is worker w2's (w2.worker.megaflow), not worker w1's", func(c *Config) { c.TLS = w2 }},
+		{"names no worker id (no DNS name w1.worker.megaflow): it was made before certificates named their node; reissue it with megaflow tls cert create --worker --node-id w1",
+			func(c *Config) { c.TLS = old }},
+		{"--tls-cert holds a head certificate", func(c *Config) { c.TLS = h1 }},
 	} {
 		c := good()
 		tc.edit(&c)

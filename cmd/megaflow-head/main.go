@@ -135,7 +135,7 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&artifactsURL, "artifacts", "", "artifact store the workers upload to, read by megaflow logs/artifacts: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3)")
 	f.DurationVar(&cfg.ArtifactRetention, "artifact-retention", 0, "delete the artifacts of a finished graph this long after it ended (0: keep them until the graph is deleted; a graph's label megaflow.io/artifact-retention overrides it)")
 	f.StringVar(&tlsFiles.CA, "tls-ca", "", "CA certificate (PEM) of the cluster: turns on mutual TLS for gRPC, Raft, forwarding and sandbox calls, with --tls-cert and --tls-key (docs/security.md; reloaded on SIGHUP)")
-	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "this head's certificate (PEM, from megaflow tls cert create --head)")
+	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "this head's certificate (PEM, from megaflow tls cert create --head --node-id <this head's --node-id>)")
 	f.StringVar(&tlsFiles.Key, "tls-key", "", "the private key of --tls-cert (PEM)")
 	f.StringVar(&gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the same on every head and worker (megaflow tls gossip-key)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

@@ -131,7 +131,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.Int64Var(&f.spoolMaxBytes, "spool-max-bytes", 1<<30, "local upload spool (<data-dir>/spool) bound in bytes: uploads wait there while the store is down")
 	fl.StringVar(&f.initPath, "init-path", "", "megaflow-init binary, the init of every task that stops it when this worker's lease lapses (default: next to this executable, then $PATH; required with --runtime docker)")
 	fl.StringVar(&f.tls.CA, "tls-ca", "", "CA certificate (PEM) of the cluster: turns on mutual TLS for the stream to the heads and the sandbox server, with --tls-cert and --tls-key (docs/security.md; reloaded on SIGHUP)")
-	fl.StringVar(&f.tls.Cert, "tls-cert", "", "this worker's certificate (PEM, from megaflow tls cert create --worker)")
+	fl.StringVar(&f.tls.Cert, "tls-cert", "", "this worker's certificate (PEM, from megaflow tls cert create --worker --node-id <this worker's --node-id>: the heads refuse another worker's)")
 	fl.StringVar(&f.tls.Key, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fl.StringVar(&f.gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the heads' key (megaflow tls gossip-key)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")

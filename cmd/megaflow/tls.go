@@ -24,13 +24,18 @@ func tlsCmd(g *globals) *cobra.Command {
 		Long: `Make what a cluster's mutual TLS needs (docs/security.md), locally:
 
   megaflow tls ca create --dir D                       D/ca.pem, D/ca-key.pem
-  megaflow tls cert create --head --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name h1
+  megaflow tls cert create --head --node-id h1 --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name h1
                                                        D/h1.pem, D/h1-key.pem
+  megaflow tls cert create --worker --node-id w1 --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name w1
+  megaflow tls cert create --client --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name alice
   megaflow tls gossip-key                              a --gossip-key value
 
 Each certificate names its role (DNS name head.megaflow, worker.megaflow or
-client.megaflow): a worker certificate cannot act as a head. Keys are
-ECDSA P-256, written with mode 0600; nothing is overwritten without --force.`,
+client.megaflow): a worker certificate cannot act as a head. A head or
+worker certificate also names its node (w1.worker.megaflow): the heads
+refuse a worker stream or sandbox server whose certificate is another
+worker's, so --node-id must be the daemon's --node-id. Keys are ECDSA
+P-256, written with mode 0600; nothing is overwritten without --force.`,
 	}
 	cmd.AddCommand(tlsCACmd(g), tlsCertCmd(g), tlsGossipKeyCmd(g))
 	return cmd
@@ -75,11 +80,11 @@ func tlsCACmd(g *globals) *cobra.Command {
 func tlsCertCmd(g *globals) *cobra.Command {
 	cert := &cobra.Command{Use: "cert", Short: "Make a head, worker or client certificate"}
 	var isHead, isWorker, isClient, force bool
-	var caPath, caKeyPath, dir, name, hosts string
+	var caPath, caKeyPath, dir, name, nodeID, hosts string
 	var validity time.Duration
 	create := &cobra.Command{
-		Use:   "create --head|--worker|--client --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name N [--host h,...]",
-		Short: "Write a certificate of one role signed by the CA: D/N.pem and D/N-key.pem",
+		Use:   "create (--head|--worker --node-id ID | --client) --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name N [--host h,...]",
+		Short: "Write a certificate of one role (and, for a head or worker, one node) signed by the CA: D/N.pem and D/N-key.pem",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var roles []tlsconfig.Role
@@ -93,6 +98,14 @@ func tlsCertCmd(g *globals) *cobra.Command {
 			}
 			if len(roles) != 1 {
 				return errs.New(errs.InvalidArgument, "give exactly one of --head, --worker and --client")
+			}
+			switch {
+			case roles[0] == tlsconfig.RoleClient && nodeID != "":
+				return errs.New(errs.InvalidArgument, "--node-id is for --head and --worker: a client certificate names no node")
+			case roles[0] != tlsconfig.RoleClient && nodeID == "":
+				ex := string(roles[0])[:1] + "1"
+				return errs.New(errs.InvalidArgument, "--%s needs --node-id, the --node-id the %s runs with (e.g. --node-id %s): the certificate names that %s only (%s)",
+					roles[0], roles[0], ex, roles[0], roles[0].NodeName(ex))
 			}
 			switch {
 			case caPath == "" || caKeyPath == "":
@@ -112,7 +125,7 @@ func tlsCertCmd(g *globals) *cobra.Command {
 					hl = append(hl, h)
 				}
 			}
-			p, err := tlsconfig.NewCert(ca, tlsconfig.CertRequest{Role: roles[0], Name: name, Hosts: hl, Validity: validity, Now: time.Now()})
+			p, err := tlsconfig.NewCert(ca, tlsconfig.CertRequest{Role: roles[0], Name: name, NodeID: nodeID, Hosts: hl, Validity: validity, Now: time.Now()})
 			if err != nil {
 				return errs.New(errs.InvalidArgument, "tls cert create: %v", err)
 			}
@@ -123,7 +136,11 @@ func tlsCertCmd(g *globals) *cobra.Command {
 			if err := tlsconfig.WriteFiles(certPath, keyPath, p, force); err != nil {
 				return errs.New(errs.FailedPrecondition, "tls cert create: %v", err)
 			}
-			fmt.Fprintf(g.stdout, "wrote %s (%s certificate, %s) and %s (mode 0600)\n", certPath, roles[0], roles[0].ServerName(), keyPath)
+			names := roles[0].ServerName()
+			if nodeID != "" {
+				names += ", " + roles[0].NodeName(nodeID)
+			}
+			fmt.Fprintf(g.stdout, "wrote %s (%s certificate, %s) and %s (mode 0600)\n", certPath, roles[0], names, keyPath)
 			return nil
 		},
 	}
@@ -135,7 +152,8 @@ func tlsCertCmd(g *globals) *cobra.Command {
 	f.StringVar(&caKeyPath, "ca-key", "", "the CA's private key (required)")
 	f.StringVar(&dir, "dir", "", "directory to write N.pem and N-key.pem to (required)")
 	f.StringVar(&name, "name", "", "file name and common name of the certificate, e.g. h1 (required)")
-	f.StringVar(&hosts, "host", "", "comma-separated extra DNS names and IP addresses (the daemons check the role name, not these)")
+	f.StringVar(&nodeID, "node-id", "", "the --node-id of the head or worker that will hold it (required with --head and --worker; not with --client)")
+	f.StringVar(&hosts, "host", "", "comma-separated extra DNS names and IP addresses, no wildcards (the daemons check the role and node names, not these)")
 	f.DurationVar(&validity, "validity", tlsconfig.DefaultCertValidity, "how long the certificate is valid (1h to 87600h; never past the CA)")
 	f.BoolVar(&force, "force", false, "overwrite existing files")
 	cert.AddCommand(create)

@@ -18,14 +18,17 @@ import (
 // certificate verified). Needs Docker.
 func TestSandboxOverTLS(t *testing.T) {
 	set := tlstest.New(t, t.TempDir())
-	headTLS := set.Store(t, tlsconfig.RoleHead, "h")
-	workerTLS := set.Store(t, tlsconfig.RoleWorker, "w")
+	headTLS := map[string]*tlsconfig.Store{}
+	for _, id := range []string{"h1", "h2", "h3"} {
+		headTLS[id] = set.Store(t, tlsconfig.RoleHead, id)
+	}
+	workerTLS := set.Store(t, tlsconfig.RoleWorker, "w1")
 	f := set.Issue(t, tlsconfig.RoleClient, "c")
 	cfg, err := client.TLSConfig(f.CA, f.Cert, f.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvOpts(t, 1, func(c *head.Config) { c.TLS = headTLS }, func(c *worker.Config) { c.TLS = workerTLS },
+	e := newEnvOpts(t, 1, func(c *head.Config) { c.TLS = headTLS[c.NodeID] }, func(c *worker.Config) { c.TLS = workerTLS },
 		[]client.Option{client.WithTLS(cfg), client.WithBackoff(20*time.Millisecond, 500*time.Millisecond)})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/tlsconfig/tlstest"
+	"github.com/megaflow/megaflow/internal/version"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/fake"
 	"github.com/megaflow/megaflow/worker"
@@ -27,9 +29,10 @@ import (
 // that the follower forwards with its head certificate), and refuses
 // every peer that is not what it claims: a plaintext client, a client of
 // another cluster's CA, a worker certificate on the client API, a client
-// certificate on the worker stream, and anything but a head on the
-// worker's sandbox server. Reloading a head's certificate keeps the
-// cluster working.
+// certificate on the worker stream, another worker's certificate (or one
+// that names no worker) on worker w1's stream, anything but a head on the
+// worker's sandbox server, and that server to a head expecting another
+// worker. Reloading a head's certificate keeps the cluster working.
 func TestTLSCluster(t *testing.T) {
 	set := tlstest.New(t, t.TempDir())
 	other := tlstest.New(t, t.TempDir())
@@ -141,7 +144,37 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatalf("client certificate on the worker stream: %v; want PermissionDenied", err)
 	}
 
-	// The worker's sandbox server: heads only.
+	// Another worker's certificate, or one made before certificates named
+	// their worker, cannot open a stream as w1 (the hello as a worker of
+	// this build would send it: the right protocol, no instance, so that
+	// nothing but the certificate stops it); w1's own stream stays.
+	asOther := grpc.WithTransportCredentials(set.Store(t, tlsconfig.RoleWorker, "w2").ClientCredentials(tlsconfig.RoleHead))
+	oldWorker := grpc.WithTransportCredentials(mustLoad(t, set.IssueWithoutNode(t, tlsconfig.RoleWorker, "old")).ClientCredentials(tlsconfig.RoleHead))
+	for name, tc := range map[string]struct {
+		creds grpc.DialOption
+		want  string
+	}{
+		"w2's certificate": {asOther, `the hello says worker w1, but certificate "w2" is worker w2's (w2.worker.megaflow), not worker w1's`},
+		"no worker id":     {oldWorker, "names no worker id (no DNS name w1.worker.megaflow): it was made before certificates named their node; reissue it with megaflow tls cert create --worker --node-id w1"},
+	} {
+		stream, err := wire.NewWorkerServiceClient(dial(tc.creds, addrs[leader])).Connect(ctx)
+		if err == nil {
+			err = stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: &wire.WorkerHello{WireVersion: version.WireCurrent,
+				Info: &wire.WorkerInfo{Id: w.ID, Runtime: "fake", Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}}}})
+		}
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if err := errs.FromStatus(err); !errors.Is(err, errs.ErrPermissionDenied) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("hello as %s with %s: %v; want PermissionDenied %q", w.ID, name, err, tc.want)
+		}
+	}
+	if !c.Members[leader].Head().WorkerConnected(w.ID) {
+		t.Fatalf("worker %s lost its stream to the leader to refused hellos in its name", w.ID)
+	}
+
+	// The worker's sandbox server: heads only, and only to a head that
+	// expects this worker.
 	sbx := w.Worker().SandboxAddr()
 	readFile := func(creds grpc.DialOption) error {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
@@ -150,11 +183,12 @@ func TestTLSCluster(t *testing.T) {
 		return errs.FromStatus(err)
 	}
 	for name, creds := range map[string]grpc.DialOption{
-		"plaintext":   grpc.WithTransportCredentials(insecure.NewCredentials()),
-		"a client":    asClient,
-		"a worker":    grpc.WithTransportCredentials(workerTLS.ClientCredentials(tlsconfig.RoleWorker)),
-		"another CA":  grpc.WithTransportCredentials(mustLoad(t, foreign).ClientCredentials(tlsconfig.RoleWorker)),
-		"a head (ok)": grpc.WithTransportCredentials(headTLS["h1"].ClientCredentials(tlsconfig.RoleWorker)),
+		"plaintext":           grpc.WithTransportCredentials(insecure.NewCredentials()),
+		"a client":            asClient,
+		"a worker":            grpc.WithTransportCredentials(workerTLS.ClientCredentials(tlsconfig.RoleWorker)),
+		"another CA":          grpc.WithTransportCredentials(mustLoad(t, foreign).ClientCredentials(tlsconfig.RoleWorker)),
+		"a head expecting w2": grpc.WithTransportCredentials(headTLS["h1"].ClientCredentialsFor(tlsconfig.RoleWorker, "w2")),
+		"a head (ok)":         grpc.WithTransportCredentials(headTLS["h1"].ClientCredentialsFor(tlsconfig.RoleWorker, w.ID)),
 	} {
 		err := readFile(creds)
 		reached := err != nil && !errors.Is(err, errs.ErrUnavailable) && !errors.Is(err, errs.ErrPermissionDenied) && !errors.Is(err, context.DeadlineExceeded)

@@ -13,6 +13,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/megaflow/megaflow/internal/nodeid"
 )
 
 // Validity bounds for the certificates `megaflow tls` makes.
@@ -57,9 +59,16 @@ type CertRequest struct {
 	Role Role
 	// Name is its common name (default the role's name). At most 64 bytes.
 	Name string
+	// NodeID is the node id of the head or worker that will hold it (its
+	// --node-id): the certificate names it as Role.NodeName(NodeID), and
+	// the heads check a worker's stream and sandbox server against it.
+	// Required for a head or a worker, refused for a client; valid as
+	// nodeid.Problem says.
+	NodeID string
 	// Hosts are extra DNS names and IP addresses (an entry that parses
 	// as an IP is one) for tools that check the address they dialled; the
-	// MegaFlow daemons check the role name instead. At most MaxHosts.
+	// MegaFlow daemons check the role and node names instead. No
+	// wildcards, no name under a role name. At most MaxHosts.
 	Hosts []string
 	// Validity is its lifetime, in [MinValidity, MaxValidity] (0:
 	// DefaultCertValidity); it ends no later than the CA's.
@@ -106,8 +115,10 @@ func NewCA(req CARequest) (PEM, error) {
 // NewCert makes an ECDSA P-256 certificate for req.Role signed by the CA
 // in ca (as NewCA returns it). A head or worker certificate may serve and
 // dial (server and client auth); a client certificate may only dial.
-// Errors: an unknown role, a name or hosts out of bounds, a validity out
-// of bounds, a CA that does not parse, is not a CA, or has expired.
+// Errors: an unknown role, a missing or invalid node id (or one given for
+// a client), a name or hosts out of bounds, a wildcard host or one under a
+// role name, a validity out of bounds, a CA that does not parse, is not a
+// CA, or has expired.
 func NewCert(ca PEM, req CertRequest) (PEM, error) {
 	if _, err := ParseRole(string(req.Role)); err != nil {
 		return PEM{}, err
@@ -117,6 +128,16 @@ func NewCert(ca PEM, req CertRequest) (PEM, error) {
 	}
 	if len(req.Name) > 64 {
 		return PEM{}, fmt.Errorf("name %q: at most 64 bytes", req.Name)
+	}
+	switch {
+	case req.Role == RoleClient && req.NodeID != "":
+		return PEM{}, fmt.Errorf("node id %q: a client certificate names no node; --node-id is for --head and --worker", req.NodeID)
+	case req.Role != RoleClient && req.NodeID == "":
+		return PEM{}, fmt.Errorf("a %s certificate needs the node id of the %s that will hold it: pass --node-id, the same as that %s's --node-id", req.Role, req.Role, req.Role)
+	case req.Role != RoleClient:
+		if p := nodeid.Problem(req.NodeID); p != "" {
+			return PEM{}, fmt.Errorf("node id %q %s", req.NodeID, p)
+		}
 	}
 	if len(req.Hosts) > MaxHosts {
 		return PEM{}, fmt.Errorf("%d hosts: at most %d", len(req.Hosts), MaxHosts)
@@ -149,6 +170,7 @@ func NewCert(ca PEM, req CertRequest) (PEM, error) {
 	}
 	if req.Role != RoleClient {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		tmpl.DNSNames = append(tmpl.DNSNames, req.Role.NodeName(req.NodeID))
 	}
 	for _, h := range req.Hosts {
 		h = strings.TrimSpace(h)
@@ -157,10 +179,15 @@ func NewCert(ca PEM, req CertRequest) (PEM, error) {
 			return PEM{}, errors.New("hosts: an empty entry")
 		case net.ParseIP(h) != nil:
 			tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(h))
+		case strings.Contains(h, "*"):
+			return PEM{}, fmt.Errorf("hosts: %q is a wildcard; list each name instead (a wildcard certificate passes for every name it matches, other machines' included)", h)
 		default:
 			for _, r := range Roles {
 				if strings.EqualFold(h, r.ServerName()) {
 					return PEM{}, fmt.Errorf("hosts: %q is a role name; the role comes from --%s", h, req.Role)
+				}
+				if _, ok := under(h, r.ServerName()); ok {
+					return PEM{}, fmt.Errorf("hosts: %q is under the role name %s; the node's name comes from --node-id", h, r.ServerName())
 				}
 			}
 			tmpl.DNSNames = append(tmpl.DNSNames, h)

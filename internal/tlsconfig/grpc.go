@@ -2,6 +2,7 @@ package tlsconfig
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"net"
 
@@ -40,28 +41,38 @@ func (c *serverCreds) Clone() credentials.TransportCredentials {
 // of role server with ClientConfig, built afresh for each connection, so
 // that a reloaded certificate or CA applies to the next one.
 func (s *Store) ClientCredentials(server Role) credentials.TransportCredentials {
-	return &clientCreds{s: s, server: server}
+	return s.ClientCredentialsFor(server, "")
+}
+
+// ClientCredentialsFor is ClientCredentials for a connection to one node
+// (ClientConfigFor): the server's certificate must also name node id of
+// role server. The heads dial a worker's sandbox server with it.
+func (s *Store) ClientCredentialsFor(server Role, node string) credentials.TransportCredentials {
+	return &clientCreds{s: s, server: server, node: node}
 }
 
 type clientCreds struct {
 	s      *Store
 	server Role
+	node   string // "": any node of the role
 }
 
+func (c *clientCreds) config() *tls.Config { return c.s.ClientConfigFor(c.server, c.node) }
+
 func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	return credentials.NewTLS(c.s.ClientConfig(c.server)).ClientHandshake(ctx, authority, conn)
+	return credentials.NewTLS(c.config()).ClientHandshake(ctx, authority, conn)
 }
 
 func (c *clientCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	return credentials.NewTLS(c.s.ClientConfig(c.server)).ServerHandshake(conn)
+	return credentials.NewTLS(c.config()).ServerHandshake(conn)
 }
 
 func (c *clientCreds) Info() credentials.ProtocolInfo {
-	return credentials.NewTLS(c.s.ClientConfig(c.server)).Info()
+	return credentials.NewTLS(c.config()).Info()
 }
 
 func (c *clientCreds) Clone() credentials.TransportCredentials {
-	return &clientCreds{s: c.s, server: c.server}
+	return &clientCreds{s: c.s, server: c.server, node: c.node}
 }
 
 func (c *clientCreds) OverrideServerName(string) error { return nil }

@@ -2,9 +2,9 @@
 // names (head, worker, client), the certificates `megaflow tls` makes, the
 // files a daemon loads and reloads on SIGHUP (Store), the tls.Configs and
 // gRPC credentials built from them, and which role may call which gRPC
-// service. It imports only the standard library and gRPC's credentials
-// package, so the client library, the head, the worker and cmd/ may all
-// import it.
+// service. It imports only the standard library, gRPC and the leaf
+// packages errs and nodeid, so the client library, the head, the worker
+// and cmd/ may all import it.
 //
 // A certificate names its role the way Nomad's server.<region>.nomad names
 // do: one DNS name <role>.megaflow ("head.megaflow", "worker.megaflow",
@@ -12,8 +12,12 @@
 // A dialer verifies the server's certificate against that name, not the
 // address it dialled, and a server checks the role of the client's, so a
 // worker certificate cannot act as a head and a client certificate cannot
-// open a worker stream. The cluster is the CA: each cluster has its own,
-// and a certificate signed by another cluster's CA is refused.
+// open a worker stream. A head or worker certificate also names its node,
+// <id>.<role>.megaflow ("w1.worker.megaflow"; node.go), so that the heads
+// can check that a worker stream's hello and a worker's sandbox server
+// are the worker the certificate was made for. The cluster is the CA:
+// each cluster has its own, and a certificate signed by another cluster's
+// CA is refused.
 package tlsconfig
 
 import (

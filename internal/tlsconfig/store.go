@@ -164,7 +164,7 @@ func (s *Store) ServerConfig(nextProtos []string, allowed ...Role) *tls.Config {
 				ClientAuth:       tls.RequireAndVerifyClientCert,
 				ClientCAs:        m.pool,
 				NextProtos:       nextProtos,
-				VerifyConnection: peerRole(allowed),
+				VerifyConnection: checkPeer(allowed, ""),
 			}, nil
 		},
 	}
@@ -175,26 +175,38 @@ func (s *Store) ServerConfig(nextProtos []string, allowed ...Role) *tls.Config {
 // against the CA and the role's name (server.ServerName(), whatever
 // address was dialled), and checks that it names that role. Call it per
 // connection: it holds what the Store holds now.
-func (s *Store) ClientConfig(server Role) *tls.Config {
+func (s *Store) ClientConfig(server Role) *tls.Config { return s.ClientConfigFor(server, "") }
+
+// ClientConfigFor is ClientConfig for a connection to one node: it also
+// checks that the server's certificate names node id of role server
+// (CheckNode), so that a head dialling worker w1's sandbox address talks
+// to w1 and no other worker. node "": any node of the role.
+func (s *Store) ClientConfigFor(server Role, node string) *tls.Config {
 	m := s.cur.Load()
 	return &tls.Config{
 		MinVersion:       tls.VersionTLS13,
 		Certificates:     []tls.Certificate{m.cert},
 		RootCAs:          m.pool,
 		ServerName:       server.ServerName(),
-		VerifyConnection: peerRole([]Role{server}),
+		VerifyConnection: checkPeer([]Role{server}, node),
 	}
 }
 
-// peerRole returns a tls.Config.VerifyConnection that refuses a peer
-// whose certificate names none of allowed.
-func peerRole(allowed []Role) func(tls.ConnectionState) error {
+// checkPeer returns a tls.Config.VerifyConnection that refuses a peer
+// whose certificate names none of allowed or, when node is set, does not
+// name that node of allowed[0].
+func checkPeer(allowed []Role, node string) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("megaflow: the peer presented no certificate")
 		}
 		if err := CheckRole(cs.PeerCertificates[0], allowed...); err != nil {
 			return fmt.Errorf("megaflow: refused the peer: %w", err)
+		}
+		if node != "" {
+			if err := CheckNode(cs.PeerCertificates[0], allowed[0], node); err != nil {
+				return fmt.Errorf("megaflow: refused the peer: %w", err)
+			}
 		}
 		return nil
 	}

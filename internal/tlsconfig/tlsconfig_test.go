@@ -60,6 +60,46 @@ func TestRoleOf(t *testing.T) {
 	}
 }
 
+func TestCheckNode(t *testing.T) {
+	W, H := tlsconfig.RoleWorker, tlsconfig.RoleHead
+	cases := []struct {
+		name  string
+		dns   []string
+		role  tlsconfig.Role
+		id    string
+		error string // "": accepted
+	}{
+		{"its own", []string{"worker.megaflow", "w1.worker.megaflow"}, W, "w1", ""},
+		{"dotted id", []string{"worker.megaflow", "rack1.w1.worker.megaflow"}, W, "rack1.w1", ""},
+		{"suffix in another case", []string{"WORKER.MEGAFLOW", "w1.Worker.Megaflow"}, W, "w1", ""},
+		{"head", []string{"head.megaflow", "h1.head.megaflow"}, H, "h1", ""},
+		{"another worker's", []string{"worker.megaflow", "w2.worker.megaflow"}, W, "w1", "is worker w2's (w2.worker.megaflow), not worker w1's"},
+		{"id in another case", []string{"worker.megaflow", "W1.worker.megaflow"}, W, "w1", "is worker W1's"},
+		{"made before node ids", []string{"worker.megaflow"}, W, "w1", "names no worker id (no DNS name w1.worker.megaflow)"},
+		{"the reissue command", []string{"worker.megaflow"}, W, "w1", "megaflow tls cert create --worker --node-id w1"},
+		{"a head's node name", []string{"worker.megaflow", "w1.head.megaflow"}, W, "w1", "names no worker id"},
+		{"a wildcard", []string{"worker.megaflow", "*.worker.megaflow"}, W, "w1", "is worker *'s"},
+		{"a prefix of the id", []string{"worker.megaflow", "w.worker.megaflow"}, W, "w1", "is worker w's"},
+		{"the id under another name", []string{"worker.megaflow", "w1.worker.megaflow.example"}, W, "w1", "names no worker id"},
+		{"no dot before the role", []string{"worker.megaflow", "w1worker.megaflow"}, W, "w1", "names no worker id"},
+		{"two ids", []string{"worker.megaflow", "w1.worker.megaflow", "w2.worker.megaflow"}, W, "w1", "names 2 worker ids"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tlsconfig.CheckNode(&x509.Certificate{DNSNames: tc.dns}, tc.role, tc.id)
+			if tc.error == "" {
+				if err != nil {
+					t.Fatalf("CheckNode(%v, %s, %s) = %v; want nil", tc.dns, tc.role, tc.id, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.error) {
+				t.Fatalf("CheckNode(%v, %s, %s) = %v; want error %q", tc.dns, tc.role, tc.id, err, tc.error)
+			}
+		})
+	}
+}
+
 func TestAuthorize(t *testing.T) {
 	const (
 		submit  = "/megaflow.v1.MegaflowService/SubmitGraph"
@@ -131,7 +171,7 @@ func TestNewCertChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := tlsconfig.NewCert(ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, Name: "w1", Now: now})
+	leaf, err := tlsconfig.NewCert(ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, Name: "w1", NodeID: "w1", Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +186,26 @@ func TestNewCertChecks(t *testing.T) {
 		error string
 	}{
 		{"unknown role", ca, tlsconfig.CertRequest{Role: "admin", Now: now}, "unknown role"},
-		{"no time", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead}, "no current time"},
-		{"too long", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Now: now, Validity: 11 * 365 * 24 * time.Hour}, "must be in"},
-		{"too short", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Now: now, Validity: time.Minute}, "must be in"},
-		{"too many hosts", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Now: now, Hosts: many}, "at most"},
-		{"role name as host", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, Now: now, Hosts: []string{"head.megaflow"}}, "is a role name"},
-		{"empty host", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, Now: now, Hosts: []string{" "}}, "empty entry"},
-		{"long name", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, Now: now, Name: strings.Repeat("x", 65)}, "at most 64"},
-		{"leaf as CA", leaf, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Now: now}, "not a CA"},
-		{"expired CA", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Now: now.Add(72 * time.Hour)}, "expired"},
-		{"key of another", tlsconfig.PEM{Cert: ca.Cert, Key: leaf.Key}, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Now: now}, "does not belong"},
+		{"no time", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: "h1"}, "no current time"},
+		{"too long", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: "h1", Now: now, Validity: 11 * 365 * 24 * time.Hour}, "must be in"},
+		{"too short", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: "h1", Now: now, Validity: time.Minute}, "must be in"},
+		{"too many hosts", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: "h1", Now: now, Hosts: many}, "at most"},
+		{"role name as host", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "w1", Now: now, Hosts: []string{"head.megaflow"}}, "is a role name"},
+		{"node name as host", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "w1", Now: now, Hosts: []string{"w2.Worker.megaflow"}}, "under the role name worker.megaflow"},
+		{"wildcard host", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "w1", Now: now, Hosts: []string{"*.megaflow"}}, "is a wildcard"},
+		{"wildcard worker host", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "w1", Now: now, Hosts: []string{"*.worker.megaflow"}}, "is a wildcard"},
+		{"empty host", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "w1", Now: now, Hosts: []string{" "}}, "empty entry"},
+		{"long name", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "w1", Now: now, Name: strings.Repeat("x", 65)}, "at most 64"},
+		{"worker without node id", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, Now: now}, "pass --node-id"},
+		{"head without node id", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Now: now}, "pass --node-id"},
+		{"client with node id", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleClient, NodeID: "c1", Now: now}, "names no node"},
+		{"node id with a slash", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "w/1", Now: now}, "has '/' at byte 1"},
+		{"node id with a wildcard", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: "*", Now: now}, "has '*' at byte 0"},
+		{"node id starting with a dot", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleWorker, NodeID: ".w1", Now: now}, "must start with a letter or digit"},
+		{"node id too long", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: strings.Repeat("h", 65), Now: now}, "the limit is 64"},
+		{"leaf as CA", leaf, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: "h1", Now: now}, "not a CA"},
+		{"expired CA", ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: "h1", Now: now.Add(72 * time.Hour)}, "expired"},
+		{"key of another", tlsconfig.PEM{Cert: ca.Cert, Key: leaf.Key}, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, NodeID: "h1", Now: now}, "does not belong"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,8 +215,9 @@ func TestNewCertChecks(t *testing.T) {
 			}
 		})
 	}
-	// What a good one holds: the role's name, the hosts, bounded by the CA.
-	p, err := tlsconfig.NewCert(ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Name: "h1", Hosts: []string{"10.0.0.1", "h1.example"}, Now: now, Validity: 365 * 24 * time.Hour})
+	// What a good one holds: the role's name, the node's, the hosts,
+	// bounded by the CA.
+	p, err := tlsconfig.NewCert(ca, tlsconfig.CertRequest{Role: tlsconfig.RoleHead, Name: "h1", NodeID: "h1", Hosts: []string{"10.0.0.1", "h1.example"}, Now: now, Validity: 365 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +225,11 @@ func TestNewCertChecks(t *testing.T) {
 	if r, err := tlsconfig.RoleOf(c); err != nil || r != tlsconfig.RoleHead {
 		t.Errorf("role %q, %v", r, err)
 	}
-	if len(c.IPAddresses) != 1 || !c.IPAddresses[0].Equal(net.ParseIP("10.0.0.1")) || len(c.DNSNames) != 2 || c.DNSNames[1] != "h1.example" {
+	if len(c.IPAddresses) != 1 || !c.IPAddresses[0].Equal(net.ParseIP("10.0.0.1")) || strings.Join(c.DNSNames, " ") != "head.megaflow h1.head.megaflow h1.example" {
 		t.Errorf("names %v %v", c.DNSNames, c.IPAddresses)
+	}
+	if id, err := tlsconfig.NodeOf(c, tlsconfig.RoleHead); err != nil || id != "h1" {
+		t.Errorf("NodeOf = %q, %v; want h1", id, err)
 	}
 	if !c.NotAfter.Equal(cac.NotAfter) {
 		t.Errorf("NotAfter %s, want the CA's %s", c.NotAfter, cac.NotAfter)
@@ -264,11 +318,11 @@ func TestLoadChecks(t *testing.T) {
 }
 
 // handshake runs a TLS handshake between a server holding srv (taking
-// allowed) and a client holding cli that dials a server of role want,
-// and returns the client's and the server's errors. The client reads
-// after its handshake, as TLS 1.3 reports the server's refusal of its
-// certificate then.
-func handshake(t *testing.T, srv, cli *tlsconfig.Store, want tlsconfig.Role, plaintext bool, allowed ...tlsconfig.Role) (clientErr, serverErr error) {
+// allowed) and a client holding cli that dials node (of role want; "":
+// any), and returns the client's and the server's errors. The client
+// reads after its handshake, as TLS 1.3 reports the server's refusal of
+// its certificate then.
+func handshake(t *testing.T, srv, cli *tlsconfig.Store, want tlsconfig.Role, node string, plaintext bool, allowed ...tlsconfig.Role) (clientErr, serverErr error) {
 	t.Helper()
 	a, b := tcpPair(t)
 	defer a.Close()
@@ -290,7 +344,7 @@ func handshake(t *testing.T, srv, cli *tlsconfig.Store, want tlsconfig.Role, pla
 		_ = a.Close()
 		return nil, <-done
 	}
-	c := tls.Client(a, cli.ClientConfig(want))
+	c := tls.Client(a, cli.ClientConfigFor(want, node))
 	clientErr = c.Handshake()
 	if clientErr == nil {
 		var buf [1]byte
@@ -351,12 +405,50 @@ func TestHandshakeChecksRolesAndCA(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ce, se := handshake(t, tc.srv, tc.cli, tc.want, tc.plaintext, tc.allowed...)
+			ce, se := handshake(t, tc.srv, tc.cli, tc.want, "", tc.plaintext, tc.allowed...)
 			if tc.ok && (ce != nil || se != nil) {
 				t.Fatalf("refused: client %v, server %v", ce, se)
 			}
 			if !tc.ok && se == nil {
 				t.Fatalf("server accepted (client: %v)", ce)
+			}
+		})
+	}
+}
+
+// A head dialling worker w1's sandbox server refuses a server whose
+// certificate is another worker's, or names no worker.
+func TestHandshakeChecksNode(t *testing.T) {
+	set := tlstest.New(t, t.TempDir())
+	head := set.Store(t, tlsconfig.RoleHead, "h1")
+	w1 := set.Store(t, tlsconfig.RoleWorker, "w1")
+	w2 := set.Store(t, tlsconfig.RoleWorker, "w2")
+	old, err := tlsconfig.Load(set.IssueWithoutNode(t, tlsconfig.RoleWorker, "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		srv   *tlsconfig.Store
+		node  string
+		error string // of the client; "": accepted
+	}{
+		{"w1 is w1", w1, "w1", ""},
+		{"any worker", w2, "", ""},
+		{"w2 posing as w1", w2, "w1", "is worker w2's (w2.worker.megaflow), not worker w1's"},
+		{"a certificate without a node", old, "w1", "names no worker id"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ce, se := handshake(t, tc.srv, head, tlsconfig.RoleWorker, tc.node, false, tlsconfig.RoleHead)
+			if tc.error == "" {
+				if ce != nil || se != nil {
+					t.Fatalf("refused: client %v, server %v", ce, se)
+				}
+				return
+			}
+			if ce == nil || !strings.Contains(ce.Error(), tc.error) {
+				t.Fatalf("client: %v; want %q", ce, tc.error)
 			}
 		})
 	}

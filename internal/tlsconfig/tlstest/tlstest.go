@@ -5,6 +5,15 @@
 package tlstest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -34,10 +43,29 @@ func New(t testing.TB, dir string) *Set {
 }
 
 // Issue writes <name>.pem and <name>-key.pem of role, signed by the CA
-// (over existing ones), and returns their Files with the CA.
+// (over existing ones), and returns their Files with the CA. A head or
+// worker certificate names name as its node id: pass the node id of the
+// head or worker that will hold it ("h1", "w1").
 func (s *Set) Issue(t testing.TB, role tlsconfig.Role, name string) tlsconfig.Files {
 	t.Helper()
-	p, err := tlsconfig.NewCert(s.CA, tlsconfig.CertRequest{Role: role, Name: name, Hosts: []string{"127.0.0.1", "localhost"}, Now: time.Now()})
+	req := tlsconfig.CertRequest{Role: role, Name: name, Hosts: []string{"127.0.0.1", "localhost"}, Now: time.Now()}
+	if role != tlsconfig.RoleClient {
+		req.NodeID = name
+	}
+	return s.write(t, name, req)
+}
+
+// IssueFor is Issue with the node id apart from the file name: a
+// certificate of node id written as <name>.pem (a worker given another
+// worker's certificate).
+func (s *Set) IssueFor(t testing.TB, role tlsconfig.Role, name, id string) tlsconfig.Files {
+	t.Helper()
+	return s.write(t, name, tlsconfig.CertRequest{Role: role, Name: name, NodeID: id, Hosts: []string{"127.0.0.1", "localhost"}, Now: time.Now()})
+}
+
+func (s *Set) write(t testing.TB, name string, req tlsconfig.CertRequest) tlsconfig.Files {
+	t.Helper()
+	p, err := tlsconfig.NewCert(s.CA, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,4 +90,49 @@ func (s *Set) Store(t testing.TB, role tlsconfig.Role, name string) *tlsconfig.S
 		t.Fatal(err)
 	}
 	return st
+}
+
+// IssueWithoutNode writes <name>.pem and <name>-key.pem of role as
+// `megaflow tls cert create` made them before certificates named their
+// node (the role name alone), and returns their Files: for tests of the
+// refusal that tells the operator to reissue them.
+func (s *Set) IssueWithoutNode(t testing.TB, role tlsconfig.Role, name string) tlsconfig.Files {
+	t.Helper()
+	ca, err := tls.X509KeyPair(s.CA.Cert, s.CA.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(ca.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    now.Add(-5 * time.Minute),
+		NotAfter:     now.Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{role.ServerName(), "localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, ca.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Files(name)
+	p := tlsconfig.PEM{Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Key: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})}
+	if err := tlsconfig.WriteFiles(f.Cert, f.Key, p, true); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
