@@ -13,6 +13,32 @@ import (
 	"github.com/megaflow/megaflow/internal/errs"
 )
 
+// proposer is what the leader's loops (scheduleOnce, checkWorkers,
+// reconcileWorker) need of consensus: they read the table from the FSM,
+// decide with the pure functions of leadercore.go and commit what those
+// return through it. The head's is raftProposer; tests give a fake that
+// records the commands and applies them to an FSM, without Raft.
+type proposer interface {
+	// propose commits op with msg and waits until this head applied it,
+	// returning the FSM's answer. Errors as Head.apply's.
+	propose(ctx context.Context, op fsm.Op, msg proto.Message) (any, error)
+	// term returns the current Raft term: the scheduler's seed and the
+	// fencing term of the attempts a plan opens.
+	term() uint64
+}
+
+// raftProposer proposes through the head's Raft node (Head.apply).
+type raftProposer struct{ h *Head }
+
+var _ proposer = raftProposer{}
+
+func (p raftProposer) propose(ctx context.Context, op fsm.Op, msg proto.Message) (any, error) {
+	res, _, err := p.h.apply(ctx, op, msg)
+	return res, err
+}
+
+func (p raftProposer) term() uint64 { return p.h.node.Raft().CurrentTerm() }
+
 // apply proposes one command to Raft and waits until this head has applied
 // it. It returns the FSM's answer and the entry's index. Errors: NotLeader
 // when this head does not lead; Unavailable when leadership was lost while

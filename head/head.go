@@ -48,6 +48,7 @@ type Head struct {
 
 	fsm    *fsm.FSM
 	node   *consensus.Node
+	prop   proposer // the leader loops' way to the log: raftProposer{h}
 	gossip *gossip.Gossip
 	// sandboxes serves SandboxService; its worker connections close with
 	// the head (sandbox.go).
@@ -133,6 +134,7 @@ func New(cfg Config) (*Head, error) {
 		return nil, fmt.Errorf("head %s: raft: %w", cfg.NodeID, err)
 	}
 	h.node = node
+	h.prop = raftProposer{h}
 
 	lis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // it, when it last heard from each). Each returns the commands to propose,
 // or nil when there is nothing to commit; the loops in leader.go,
 // schedule.go, liveness.go and workers.go read the inputs, call these and
-// propose what they return. Tests call them on tables built by applying
+// propose what they return through a proposer (apply.go). Tests call them on tables built by applying
 // commands to an FSM, with no Raft, socket or clock (leadercore_test.go).
 
 // roundInput is what one scheduling round reads.

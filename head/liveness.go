@@ -42,7 +42,7 @@ func (h *Head) leaderSince() time.Time {
 // re-queued by it.
 func (h *Head) checkWorkers(ctx context.Context, since time.Time) {
 	for _, cmd := range lapsedWorkers(h.fsm.View(), h.sessions.renewedAt, h.cfg.Lease, since, h.clock.Now()) {
-		if _, _, err := h.apply(ctx, fsm.OpWorkerDown, cmd); err != nil {
+		if _, err := h.prop.propose(ctx, fsm.OpWorkerDown, cmd); err != nil {
 			h.logger.Warn("declaring worker down failed", "worker", cmd.WorkerId, "err", err)
 			continue
 		}

@@ -59,13 +59,13 @@ const maxQueuedPerQueue = 4096
 // commits nothing. It returns the earliest end of a retry backoff, when
 // the loop runs a round again (zero: none).
 func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
-	r := planRound(roundInput{View: h.fsm.View(), Connected: h.sessions.connected, Term: h.node.Raft().CurrentTerm(),
+	r := planRound(roundInput{View: h.fsm.View(), Connected: h.sessions.connected, Term: h.prop.term(),
 		Now: h.clock.Now(), Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait})
 	if r.Plan != nil {
 		// Stamped when proposed, after placement: attempts' assign times
 		// (and the queue times measured from them) include the round.
 		r.Plan.UnixNanos = h.clock.Now().UnixNano()
-		if _, _, err := h.apply(ctx, fsm.OpPlan, r.Plan); err != nil {
+		if _, err := h.prop.propose(ctx, fsm.OpPlan, r.Plan); err != nil {
 			if ctx.Err() == nil {
 				h.logger.Warn("committing a plan failed", "placements", len(r.Plan.Attempts), "err", err)
 			}
@@ -74,7 +74,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 	}
 	if r.Fail != nil {
 		r.Fail.UnixNanos = h.clock.Now().UnixNano()
-		if _, _, err := h.apply(ctx, fsm.OpFailQueued, r.Fail); err != nil && ctx.Err() == nil {
+		if _, err := h.prop.propose(ctx, fsm.OpFailQueued, r.Fail); err != nil && ctx.Err() == nil {
 			h.logger.Warn("failing unplaceable tasks failed", "tasks", len(r.Fail.TaskIds), "err", err)
 		}
 	}

@@ -269,7 +269,7 @@ type attemptKey struct {
 func (h *Head) reconcileWorker(ctx context.Context, workerID string, running []*wire.RunningAttempt) (map[attemptKey]bool, []*wire.HeadMessage, error) {
 	r := reconcile(h.fsm.View(), workerID, running, h.clock.Now())
 	if r.Lost != nil {
-		if _, _, err := h.apply(ctx, fsm.OpAttemptsLost, r.Lost); err != nil {
+		if _, err := h.prop.propose(ctx, fsm.OpAttemptsLost, r.Lost); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -119,18 +119,3 @@ func TestPoolKeeperStopsOnTERM(t *testing.T) {
 		t.Errorf("keeper took %v to stop; want well under 2 s", time.Since(start))
 	}
 }
-
-// TestLinksNoMegaFlowServerCode: megaflow-sh goes into every demo image as
-// their shell; it links the interpreter and the standard library only.
-func TestLinksNoMegaFlowServerCode(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, d := range strings.Fields(string(out)) {
-		if !strings.HasPrefix(d, "mvdan.cc/sh/") && !strings.HasPrefix(d, "golang.org/x/") &&
-			d != "github.com/megaflow/megaflow/internal/shellbox" && d != "github.com/megaflow/megaflow/internal/version" && d != "github.com/megaflow/megaflow/cmd/megaflow-sh" {
-			t.Errorf("megaflow-sh links %s: it must stay a small static program (mvdan.cc/sh and the standard library)", d)
-		}
-	}
-}

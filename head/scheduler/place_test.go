@@ -3,8 +3,6 @@ package scheduler
 import (
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 
@@ -174,26 +172,5 @@ func TestNoStarvation(t *testing.T) {
 	}
 	if starved == 0 {
 		t.Error("without reservations nothing starved: the scenario does not test starvation")
-	}
-}
-
-// TestImports checks that the scheduler stays pure: it links the standard
-// library and internal/resources only (no state store, Raft, gRPC, I/O
-// packages of the module).
-func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/megaflow/megaflow/head/scheduler").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	allowed := []string{"github.com/megaflow/megaflow/head/scheduler", "github.com/megaflow/megaflow/internal/resources",
-		"github.com/megaflow/megaflow/gpu/alloc"}
-	for _, dep := range strings.Fields(string(out)) {
-		first, _, _ := strings.Cut(dep, "/")
-		if !strings.Contains(first, ".") {
-			continue // the standard library
-		}
-		if !slices.Contains(allowed, dep) {
-			t.Errorf("head/scheduler links %s: it must stay a pure function of its input", dep)
-		}
 	}
 }

@@ -1,9 +1,11 @@
 // Package deptest checks that imports flow one way (cmd -> head, worker, client -> runtime, gpu, internal): a user's
 // program that imports the client library links no server code, and the
-// pure packages (state, fsm, spec) link no consensus, gossip, storage,
-// Docker or NVML code; nothing outside head/ imports head/state. (Every
-// package that speaks the wire API links gRPC: the generated stubs share
-// the wire package.)
+// pure packages (state, fsm, spec, the scheduler, the worker's attempt
+// life cycle) link no consensus, gossip, storage, Docker or NVML code;
+// nothing outside head/ imports head/state; the small programs that go
+// into containers (megaflow-agent, megaflow-sh) link almost nothing.
+// Every import rule of the module lives here. (Every package that speaks
+// the wire API links gRPC: the generated stubs share the wire package.)
 package deptest
 
 import (
@@ -71,15 +73,63 @@ func TestImportsFlowOneWay(t *testing.T) {
 			"the TLS package is a leaf the client library, the head, the worker and cmd/ share: certificates, roles and tls.Configs only"},
 		{"head/scheduler", []string{module + "internal/clock"},
 			"the scheduler has no hidden clock: the time it needs comes in its parameters"},
+		{"worker/attempt", []string{module + "runtime/docker", module + "runtime/process", module + "runtime/fake",
+			module + "internal/gossip", "github.com/hashicorp/memberlist", "github.com/moby/moby", "os/exec"},
+			"the life cycle must stay a pure state machine: no runtime implementation, gossip, Docker client or process spawning " +
+				"(the wire types it uses link gRPC and net/http, which it never calls)"},
+		{"worker/attempt", []string{module + "worker"},
+			"the life cycle must stay a pure state machine, apart from the worker that drives it"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.pkg, func(t *testing.T) {
 			got := deps(t, tc.pkg)
+			// A rule about a parent (worker) never forbids the package
+			// under test (worker/attempt) or what is below it.
+			delete(got, module+tc.pkg)
+			for d := range got {
+				if strings.HasPrefix(d, module+tc.pkg+"/") {
+					delete(got, d)
+				}
+			}
 			for _, f := range tc.forbidden {
 				for d := range got {
 					if d == f || strings.HasPrefix(d, f+"/") {
 						t.Errorf("%s imports %s: %s", tc.pkg, d, tc.why)
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestOnlyAllowedImports checks the packages that may link nothing but the
+// standard library and a short list: each package that pkg links, outside
+// the standard library, must be one of allowed or, for an entry ending in
+// "/", below it.
+func TestOnlyAllowedImports(t *testing.T) {
+	cases := []struct {
+		pkg     string
+		allowed []string
+		why     string
+	}{
+		{"head/scheduler", []string{module + "head/scheduler", module + "internal/resources", module + "gpu/alloc"},
+			"it must stay a pure function of its input (no state store, Raft, gRPC or I/O packages of the module)"},
+		{"cmd/megaflow-sh", []string{"mvdan.cc/sh/", "golang.org/x/", module + "internal/shellbox", module + "internal/version", module + "cmd/megaflow-sh"},
+			"it goes into every demo image as their shell, and must stay a small static program (mvdan.cc/sh and the standard library)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+tc.pkg).Output()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v", tc.pkg, err)
+			}
+			for _, d := range strings.Fields(string(out)) {
+				ok := false
+				for _, a := range tc.allowed {
+					ok = ok || d == a || strings.HasSuffix(a, "/") && strings.HasPrefix(d, a)
+				}
+				if !ok {
+					t.Errorf("%s links %s: %s", tc.pkg, d, tc.why)
 				}
 			}
 		})
