@@ -220,12 +220,11 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		r.mu.Unlock()
 	}
 	started := r.clock.Now()
-	err := cmd.Start()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		if spec.Name != "" {
+			r.mu.Lock()
 			delete(r.names, spec.Name)
+			r.mu.Unlock()
 		}
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			// No such program, not executable, or no working directory:
@@ -235,8 +234,10 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
 	}
 	p.pid = cmd.Process.Pid
+	r.mu.Lock()
 	r.procs[p.id] = p
-	if r.stateDir != "" {
+	r.mu.Unlock()
+	if r.stateDir != "" { // outside the lock: other starts need not wait for the disk
 		if err := writeRecord(r.stateDir, p); err != nil {
 			r.log.Warn("cannot record a started process: a crash would leave it running", "id", p.id, "pid", p.pid, "err", err)
 		}
