@@ -249,3 +249,49 @@ func (l *listHook) List(ctx context.Context, prefix string) ([]blob.Info, error)
 	}
 	return l.Store.List(ctx, prefix)
 }
+
+// A task that prints nothing on real processes leaves no log file on its
+// worker (the file comes with the first byte of output), and its logs are
+// an empty answer, not an error; a task that prints beside it gets its
+// whole log through the heads.
+func TestLogsOfASilentTaskAreEmpty(t *testing.T) {
+	store := artifact.NewMemStore()
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { cfg.Artifacts = store }})
+	rt, err := process.New(process.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Configure: func(cfg *worker.Config) { cfg.Artifacts = store }})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := &client.GraphSpec{Id: "quiet", Tasks: []*client.TaskSpec{sh("silent", "true"), sh("loud", "echo hello; echo world >&2")}}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitGraph(ctx, t, cl, "quiet"); res.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", res.State)
+	}
+	logs := func(task string) string {
+		var b bytes.Buffer
+		for ch, err := range cl.Logs(ctx, task, client.LogsOptions{}) {
+			if err != nil {
+				t.Fatalf("logs of %s: %v", task, err)
+			}
+			b.Write(ch.Data)
+		}
+		return b.String()
+	}
+	if got := logs("quiet/silent"); got != "" {
+		t.Errorf("logs of the silent task: %q", got)
+	}
+	if got := logs("quiet/loud"); got != "hello\nworld\n" {
+		t.Errorf("logs of the loud task: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(w.DataDir, "logs", "quiet+silent")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the silent task's log directory on its worker: %v; want none", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.DataDir, "logs", "quiet+loud", "1.log")); err != nil {
+		t.Errorf("the loud task's log file on its worker: %v", err)
+	}
+}

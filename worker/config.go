@@ -41,7 +41,8 @@ type Config struct {
 	// other's containers. Default "megaflow".
 	ClusterName string
 	// DataDir holds the per-attempt log files:
-	// DataDir/logs/<task id, "/" replaced by "+">/<attempt>.log. They are
+	// DataDir/logs/<task id, "/" replaced by "+">/<attempt>.log, created
+	// with the attempt's first byte of output (none: no file). They are
 	// kept when containers are removed.
 	DataDir string
 	// GossipAddr is the host:port of this worker's gossip member (TCP and

@@ -72,7 +72,10 @@
 // LabelWorker, LabelClusterID (the cluster's id from the Welcome, kept in
 // DataDir/cluster-id: clusterid.go), LabelTask, LabelAttempt, LabelGraph (and LabelTerm,
 // LabelDeadline, LabelTimeout, LabelMemory). Its output goes to
-// DataDir/logs/<task id, '/' as '+'>/<attempt>.log, which outlives it.
+// DataDir/logs/<task id, '/' as '+'>/<attempt>.log, which outlives it;
+// the runtime creates the file and its directory with the first byte of
+// output, so an attempt that prints nothing leaves neither (its log is
+// empty: the result scan and the log shipper take a missing file so).
 // A container is removed only after the head acked its final event, so a
 // worker that dies in between finds it exited on restart and reports it
 // again.

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,9 +336,6 @@ func (d *driver) start(deadline time.Time) {
 		if err := d.w.checkGPUs(spec.GPUUUIDs); err != nil {
 			d.w.metrics.startFailures.WithLabelValues("gpu").Inc()
 			return attempt.StartDone{Err: err}
-		}
-		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
-			return attempt.StartDone{Err: fmt.Errorf("log directory: %w", err)}
 		}
 		// The last check before the runtime: a stop handed over while this
 		// start waited (for its slot, its files) cancelled sctx.

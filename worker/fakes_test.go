@@ -178,8 +178,10 @@ type fakeHead struct {
 	// stalled after two unanswered heartbeats.
 	silent bool
 	// status is what the head answers to ClusterStatus (nil: Unimplemented).
-	status     *wire.ClusterStatusResponse
-	onHello    func(*wire.WorkerHello) []*wire.HeadMessage
+	status  *wire.ClusterStatusResponse
+	onHello func(*wire.WorkerHello) []*wire.HeadMessage
+	// onBatch, when set, sees each event batch as it arrives (under mu).
+	onBatch    func(*wire.EventBatch)
 	hellos     []*wire.WorkerHello
 	batches    []*wire.EventBatch
 	heartbeats int
@@ -263,6 +265,9 @@ func (h *fakeHead) Connect(stream grpc.BidiStreamingServer[wire.WorkerMessage, w
 			switch msg := m.GetMsg().(type) {
 			case *wire.WorkerMessage_Events:
 				h.batches = append(h.batches, msg.Events)
+				if h.onBatch != nil {
+					h.onBatch(msg.Events)
+				}
 				if h.autoAck {
 					select {
 					case sess.out <- ackMsg(msg.Events.GetSeq()):

@@ -113,10 +113,6 @@ func (d *driver) startExec(spec contract.Spec, specErr error, sctx context.Conte
 			fail(err)
 			return
 		}
-		if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
-			fail(fmt.Errorf("log directory: %w", err))
-			return
-		}
 		c, err := w.pool.acquire(sctx, key, spec, session, ticket)
 		if err != nil {
 			fail(err)

@@ -318,9 +318,6 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 		}),
 		LogPath: filepath.Join(w.cfg.DataDir, "logs", "_pool", name+".log"),
 	}
-	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
-		return nil, fmt.Errorf("pool log directory: %w", err)
-	}
 	if w.artifactsOn() && contract.Isolated(w.rt) {
 		// Its execs' output and input directories live below this one.
 		files := poolFilesDir(w.cfg.DataDir, name)

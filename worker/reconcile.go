@@ -3,8 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -59,12 +57,7 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 		if ad, ok := w.rt.(contract.Adopter); ok {
 			// Its output since the old process died is read from the
 			// engine; the wait reads the result once the log is whole.
-			lp := logPath(w.cfg.DataDir, f.key)
-			err := os.MkdirAll(filepath.Dir(lp), 0o755)
-			if err == nil {
-				err = ad.Adopt(ctx, c.ID, lp)
-			}
-			if err != nil {
+			if err := ad.Adopt(ctx, c.ID, logPath(w.cfg.DataDir, f.key)); err != nil {
 				w.log.Warn("cannot resume the copy of an adopted container's output", "task", f.key.TaskID, "container", c.ID, "err", err)
 			}
 		}

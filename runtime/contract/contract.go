@@ -20,7 +20,7 @@ type Runtime interface {
 	Name() string
 	// Start creates and starts a container for spec and returns its id. The
 	// container's combined stdout and stderr are appended to spec.LogPath
-	// until it exits. Errors: ErrImageNotFound, ErrUnavailable (backend down
+	// (created with the first byte of output) until it exits. Errors: ErrImageNotFound, ErrUnavailable (backend down
 	// or not answering), or another error naming what failed; after an
 	// error no container of spec.Name is left running.
 	Start(ctx context.Context, spec Spec) (id string, err error)
@@ -68,7 +68,11 @@ type Spec struct {
 	Labels map[string]string
 	// GPUUUIDs are the devices the attempt may see (CUDA_VISIBLE_DEVICES).
 	GPUUUIDs []string
-	// LogPath is the file the container's output is appended to.
+	// LogPath is the file the container's output is appended to. The
+	// runtime creates it, and its missing parent directories, with the
+	// first byte of output (OpenLog, LazyLog): a container that prints
+	// nothing leaves no file, which readers take for an empty log. "": the
+	// output is discarded.
 	LogPath string
 	// Mounts are host directories the container sees (the attempt's output
 	// and input directories). The docker runtime bind-mounts them; the
@@ -165,8 +169,9 @@ var (
 // type assertion.
 type Execer interface {
 	// Exec runs spec.Command in container id with spec's environment and
-	// working directory, appends its output to spec.LogPath, and returns its
-	// exit when it ends. When ctx ends first, the exec is killed and Exec
+	// working directory, appends its output to spec.LogPath (created with
+	// the first byte, as Start's), and returns its exit when it ends.
+	// When ctx ends first, the exec is killed and Exec
 	// returns its Exit (Code 137, Reason saying why) together with ctx's
 	// error. Errors: ErrNotFound, ErrUnavailable, ctx's error, or why the
 	// exec could not run (the container is not running).
@@ -178,9 +183,10 @@ type Execer interface {
 // it finds and calls Adopt for each before Wait.
 type Adopter interface {
 	// Adopt resumes appending container id's output to the file at
-	// logPath, whose bytes are taken to be the first bytes of that output;
-	// Wait returns once the file holds all of it. Errors: the file
-	// cannot be opened.
+	// logPath, whose bytes are taken to be the first bytes of that output
+	// (a missing file: none yet, and it is created with the first byte);
+	// Wait returns once the file holds all of it. Errors: the file exists
+	// but cannot be read.
 	Adopt(ctx context.Context, id, logPath string) error
 }
 

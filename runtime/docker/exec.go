@@ -55,12 +55,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec contract.Spec) (cont
 	}
 	out := io.Discard
 	if spec.LogPath != "" {
-		f, err := os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			return contract.Exit{Code: -1}, fmt.Errorf("docker exec in %s: log file: %w", id, err)
-		}
-		defer f.Close()
-		out = f
+		lf := &contract.LazyLog{Path: spec.LogPath} // created with the first byte
+		defer lf.Close()                            // after the copy ended
+		out = lf
 	}
 
 	cctx, cancel := r.callCtx(ctx)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -105,8 +106,10 @@ type logCopy struct {
 // f (and closes f) until the container stopped and every byte of its
 // output is in f, or endLogCopy cancels it. have is how many bytes of the
 // container's output f already holds, at its end (0 for a new container;
-// the file's size for one adopted after a restart).
-func (r *Runtime) startLogCopy(id string, f *os.File, have int64) {
+// the file's size for one adopted after a restart). f opens its file with
+// the first byte to write (or to read back): a container that prints
+// nothing leaves none.
+func (r *Runtime) startLogCopy(id string, f *contract.LazyLog, have int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	lc := &logCopy{cancel: cancel, done: make(chan struct{})}
 	r.mu.Lock()
@@ -131,19 +134,15 @@ func (r *Runtime) startLogCopy(id string, f *os.File, have int64) {
 		lc.incomplete = r.copyAll(ctx, id, f, have)
 		if lc.incomplete != "" && ctx.Err() == nil {
 			r.log.Warn("container output incomplete", "container", id, "why", lc.incomplete)
-			fmt.Fprintf(f, "\nmegaflow: the container's output is incomplete: %s\n", lc.incomplete)
+			_, _ = fmt.Fprintf(f, "\nmegaflow: the container's output is incomplete: %s\n", lc.incomplete)
 		}
 	}()
 }
 
 // copyAll is the body of a log copy (see the comment on followRetryMin).
 // It returns why f may lack some of the output, or "".
-func (r *Runtime) copyAll(ctx context.Context, id string, f *os.File, have int64) string {
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Sprintf("the log file: %v", err)
-	}
-	w := &logWriter{f: f, base: st.Size() - have, n: have}
+func (r *Runtime) copyAll(ctx context.Context, id string, f *contract.LazyLog, have int64) string {
+	w := &logWriter{log: f, n: have}
 	backoff := followRetryMin
 	for ctx.Err() == nil {
 		err := r.copyStream(ctx, id, w, true)
@@ -229,18 +228,20 @@ func (r *Runtime) running(ctx context.Context, id string) (bool, error) {
 	return ins.Container.State != nil && ins.Container.State.Running, nil
 }
 
-// logWriter writes a container's output into its log file f, where it
+// logWriter writes a container's output into its log file, where it
 // starts at byte base. Each stream from the engine starts at the output's
 // first byte (rewind). A follow stream's bytes that the file holds (the
 // first n) are skipped and the rest appended. The final stream (verify)
 // is compared with the file instead: from the first byte that differs,
 // the file is cut there and the stream's bytes written; finish cuts what
-// the file holds beyond the stream's end.
+// the file holds beyond the stream's end. The file is opened (created if
+// missing) on first use, so output that never comes creates nothing.
 type logWriter struct {
-	f    *os.File
-	base int64 // where the output starts in f
-	n    int64 // bytes of output in the file
-	seen int64 // bytes of the current stream
+	log  *contract.LazyLog
+	f    *os.File // once opened (file)
+	base int64    // where the output starts in f, once opened
+	n    int64    // bytes of output in the file
+	seen int64    // bytes of the current stream
 
 	verify     bool
 	repaired   bool  // the file was cut and rewritten from repairedAt
@@ -250,6 +251,24 @@ type logWriter struct {
 }
 
 func (c *logWriter) rewind() { c.seen = 0 }
+
+// file returns the log file, opening it on the first call: the output's
+// first n bytes are taken to be its last n (what an earlier copy wrote).
+func (c *logWriter) file() (*os.File, error) {
+	if c.f != nil {
+		return c.f, nil
+	}
+	f, err := c.log.File()
+	if err != nil {
+		return nil, fmt.Errorf("the log file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("the log file: %w", err)
+	}
+	c.f, c.base = f, st.Size()-c.n
+	return f, nil
+}
 
 func (c *logWriter) Write(p []byte) (int, error) {
 	total := len(p)
@@ -271,7 +290,11 @@ func (c *logWriter) Write(p []byte) (int, error) {
 					c.mismatch = "the engine's log does not start as the copied output (it rotated the beginning away: raise the engine's log max-size); the log is left as copied"
 					return total, nil
 				}
-				if err := c.f.Truncate(c.base + at); err != nil {
+				f, err := c.file()
+				if err != nil {
+					return 0, err
+				}
+				if err := f.Truncate(c.base + at); err != nil {
 					return 0, fmt.Errorf("repairing the log file: %w", err)
 				}
 				c.n, c.repaired, c.repairedAt = at, true, at
@@ -283,7 +306,11 @@ func (c *logWriter) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return total, nil
 	}
-	m, err := c.f.Write(p)
+	f, err := c.file()
+	if err != nil {
+		return total - len(p), err
+	}
+	m, err := f.Write(p)
 	c.n += int64(m)
 	if err != nil {
 		return total - len(p) + m, err
@@ -298,7 +325,11 @@ func (c *logWriter) differs(p []byte, off int64) (int, error) {
 		c.scratch = make([]byte, len(p))
 	}
 	b := c.scratch[:len(p)]
-	if _, err := c.f.ReadAt(b, c.base+off); err != nil && !errors.Is(err, io.EOF) {
+	f, err := c.file()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.ReadAt(b, c.base+off); err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("reading the log file back: %w", err)
 	}
 	if bytes.Equal(b, p) {
@@ -323,7 +354,11 @@ func (c *logWriter) finish() error {
 		if c.seen == 0 {
 			return fmt.Errorf("the engine holds none of the %d bytes copied (it keeps no log: use the json-file or local log driver); the log is left as copied", c.n)
 		}
-		if err := c.f.Truncate(c.base + c.seen); err != nil {
+		f, err := c.file()
+		if err != nil {
+			return err
+		}
+		if err := f.Truncate(c.base + c.seen); err != nil {
 			return fmt.Errorf("repairing the log file: %w", err)
 		}
 		if !c.repaired {
@@ -376,23 +411,23 @@ func (r *Runtime) endLogCopy(ctx context.Context, id string) {
 // Adopt resumes the copy of container id's output into the log file at
 // logPath, for a container an earlier Runtime started (the worker was
 // restarted while it ran, or after it exited): the bytes the file holds
-// are taken to be the first bytes of the container's output, the rest is
-// appended, running or not, and Wait then returns once the file holds all
-// of it, as for a container of Start. The worker calls it once per
-// adopted container, before Wait. Errors: the log file cannot be opened;
-// contract.ErrNotFound and the engine's errors come later, from Wait, and
-// in the file.
+// are taken to be the first bytes of the container's output (no file: no
+// output yet; it is created with the first byte), the rest is appended,
+// running or not, and Wait then returns once the file holds all of it,
+// as for a container of Start. The worker calls it once per adopted
+// container, before Wait. Errors: the log file is there but cannot be
+// looked at (stat); contract.ErrNotFound and the engine's errors come
+// later, from Wait, and in the file.
 func (r *Runtime) Adopt(ctx context.Context, id, logPath string) error {
-	f, err := os.OpenFile(logPath, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
+	var have int64
+	st, err := os.Stat(logPath)
+	switch {
+	case err == nil:
+		have = st.Size()
+	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("docker adopt %s: log file: %w", id, err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("docker adopt %s: log file: %w", id, err)
-	}
-	r.startLogCopy(id, f, st.Size())
+	r.startLogCopy(id, &contract.LazyLog{Path: logPath}, have)
 	return nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/moby/moby/api/pkg/stdcopy"
 )
 
@@ -249,5 +252,81 @@ func TestLogWriter(t *testing.T) {
 	w.Write([]byte("later part\n"))
 	if err := w.finish(); err == nil || readFile(t, path) != "first part\n" {
 		t.Fatalf("finish: %v, file %q; want an error and the file as copied", err, readFile(t, path))
+	}
+}
+
+// The log file, and the directories its path names, come with the first
+// byte of output (contract.Spec.LogPath): a container or an exec that
+// prints nothing leaves neither; one that prints gets its file.
+func TestLogFileOnFirstOutputOnly(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	silent := e.spec("silent", "true")
+	silent.LogPath = filepath.Join(e.dir, "logs", "g+silent", "1.log")
+	if exit := e.wait(e.start(silent)); exit.Code != 0 || exit.Reason != "" {
+		t.Fatalf("silent exit %+v", exit)
+	}
+	noDir(t, silent.LogPath)
+
+	loud := e.spec("loud", "echo", "hi")
+	loud.LogPath = filepath.Join(e.dir, "logs", "g+loud", "1.log")
+	e.wait(e.start(loud))
+	if got := readFile(t, loud.LogPath); got != "hi\n" {
+		t.Fatalf("log %q", got)
+	}
+
+	warm := e.start(e.spec("warm", "sleep", "600"))
+	ex := contract.Spec{Command: []string{"true"}, LogPath: filepath.Join(e.dir, "logs", "g+exec", "1.log")}
+	if exit, err := e.rt.Exec(ctx, warm, ex); err != nil || exit.Code != 0 {
+		t.Fatalf("silent exec: %+v, %v", exit, err)
+	}
+	noDir(t, ex.LogPath)
+	ex.Command = []string{"echo", "from exec"}
+	if exit, err := e.rt.Exec(ctx, warm, ex); err != nil || exit.Code != 0 {
+		t.Fatalf("exec: %+v, %v", exit, err)
+	}
+	if got := readFile(t, ex.LogPath); got != "from exec\n" {
+		t.Fatalf("exec log %q", got)
+	}
+}
+
+// A worker restarted while its container had printed nothing yet (no log
+// file, no directory) adopts it, and the output it prints afterwards fills
+// a new file, whole.
+func TestAdoptBeforeAnyOutput(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec := e.spec("quiet", "sh", "-c", "while [ ! -f /tmp/gate ]; do sleep 0.05; done; echo one; echo two")
+	spec.LogPath = filepath.Join(e.dir, "logs", "g+quiet", "1.log")
+	first := e.fresh()
+	id, err := first.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.rt.Remove(context.Background(), id) })
+	first.Close() // the worker's crash, before any output
+	noDir(t, spec.LogPath)
+	if err := e.rt.Adopt(ctx, id, spec.LogPath); err != nil {
+		t.Fatal(err)
+	}
+	noDir(t, spec.LogPath)
+	if exit, err := e.rt.Exec(ctx, id, contract.Spec{Command: []string{"touch", "/tmp/gate"}}); err != nil || exit.Code != 0 {
+		t.Fatalf("opening the gate: %+v, %v", exit, err)
+	}
+	exit, err := e.rt.Wait(ctx, id)
+	if err != nil || exit.Code != 0 || exit.Reason != "" {
+		t.Fatalf("Wait: %+v, %v; want code 0 with no reason", exit, err)
+	}
+	if got := readFile(t, spec.LogPath); got != "one\ntwo\n" {
+		t.Fatalf("log %q", got)
+	}
+}
+
+// noDir fails the test unless the directory of log file path is missing.
+func noDir(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s: %v; want no log directory (nothing was printed)", filepath.Dir(path), err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,7 +26,8 @@ import (
 const tiniGroupEnv = "TINI_KILL_PROCESS_GROUP"
 
 // Start creates and starts a container for spec, then copies its output
-// into spec.LogPath (created if missing, appended to) from a goroutine of
+// into spec.LogPath (appended to; created, with its missing directories,
+// when the first byte arrives: no output, no file) from a goroutine of
 // the Runtime until the container exits or is removed. The worker calls it
 // once per attempt. The container gets spec's limits, no swap, every
 // capability dropped except spec.Capabilities, no-new-privileges, an init
@@ -49,20 +49,6 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	if spec.Image == "" {
 		return "", fmt.Errorf("docker start %s: Spec.Image is empty", what)
 	}
-	var logf *os.File
-	if spec.LogPath != "" {
-		f, err := os.OpenFile(spec.LogPath, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644) // read back by the log copy's check
-		if err != nil {
-			return "", fmt.Errorf("docker start %s: log file: %w", what, err)
-		}
-		logf = f
-		defer func() {
-			if logf != nil {
-				logf.Close()
-			}
-		}()
-	}
-
 	if spec.Init != nil && len(spec.Command) == 0 {
 		// The init runs the image's own command: read it from the image.
 		cmd, err := r.imageCommand(ctx, spec.Image)
@@ -102,9 +88,8 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		}
 		return "", r.wrap(ctx, "start", what, err, nil)
 	}
-	if logf != nil {
-		r.startLogCopy(created.ID, logf, 0)
-		logf = nil // the copy owns it now
+	if spec.LogPath != "" {
+		r.startLogCopy(created.ID, &contract.LazyLog{Path: spec.LogPath}, 0)
 	}
 	return created.ID, nil
 }

@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -56,7 +55,8 @@ type Behavior struct {
 	Hang bool
 	// IgnoreTerm makes Stop wait the whole grace, then kill (137).
 	IgnoreTerm bool
-	// Output is appended to Spec.LogPath at start and returned by Logs.
+	// Output is appended to Spec.LogPath at start (created then, with
+	// its missing directories; no Output: no file) and returned by Logs.
 	Output string
 	// StartErr makes Start (or Exec) fail with it and create nothing; use
 	// contract.ErrImageNotFound and friends to fake the real classes.
@@ -572,10 +572,10 @@ func (r *Runtime) Logs(ctx context.Context, id string, follow bool) (rc io.ReadC
 }
 
 func appendLog(path, s string) error {
-	if path == "" {
-		return nil
+	if path == "" || s == "" {
+		return nil // no output: no file (contract.Spec.LogPath)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := contract.OpenLog(path)
 	if err != nil {
 		return err
 	}

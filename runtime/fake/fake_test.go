@@ -33,13 +33,19 @@ func TestBehaviorsOnFakeClock(t *testing.T) {
 	r.OnCommand("stubborn", Behavior{Hang: true, IgnoreTerm: true})
 	r.OnCommand("missing", Behavior{StartErr: contract.ErrImageNotFound})
 	ctx := context.Background()
-	log := filepath.Join(t.TempDir(), "train.log")
+	// The output creates its log file and the directories above it; no
+	// output, no file and no directory (contract.Spec.LogPath).
+	dir := t.TempDir()
+	log, hogLog := filepath.Join(dir, "train", "1.log"), filepath.Join(dir, "hog", "1.log")
 
 	train, err := r.Start(ctx, contract.Spec{Name: "train", Command: []string{"train"}, LogPath: log, Labels: map[string]string{"task": "t1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hog, _ := r.Start(ctx, contract.Spec{Name: "hog", Command: []string{"hog"}, Labels: map[string]string{"task": "t2"}})
+	hog, _ := r.Start(ctx, contract.Spec{Name: "hog", Command: []string{"hog"}, Labels: map[string]string{"task": "t2"}, LogPath: hogLog})
+	if _, err := os.Stat(filepath.Dir(hogLog)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a container without output has a log directory (%v)", err)
+	}
 	server, _ := r.Start(ctx, contract.Spec{Name: "server", Command: []string{"server"}})
 	stubborn, _ := r.Start(ctx, contract.Spec{Name: "stubborn", Command: []string{"stubborn"}})
 	if _, err := r.Start(ctx, contract.Spec{Command: []string{"missing"}}); !errors.Is(err, contract.ErrImageNotFound) {

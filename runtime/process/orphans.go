@@ -24,17 +24,19 @@ import (
 
 const recordExt = ".pg"
 
-// writeRecord records p's process group in dir.
+// writeRecord records p's process group in dir, in one write to a new
+// file, without a temporary file and a rename (two more file system
+// changes on every start, for nothing): the records
+// matter only when the worker crashed and the machine did not, and a
+// crashed process cannot leave a write of a few bytes to the page cache
+// half done. A crash between the file's creation and the write leaves an
+// empty record, which killOrphans drops, as it would have no record.
 func writeRecord(dir string, p *proc) error {
 	st, err := startTime(p.pid)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, p.id+".tmp")
-	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d\n", p.pid, st)), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, p.id+recordExt))
+	return os.WriteFile(filepath.Join(dir, p.id+recordExt), []byte(fmt.Sprintf("%d %d\n", p.pid, st)), 0o600)
 }
 
 // removeRecord forgets the record of process id in dir, if any.
@@ -53,7 +55,7 @@ func killOrphans(dir string) (int, error) {
 	for _, de := range ents {
 		name := de.Name()
 		path := filepath.Join(dir, name)
-		if strings.HasSuffix(name, ".tmp") {
+		if strings.HasSuffix(name, ".tmp") { // an earlier version's temporary record
 			_ = os.Remove(path)
 			continue
 		}

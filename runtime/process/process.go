@@ -1,18 +1,20 @@
 // Package process is MegaFlow's runtime for machines without Docker: each
 // task attempt is a plain child process of the worker (os/exec) in its own
 // process group, with its stdout and stderr appended to the attempt's log
-// file. It implements contract.Runtime. A task ends whole, as a container
-// does: its stop, its removal and its leader's exit signal its process
-// group and every process that carries its marker in its environment
-// (TreeEnv), so a descendant that left the group and the session (setsid,
-// a daemon's double fork) ends too (tree.go says what it cannot reach).
+// file (through a pipe the runtime copies: output.go). It implements
+// contract.Runtime. A task ends whole, as a container does: its stop, its
+// removal and its leader's exit signal its process group and every
+// process that carries its marker in its environment (TreeEnv), so a
+// descendant that left the group and the session (setsid, a daemon's
+// double fork) ends too (tree.go says what it cannot reach).
 //
 // It owns the processes it started, in this process's lifetime only: a
 // restarted worker could not adopt them (List would no longer show them),
 // so the worker stops them all through StopAll (contract.StopAller) when it
 // shuts down cleanly. A worker that crashes leaves them running until the
 // worker starts again on the same Config.StateDir, which kills them
-// (orphans.go); their tasks are re-run. There is no isolation: Image,
+// (orphans.go), or until they write output (its pipe has no reader any
+// more: SIGPIPE); their tasks are re-run. There is no isolation: Image,
 // Network, Capabilities and PidsLimit are ignored, and CPUMillis and
 // MemoryBytes are not enforced. (RLIMIT_AS would bound address space, not
 // memory, and breaks runtimes that reserve large virtual ranges, such as
@@ -136,9 +138,11 @@ func (r *Runtime) Name() string { return "process" }
 // Start starts spec.Command (Command[0] looked up in PATH when it has no
 // slash) in spec.WorkingDir, in a new process group, with the environment
 // described in Config.Environ, stdout and stderr appended to spec.LogPath
-// (created if missing; no LogPath: discarded). It returns the generated id
-// at once; a goroutine reaps the process, and when it exits kills what is
-// left of its group, as a container's end would. The worker calls it once
+// (created, with its missing directories, on the first byte of output: a
+// process that prints nothing leaves no file; no LogPath: discarded). It
+// returns the generated id at once; a goroutine reaps the process, and
+// when it exits kills what is left of its group, as a container's end
+// would, and waits for the end of its output. The worker calls it once
 // per attempt.
 //
 // Errors: contract.ErrConflict (spec.Name is in use by a process not yet
@@ -152,9 +156,25 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	if len(spec.Command) == 0 {
 		return "", fmt.Errorf("process start %s: Spec.Command is empty", spec.Name)
 	}
-	out, err := openLog(spec.LogPath)
-	if err != nil {
-		return "", fmt.Errorf("process start %s: log file: %w", spec.Name, err)
+	var copier *output
+	var out *os.File // the child's stdout and stderr
+	if spec.LogPath == "" {
+		f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return "", fmt.Errorf("process start %s: %w", spec.Name, err)
+		}
+		out = f
+	} else {
+		o, w, err := newOutput()
+		if err != nil {
+			return "", fmt.Errorf("process start %s: output pipe: %w", spec.Name, err)
+		}
+		copier, out = o, w
+		defer func() {
+			if copier != nil { // not started: nothing will write
+				copier.r.Close()
+			}
+		}()
 	}
 	defer out.Close() // the child holds its own copy
 
@@ -180,7 +200,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.WorkingDir
-	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no copying goroutine
+	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no os/exec goroutine
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	p := &proc{id: newID(), name: spec.Name, labels: maps.Clone(spec.Labels), done: make(chan struct{})}
@@ -200,12 +220,11 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		r.mu.Unlock()
 	}
 	started := r.clock.Now()
-	err = cmd.Start()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		if spec.Name != "" {
+			r.mu.Lock()
 			delete(r.names, spec.Name)
+			r.mu.Unlock()
 		}
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			// No such program, not executable, or no working directory:
@@ -215,19 +234,27 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
 	}
 	p.pid = cmd.Process.Pid
+	r.mu.Lock()
 	r.procs[p.id] = p
-	if r.stateDir != "" {
+	r.mu.Unlock()
+	if r.stateDir != "" { // outside the lock: other starts need not wait for the disk
 		if err := writeRecord(r.stateDir, p); err != nil {
 			r.log.Warn("cannot record a started process: a crash would leave it running", "id", p.id, "pid", p.pid, "err", err)
 		}
 	}
-	go r.reap(p, cmd, started)
+	if copier != nil {
+		go copier.copy(spec.LogPath, r.log)
+	}
+	go r.reap(p, cmd, started, copier)
+	copier = nil // the goroutines own it now
 	return p.id, nil
 }
 
-// reap waits for p's process, records its exit, and kills the rest of its
-// process group (background children outliving the leader).
-func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time) {
+// reap waits for p's process, kills the rest of its process group
+// (background children outliving the leader) and its marked processes,
+// waits for the end of its output (out; nil when discarded), and records
+// its exit.
+func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output) {
 	err := cmd.Wait()
 	exit := contract.Exit{Code: -1, StartedAt: started, FinishedAt: r.clock.Now()}
 	var ee *exec.ExitError
@@ -254,6 +281,9 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time) {
 	// Descendants that left the group (setsid, a double fork) end with
 	// the task too, as in a container.
 	killTree(p.id)
+	if out != nil {
+		out.drain()
+	}
 	p.exit = exit
 	close(p.done)
 }
@@ -438,13 +468,6 @@ func (r *Runtime) env(extra map[string]string, gpus []string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func openLog(path string) (*os.File, error) {
-	if path == "" {
-		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 }
 
 func newID() string {
