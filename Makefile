@@ -26,11 +26,19 @@ all: build
 # megaflow-worker links NVML through cgo (go-nvml) to find GPUs; the other
 # binaries are static. The arm64 release builds the worker without cgo: it
 # offers no GPUs (the reference deployment's Graviton nodes run heads).
+# Without a working C compiler (the one `go env CC` names, CC=... picks
+# another, must build a C program with libc's headers) the worker is built
+# without cgo too, with a note: it runs every CPU task but finds no GPUs
+# (it logs "no GPUs offered" with the reason at start).
 build:
 	@mkdir -p $(BIN)
-	@for c in $(CMDS); do \
+	@wcgo=1; cc=$$($(GO) env CC); \
+	if ! printf '#include <stdlib.h>\nint main(void) { return 0; }\n' | $$cc -x c -o /dev/null - >/dev/null 2>&1; then \
+		wcgo=0; echo "note: no working C compiler ($${cc:-none}): building megaflow-worker without cgo, so without NVML GPU discovery (install gcc and libc6-dev for GPU workers)"; \
+	fi; \
+	for c in $(CMDS); do \
 		[ -d cmd/$$c ] || continue; \
-		cgo=0; [ $$c = megaflow-worker ] && cgo=1; \
+		cgo=0; [ $$c = megaflow-worker ] && cgo=$$wcgo; \
 		CGO_ENABLED=$$cgo GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$c ./cmd/$$c || exit 1; \
 	done
 
@@ -71,7 +79,7 @@ release: build
 # demo images built locally. Docker optional: without an engine the worker
 # runs the same programs as plain processes.
 demo: build demo-images
-	bin/megaflow demo $(DEMO_ARGS)
+	$(BIN)/megaflow demo $(DEMO_ARGS)
 
 # The demo's environment images (FROM scratch), one per SWE-Gym repository;
 # skipped, with a note, when no Docker Engine answers.
@@ -79,9 +87,10 @@ demo-images: build
 	@if docker version >/dev/null 2>&1; then ./scripts/build-demo-images.sh $(BIN); \
 	else echo "no Docker Engine answers: the demo will use the process runtime"; fi
 
-# `make demo` on a host with only Go and a Docker Engine: busybox hidden
-# (a private mount namespace when run as root), a short demo step that must
-# run in containers, and an image check (megaflow-sh, no busybox).
+# `make demo` on a host with only Go and a Docker Engine: busybox and the C
+# compiler hidden (a private mount namespace when run as root), a build
+# into $(BIN)/bare that must make the worker without cgo, a short demo step
+# that must run in containers, and an image check (megaflow-sh, no busybox).
 demo-bare:
 	./scripts/check-demo-bare.sh $(BIN)
 

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,11 +28,16 @@ const snapshotChunkBytes = 1 << 20
 // NotLeader answers) and are retried like other calls until the first
 // byte is written; a stream that breaks after that returns an error, and w
 // holds an incomplete snapshot to be discarded (the CLI writes to a
-// temporary file and renames it only on success). Errors: Unavailable
-// (no leader within ctx), ctx's error, w's write error.
+// temporary file and renames it only on success). SnapshotSave hashes
+// what it writes and checks the length and SHA-256 against the info the
+// head sends last; on a mismatch it returns an error, w holds bytes that
+// are not the head's snapshot and must be discarded. Errors: Unavailable
+// (no leader within ctx), ctx's error, w's write error, a length or
+// SHA-256 mismatch.
 func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (*SnapshotInfo, error) {
 	var info *SnapshotInfo
 	var written int64
+	sum := sha256.New()
 	err := c.callConn(ctx, func(ctx context.Context, conn grpc.ClientConnInterface) error {
 		stream, err := wire.NewOperatorServiceClient(conn).SnapshotSave(ctx, &wire.SnapshotSaveRequest{})
 		if err != nil {
@@ -48,14 +55,18 @@ func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (*SnapshotInfo, 
 				}
 				return err
 			}
-			if chunk.GetInfo() != nil {
-				info = chunk.GetInfo()
-				if info.GetSizeBytes() != uint64(written) {
-					return fmt.Errorf("snapshot save: received %d bytes, the head sent %d; the output is incomplete: save again", written, info.GetSizeBytes())
+			if i := chunk.GetInfo(); i != nil {
+				if i.GetSizeBytes() != uint64(written) {
+					return fmt.Errorf("snapshot save: received %d bytes, the head sent %d; the output is incomplete: save again", written, i.GetSizeBytes())
 				}
+				if got := hex.EncodeToString(sum.Sum(nil)); got != i.GetSha256() {
+					return fmt.Errorf("snapshot save: the received bytes have SHA-256 %s, the head's snapshot has %s; the output is damaged: discard it and save again", got, i.GetSha256())
+				}
+				info = i
 				return nil
 			}
 			n, err := w.Write(chunk.GetData())
+			sum.Write(chunk.GetData()[:n])
 			written += int64(n)
 			if err != nil {
 				return fmt.Errorf("snapshot save: writing: %w", err)

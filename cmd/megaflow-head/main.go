@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/daemonconfig"
 	"github.com/megaflow/megaflow/internal/gossip"
@@ -55,7 +57,7 @@ Raft cluster together. A head started later with --join and no
 --data-dir rejoins with its state.`,
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
-		Version:      version.Get().String(),
+		Version:      headVersion(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := logging.New(os.Stderr, logFormat, logLevel)
 			if err != nil {
@@ -192,4 +194,13 @@ cluster that lost its quorum (docs/operations.md). The head must be stopped.`,
 	_ = cmd.MarkFlagRequired("data-dir")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// headVersion is what --version prints after the program's name: the
+// build (version.Info.String) and the highest FSM rules version it
+// applies, e.g. "v0.5.0 (commit 1a2b3c4d5e6f, built
+// 2026-12-01T10:00:00Z, go1.26.8), rules 3". A head stops at an
+// OpSetRules above it (fsm.ErrRulesTooNew), and that message points here.
+func headVersion() string {
+	return version.Get().String() + ", rules " + strconv.FormatUint(fsm.RulesCurrent, 10)
 }

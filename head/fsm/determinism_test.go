@@ -36,6 +36,14 @@ type logGen struct {
 	// rareEvery is 1 in how many entries is followed by a rare op; 0:
 	// none.
 	rareEvery int
+	// sandboxEvery is 1 in how many entries is followed by a sandbox op
+	// of rules 3 (sandboxOp); 0: none, and the random sequence is that
+	// of a generator without them.
+	sandboxEvery int
+	// snapshots counts the snapshot ids sandboxOp handed out; sandboxes
+	// are the ids of the sandbox graphs it submitted.
+	snapshots int
+	sandboxes []string
 	// deleted counts the graphs the reference deleted.
 	deleted int
 	// seen, if set, counts what the reference's table reaches, every 64
@@ -162,6 +170,9 @@ func (g *logGen) entries(n int) [][]byte {
 		if g.rareEvery > 0 && g.rng.Intn(g.rareEvery) == 0 {
 			g.rare()
 		}
+		if g.sandboxEvery > 0 && g.rng.Intn(g.sandboxEvery) == 0 {
+			g.sandboxOp()
+		}
 		if g.rng.Intn(100) == 0 { // the leader raises the rules version (or repeats one)
 			g.cmd(OpSetRules, wrapperspb.UInt64(uint64(g.rng.Intn(int(RulesCurrent)+1))))
 		}
@@ -231,6 +242,53 @@ func (g *logGen) rare() {
 		g.cmd(OpGpuHealth, cmd)
 	}
 }
+
+// sandboxOp appends one of the ops rules 3 added (refused, changing
+// nothing, below 3): a new sandbox graph (one "box" task with a sandbox
+// spec and a deadline), a sandbox's new deadline (of a sandbox, mostly; of
+// a plain graph, an ended sandbox or out of range, refused), a snapshot of
+// a sandbox on an ALIVE worker (mostly; of a plain graph or on another
+// worker, refused; its id new, mostly; taken, refused; a tenant over the
+// bound of 4, refused) or a snapshot's deletion (maybe unknown). Workers
+// going down (entries) take their snapshots with them.
+func (g *logGen) sandboxOp() {
+	pick := func() string {
+		if len(g.sandboxes) > 0 && g.rng.Intn(5) != 0 {
+			return g.sandboxes[g.rng.Intn(len(g.sandboxes))]
+		}
+		return g.graphs[g.rng.Intn(len(g.graphs))].Id
+	}
+	switch k := g.rng.Intn(6); {
+	case k < 2 || len(g.graphs) == 0:
+		box := spec(sandboxTaskName)
+		box.Sandbox = &wire.SandboxSpec{IdleTimeoutSeconds: 30}
+		gs := &wire.GraphSpec{Id: fmt.Sprintf("sbx-%d", len(g.graphs)), Tenant: []string{"acme", "beta"}[g.rng.Intn(2)],
+			DeadlineSeconds: 3600, Tasks: []*wire.TaskSpec{box}}
+		g.graphs, g.sandboxes = append(g.graphs, gs), append(g.sandboxes, gs.Id)
+		g.cmd(OpSubmitGraph, submitCmd(gs, g.nanos))
+	case k == 2:
+		secs := []int64{60, 7200, 86400, 0}[g.rng.Intn(4)]
+		g.cmd(OpSandboxSetDeadline, &wire.SandboxSetDeadlineCommand{GraphId: pick(), DeadlineSeconds: secs, UnixNanos: g.nanos})
+	case k < 5:
+		if g.rng.Intn(8) != 0 || g.snapshots == 0 {
+			g.snapshots++
+		}
+		id := fmt.Sprintf("snap-%d", g.snapshots)
+		worker := g.workerID()
+		if alive := g.ref.View().AliveWorkers(); len(alive) > 0 && g.rng.Intn(5) != 0 {
+			worker = alive[g.rng.Intn(len(alive))].ID()
+		}
+		g.cmd(OpSnapshotAdd, &wire.SnapshotAddCommand{MaxPerTenant: 4, Snapshot: &wire.Snapshot{
+			Id: id, Tenant: []string{"acme", "beta"}[g.rng.Intn(2)], SandboxId: pick(), WorkerId: worker,
+			Image: "megaflow-snapshot:" + id, ImageId: "sha256:abc", SizeBytes: int64(g.rng.Intn(1 << 20)), CreateUnixNanos: g.nanos}})
+	default:
+		g.cmd(OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: fmt.Sprintf("snap-%d", 1+g.rng.Intn(g.snapshots+1))})
+	}
+}
+
+// sandboxTaskName is the name of a sandbox graph's one task
+// (internal/spec.SandboxTaskName; the package name is taken by spec here).
+const sandboxTaskName = "box"
 
 // plan places some QUEUED tasks, mostly on ALIVE workers with room and free
 // GPUs, and gives some others a queueing reason.

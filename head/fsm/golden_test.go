@@ -12,65 +12,145 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/megaflow/megaflow/head/state"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
-// updateGolden regenerates the stored log and its snapshot's digest:
+// updateGolden writes the stored logs that are missing, with their
+// snapshots' digests:
 //
 //	go test ./head/fsm -run TestReplayGoldenLog -update-golden
 //
-// Only for a new stored log: an apply change that makes the old one replay
-// differently must go behind a new rules version (rules.go) instead.
-var updateGolden = flag.Bool("update-golden", false, "regenerate testdata/golden")
+// Only for a new stored log (add it to goldenLogs): a stored log is never
+// rewritten, since an earlier build wrote it; an apply change that makes
+// one replay differently must go behind a new rules version (rules.go)
+// instead.
+var updateGolden = flag.Bool("update-golden", false, "write the missing logs of testdata/golden")
 
-// goldenLog is a log written by an earlier build: 300 random entries under
-// rules 0, OpSetRules 1, 300 more under rules 1 (the generator of
-// TestDeterminism, seed 7, with the rare ops, its own rules entries
-// removed). goldenDigest is the SHA-256 of the records (the snapshot less
-// its header) of the table that build applied it to.
-var (
-	goldenLog    = filepath.Join("testdata", "golden", "rules0-1.log")
-	goldenDigest = filepath.Join("testdata", "golden", "rules0-1.sha256")
-)
+// goldenLog is a log written by an earlier build, in testdata/golden:
+// name.log holds its entries (each a uvarint length, then the entry),
+// name.sha256 the SHA-256 of the records (the snapshot less its header) of
+// the table that build applied it to, from an empty one.
+type goldenLog struct {
+	name string
+	// rules is the rules version in force after the whole log.
+	rules uint64
+	// generate writes the log's entries (for -update-golden).
+	generate func(t *testing.T) [][]byte
+	// check, if set, checks that the replayed table shows what the log
+	// was written to cover.
+	check func(t *testing.T, v *state.View)
+}
 
-// TestReplayGoldenLog: a log written by an earlier build replays to the
+// goldenLogs are the stored logs. rules0-1: 300 random entries under rules
+// 0, OpSetRules 1, 300 more under rules 1 (the generator of
+// TestDeterminism as it was then, seed 7, with the rare ops, its own rules
+// entries removed; the generator has changed since, so generate now writes
+// another log: the stored one stays). rules2-3: OpSetRules 2, 300 random
+// entries under rules 2 (a started sandbox task that is lost fails with
+// SANDBOX_LOST; the snapshot and deadline ops are refused), OpSetRules 3,
+// 300 more under rules 3 (sandbox snapshots recorded, counted per tenant
+// and taken by a worker going down, sandbox deadlines set): seed 10 (one
+// whose table shows each), with the rare and the sandbox ops (sandboxOp).
+var goldenLogs = []goldenLog{
+	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
+		entries := withoutRules(gen.entries(300))
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(1)))
+		return append(entries, withoutRules(gen.entries(300))...)
+	}},
+	{name: "rules2-3", rules: 3, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(10)), tb: t, rareEvery: 6, sandboxEvery: 3, ref: newTestFSM(t, 0)}
+		entries := [][]byte{entry(t, OpSetRules, wrapperspb.UInt64(2))}
+		gen.cmd(OpSetRules, wrapperspb.UInt64(2))
+		entries = append(entries, withoutRules(gen.entries(300))...)
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(3)))
+		gen.cmd(OpSetRules, wrapperspb.UInt64(3))
+		return append(entries, withoutRules(gen.entries(300))...)
+	}, check: checkRules23Coverage},
+}
+
+// withoutRules is es less its OpSetRules entries.
+func withoutRules(es [][]byte) [][]byte {
+	var out [][]byte
+	for _, e := range es {
+		if Op(e[0]) != OpSetRules {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkRules23Coverage checks that the rules2-3 log's table holds what
+// rules 2 and 3 changed: tasks failed with SANDBOX_LOST, snapshot rows,
+// and a sandbox whose deadline OpSandboxSetDeadline changed from 3600.
+func checkRules23Coverage(t *testing.T, v *state.View) {
+	t.Helper()
+	lost := 0
+	for task := range v.Tasks() {
+		if task.ReasonCode == wire.ReasonCode_REASON_CODE_SANDBOX_LOST {
+			lost++
+		}
+	}
+	moved := 0
+	for g := range v.Graphs() {
+		if strings.HasPrefix(g.ID, "sbx-") && g.DeadlineSeconds != 3600 {
+			moved++
+		}
+	}
+	if n := len(v.Snapshots("")); lost == 0 || n == 0 || moved == 0 {
+		t.Fatalf("the rules2-3 log replays to %d SANDBOX_LOST tasks, %d snapshots, %d sandboxes with a new deadline; want some of each", lost, n, moved)
+	}
+}
+
+// TestReplayGoldenLog: each log written by an earlier build replays to the
 // same table, byte for byte in its snapshot, one entry at a time and in
 // batches. A change of what apply does under a rules version already in
 // use fails here; it belongs behind a new version (rules.go), so that logs
 // and heads of older builds keep their meaning.
 func TestReplayGoldenLog(t *testing.T) {
-	if *updateGolden {
-		writeGolden(t)
-	}
-	raw, err := os.ReadFile(goldenLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var entries [][]byte
-	for len(raw) > 0 {
-		n, k := binary.Uvarint(raw)
-		if k <= 0 || uint64(len(raw)-k) < n {
-			t.Fatalf("%s: truncated after %d entries", goldenLog, len(entries))
-		}
-		entries, raw = append(entries, raw[k:k+int(n)]), raw[k+int(n):]
-	}
-	want, err := os.ReadFile(goldenDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, batched := range []bool{false, true} {
-		f := newTestFSM(t, 0)
-		applyAll(f, entries, batched, rand.New(rand.NewSource(1)))
-		if r := f.View().Rules(); r != 1 {
-			t.Fatalf("rules %d after the golden log; want 1", r)
-		}
-		sum := sha256.Sum256(snapshotRecords(t, f.View()))
-		if got := hex.EncodeToString(sum[:]); got != strings.TrimSpace(string(want)) {
-			t.Fatalf("the golden log (%d entries, batched %v) replays to a table whose snapshot digest is %s, not the stored %s: "+
-				"apply now does something else with entries an earlier build wrote; put the change behind a new rules version (head/fsm/rules.go)",
-				len(entries), batched, got, strings.TrimSpace(string(want)))
-		}
+	for _, gl := range goldenLogs {
+		t.Run(gl.name, func(t *testing.T) {
+			logPath := filepath.Join("testdata", "golden", gl.name+".log")
+			digestPath := filepath.Join("testdata", "golden", gl.name+".sha256")
+			if _, err := os.Stat(logPath); *updateGolden && os.IsNotExist(err) {
+				writeGolden(t, gl, logPath, digestPath)
+			}
+			raw, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var entries [][]byte
+			for len(raw) > 0 {
+				n, k := binary.Uvarint(raw)
+				if k <= 0 || uint64(len(raw)-k) < n {
+					t.Fatalf("%s: truncated after %d entries", logPath, len(entries))
+				}
+				entries, raw = append(entries, raw[k:k+int(n)]), raw[k+int(n):]
+			}
+			want, err := os.ReadFile(digestPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, batched := range []bool{false, true} {
+				f := newTestFSM(t, 0)
+				applyAll(f, entries, batched, rand.New(rand.NewSource(1)))
+				if r := f.View().Rules(); r != gl.rules {
+					t.Fatalf("rules %d after the golden log %s; want %d", r, gl.name, gl.rules)
+				}
+				sum := sha256.Sum256(snapshotRecords(t, f.View()))
+				if got := hex.EncodeToString(sum[:]); got != strings.TrimSpace(string(want)) {
+					t.Fatalf("the golden log %s (%d entries, batched %v) replays to a table whose snapshot digest is %s, not the stored %s: "+
+						"apply now does something else with entries an earlier build wrote; put the change behind a new rules version (head/fsm/rules.go)",
+						gl.name, len(entries), batched, got, strings.TrimSpace(string(want)))
+				}
+				if gl.check != nil {
+					gl.check(t, f.View())
+				}
+			}
+		})
 	}
 }
 
@@ -81,21 +161,11 @@ func snapshotRecords(t *testing.T, v *state.View) []byte {
 	return snapshotBytes(t, v)[len(snapshotMagic):]
 }
 
-func writeGolden(t *testing.T) {
+// writeGolden generates gl's log and writes it and the digest of the
+// table it applies to.
+func writeGolden(t *testing.T, gl goldenLog, logPath, digestPath string) {
 	t.Helper()
-	gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
-	withoutRules := func(es [][]byte) [][]byte {
-		var out [][]byte
-		for _, e := range es {
-			if Op(e[0]) != OpSetRules {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
-	entries := withoutRules(gen.entries(300))
-	entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(1)))
-	entries = append(entries, withoutRules(gen.entries(300))...)
+	entries := gl.generate(t)
 	var buf bytes.Buffer
 	for _, e := range entries {
 		buf.Write(binary.AppendUvarint(nil, uint64(len(e))))
@@ -104,10 +174,11 @@ func writeGolden(t *testing.T) {
 	f := newTestFSM(t, 0)
 	applyAll(f, entries, false, nil)
 	sum := sha256.Sum256(snapshotRecords(t, f.View()))
-	if err := os.WriteFile(goldenLog, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(logPath, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(goldenDigest, []byte(hex.EncodeToString(sum[:])+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(digestPath, []byte(hex.EncodeToString(sum[:])+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("wrote %s (%d entries) and %s", logPath, len(entries), digestPath)
 }

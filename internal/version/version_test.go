@@ -5,7 +5,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"testing"
+
+	"github.com/megaflow/megaflow/head/fsm"
 )
 
 func TestFrom(t *testing.T) {
@@ -41,7 +44,8 @@ func TestFrom(t *testing.T) {
 
 // TestEveryBinaryPrintsItsVersion builds every binary of cmd/ in one go
 // build with the Makefile's -X flags and wants --version to print the
-// binary's name and the values set.
+// binary's name and the values set, and megaflow-head's the FSM rules
+// version it applies (which fsm.ErrRulesTooNew's message points to).
 func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("links every binary (a minute on 2 cores)")
@@ -61,7 +65,11 @@ func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 	for _, c := range cmds {
 		name := filepath.Base(filepath.Dir(c))
 		out, err := exec.Command(filepath.Join(dir, name), "--version").CombinedOutput()
-		want := name + " v9.8.7 (commit 0123456789ab, built 2026-12-01T10:00:00Z, " + runtime.Version() + ")\n"
+		want := name + " v9.8.7 (commit 0123456789ab, built 2026-12-01T10:00:00Z, " + runtime.Version() + ")"
+		if name == "megaflow-head" { // the FSM rules it applies (head/fsm.RulesCurrent)
+			want += ", rules " + strconv.FormatUint(fsm.RulesCurrent, 10)
+		}
+		want += "\n"
 		if err != nil || string(out) != want {
 			t.Errorf("%s --version: %v, %q; want %q", name, err, out, want)
 		}
