@@ -26,20 +26,27 @@ import (
 )
 
 // removeSnapshotImages removes, at the end of the test, every snapshot
-// image this test's cluster committed that is still there.
+// image this test's cluster committed that is still there. A snapshot of
+// a fork is a child of its snapshot's image, which the engine keeps
+// (untagged) until the child is gone: newest first, a few passes.
 func (e *env) removeSnapshotImages() {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, ref := range e.snapshotImages() {
-			_, _ = e.cli.ImageRemove(ctx, ref, dockerclient.ImageRemoveOptions{Force: true})
+		for range 3 {
+			left := e.snapshotImages()
+			if len(left) == 0 {
+				return
+			}
+			for _, ref := range left {
+				_, _ = e.cli.ImageRemove(ctx, ref, dockerclient.ImageRemoveOptions{Force: true, PruneChildren: true})
+			}
 		}
 	})
 }
 
 // snapshotImages returns the ids of the snapshot images of this test's
-// cluster the engine holds, newest first: a snapshot of a fork is a child
-// of its snapshot's image, which the engine removes only after it.
+// cluster the engine holds, newest first.
 func (e *env) snapshotImages() []string {
 	f := make(dockerclient.Filters).Add("label", worker.LabelCluster+"="+e.cluster).Add("label", worker.LabelSnapshot)
 	res, err := e.cli.ImageList(context.Background(), dockerclient.ImageListOptions{Filters: f})
