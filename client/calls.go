@@ -18,7 +18,8 @@ type SubmitResult = wire.SubmitGraphResponse
 // Submit validates g locally, then commits it. A graph without an id gets one
 // here, before the first try, so that retries through leader changes never
 // create a second graph: Submit is idempotent by graph id. g is not modified.
-// Errors: errs.InvalidArgument (names the graph, task and field),
+// Errors: errs.InvalidArgument (names the graph, task and field; a graph
+// may not set what only the heads set, spec.CheckClientGraph),
 // errs.AlreadyExists (the id holds a different graph), or the context's error
 // when no leader answered in time.
 func (c *Client) Submit(ctx context.Context, g *GraphSpec) (*SubmitResult, error) {
@@ -27,6 +28,9 @@ func (c *Client) Submit(ctx context.Context, g *GraphSpec) (*SubmitResult, error
 		g.Id = spec.NewGraphID(c.opts.clock.Now(), rand.Reader)
 	}
 	if err := spec.Validate(spec.Normalize(g), spec.DefaultLimits()); err != nil {
+		return nil, err
+	}
+	if err := spec.CheckClientGraph(g); err != nil {
 		return nil, err
 	}
 	var res *SubmitResult

@@ -16,14 +16,16 @@ import (
 // with its files (SandboxSpec.FromSnapshot).
 
 // SandboxSnapshot is a sandbox snapshot as the heads show it: id, tenant, name, the
-// sandbox it was taken of, its worker and image, size and time.
+// sandbox it was taken of, its worker and image, size and time, and
+// Unavailable: why no sandbox can be created from it now ("worker w1 is
+// down (...)"), empty while its worker is alive.
 type SandboxSnapshot = wire.Snapshot
 
 // The reasons (errs.ReasonOf) of the snapshot calls' errors.
 const (
-	ReasonSnapshotNotFound   = "SNAPSHOT_NOT_FOUND"      // errs.NotFound: no such snapshot (deleted, or its worker was lost)
-	ReasonSnapshotWorkerGone = "SNAPSHOT_WORKER_GONE"    // errs.FailedPrecondition: the worker holding its image is not alive
-	ReasonSnapshotInUse      = "SNAPSHOT_IN_USE"         // errs.FailedPrecondition: live sandboxes run it; close them first
+	ReasonSnapshotNotFound   = "SNAPSHOT_NOT_FOUND"      // errs.NotFound: no such snapshot (deleted, never taken, or another tenant's)
+	ReasonSnapshotWorkerDown = "SNAPSHOT_WORKER_DOWN"    // errs.FailedPrecondition: the worker holding its image is down or left; retry once it is back
+	ReasonSnapshotInUse      = "SNAPSHOT_IN_USE"         // errs.FailedPrecondition: sandboxes created from it may still run it; close them first
 	ReasonSnapshotQuota      = "SNAPSHOT_QUOTA_EXCEEDED" // errs.ResourceExhausted: the tenant holds its maximum of snapshots
 )
 
@@ -79,11 +81,12 @@ func (c *Client) ListSnapshots(ctx context.Context, tenant string) ([]*SandboxSn
 	return res.GetSnapshots(), nil
 }
 
-// DeleteSnapshot removes snapshot id: its image on its worker, then its
-// row. Retried through leader changes. Errors: errs.NotFound
-// (ReasonSnapshotNotFound), errs.FailedPrecondition (live sandboxes were
-// created from it: ReasonSnapshotInUse; close them first), errs.Unavailable
-// (its worker did not answer).
+// DeleteSnapshot removes snapshot id: its record, then its image on its
+// worker (an image its worker cannot remove now, for instance while the
+// worker is down, is removed by the worker's reconciliation later).
+// Retried through leader changes. Errors: errs.NotFound
+// (ReasonSnapshotNotFound), errs.FailedPrecondition (sandboxes created
+// from it may still run it: ReasonSnapshotInUse; close them first).
 func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
 	if err := spec.CheckSnapshotID("snapshot id", id); err != nil {
 		return err

@@ -190,10 +190,10 @@ func unplaceable(queued map[string]*state.Task, unplaced map[string]scheduler.Re
 }
 
 // snapshotWorkerWait returns why queued task t (a sandbox created from a
-// snapshot) cannot be placed at all: the worker holding its snapshot's
-// image is no longer ALIVE in the table. "" when t can be placed (or is
-// no such sandbox). The task then waits with that reason until it is
-// closed or its lifetime ends it.
+// snapshot) cannot be placed now: the worker holding its snapshot's image
+// is not ALIVE in the table. "" when t can be placed (or is no such
+// sandbox). The task then waits with that reason until the worker is back
+// (with the same id), it is closed, or its lifetime ends it.
 func snapshotWorkerWait(view *state.View, t *state.Task) string {
 	id := t.Spec.GetSandbox().GetSnapshotWorker()
 	if id == "" {
@@ -202,8 +202,9 @@ func snapshotWorkerWait(view *state.View, t *state.Task) string {
 	if w := view.Worker(id); w != nil && w.Alive() {
 		return ""
 	}
-	return fmt.Sprintf("worker %s, which held snapshot %s, is gone, and the snapshot with it: close this sandbox and create one from another snapshot",
-		id, t.Spec.GetSandbox().GetFromSnapshot())
+	why := view.SnapshotUnavailable(&wire.Snapshot{WorkerId: id})
+	return fmt.Sprintf("waiting for snapshot %s: %s; it starts there once the worker is back with the same id, or close this sandbox and create one from another snapshot",
+		t.Spec.GetSandbox().GetFromSnapshot(), why)
 }
 
 // holdForReconnect removes from tasks those pinned to the worker of their

@@ -186,7 +186,9 @@ func (s *leaderSim) do(line string) (string, error) {
 				spec.DependsOn = strings.Split(deps, "+")
 			}
 			if snap, w, ok := strings.Cut(kv["fork"], "@"); ok {
-				// A sandbox created from a snapshot held by worker w.
+				// A sandbox created from a snapshot held by worker w, as
+				// the head makes it (spec.ForkFrom).
+				spec.Image = "megaflow-snapshot:" + snap
 				spec.Sandbox = &wire.SandboxSpec{FromSnapshot: snap, SnapshotWorker: w}
 			}
 			g.Tasks = append(g.Tasks, spec)
@@ -197,6 +199,12 @@ func (s *leaderSim) do(line string) (string, error) {
 			return "", err
 		}
 		s.graphs = append(s.graphs, pos[0])
+	case "snapshot": // snapshot ID WORKER: tenant default's snapshot, its image on WORKER
+		snap := &wire.Snapshot{Id: pos[0], Tenant: "default", SandboxId: "sbx-src", WorkerId: pos[1], Image: "megaflow-snapshot:" + pos[0],
+			CreateUnixNanos: now.UnixNano()}
+		if err := s.apply(fsm.OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snap, MaxPerTenant: 64}); err != nil {
+			return "", err
+		}
 	case "round": // round [at=]: one scheduling round
 		r := planRound(roundInput{View: s.f.View(), Connected: func(id string) bool { return s.connected[id] },
 			Term: s.term, Now: now, Policy: s.cfg.Scheduler, MaxQueueWait: s.cfg.MaxQueueWait})

@@ -84,20 +84,28 @@ func (s *sandboxService) CreateSandbox(ctx context.Context, req *wire.CreateSand
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
+	sub := &wire.SubmitGraphRequest{Graph: g}
+	if err := s.h.checkRate(ctx, "/"+wire.MegaflowService_ServiceDesc.ServiceName+"/SubmitGraph", sub); err != nil {
+		return nil, err
+	}
+	var resp *wire.SubmitGraphResponse
 	if sp.GetFromSnapshot() != "" {
+		// A fork is resolved and submitted by the leader itself: the
+		// snapshot's worker goes into the graph (SandboxSpec.snapshot_worker),
+		// which a SubmitGraph from outside may not set (spec.CheckClientGraph).
+		if !s.h.IsLeader() {
+			return forwardSandbox(ctx, s.h.fwd, req, wire.SandboxServiceClient.CreateSandbox)
+		}
 		if err := s.h.waitApplied(ctx, req.GetMinIndex(), 0); err != nil {
 			return nil, errs.ToStatus(err)
 		}
 		if err := s.sandboxFork(s.h.fsm.View(), sp, g); err != nil {
 			return nil, errs.ToStatus(err)
 		}
-	}
-	sub := &wire.SubmitGraphRequest{Graph: g}
-	if err := s.h.checkRate(ctx, "/"+wire.MegaflowService_ServiceDesc.ServiceName+"/SubmitGraph", sub); err != nil {
-		return nil, err
-	}
-	resp, err := s.svc.SubmitGraph(ctx, sub)
-	if err != nil {
+		if resp, err = s.h.submit(ctx, g); err != nil {
+			return nil, errs.ToStatus(err)
+		}
+	} else if resp, err = s.svc.submitGraph(ctx, sub); err != nil {
 		return nil, err // a status already
 	}
 	if err := s.h.waitApplied(ctx, resp.GetIndex(), 0); err != nil {

@@ -29,11 +29,23 @@ type service struct {
 var _ wire.MegaflowServiceServer = (*service)(nil)
 
 // SubmitGraph validates the graph, then commits it in as many log entries
-// as its size needs; the last entry makes it visible whole.
+// as its size needs; the last entry makes it visible whole. A graph may not
+// carry what only the heads set (spec.CheckClientGraph: the snapshot
+// fields of a sandbox created from a snapshot).
 func (s *service) SubmitGraph(ctx context.Context, req *wire.SubmitGraphRequest) (*wire.SubmitGraphResponse, error) {
 	if req.GetGraph() == nil {
 		return nil, errs.ToStatus(errs.New(errs.InvalidArgument, "SubmitGraph: graph is missing"))
 	}
+	if err := spec.CheckClientGraph(req.GetGraph()); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	return s.submitGraph(ctx, req)
+}
+
+// submitGraph is SubmitGraph after its client checks: a follower validates
+// and forwards the call, the leader submits. CreateSandbox calls it for a
+// sandbox that is no fork.
+func (s *service) submitGraph(ctx context.Context, req *wire.SubmitGraphRequest) (*wire.SubmitGraphResponse, error) {
 	if !s.h.IsLeader() {
 		// Validate here too: bad input is refused by the head it reached.
 		if err := spec.Validate(spec.Normalize(req.Graph), spec.DefaultLimits()); err != nil {

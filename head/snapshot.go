@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
@@ -18,21 +19,27 @@ import (
 
 // Sandbox snapshots and forks (docs/sandboxes.md, "Snapshots and forks"):
 // SnapshotSandbox commits a READY sandbox's container into an image on its
-// worker, then records it (OpSnapshotAdd); DeleteSnapshot removes the
-// image, then the row (OpSnapshotDelete); CreateSandbox with from_snapshot
-// runs the image on that worker (sandboxFork). Both writes run on the
-// leader (a follower forwards the call whole), under rules 3.
+// worker, then records it (OpSnapshotAdd); DeleteSnapshot removes the row
+// (OpSnapshotDelete), then the image; CreateSandbox with from_snapshot
+// runs the image on that worker (sandboxFork), and the FSM checks the fork
+// against the row (state.Txn.CheckForks). The three run on the leader (a
+// follower forwards the call whole), under rules 3. An image whose row
+// never committed, or whose removal failed, is removed by its worker's
+// reconciliation (worker/snapshot.go), which the leader feeds with the
+// worker's snapshot ids (snapshotsMessage).
 
 // The errs.Error reasons of the snapshot calls' errors (errs.ReasonOf).
 const (
-	// ReasonSnapshotNotFound: no snapshot has the id (NotFound).
-	ReasonSnapshotNotFound = "SNAPSHOT_NOT_FOUND"
-	// ReasonSnapshotWorkerGone: the worker holding the snapshot's image is
-	// not ALIVE (FailedPrecondition).
-	ReasonSnapshotWorkerGone = "SNAPSHOT_WORKER_GONE"
-	// ReasonSnapshotInUse: live sandboxes run the snapshot's image
-	// (FailedPrecondition).
-	ReasonSnapshotInUse = "SNAPSHOT_IN_USE"
+	// ReasonSnapshotNotFound: no snapshot has the id, or it is another
+	// tenant's (NotFound).
+	ReasonSnapshotNotFound = state.ReasonSnapshotNotFound
+	// ReasonSnapshotWorkerDown: the worker holding the snapshot's image is
+	// DOWN or LEFT (FailedPrecondition); the snapshot is kept and can be
+	// forked again once the worker is back with the same id.
+	ReasonSnapshotWorkerDown = "SNAPSHOT_WORKER_DOWN"
+	// ReasonSnapshotInUse: sandboxes created from the snapshot may still
+	// run its image (FailedPrecondition).
+	ReasonSnapshotInUse = state.ReasonSnapshotInUse
 	// ReasonSnapshotQuota: the tenant holds its maximum of snapshots
 	// (ResourceExhausted).
 	ReasonSnapshotQuota = state.ReasonSnapshotQuota
@@ -133,12 +140,22 @@ func (s *sandboxService) SnapshotSandbox(ctx context.Context, req *wire.Snapshot
 }
 
 // ListSnapshots returns a tenant's snapshots (every tenant's when empty)
-// from this head's table, oldest first.
+// from this head's table, oldest first, each with why it cannot be forked
+// now (Snapshot.unavailable: its worker is not ALIVE).
 func (s *sandboxService) ListSnapshots(ctx context.Context, req *wire.ListSnapshotsRequest) (*wire.ListSnapshotsResponse, error) {
 	if err := s.h.waitApplied(ctx, req.GetMinIndex(), 0); err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	out := slices.Clone(s.h.fsm.View().Snapshots(req.GetTenant()))
+	view := s.h.fsm.View()
+	rows := view.Snapshots(req.GetTenant())
+	out := make([]*wire.Snapshot, 0, len(rows))
+	for _, r := range rows {
+		if why := view.SnapshotUnavailable(r); why != "" {
+			r = proto.CloneOf(r) // the row is shared
+			r.Unavailable = why
+		}
+		out = append(out, r)
+	}
 	slices.SortFunc(out, func(a, b *wire.Snapshot) int {
 		if a.GetCreateIndex() != b.GetCreateIndex() {
 			return int(min(max(int64(a.GetCreateIndex())-int64(b.GetCreateIndex()), -1), 1))
@@ -148,8 +165,12 @@ func (s *sandboxService) ListSnapshots(ctx context.Context, req *wire.ListSnapsh
 	return &wire.ListSnapshotsResponse{Snapshots: out}, nil
 }
 
-// DeleteSnapshot removes a snapshot's image from its worker (when the
-// worker is ALIVE; a gone worker took it along), then its row.
+// DeleteSnapshot removes a snapshot's row, then its image from its worker
+// when the worker is ALIVE. The FSM refuses the row's removal while
+// sandboxes created from the snapshot may still run it. Once the row is
+// gone no sandbox can start from the image, so an image left behind (the
+// worker did not answer, or is down, or a fork's container is still being
+// removed) is harmless and its worker's reconciliation removes it.
 func (s *sandboxService) DeleteSnapshot(ctx context.Context, req *wire.DeleteSnapshotRequest) (*wire.DeleteSnapshotResponse, error) {
 	if err := s.needSnapshotRules(); err != nil {
 		return nil, errs.ToStatus(err)
@@ -163,38 +184,50 @@ func (s *sandboxService) DeleteSnapshot(ctx context.Context, req *wire.DeleteSna
 	if err := s.h.waitApplied(ctx, req.GetMinIndex(), 0); err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	view := s.h.fsm.View()
-	snap, err := s.snapshot(view, req.GetId())
+	if _, err := s.snapshot(s.h.fsm.View(), req.GetId()); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	res, index, err := s.h.apply(ctx, fsm.OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: req.GetId()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	if users := snapshotUsers(view, snap.GetId()); len(users) > 0 {
-		e := errs.New(errs.FailedPrecondition, "snapshot %s is in use by %d live sandboxes (%s): close them first (megaflow sandbox rm)",
-			snap.GetId(), len(users), strings.Join(users[:min(len(users), 5)], ", "))
-		e.Reason = ReasonSnapshotInUse
-		return nil, errs.ToStatus(e)
-	}
-	if w := view.Worker(snap.GetWorkerId()); w != nil && w.Alive() && w.Info.GetAddr() != "" {
-		cli, err := s.conns.get(snap.GetWorkerId(), w.Info.GetAddr())
-		if err != nil {
-			return nil, errs.ToStatus(err)
-		}
-		if _, err := cli.RemoveSnapshot(ctx, &wire.RemoveSnapshotRequest{SnapshotId: snap.GetId(), Image: snap.GetImage()}); err != nil {
-			return nil, relayErr(snap.GetSandboxId(), snap.GetWorkerId(), err)
-		}
-	}
-	_, index, err := s.h.apply(ctx, fsm.OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: snap.GetId()})
-	if err != nil {
+	snap := res.(*fsm.SnapshotDeleteResult).Removed
+	if snap == nil {
+		// Deleted by a call that ran since the lookup.
+		_, err := s.snapshot(s.h.fsm.View(), req.GetId())
 		return nil, errs.ToStatus(err)
 	}
+	s.removeSnapshotImage(ctx, snap)
 	return &wire.DeleteSnapshotResponse{Index: index}, nil
+}
+
+// removeSnapshotImage asks snap's worker, when ALIVE, to remove snap's
+// image (its row is gone). A failure is logged only: the worker's
+// reconciliation removes the image later.
+func (s *sandboxService) removeSnapshotImage(ctx context.Context, snap *wire.Snapshot) {
+	w := s.h.fsm.View().Worker(snap.GetWorkerId())
+	if w == nil || !w.Alive() || w.Info.GetAddr() == "" {
+		s.h.logger.Info("deleted snapshot's image left to its worker's reconciliation: the worker is not alive",
+			"snapshot", snap.GetId(), "worker", snap.GetWorkerId())
+		return
+	}
+	cli, err := s.conns.get(snap.GetWorkerId(), w.Info.GetAddr())
+	if err == nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotRemoveTimeout)
+		_, err = cli.RemoveSnapshot(rctx, &wire.RemoveSnapshotRequest{SnapshotId: snap.GetId(), Image: snap.GetImage()})
+		cancel()
+	}
+	if err != nil {
+		s.h.logger.Warn("removing a deleted snapshot's image failed; the worker's reconciliation removes it later",
+			"snapshot", snap.GetId(), "worker", snap.GetWorkerId(), "err", err)
+	}
 }
 
 // snapshot returns snapshot id from view. Errors: NotFound.
 func (s *sandboxService) snapshot(view *state.View, id string) (*wire.Snapshot, error) {
 	snap := view.Snapshot(id)
 	if snap == nil {
-		e := errs.New(errs.NotFound, "snapshot %s not found (at index %d of head %s): it was deleted, its worker was lost, or it was never taken; megaflow sandbox snapshots lists them",
+		e := errs.New(errs.NotFound, "snapshot %s not found (at index %d of head %s): it was deleted or never taken; megaflow sandbox snapshots lists them",
 			id, view.Index(), s.h.cfg.NodeID)
 		e.Reason = ReasonSnapshotNotFound
 		return nil, e
@@ -202,28 +235,11 @@ func (s *sandboxService) snapshot(view *state.View, id string) (*wire.Snapshot, 
 	return snap, nil
 }
 
-// snapshotUsers returns the ids of the live sandboxes created from
-// snapshot id, in id order.
-func snapshotUsers(view *state.View, id string) []string {
-	var out []string
-	for g := range view.Graphs() {
-		if !strings.HasPrefix(g.ID, spec.SandboxIDPrefix) {
-			continue
-		}
-		t := view.Task(spec.SandboxTaskID(g.ID))
-		if t == nil || t.Spec.GetSandbox().GetFromSnapshot() != id || state.IsTerminal(t.State) {
-			continue
-		}
-		out = append(out, g.ID)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // sandboxFork resolves sp.from_snapshot in view and makes g run the
-// snapshot's image on its worker (spec.ForkFrom). Errors: NotFound (no such
-// snapshot, or another tenant's), FailedPrecondition (its worker is not
-// ALIVE), Unavailable (rules below 3).
+// snapshot's image on its worker (spec.ForkFrom); the FSM checks the
+// result again at apply (state.Txn.CheckForks). Errors: NotFound (no such
+// snapshot, or another tenant's), FailedPrecondition (its worker is DOWN or
+// LEFT: ReasonSnapshotWorkerDown), Unavailable (rules below 3).
 func (s *sandboxService) sandboxFork(view *state.View, sp *wire.SandboxCreateSpec, g *wire.GraphSpec) error {
 	if err := s.needSnapshotRules(); err != nil {
 		return err
@@ -248,15 +264,35 @@ func (s *sandboxService) sandboxFork(view *state.View, sp *wire.SandboxCreateSpe
 		e.Reason = ReasonSnapshotNotFound
 		return e
 	}
-	if w := view.Worker(snap.GetWorkerId()); w == nil || !w.Alive() {
-		status := "gone from the table"
-		if w != nil {
-			status = w.Status.String()
-		}
-		e := errs.New(errs.FailedPrecondition, "snapshot %s is on worker %s, which is %s: its image went with it; take a new snapshot", snap.GetId(), snap.GetWorkerId(), status)
-		e.Reason = ReasonSnapshotWorkerGone
+	if why := view.SnapshotUnavailable(snap); why != "" {
+		e := errs.New(errs.FailedPrecondition, "snapshot %s is unavailable: %s. Its image stays on that worker, and the snapshot can be forked again once %s rejoins with the same id; retry then, or create the sandbox from another snapshot (megaflow sandbox snapshots shows which are available)",
+			snap.GetId(), why, snap.GetWorkerId())
+		e.Reason = ReasonSnapshotWorkerDown
 		return e
 	}
 	spec.ForkFrom(g, snap)
 	return nil
+}
+
+// maxWorkerSnapshotIDs bounds the ids of one wire.WorkerSnapshots (about
+// 1.4 MB of ids at the longest); beyond it the list is cut and marked
+// truncated, and the worker removes no snapshot image.
+const maxWorkerSnapshotIDs = 20_000
+
+// snapshotsMessage returns the ids of the snapshots worker id holds, as
+// the table at view has them, when they differ from last (what the stream
+// sent before; nil at first: always sent, even empty, so that the worker
+// knows this leader keeps it informed), else nil. The worker stream's
+// goroutine calls it after each table change; the worker removes the
+// images of its snapshots that are in no row (worker/snapshot.go).
+func snapshotsMessage(view *state.View, id string, last *wire.WorkerSnapshots) *wire.WorkerSnapshots {
+	ids := view.WorkerSnapshots(id)
+	cur := &wire.WorkerSnapshots{Ids: ids}
+	if len(ids) > maxWorkerSnapshotIDs {
+		cur.Ids, cur.Truncated = ids[:maxWorkerSnapshotIDs], true
+	}
+	if last != nil && proto.Equal(cur, last) {
+		return nil
+	}
+	return cur
 }

@@ -58,6 +58,15 @@ func TestInvalidGraphsAreRefusedAndChangeNothing(t *testing.T) {
 		{"service task without service spec", func(g *wire.GraphSpec) { g.Tasks[0].Kind = wire.TaskKind_TASK_KIND_SERVICE }, []string{`task "rollout"`, "service"}},
 		{"unknown queue type", func(g *wire.GraphSpec) { g.Tasks[0].Type = "Not A Queue" }, []string{`task "rollout"`, "type"}},
 		{"priority out of range", func(g *wire.GraphSpec) { g.Tasks[0].Priority = 5000 }, []string{`task "rollout"`, "priority"}},
+		// Only the heads fill a snapshot fork's fields (CreateSandbox).
+		{"snapshot_worker from a client", func(g *wire.GraphSpec) { g.Tasks[0].Sandbox = &wire.SandboxSpec{SnapshotWorker: "w1"} },
+			[]string{`"rollout"`, "snapshot_worker is set by the heads", "from_snapshot"}},
+		{"from_snapshot from a client", func(g *wire.GraphSpec) {
+			g.Tasks[0].Image = "megaflow-snapshot:snap-a"
+			g.Tasks[0].Sandbox = &wire.SandboxSpec{FromSnapshot: "snap-a", SnapshotWorker: "w1"}
+		}, []string{`"rollout"`, "snapshot_worker is set by the heads"}},
+		{"a snapshot's image", func(g *wire.GraphSpec) { g.Tasks[1].Image = "megaflow-snapshot:snap-a" },
+			[]string{`"eval"`, "megaflow-snapshot:snap-a", "from_snapshot"}},
 	}
 	// A valid graph first, so "unchanged" compares against a non-empty table.
 	if _, err := wire.NewMegaflowServiceClient(dial(t, leader.GRPCAddr())).SubmitGraph(ctx, &wire.SubmitGraphRequest{Graph: &wire.GraphSpec{Id: "base",

@@ -89,17 +89,25 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	go func() { recvErr <- s.recvLoop(ctx, sess, stream) }()
 
 	lost := h.leaderLost()
-	var pools *wire.PoolTargets // the pre-warm targets last sent
+	var pools *wire.PoolTargets     // the pre-warm targets last sent
+	var snaps *wire.WorkerSnapshots // the snapshot ids last sent
 	for {
 		changed := h.fsm.Changed()
 		if err := h.pushAssignments(stream, info.Id, sent); err != nil {
 			return err
 		}
-		if m := poolTargetsMessage(h.fsm.View(), info.Id, pools); m != nil {
+		view := h.fsm.View()
+		if m := poolTargetsMessage(view, info.Id, pools); m != nil {
 			if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_PoolTargets{PoolTargets: m}}); err != nil {
 				return err
 			}
 			pools = m
+		}
+		if m := snapshotsMessage(view, info.Id, snaps); m != nil {
+			if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Snapshots{Snapshots: m}}); err != nil {
+				return err
+			}
+			snaps = m
 		}
 		select {
 		case <-changed:

@@ -93,6 +93,11 @@ type Config struct {
 	// ReconcileInterval is how often the worker lists its containers to
 	// remove leaked ones and to take over adopted ones. Default 30 s.
 	ReconcileInterval time.Duration
+	// SnapshotGrace is how old a snapshot image of this worker that no
+	// snapshot of the table names must be before reconciliation removes it
+	// (snapshot.go): a commit whose record is still on its way to the table
+	// is younger. Default 10 min; within [1s, 7 days].
+	SnapshotGrace time.Duration
 	// HeartbeatInterval is how often a heartbeat goes to the leader.
 	// Default 2 s.
 	HeartbeatInterval time.Duration
@@ -222,6 +227,7 @@ func DefaultConfig() Config {
 		ClusterName:         "megaflow",
 		MaxConcurrentStarts: 4,
 		ReconcileInterval:   30 * time.Second,
+		SnapshotGrace:       10 * time.Minute,
 		HeartbeatInterval:   2 * time.Second,
 		StopGrace:           10 * time.Second,
 		StartTimeout:        15 * time.Minute,
@@ -327,6 +333,9 @@ func (c *Config) Validate() error {
 		if d.v < d.min {
 			add("%s %v is below %v", d.name, d.v, d.min)
 		}
+	}
+	if c.SnapshotGrace < time.Second || c.SnapshotGrace > 7*24*time.Hour {
+		add("--snapshot-grace %v is outside [1s, 168h]", c.SnapshotGrace)
 	}
 	if c.BatchDelay > time.Second {
 		add("BatchDelay %v is above 1s", c.BatchDelay)

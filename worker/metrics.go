@@ -22,10 +22,12 @@ type workerMetrics struct {
 	startSlotWait prometheus.Histogram
 	startFailures *prometheus.CounterVec
 	orphans       prometheus.Counter
-	leaseLapses   prometheus.Counter
-	streamStalls  prometheus.Counter
-	backlog       prometheus.Gauge
-	backlogBytes  prometheus.Gauge
+	// snapshotImages counts the snapshot images reconciliation removed.
+	snapshotImages prometheus.Counter
+	leaseLapses    prometheus.Counter
+	streamStalls   prometheus.Counter
+	backlog        prometheus.Gauge
+	backlogBytes   prometheus.Gauge
 }
 
 func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
@@ -51,6 +53,10 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: "worker", Name: "orphans_reaped_total",
 			Help: "Containers of this worker that no attempt held (leaked or left by a crash) and that reconciliation removed.",
+		}),
+		snapshotImages: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: "worker", Name: "snapshot_images_reaped_total",
+			Help: "Sandbox snapshot images of this worker that no snapshot of the table named (a record that never committed, a removal that failed) and that reconciliation removed.",
 		}),
 		leaseLapses: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: "worker", Name: "lease_lapses_total",
@@ -86,7 +92,7 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 		defer w.mu.Unlock()
 		return float64(len(w.attempts))
 	})
-	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.leaseLapses, m.streamStalls, m.backlog, m.backlogBytes, connected, held)
+	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.snapshotImages, m.leaseLapses, m.streamStalls, m.backlog, m.backlogBytes, connected, held)
 	return m
 }
 

@@ -87,7 +87,9 @@ func (w *Worker) reconcileLoop(ctx context.Context) {
 // containers with this worker's labels whose attempt it does not hold (a
 // start that timed out on the worker's side but created its container, a
 // remove that failed) and the warm containers its pool does not own; the
-// pool drops its idle warm containers that no longer run.
+// pool drops its idle warm containers that no longer run; and it removes
+// the snapshot images that no snapshot of the table names
+// (reconcileSnapshots).
 func (w *Worker) reconcile(ctx context.Context) {
 	now := w.clock.Now()
 	w.mu.Lock()
@@ -124,6 +126,7 @@ func (w *Worker) reconcile(ctx context.Context) {
 			"task", c.Labels[LabelTask], "attempt", c.Labels[LabelAttempt])
 		w.removeLeak(ctx, c)
 	}
+	w.reconcileSnapshots(ctx)
 }
 
 // confirmAdopted takes over every adopted container at once: the leader's

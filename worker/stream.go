@@ -522,6 +522,8 @@ func (w *Worker) handleHeadMessage(ctx context.Context, m *wire.HeadMessage) {
 		w.leaseAcked(msg.LeaseAck.GetHeartbeatUnixNanos(), msg.LeaseAck.GetLeaseMillis(), msg.LeaseAck.GetLeaseMarginMillis())
 	case *wire.HeadMessage_PoolTargets:
 		w.setPoolTargets(ctx, msg.PoolTargets.GetTargets())
+	case *wire.HeadMessage_Snapshots:
+		w.setTableSnapshots(msg.Snapshots)
 	case *wire.HeadMessage_Welcome:
 		w.log.Debug("second Welcome on a stream", "leader_id", msg.Welcome.GetLeaderId(), "term", msg.Welcome.GetTerm())
 	default:
@@ -548,5 +550,8 @@ func (w *Worker) welcomed(addr string, wel *wire.Welcome, announced int) error {
 func (w *Worker) disconnected() {
 	w.mu.Lock()
 	w.connected = false
+	// The next stream's leader sends the snapshot ids anew; until then
+	// snapshots may come and go unseen.
+	w.snapIDs, w.snapKnown = nil, false
 	w.mu.Unlock()
 }

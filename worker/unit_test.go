@@ -58,6 +58,8 @@ func TestConfigValidate(t *testing.T) {
 		{"Capacity", func(c *Config) { c.Capacity.CPUMillis = -1 }},
 		{"--max-concurrent-starts 0 is outside [1, 1024]", func(c *Config) { c.MaxConcurrentStarts = 0 }},
 		{"--reconcile-interval 0s is below 10ms", func(c *Config) { c.ReconcileInterval = 0 }},
+		{"--snapshot-grace 500ms is outside [1s, 168h]", func(c *Config) { c.SnapshotGrace = 500 * time.Millisecond }},
+		{"--snapshot-grace 192h0m0s is outside [1s, 168h]", func(c *Config) { c.SnapshotGrace = 8 * 24 * time.Hour }},
 		{"HeartbeatInterval", func(c *Config) { c.HeartbeatInterval = time.Millisecond }},
 		{"--stop-grace", func(c *Config) { c.StopGrace = -time.Second }},
 		{"StartTimeout", func(c *Config) { c.StartTimeout = 0 }},

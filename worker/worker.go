@@ -70,6 +70,14 @@ type Worker struct {
 	leader     string    // gRPC address of the connected leader
 	leaderID   string    // node id (gossip name) of the last leader that welcomed this worker
 	maxTerm    uint64    // highest leader term seen in a Welcome
+	// The table's snapshots on this worker (snapshot.go): the ids of the
+	// last wire.WorkerSnapshots of the current stream. snapKnown is true
+	// once one came whole on it, false again when the stream ends.
+	snapIDs   map[string]bool
+	snapKnown bool
+	// snapMissing holds the snapshot ids the table lists here whose image
+	// the engine lacks, already logged; the reconcile goroutine owns it.
+	snapMissing map[string]bool
 
 	// The lease (lease.go); leaseMu is taken before mu, never after.
 	leaseMu      sync.Mutex

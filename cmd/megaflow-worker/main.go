@@ -117,6 +117,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.StringVar(&cfg.ClusterName, "cluster-name", cfg.ClusterName, "cluster label of this worker's containers")
 	fl.DurationVar(&cfg.StopGrace, "stop-grace", cfg.StopGrace, "time between SIGTERM and SIGKILL when an attempt is stopped")
 	fl.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", cfg.ReconcileInterval, "how often containers are reconciled")
+	fl.DurationVar(&cfg.SnapshotGrace, "snapshot-grace", cfg.SnapshotGrace, "how old a snapshot image that no snapshot of the table names must be before reconciliation removes it")
 	fl.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", cfg.HeartbeatInterval, "how often a heartbeat (a lease renewal) goes to the leader; keep it well under the heads' --worker-lease")
 	fl.IntVar(&cfg.PoolMin, "pool-min", cfg.PoolMin, "warm containers kept per (image, tenant) for persistent tasks, even when idle")
 	fl.IntVar(&cfg.PoolMax, "pool-max", cfg.PoolMax, "warm containers at most per (image, tenant) for persistent tasks")

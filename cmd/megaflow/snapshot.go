@@ -46,7 +46,7 @@ files the sandbox has now, on the same worker. A tenant holds at most
 	cmd.Flags().StringVar(&name, "name", "", "a name for people (at most 128 printable bytes)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "rm SNAPSHOT...",
-		Short: "Delete snapshots: their images are removed from their workers",
+		Short: "Delete snapshots: their records, then their images on their workers",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, c, done, err := g.dialSynced(cmd)
@@ -74,13 +74,19 @@ files the sandbox has now, on the same worker. A tenant holds at most
 	return cmd
 }
 
-// sandboxSnapshotsCmd is "megaflow sandbox snapshots": the snapshots.
+// sandboxSnapshotsCmd is "megaflow sandbox snapshots": the snapshots, each
+// available or not (its worker is down: "unavailable: worker w1 is down
+// (...)").
 func sandboxSnapshotsCmd(g *globals) *cobra.Command {
 	var tenant string
 	cmd := &cobra.Command{
 		Use:   "snapshots",
 		Short: "List sandbox snapshots",
-		Args:  cobra.NoArgs,
+		Long: `snapshots lists the sandbox snapshots, oldest first. STATUS is "available",
+or "unavailable: worker w1 is down (...)" while the worker holding the
+snapshot's image is down or left: the snapshot is kept, and sandboxes can be
+created from it again once that worker rejoins with the same id.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {
@@ -99,12 +105,16 @@ func sandboxSnapshotsCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSANDBOX\tWORKER\tTENANT\tSIZE\tAGE")
+			fmt.Fprintln(tw, "ID\tNAME\tSANDBOX\tWORKER\tTENANT\tSIZE\tAGE\tSTATUS")
 			now := time.Now()
 			for _, s := range list {
 				age := now.Sub(time.Unix(0, s.GetCreateUnixNanos())).Round(time.Second)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1fMB\t%s\n", s.GetId(), orDash(s.GetName()), s.GetSandboxId(), s.GetWorkerId(),
-					s.GetTenant(), float64(s.GetSizeBytes())/1e6, age)
+				status := "available"
+				if why := s.GetUnavailable(); why != "" {
+					status = "unavailable: " + why
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1fMB\t%s\t%s\n", s.GetId(), orDash(s.GetName()), s.GetSandboxId(), s.GetWorkerId(),
+					s.GetTenant(), float64(s.GetSizeBytes())/1e6, age, status)
 			}
 			return tw.Flush()
 		},

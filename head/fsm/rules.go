@@ -32,8 +32,14 @@ import (
 //     sandbox lost before it started re-queues as under 1.
 //   - 3: sandbox snapshots and lifetimes: the ops OpSnapshotAdd,
 //     OpSnapshotDelete and OpSandboxSetDeadline apply (refused, changing
-//     nothing, below 3), and a worker declared DOWN or LEFT (OpWorkerDown)
-//     takes its snapshots out of the table.
+//     nothing, below 3); a snapshot's row stays while its worker is DOWN
+//     or LEFT (OpWorkerDown leaves it); OpSnapshotDelete is refused while
+//     a sandbox created from the snapshot may still hold a container; and
+//     OpSubmitGraph refuses a task whose snapshot fork the table does not
+//     back (state.Txn.CheckForks: the snapshot exists, is the graph's
+//     tenant's, and the task runs its image pinned to its worker) or that
+//     runs a snapshot's image outside a fork. (Rules 3 had not been
+//     released when its last three points were added to it.)
 const RulesCurrent uint64 = 3
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a

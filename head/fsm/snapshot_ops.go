@@ -7,7 +7,8 @@ import (
 )
 
 // The sandbox ops of rules 3: snapshots recorded and removed, and a live
-// sandbox's lifetime set (state/snapshot.go).
+// sandbox's lifetime set (state/snapshot.go). applySubmit checks the
+// snapshot forks of a graph (state.Txn.CheckForks) under the same rules.
 
 // SnapshotAddResult is the result of OpSnapshotAdd: the row recorded.
 type SnapshotAddResult struct {
@@ -42,12 +43,17 @@ func applySnapshotAdd(txn *state.Txn, cmd *wire.SnapshotAddCommand) (*SnapshotAd
 	return &SnapshotAddResult{Snapshot: s}, nil
 }
 
-// applySnapshotDelete removes a snapshot's row (state.Txn.DeleteSnapshot).
+// applySnapshotDelete removes a snapshot's row unless sandboxes created
+// from it may still run it (state.Txn.DeleteSnapshot).
 func applySnapshotDelete(txn *state.Txn, cmd *wire.SnapshotDeleteCommand) (*SnapshotDeleteResult, error) {
 	if err := needSnapshotRules(txn, OpSnapshotDelete); err != nil {
 		return nil, err
 	}
-	return &SnapshotDeleteResult{Removed: txn.DeleteSnapshot(cmd.GetId())}, nil
+	removed, err := txn.DeleteSnapshot(cmd.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &SnapshotDeleteResult{Removed: removed}, nil
 }
 
 // applySandboxSetDeadline sets a live sandbox's lifetime

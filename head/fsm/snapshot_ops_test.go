@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -20,8 +22,8 @@ func snapRow(id, tenant, worker string) *wire.Snapshot {
 // snapshot is recorded with its index, counted per tenant up to the
 // command's bound (ResourceExhausted beyond, naming what to do), refused
 // when its fields are out of bounds or its id is taken, deleted once
-// (a second delete removes nothing), and a worker declared down takes its
-// snapshots with it; the table survives a snapshot and restore equal.
+// (a second delete removes nothing); a snapshot of a worker already down
+// is refused; the table survives a snapshot and restore equal.
 func TestSnapshotOps(t *testing.T) {
 	f := newTestFSM(t, 0)
 	f.ok(OpSetRules, wrapperspb.UInt64(2))
@@ -74,16 +76,10 @@ func TestSnapshotOps(t *testing.T) {
 		t.Fatalf("restored table differs: %s", d)
 	}
 
-	// w1 goes down: snap-a and snap-c go with it; t1 may take another.
-	if r := f.down("w1", "dead", false); r.Lost.Snapshots != 2 {
-		t.Fatalf("worker down took %d snapshots; want 2", r.Lost.Snapshots)
-	}
-	if got := snapIDs(f.View().Snapshots("")); got != "snap-b" {
-		t.Fatalf("after w1 went down: %s; want snap-b", got)
-	}
-	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-d", "t1", "w2"), MaxPerTenant: 2})
+	// A worker going down keeps its snapshots (TestSnapshotsKeptWhileWorkerDown).
+	f.down("w1", "dead", false)
 	// A snapshot of the down worker, committed before the verdict and
-	// proposed after it, is refused: its row would never be dropped.
+	// proposed after it, is refused: its sandbox is lost.
 	f.refused(errs.FailedPrecondition, OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-f", "t3", "w1"), MaxPerTenant: 2})
 
 	if r := f.ok(OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: "snap-b"}).(*SnapshotDeleteResult); r.Removed.GetId() != "snap-b" {
@@ -92,20 +88,205 @@ func TestSnapshotOps(t *testing.T) {
 	if r := f.ok(OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: "snap-b"}).(*SnapshotDeleteResult); r.Removed != nil {
 		t.Fatalf("second delete removed %v; want nothing", r.Removed)
 	}
-	if got := snapIDs(f.View().Snapshots("")); got != "snap-d" {
-		t.Fatalf("at the end: %s; want snap-d", got)
+	// t1 holds one now: it may take another.
+	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-d", "t1", "w2"), MaxPerTenant: 2})
+	if got := snapIDs(f.View().Snapshots("")); got != "snap-a snap-c snap-d" {
+		t.Fatalf("at the end: %s; want snap-a snap-c snap-d", got)
 	}
 }
 
-// Under rules 2 a worker going down keeps the table's snapshots as they
-// are (there are none to keep: the ops are refused; the rule is 3's).
+// A worker declared DOWN, then LEFT, keeps its snapshots' rows (its
+// images stay on its disk): they are listed as unavailable, saying why,
+// and still count against their tenant; the worker back with the same id
+// makes them available again. Its snapshot ids are what the leader sends
+// it (WorkerSnapshots). The table survives a snapshot and restore equal
+// at each step.
+func TestSnapshotsKeptWhileWorkerDown(t *testing.T) {
+	f := newTestFSM(t, 0)
+	f.ok(OpSetRules, wrapperspb.UInt64(3))
+	f.upsert("w1", 64000, 64, 0)
+	f.upsert("w2", 64000, 64, 0)
+	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-a", "t1", "w1"), MaxPerTenant: 2})
+	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-b", "t1", "w2"), MaxPerTenant: 2})
+	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-c", "t2", "w1"), MaxPerTenant: 2})
+	restoreEqual := func(step string) {
+		t.Helper()
+		dst := newTestFSM(t, 0)
+		if err := dst.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, f.View()))}); err != nil {
+			t.Fatal(err)
+		}
+		if d := firstDiff(dump(t, f.View()), dump(t, dst.View())); d != "" {
+			t.Fatalf("%s: restored table differs: %s", step, d)
+		}
+	}
+	for _, step := range []struct {
+		name  string
+		apply func()
+		a, b  string // snap-a's and snap-b's unavailability
+		onW1  string // WorkerSnapshots("w1")
+	}{
+		{"all alive", func() {}, "", "", "snap-a snap-c"},
+		{"w1 down", func() { f.down("w1", "lease expired", false) }, "worker w1 is down (lease expired)", "", "snap-a snap-c"},
+		{"w1 left", func() { f.down("w1", "shutdown", true) }, "worker w1 left (shutdown)", "", "snap-a snap-c"},
+		{"w1 back", func() { f.upsert("w1", 64000, 64, 0) }, "", "", "snap-a snap-c"},
+		{"w2 down", func() { f.down("w2", "dead", false) }, "", "worker w2 is down (dead)", "snap-a snap-c"},
+	} {
+		step.apply()
+		v := f.View()
+		if got := snapIDs(v.Snapshots("")); got != "snap-a snap-b snap-c" {
+			t.Fatalf("%s: snapshots %s; want all three kept", step.name, got)
+		}
+		if a, b := v.SnapshotUnavailable(v.Snapshot("snap-a")), v.SnapshotUnavailable(v.Snapshot("snap-b")); a != step.a || b != step.b {
+			t.Fatalf("%s: unavailable %q and %q; want %q and %q", step.name, a, b, step.a, step.b)
+		}
+		if got := strings.Join(v.WorkerSnapshots("w1"), " "); got != step.onW1 {
+			t.Fatalf("%s: w1's snapshot ids %q; want %q", step.name, got, step.onW1)
+		}
+		restoreEqual(step.name)
+	}
+	// Kept rows count: t1 holds 2 of 2 while w2 is down.
+	f.refused(errs.ResourceExhausted, OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-d", "t1", "w1"), MaxPerTenant: 2})
+	// A snapshot whose worker is down can be deleted (its image is left
+	// to that worker's reconciliation).
+	if r := f.ok(OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: "snap-b"}).(*SnapshotDeleteResult); r.Removed.GetId() != "snap-b" {
+		t.Fatalf("delete of a down worker's snapshot: %v; want snap-b removed", r.Removed)
+	}
+	restoreEqual("after the delete")
+}
+
+// forkGraph is sandbox graph id of tenant created from snapshot snap:
+// its task runs image pinned to worker, as spec.ForkFrom makes it.
+func forkGraph(id, tenant, snap, worker, image string) *wire.GraphSpec {
+	box := spec("box")
+	box.Image = image
+	box.Sandbox = &wire.SandboxSpec{FromSnapshot: snap, SnapshotWorker: worker}
+	g := graphSpec(id, box)
+	g.Tenant = tenant
+	return g
+}
+
+// Under rules 3 the FSM checks every graph's snapshot forks when it
+// commits (state.Txn.CheckForks), whatever head submitted it: a fork must
+// name a snapshot of the table that is its tenant's, run its image, and be
+// pinned to its worker; no other task may be pinned to a snapshot's worker
+// or run a snapshot's image. Each refusal leaves no graph. Under rules 2
+// nothing is checked (no snapshot can exist there).
+func TestSnapshotForkChecks(t *testing.T) {
+	f := newTestFSM(t, 0)
+	f.ok(OpSetRules, wrapperspb.UInt64(3))
+	f.upsert("w1", 64000, 64, 0)
+	f.upsert("w2", 64000, 64, 0)
+	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-a", "t1", "w1"), MaxPerTenant: 2})
+	img := "megaflow-snapshot:snap-a"
+	plain := func(image string) *wire.GraphSpec {
+		g := graphSpec("sbx-x", spec("box"))
+		g.Tasks[0].Image = image
+		return g
+	}
+	pinnedOnly := plain("busybox")
+	pinnedOnly.Tasks[0].Sandbox = &wire.SandboxSpec{SnapshotWorker: "w1"}
+	for _, c := range []struct {
+		name   string
+		g      *wire.GraphSpec
+		class  errs.Class
+		reason string
+		says   string
+	}{
+		{"another tenant's", forkGraph("sbx-x", "t2", "snap-a", "w1", img), errs.NotFound, state.ReasonSnapshotNotFound, "not found for tenant t2"},
+		{"default tenant's", forkGraph("sbx-x", "", "snap-a", "w1", img), errs.NotFound, state.ReasonSnapshotNotFound, "not found for tenant default"},
+		{"unknown snapshot", forkGraph("sbx-x", "t1", "snap-zz", "w1", img), errs.NotFound, state.ReasonSnapshotNotFound, "snapshot snap-zz not found"},
+		{"another worker", forkGraph("sbx-x", "t1", "snap-a", "w2", img), errs.InvalidArgument, "", `snapshot_worker "w2" is not worker w1`},
+		{"no worker", forkGraph("sbx-x", "t1", "snap-a", "", img), errs.InvalidArgument, "", `snapshot_worker "" is not worker w1`},
+		{"another image", forkGraph("sbx-x", "t1", "snap-a", "w1", "busybox"), errs.InvalidArgument, "", `image "busybox" is not snapshot snap-a's image`},
+		{"pinned, no snapshot", pinnedOnly, errs.InvalidArgument, "", "without from_snapshot"},
+		{"a snapshot's image", plain(img), errs.InvalidArgument, "", "is a sandbox snapshot's"},
+		{"its long name", plain("docker.io/library/megaflow-snapshot:snap-a"), errs.InvalidArgument, "", "is a sandbox snapshot's"},
+	} {
+		var e *errs.Error
+		if res := f.apply(OpSubmitGraph, submitCmd(c.g, 100)); !errors.As(asError(res), &e) || e.Class != c.class {
+			t.Fatalf("%s: submit: %v; want a %s error", c.name, res, c.class)
+		}
+		if e.Reason != c.reason || !strings.Contains(e.Message, c.says) {
+			t.Fatalf("%s: refusal %q (reason %q); want one saying %q, reason %q", c.name, e.Message, e.Reason, c.says, c.reason)
+		}
+		if f.View().Graph("sbx-x") != nil {
+			t.Fatalf("%s: the refused graph is in the table", c.name)
+		}
+	}
+	f.submit(forkGraph("sbx-ok", "t1", "snap-a", "w1", img))
+	if got := f.task("sbx-ok/box").Spec.GetSandbox().GetSnapshotWorker(); got != "w1" {
+		t.Fatalf("the fork is pinned to %q; want w1", got)
+	}
+
+	old := newTestFSM(t, 0)
+	old.ok(OpSetRules, wrapperspb.UInt64(2))
+	old.submit(forkGraph("sbx-x", "t2", "snap-a", "w2", "busybox"))
+}
+
+// OpSnapshotDelete is refused while a sandbox created from the snapshot
+// may still run its image: queued, running, and cancelled until its
+// attempt's container is reported stopped. Then the row goes, and a fork
+// of it is refused: the row, not the image, is the authority, so the
+// leader removes the image only after the row.
+func TestSnapshotDeleteWaitsForForks(t *testing.T) {
+	f := newTestFSM(t, 0)
+	f.ok(OpSetRules, wrapperspb.UInt64(3))
+	f.upsert("w1", 64000, 64, 0)
+	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-a", "t1", "w1"), MaxPerTenant: 2})
+	img := "megaflow-snapshot:snap-a"
+	f.submit(forkGraph("sbx-f1", "t1", "snap-a", "w1", img))
+	inUse := func(step string) {
+		t.Helper()
+		e := f.refused(errs.FailedPrecondition, OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: "snap-a"})
+		if e.Reason != state.ReasonSnapshotInUse || !strings.Contains(e.Message, "sbx-f1") {
+			t.Fatalf("%s: refusal %q (reason %q); want %s naming sbx-f1", step, e.Message, e.Reason, state.ReasonSnapshotInUse)
+		}
+		if f.View().Snapshot("snap-a") == nil {
+			t.Fatalf("%s: the refused delete removed the row", step)
+		}
+	}
+	inUse("queued")
+	f.place(pa("sbx-f1/box", 1, "w1"))
+	f.report("w1", ev("sbx-f1/box", 1, kStarted))
+	inUse("running")
+	f.ok(OpCancel, &wire.CancelCommand{GraphId: "sbx-f1", Reason: "closed", UnixNanos: f.now()})
+	if !state.IsTerminal(f.task("sbx-f1/box").State) {
+		t.Fatalf("the fork is %s after its close; want it ended", f.task("sbx-f1/box").State)
+	}
+	inUse("closed, its container still stopping")
+	f.report("w1", ev("sbx-f1/box", 1, kStopped))
+	if users := f.View().SnapshotUsers("snap-a"); len(users) != 0 {
+		t.Fatalf("users after the stop: %v; want none", users)
+	}
+	if r := f.ok(OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: "snap-a"}).(*SnapshotDeleteResult); r.Removed.GetId() != "snap-a" {
+		t.Fatalf("delete: %v; want snap-a removed", r.Removed)
+	}
+	f.refused(errs.NotFound, OpSubmitGraph, submitCmd(forkGraph("sbx-f2", "t1", "snap-a", "w1", img), 100))
+	dst := newTestFSM(t, 0)
+	if err := dst.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, f.View()))}); err != nil {
+		t.Fatal(err)
+	}
+	if d := firstDiff(dump(t, f.View()), dump(t, dst.View())); d != "" {
+		t.Fatalf("restored table differs: %s", d)
+	}
+}
+
+// Under rules 2 a worker going down changes no snapshot (there are none:
+// the ops are refused).
 func TestWorkerDownBeforeRules3KeepsNothingElse(t *testing.T) {
 	f := newTestFSM(t, 0)
 	f.ok(OpSetRules, wrapperspb.UInt64(2))
 	f.upsert("w1", 64000, 64, 0)
-	if r := f.down("w1", "dead", false); r.Lost.Snapshots != 0 {
-		t.Fatalf("worker down under rules 2 took %d snapshots", r.Lost.Snapshots)
+	f.down("w1", "dead", false)
+	if n := len(f.View().Snapshots("")); n != 0 {
+		t.Fatalf("%d snapshots under rules 2", n)
 	}
+}
+
+// asError returns res when it is an error, else nil.
+func asError(res any) error {
+	err, _ := res.(error)
+	return err
 }
 
 func snapIDs(ss []*wire.Snapshot) string {

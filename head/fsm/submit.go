@@ -17,7 +17,10 @@ import (
 // (AlreadyExists). A chunk whose digest differs from the staged ones starts a
 // new submission attempt and replaces them. A last chunk that finds a chunk
 // missing is refused (FailedPrecondition) and drops the staging, so that the
-// leader resends every chunk; so does a graph refused as invalid.
+// leader resends every chunk; so does a graph refused as invalid. From
+// rules 3 on, a graph whose snapshot forks the table does not back
+// (state.Txn.CheckForks: another tenant's snapshot, the wrong worker, a
+// snapshot's image outside a fork) is refused as well.
 func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, error) {
 	h := cmd.GetHeader()
 	id := h.GetId()
@@ -65,6 +68,11 @@ func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, e
 	g, tasks, err := buildGraph(chunks)
 	if err != nil {
 		return nil, err
+	}
+	if txn.Rules() >= state.RulesSnapshots {
+		if err := txn.CheckForks(g.Tenant, tasks); err != nil {
+			return nil, err
+		}
 	}
 	if err := txn.InsertGraph(g, tasks, cmd.GetUnixNanos()); err != nil {
 		return nil, err

@@ -29,6 +29,10 @@ const (
 	// indexGraphService holds the service tasks that have not ended, by
 	// graph id (service.go: stopGraphServices).
 	indexGraphService = "graph_service"
+	// indexSnapshotUse holds the sandbox tasks created from a snapshot that
+	// may still hold a container (not ended, or with an active attempt), by
+	// snapshot id (snapshot.go: SnapshotUsers).
+	indexSnapshotUse = "snapshot_use"
 )
 
 // metaRow is a named counter in the meta table.
@@ -119,6 +123,17 @@ func schema() *memdb.DBSchema {
 							return nil, false
 						}
 						return stringKey(name, len(t.ID)+1), true
+					},
+					args: stringArgs,
+				}},
+				indexSnapshotUse: {Name: indexSnapshotUse, AllowMissing: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						t := o.(*Task)
+						id := t.Spec.GetSandbox().GetFromSnapshot()
+						if id == "" || (IsTerminal(t.State) && t.ActiveAttempt() == nil) {
+							return nil, false
+						}
+						return stringKey(id, len(t.ID)+1), true
 					},
 					args: stringArgs,
 				}},

@@ -171,9 +171,6 @@ type Losses struct {
 	Failed uint32
 	// Stopped counts attempts of tasks already CANCELLED that ended.
 	Stopped uint32
-	// Snapshots counts the sandbox snapshots a worker declared down took
-	// with it (WorkerDown); not attempts, so not in Total.
-	Snapshots int
 }
 
 // Total returns how many attempts were lost.
@@ -194,9 +191,9 @@ func (l *Losses) Add(o Loss) {
 // WorkerDown declares the worker with id DOWN, or LEFT if left, with
 // reason, and loses every attempt that holds it (in task id order) as
 // LoseAttempt does, with the attempt reason "worker <id> lost: <reason>".
-// The worker ends holding nothing; from RulesSnapshots on, its sandbox
-// snapshots are removed (Losses.Snapshots counts them). A worker already DOWN or LEFT takes the
-// new status and reason. The FSM calls it for OpWorkerDown. It returns
+// The worker ends holding nothing; its sandbox snapshots stay in the table
+// (unavailable until it is ALIVE again: View.SnapshotUnavailable). A
+// worker already DOWN or LEFT takes the new status and reason. The FSM calls it for OpWorkerDown. It returns
 // what the losses did, or NotFound for an unknown worker (changing
 // nothing).
 func (t *Txn) WorkerDown(id string, left bool, code wire.ReasonCode, reason string, unixNanos int64) (Losses, error) {
@@ -219,9 +216,6 @@ func (t *Txn) WorkerDown(id string, left bool, code wire.ReasonCode, reason stri
 	}
 	if w := t.Worker(id); w.ActiveAttempts != 0 || !w.Allocated.IsZero() || len(w.gpus) != 0 {
 		panic(fmt.Sprintf("state: index %d: worker %q down but still holds %s in %d attempts", t.index, id, w.Allocated, w.ActiveAttempts))
-	}
-	if t.Rules() >= RulesSnapshots {
-		l.Snapshots = t.dropWorkerSnapshots(id)
 	}
 	return l, nil
 }

@@ -35,6 +35,46 @@ func NewSnapshotID(entropy io.Reader) string {
 // SnapshotImage returns the image reference of snapshot id on its worker.
 func SnapshotImage(id string) string { return SnapshotImageRepo + ":" + id }
 
+// IsSnapshotImage reports whether image reference ref names a snapshot's
+// image: the repository SnapshotImageRepo, with any tag or digest, written
+// short or with Docker Hub's registry and library/ prefixes. Only a
+// sandbox created from a snapshot runs one (state.Txn.CheckForks).
+func IsSnapshotImage(ref string) bool {
+	name, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		name = name[:i]
+	}
+	for _, p := range []string{"docker.io/", "index.docker.io/", "registry-1.docker.io/"} {
+		if rest, ok := strings.CutPrefix(name, p); ok {
+			name = rest
+			break
+		}
+	}
+	name = strings.TrimPrefix(name, "library/")
+	return name == SnapshotImageRepo
+}
+
+// CheckClientGraph refuses what only the heads may put in a graph: a
+// task's SandboxSpec.from_snapshot or snapshot_worker (CreateSandbox with
+// from_snapshot fills them: ForkFrom) and a snapshot's image
+// (IsSnapshotImage). The head calls it on every SubmitGraph a client
+// sends, beside Validate. Errors: InvalidArgument naming the task and
+// what to do instead.
+func CheckClientGraph(g *wire.GraphSpec) error {
+	for i, t := range g.GetTasks() {
+		sb := t.GetSandbox()
+		switch {
+		case sb.GetSnapshotWorker() != "":
+			return errs.New(errs.InvalidArgument, "task %d (%q): sandbox.snapshot_worker is set by the heads, never by a client: create a sandbox from a snapshot with CreateSandbox's from_snapshot (megaflow sandbox create --from-snapshot)", i, t.GetName())
+		case sb.GetFromSnapshot() != "":
+			return errs.New(errs.InvalidArgument, "task %d (%q): sandbox.from_snapshot is set by the heads, never in a submitted graph: create a sandbox from a snapshot with CreateSandbox's from_snapshot (megaflow sandbox create --from-snapshot)", i, t.GetName())
+		case IsSnapshotImage(t.GetImage()):
+			return errs.New(errs.InvalidArgument, "task %d (%q): image %q is a sandbox snapshot's: create a sandbox from the snapshot with CreateSandbox's from_snapshot (megaflow sandbox create --from-snapshot)", i, t.GetName(), t.GetImage())
+		}
+	}
+	return nil
+}
+
 // CheckSnapshotID checks that id is "snap-" then 1 to 64 of [a-z0-9];
 // errors are InvalidArgument naming the field.
 func CheckSnapshotID(field, id string) error {
@@ -64,7 +104,7 @@ func CheckSnapshotName(name string) error {
 
 // CheckSnapshot checks a snapshot row's fields before it enters the table:
 // its id, name, sandbox id, worker, image (SnapshotImage of its id),
-// tenant and sizes. Errors: InvalidArgument naming the field.
+// tenant and sizes, and that unavailable is empty. Errors: InvalidArgument naming the field.
 func CheckSnapshot(s *wire.Snapshot) error {
 	if s == nil {
 		return errs.New(errs.InvalidArgument, "snapshot: none given")
@@ -89,6 +129,8 @@ func CheckSnapshot(s *wire.Snapshot) error {
 		return errs.New(errs.InvalidArgument, "snapshot %s: image_id of %d bytes: at most 256", s.GetId(), len(s.GetImageId()))
 	case s.GetSizeBytes() < 0 || s.GetCreateUnixNanos() < 0:
 		return errs.New(errs.InvalidArgument, "snapshot %s: size_bytes %d or create_unix_nanos %d is negative", s.GetId(), s.GetSizeBytes(), s.GetCreateUnixNanos())
+	case s.GetUnavailable() != "":
+		return errs.New(errs.InvalidArgument, "snapshot %s: unavailable %q is set: the heads fill it in their answers only, never in a row", s.GetId(), s.GetUnavailable())
 	}
 	return nil
 }

@@ -117,7 +117,8 @@ type SandboxCreateSpec struct {
 	// Create the sandbox from this snapshot (Snapshot.id) instead of image
 	// (leave image empty): on the worker that holds the snapshot's image,
 	// with the files of the sandbox it was taken of. The snapshot's tenant
-	// must be the sandbox's.
+	// must be the sandbox's, and its worker ALIVE (else
+	// FAILED_PRECONDITION, SNAPSHOT_WORKER_DOWN: retry once it is back).
 	FromSnapshot  string `protobuf:"bytes,30,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1370,7 +1371,13 @@ type Snapshot struct {
 	// Leader time of the snapshot, in nanoseconds since the Unix epoch.
 	CreateUnixNanos int64 `protobuf:"varint,9,opt,name=create_unix_nanos,json=createUnixNanos,proto3" json:"create_unix_nanos,omitempty"`
 	// The log index that recorded it.
-	CreateIndex   uint64 `protobuf:"varint,10,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	CreateIndex uint64 `protobuf:"varint,10,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	// Why no sandbox can be created from it now, e.g. "worker w1 is down
+	// (lease expired): the snapshot comes back when w1 rejoins"; empty while
+	// its worker is ALIVE. The heads fill it in their answers from the
+	// worker's status; the table's row never carries it (a snapshot is kept
+	// while its worker is DOWN or LEFT).
+	Unavailable   string `protobuf:"bytes,11,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1473,6 +1480,13 @@ func (x *Snapshot) GetCreateIndex() uint64 {
 		return x.CreateIndex
 	}
 	return 0
+}
+
+func (x *Snapshot) GetUnavailable() string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return ""
 }
 
 type SnapshotSandboxRequest struct {
@@ -2645,7 +2659,7 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x17SandboxReadFileResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x12\n" +
-	"\x04mode\x18\x03 \x01(\rR\x04mode\"\xa1\x02\n" +
+	"\x04mode\x18\x03 \x01(\rR\x04mode\"\xc3\x02\n" +
 	"\bSnapshot\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -2659,7 +2673,8 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"size_bytes\x18\b \x01(\x03R\tsizeBytes\x12*\n" +
 	"\x11create_unix_nanos\x18\t \x01(\x03R\x0fcreateUnixNanos\x12!\n" +
 	"\fcreate_index\x18\n" +
-	" \x01(\x04R\vcreateIndex\"h\n" +
+	" \x01(\x04R\vcreateIndex\x12 \n" +
+	"\vunavailable\x18\v \x01(\tR\vunavailable\"h\n" +
 	"\x16SnapshotSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +

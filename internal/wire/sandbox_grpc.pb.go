@@ -77,10 +77,14 @@ type SandboxServiceClient interface {
 	// snapshots: delete one), UNAVAILABLE (the cluster's rules are below 3).
 	SnapshotSandbox(ctx context.Context, in *SnapshotSandboxRequest, opts ...grpc.CallOption) (*SnapshotSandboxResponse, error)
 	// ListSnapshots returns a tenant's snapshots (every tenant's when
-	// empty), oldest first.
+	// empty), oldest first; Snapshot.unavailable says which cannot be
+	// forked now (their worker is down or left).
 	ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error)
-	// DeleteSnapshot removes a snapshot's image from its worker and its row
-	// from the table. Errors: NOT_FOUND.
+	// DeleteSnapshot removes a snapshot's row from the table, then its image
+	// from its worker (an image left behind, for instance while the worker
+	// is down, is removed by the worker's reconciliation). Errors:
+	// NOT_FOUND, FAILED_PRECONDITION (sandboxes created from it may still
+	// run it: SNAPSHOT_IN_USE).
 	DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*DeleteSnapshotResponse, error)
 	// SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
 	// from now, longer or shorter than before (a log entry). Its whole
@@ -312,10 +316,14 @@ type SandboxServiceServer interface {
 	// snapshots: delete one), UNAVAILABLE (the cluster's rules are below 3).
 	SnapshotSandbox(context.Context, *SnapshotSandboxRequest) (*SnapshotSandboxResponse, error)
 	// ListSnapshots returns a tenant's snapshots (every tenant's when
-	// empty), oldest first.
+	// empty), oldest first; Snapshot.unavailable says which cannot be
+	// forked now (their worker is down or left).
 	ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error)
-	// DeleteSnapshot removes a snapshot's image from its worker and its row
-	// from the table. Errors: NOT_FOUND.
+	// DeleteSnapshot removes a snapshot's row from the table, then its image
+	// from its worker (an image left behind, for instance while the worker
+	// is down, is removed by the worker's reconciliation). Errors:
+	// NOT_FOUND, FAILED_PRECONDITION (sandboxes created from it may still
+	// run it: SNAPSHOT_IN_USE).
 	DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error)
 	// SetSandboxTimeout sets a live sandbox to end (EXPIRED) timeout_seconds
 	// from now, longer or shorter than before (a log entry). Its whole

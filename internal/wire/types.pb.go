@@ -801,7 +801,10 @@ type SandboxSpec struct {
 	IdleTimeoutSeconds int64 `protobuf:"varint,1,opt,name=idle_timeout_seconds,json=idleTimeoutSeconds,proto3" json:"idle_timeout_seconds,omitempty"`
 	// The snapshot (Snapshot.id) the sandbox was created from; "" for none.
 	// The task's image is then the snapshot's, and it is placed only on
-	// snapshot_worker, the worker holding that image.
+	// snapshot_worker, the worker holding that image. Only the heads set
+	// them (CreateSandbox with from_snapshot): a SubmitGraph that sets
+	// either is refused, and the table checks them when the graph commits
+	// (the snapshot exists, is the graph's tenant's, on that worker).
 	FromSnapshot   string `protobuf:"bytes,30,opt,name=from_snapshot,json=fromSnapshot,proto3" json:"from_snapshot,omitempty"`
 	SnapshotWorker string `protobuf:"bytes,31,opt,name=snapshot_worker,json=snapshotWorker,proto3" json:"snapshot_worker,omitempty"`
 	unknownFields  protoimpl.UnknownFields

@@ -1386,6 +1386,7 @@ type HeadMessage struct {
 	//	*HeadMessage_Ack
 	//	*HeadMessage_PoolTargets
 	//	*HeadMessage_LeaseAck
+	//	*HeadMessage_Snapshots
 	Msg           isHeadMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1482,6 +1483,15 @@ func (x *HeadMessage) GetLeaseAck() *LeaseAck {
 	return nil
 }
 
+func (x *HeadMessage) GetSnapshots() *WorkerSnapshots {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_Snapshots); ok {
+			return x.Snapshots
+		}
+	}
+	return nil
+}
+
 type isHeadMessage_Msg interface {
 	isHeadMessage_Msg()
 }
@@ -1512,6 +1522,13 @@ type HeadMessage_LeaseAck struct {
 	LeaseAck *LeaseAck `protobuf:"bytes,150,opt,name=lease_ack,json=leaseAck,proto3,oneof"`
 }
 
+type HeadMessage_Snapshots struct {
+	// The snapshots the table holds on this worker, all of them; sent
+	// after the Welcome and whenever they change (worker/snapshot.go
+	// reconciles its snapshot images against it).
+	Snapshots *WorkerSnapshots `protobuf:"bytes,160,opt,name=snapshots,proto3,oneof"`
+}
+
 func (*HeadMessage_Welcome) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Assign) isHeadMessage_Msg() {}
@@ -1524,6 +1541,64 @@ func (*HeadMessage_PoolTargets) isHeadMessage_Msg() {}
 
 func (*HeadMessage_LeaseAck) isHeadMessage_Msg() {}
 
+func (*HeadMessage_Snapshots) isHeadMessage_Msg() {}
+
+// WorkerSnapshots lists the ids of the sandbox snapshots (Snapshot.id)
+// whose row names this worker, in id order, at most 20,000.
+type WorkerSnapshots struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ids   []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// The worker holds more than the bound: ids is cut, and the worker
+	// removes no snapshot image until the list is whole again.
+	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerSnapshots) Reset() {
+	*x = WorkerSnapshots{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerSnapshots) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerSnapshots) ProtoMessage() {}
+
+func (x *WorkerSnapshots) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerSnapshots.ProtoReflect.Descriptor instead.
+func (*WorkerSnapshots) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WorkerSnapshots) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *WorkerSnapshots) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 // PoolTargets is the full list of pre-warm targets for one worker.
 type PoolTargets struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1534,7 +1609,7 @@ type PoolTargets struct {
 
 func (x *PoolTargets) Reset() {
 	*x = PoolTargets{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1621,7 @@ func (x *PoolTargets) String() string {
 func (*PoolTargets) ProtoMessage() {}
 
 func (x *PoolTargets) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1634,7 @@ func (x *PoolTargets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTargets.ProtoReflect.Descriptor instead.
 func (*PoolTargets) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PoolTargets) GetTargets() []*PoolTarget {
@@ -1580,7 +1655,7 @@ type GpuHealthReport struct {
 
 func (x *GpuHealthReport) Reset() {
 	*x = GpuHealthReport{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1667,7 @@ func (x *GpuHealthReport) String() string {
 func (*GpuHealthReport) ProtoMessage() {}
 
 func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1680,7 @@ func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthReport.ProtoReflect.Descriptor instead.
 func (*GpuHealthReport) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GpuHealthReport) GetUnhealthy() map[string]string {
@@ -1729,15 +1804,19 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\flease_millis\x18\x02 \x01(\x03R\vleaseMillis\x12.\n" +
 	"\x13lease_margin_millis\x18\x03 \x01(\x03R\x11leaseMarginMillis\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xc6\x02\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x85\x03\n" +
 	"\vHeadMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.megaflow.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\x06assign\x18\x02 \x01(\v2\x17.megaflow.v1.AssignmentH\x00R\x06assign\x12.\n" +
 	"\x04stop\x18\x03 \x01(\v2\x18.megaflow.v1.StopAttemptH\x00R\x04stop\x12$\n" +
 	"\x03ack\x18\x04 \x01(\v2\x10.megaflow.v1.AckH\x00R\x03ack\x12>\n" +
 	"\fpool_targets\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PoolTargetsH\x00R\vpoolTargets\x125\n" +
-	"\tlease_ack\x18\x96\x01 \x01(\v2\x15.megaflow.v1.LeaseAckH\x00R\bleaseAckB\x05\n" +
-	"\x03msg\"@\n" +
+	"\tlease_ack\x18\x96\x01 \x01(\v2\x15.megaflow.v1.LeaseAckH\x00R\bleaseAck\x12=\n" +
+	"\tsnapshots\x18\xa0\x01 \x01(\v2\x1c.megaflow.v1.WorkerSnapshotsH\x00R\tsnapshotsB\x05\n" +
+	"\x03msg\"A\n" +
+	"\x0fWorkerSnapshots\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"@\n" +
 	"\vPoolTargets\x121\n" +
 	"\atargets\x18\x01 \x03(\v2\x17.megaflow.v1.PoolTargetR\atargets\"\x9a\x01\n" +
 	"\x0fGpuHealthReport\x12I\n" +
@@ -1775,7 +1854,7 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_megaflow_v1_worker_proto_goTypes = []any{
 	(WorkerStatus)(0),       // 0: megaflow.v1.WorkerStatus
 	(AttemptEventKind)(0),   // 1: megaflow.v1.AttemptEventKind
@@ -1794,53 +1873,55 @@ var file_megaflow_v1_worker_proto_goTypes = []any{
 	(*LeaseAck)(nil),        // 14: megaflow.v1.LeaseAck
 	(*Ack)(nil),             // 15: megaflow.v1.Ack
 	(*HeadMessage)(nil),     // 16: megaflow.v1.HeadMessage
-	(*PoolTargets)(nil),     // 17: megaflow.v1.PoolTargets
-	(*GpuHealthReport)(nil), // 18: megaflow.v1.GpuHealthReport
-	nil,                     // 19: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                     // 20: megaflow.v1.Assignment.EnvEntry
-	nil,                     // 21: megaflow.v1.Assignment.ArtifactInputsEntry
-	nil,                     // 22: megaflow.v1.GpuHealthReport.UnhealthyEntry
-	(*Resources)(nil),       // 23: megaflow.v1.Resources
-	(ReasonCode)(0),         // 24: megaflow.v1.ReasonCode
-	(*TaskSpec)(nil),        // 25: megaflow.v1.TaskSpec
-	(*PoolTarget)(nil),      // 26: megaflow.v1.PoolTarget
+	(*WorkerSnapshots)(nil), // 17: megaflow.v1.WorkerSnapshots
+	(*PoolTargets)(nil),     // 18: megaflow.v1.PoolTargets
+	(*GpuHealthReport)(nil), // 19: megaflow.v1.GpuHealthReport
+	nil,                     // 20: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                     // 21: megaflow.v1.Assignment.EnvEntry
+	nil,                     // 22: megaflow.v1.Assignment.ArtifactInputsEntry
+	nil,                     // 23: megaflow.v1.GpuHealthReport.UnhealthyEntry
+	(*Resources)(nil),       // 24: megaflow.v1.Resources
+	(ReasonCode)(0),         // 25: megaflow.v1.ReasonCode
+	(*TaskSpec)(nil),        // 26: megaflow.v1.TaskSpec
+	(*PoolTarget)(nil),      // 27: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	23, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
-	19, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
+	24, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	20, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	23, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	24, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
-	24, // 9: megaflow.v1.AttemptEvent.reason_code:type_name -> megaflow.v1.ReasonCode
+	25, // 9: megaflow.v1.AttemptEvent.reason_code:type_name -> megaflow.v1.ReasonCode
 	7,  // 10: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
 	2,  // 11: megaflow.v1.Heartbeat.info:type_name -> megaflow.v1.WorkerInfo
 	6,  // 12: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
 	8,  // 13: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
 	9,  // 14: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	18, // 15: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
-	25, // 16: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	20, // 17: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	21, // 18: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
+	19, // 15: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
+	26, // 16: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	21, // 17: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	22, // 18: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
 	12, // 19: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
 	13, // 20: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
 	11, // 21: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
 	12, // 22: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
 	15, // 23: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	17, // 24: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	18, // 24: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
 	14, // 25: megaflow.v1.HeadMessage.lease_ack:type_name -> megaflow.v1.LeaseAck
-	26, // 26: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
-	22, // 27: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
-	10, // 28: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	16, // 29: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	29, // [29:30] is the sub-list for method output_type
-	28, // [28:29] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	17, // 26: megaflow.v1.HeadMessage.snapshots:type_name -> megaflow.v1.WorkerSnapshots
+	27, // 27: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	23, // 28: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 29: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	16, // 30: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	30, // [30:31] is the sub-list for method output_type
+	29, // [29:30] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1862,6 +1943,7 @@ func file_megaflow_v1_worker_proto_init() {
 		(*HeadMessage_Ack)(nil),
 		(*HeadMessage_PoolTargets)(nil),
 		(*HeadMessage_LeaseAck)(nil),
+		(*HeadMessage_Snapshots)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1869,7 +1951,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -301,4 +301,20 @@ type Snapshotter interface {
 	// container uses it), ErrUnavailable, ctx's error, or the engine's
 	// refusal.
 	RemoveImage(ctx context.Context, ref string) (existed bool, err error)
+	// SnapshotImages lists the images that carry every label of match (a
+	// value of "" matches any value of its key), such as the snapshot
+	// images Commit made. Errors: ErrUnavailable, ctx's error.
+	SnapshotImages(ctx context.Context, match map[string]string) ([]Image, error)
+}
+
+// Image is an image a Snapshotter lists.
+type Image struct {
+	// ID is the engine's image id; Tags its references ("repo:tag").
+	ID   string
+	Tags []string
+	// Labels are the image's labels (Commit's, and those of the container
+	// it was committed from).
+	Labels map[string]string
+	// Created is when the engine created it (to the second).
+	Created time.Time
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -64,4 +65,45 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) (bool, error) {
 		return false, r.wrap(ctx, "image remove", ref, err, nil)
 	}
 	return true, nil
+}
+
+// SnapshotImages lists the images carrying every label of match (a value
+// of "" matches any value of its key), in one call bounded by
+// CallTimeout; see contract.Snapshotter. Dangling "<none>:<none>" tags are
+// left out of Tags.
+func (r *Runtime) SnapshotImages(ctx context.Context, match map[string]string) ([]contract.Image, error) {
+	f := make(client.Filters)
+	for k, v := range match {
+		if v == "" {
+			f.Add("label", k)
+		} else {
+			f.Add("label", k+"="+v)
+		}
+	}
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	res, err := r.cli.ImageList(cctx, client.ImageListOptions{Filters: f})
+	if err != nil {
+		return nil, r.wrap(ctx, "image list", fmt.Sprint(match), err, nil)
+	}
+	var out []contract.Image
+	for _, im := range res.Items {
+		ok := true
+		for k, v := range match {
+			if hv, has := im.Labels[k]; !has || (v != "" && hv != v) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		var tags []string
+		for _, t := range im.RepoTags {
+			if t != "" && t != "<none>:<none>" {
+				tags = append(tags, t)
+			}
+		}
+		out = append(out, contract.Image{ID: im.ID, Tags: tags, Labels: im.Labels, Created: time.Unix(im.Created, 0)})
+	}
+	return out, nil
 }

@@ -3,15 +3,19 @@ package docker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/testimage"
 )
 
 // Commit makes an image holding the container's files and the labels
-// asked for; a container started from it sees the files. RemoveImage
+// asked for; SnapshotImages lists it by its labels (any value, or its own)
+// with its tag and time, and not by another value or a label it lacks; a
+// container started from it sees the files. RemoveImage
 // refuses an image a running container uses (ErrConflict), removes it
 // once that container is gone, and reports a second removal as nothing
 // there; a missing container is ErrNotFound.
@@ -31,6 +35,33 @@ func TestCommitAndRemoveImage(t *testing.T) {
 	ins, err := e.rt.cli.ImageInspect(ctx, ref)
 	if err != nil || ins.Config == nil || ins.Config.Labels["megaflow.snapshot"] != "snap-rt" {
 		t.Fatalf("the committed image: %v, %v; want label megaflow.snapshot=snap-rt", ins.Config, err)
+	}
+	run := strings.ToLower(testimage.RunID())
+	for _, c := range []struct {
+		match map[string]string
+		found bool
+	}{
+		{map[string]string{"megaflow.snapshot": ""}, true},
+		{map[string]string{"megaflow.snapshot": "snap-rt"}, true},
+		{map[string]string{"megaflow.snapshot": "snap-other"}, false},
+		{map[string]string{"megaflow.snapshot": "", "megaflow.run-" + run: ""}, false},
+	} {
+		images, err := e.rt.SnapshotImages(ctx, c.match)
+		if err != nil {
+			t.Fatalf("SnapshotImages(%v): %v", c.match, err)
+		}
+		found := false
+		for _, im := range images {
+			if im.ID == imageID {
+				found = true
+				if !slices.Contains(im.Tags, ref) || im.Labels["megaflow.snapshot"] != "snap-rt" || time.Since(im.Created) > time.Hour || time.Since(im.Created) < -time.Minute {
+					t.Fatalf("SnapshotImages(%v): %+v; want tag %s, its label and its creation just now", c.match, im, ref)
+				}
+			}
+		}
+		if found != c.found {
+			t.Fatalf("SnapshotImages(%v) lists the image: %v; want %v", c.match, found, c.found)
+		}
 	}
 	sp := e.spec("fork", "sleep", "600")
 	sp.Image = ref

@@ -127,7 +127,7 @@ def test_snapshot_follows_not_leader(heads, api):
     ("SnapshotSandbox", grpc.StatusCode.RESOURCE_EXHAUSTED, "SNAPSHOT_QUOTA_EXCEEDED", megaflow.SnapshotQuotaExceeded,
      megaflow.ResourceExhausted),
     ("CreateSandbox", grpc.StatusCode.NOT_FOUND, "SNAPSHOT_NOT_FOUND", megaflow.SnapshotNotFound, megaflow.NotFound),
-    ("CreateSandbox", grpc.StatusCode.FAILED_PRECONDITION, "SNAPSHOT_WORKER_GONE", megaflow.SnapshotWorkerGone,
+    ("CreateSandbox", grpc.StatusCode.FAILED_PRECONDITION, "SNAPSHOT_WORKER_DOWN", megaflow.SnapshotWorkerDown,
      megaflow.FailedPrecondition),
     ("DeleteSnapshot", grpc.StatusCode.FAILED_PRECONDITION, "SNAPSHOT_IN_USE", megaflow.SnapshotInUse,
      megaflow.FailedPrecondition),

@@ -35,7 +35,7 @@ from .errors import (AlreadyExists, Cancelled, ChecksumMismatch, DeadlineExceede
                      FileTooLarge, Internal, InvalidArgument, InvalidGraph, MegaflowError, NotFound, NotLeader,
                      OutOfRange, PermissionDenied, ResourceExhausted, RuntimeUnavailable, SandboxClosed, SandboxEnded,
                      SandboxExpired, SandboxFailed, SandboxLost, SandboxNotFound, SandboxNotReady, SnapshotInUse,
-                     SnapshotNotFound, SnapshotQuotaExceeded, SnapshotWorkerGone, Unavailable, WorkerUnreachable)
+                     SnapshotNotFound, SnapshotQuotaExceeded, SnapshotWorkerDown, Unavailable, WorkerUnreachable)
 from .graph import Graph, Service, Task, parse_cpu, parse_memory, parse_seconds
 from .sandbox import ExecResult, Sandbox, SandboxInfo, SnapshotInfo, new_sandbox_id, sandbox_state_name
 from ._proto.sandbox_pb2 import (SANDBOX_STATE_CLOSED, SANDBOX_STATE_EXPIRED, SANDBOX_STATE_FAILED,
@@ -53,7 +53,7 @@ __all__ = [
     "Sandbox", "ExecResult", "SandboxInfo", "SnapshotInfo", "SandboxState", "new_sandbox_id", "sandbox_state_name",
     "SandboxNotFound", "SandboxNotReady", "SandboxEnded", "SandboxClosed", "SandboxExpired", "SandboxLost",
     "SandboxFailed", "WorkerUnreachable", "RuntimeUnavailable", "FileNotFound", "FileTooLarge",
-    "SnapshotNotFound", "SnapshotWorkerGone", "SnapshotInUse", "SnapshotQuotaExceeded",
+    "SnapshotNotFound", "SnapshotWorkerDown", "SnapshotInUse", "SnapshotQuotaExceeded",
     "SANDBOX_STATE_PENDING", "SANDBOX_STATE_STARTING", "SANDBOX_STATE_READY", "SANDBOX_STATE_CLOSED",
     "SANDBOX_STATE_EXPIRED", "SANDBOX_STATE_LOST", "SANDBOX_STATE_FAILED",
     "GraphSpec", "TaskSpec", "Resources", "ServiceSpec", "GraphRow", "TaskRow", "Attempt", "Event",

@@ -677,7 +677,7 @@ class Client:
                 from_snapshot both or neither), or the head refused one.
             SnapshotNotFound: no such snapshot (deleted, another tenant's,
                 or its worker was lost).
-            SnapshotWorkerGone: the worker holding the snapshot is not
+            SnapshotWorkerDown: the worker holding the snapshot is not
                 alive.
             SandboxEnded: with ``wait_ready``, it ended instead of starting
                 (e.g. :class:`SandboxFailed`: the image could not run); the

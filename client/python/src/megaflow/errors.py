@@ -49,7 +49,7 @@ exception                       reason                  subclass of
 :class:`FileNotFound`           FILE_NOT_FOUND          :class:`NotFound`
 :class:`FileTooLarge`           FILE_TOO_LARGE          :class:`FailedPrecondition`
 :class:`SnapshotNotFound`       SNAPSHOT_NOT_FOUND      :class:`NotFound`
-:class:`SnapshotWorkerGone`     SNAPSHOT_WORKER_GONE    :class:`FailedPrecondition`
+:class:`SnapshotWorkerDown`     SNAPSHOT_WORKER_DOWN    :class:`FailedPrecondition`
 :class:`SnapshotInUse`          SNAPSHOT_IN_USE         :class:`FailedPrecondition`
 :class:`SnapshotQuotaExceeded`  SNAPSHOT_QUOTA_EXCEEDED :class:`ResourceExhausted`
 ==============================  ======================  =====================
@@ -94,7 +94,7 @@ __all__ = [
     "FileNotFound",
     "FileTooLarge",
     "SnapshotNotFound",
-    "SnapshotWorkerGone",
+    "SnapshotWorkerDown",
     "SnapshotInUse",
     "SnapshotQuotaExceeded",
     "from_rpc_error",
@@ -276,9 +276,11 @@ class SnapshotNotFound(NotFound):
     and its image with it (reason SNAPSHOT_NOT_FOUND)."""
 
 
-class SnapshotWorkerGone(FailedPrecondition):
-    """The worker holding the snapshot's image is not alive, so no sandbox
-    can start from it now (reason SNAPSHOT_WORKER_GONE)."""
+class SnapshotWorkerDown(FailedPrecondition):
+    """The worker holding the snapshot's image is down or left, so no
+    sandbox can start from it now; the image stays on the worker, and forks
+    work again once it rejoins with the same id (reason
+    SNAPSHOT_WORKER_DOWN)."""
 
 
 class SnapshotInUse(FailedPrecondition):
@@ -325,7 +327,7 @@ _REASONS: Dict[str, Type[MegaflowError]] = {
     "FILE_NOT_FOUND": FileNotFound,
     "FILE_TOO_LARGE": FileTooLarge,
     "SNAPSHOT_NOT_FOUND": SnapshotNotFound,
-    "SNAPSHOT_WORKER_GONE": SnapshotWorkerGone,
+    "SNAPSHOT_WORKER_DOWN": SnapshotWorkerDown,
     "SNAPSHOT_IN_USE": SnapshotInUse,
     "SNAPSHOT_QUOTA_EXCEEDED": SnapshotQuotaExceeded,
 }

@@ -386,7 +386,7 @@ class SetSandboxTimeoutResponse(_message.Message):
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ["create_index", "create_unix_nanos", "id", "image", "image_id", "name", "sandbox_id", "size_bytes", "tenant", "worker_id"]
+    __slots__ = ["create_index", "create_unix_nanos", "id", "image", "image_id", "name", "sandbox_id", "size_bytes", "tenant", "unavailable", "worker_id"]
     CREATE_INDEX_FIELD_NUMBER: _ClassVar[int]
     CREATE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -396,6 +396,7 @@ class Snapshot(_message.Message):
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     create_index: int
     create_unix_nanos: int
@@ -406,8 +407,9 @@ class Snapshot(_message.Message):
     sandbox_id: str
     size_bytes: int
     tenant: str
+    unavailable: str
     worker_id: str
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., image: _Optional[str] = ..., image_id: _Optional[str] = ..., size_bytes: _Optional[int] = ..., create_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., image: _Optional[str] = ..., image_id: _Optional[str] = ..., size_bytes: _Optional[int] = ..., create_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ..., unavailable: _Optional[str] = ...) -> None: ...
 
 class SnapshotAddCommand(_message.Message):
     __slots__ = ["max_per_tenant", "snapshot"]

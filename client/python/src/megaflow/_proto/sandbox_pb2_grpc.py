@@ -180,15 +180,19 @@ class SandboxServiceServicer(object):
 
     def ListSnapshots(self, request, context):
         """ListSnapshots returns a tenant's snapshots (every tenant's when
-        empty), oldest first.
+        empty), oldest first; Snapshot.unavailable says which cannot be
+        forked now (their worker is down or left).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteSnapshot(self, request, context):
-        """DeleteSnapshot removes a snapshot's image from its worker and its row
-        from the table. Errors: NOT_FOUND.
+        """DeleteSnapshot removes a snapshot's row from the table, then its image
+        from its worker (an image left behind, for instance while the worker
+        is down, is removed by the worker's reconciliation). Errors:
+        NOT_FOUND, FAILED_PRECONDITION (sandboxes created from it may still
+        run it: SNAPSHOT_IN_USE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -129,20 +129,22 @@ class GpuHealthReport(_message.Message):
     def __init__(self, unhealthy: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class HeadMessage(_message.Message):
-    __slots__ = ["ack", "assign", "lease_ack", "pool_targets", "stop", "welcome"]
+    __slots__ = ["ack", "assign", "lease_ack", "pool_targets", "snapshots", "stop", "welcome"]
     ACK_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     LEASE_ACK_FIELD_NUMBER: _ClassVar[int]
     POOL_TARGETS_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ack: Ack
     assign: Assignment
     lease_ack: LeaseAck
     pool_targets: PoolTargets
+    snapshots: WorkerSnapshots
     stop: StopAttempt
     welcome: Welcome
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., stop: _Optional[_Union[StopAttempt, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., pool_targets: _Optional[_Union[PoolTargets, _Mapping]] = ..., lease_ack: _Optional[_Union[LeaseAck, _Mapping]] = ...) -> None: ...
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., stop: _Optional[_Union[StopAttempt, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., pool_targets: _Optional[_Union[PoolTargets, _Mapping]] = ..., lease_ack: _Optional[_Union[LeaseAck, _Mapping]] = ..., snapshots: _Optional[_Union[WorkerSnapshots, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ["info", "unix_nanos"]
@@ -282,6 +284,14 @@ class WorkerMessage(_message.Message):
     heartbeat: Heartbeat
     hello: WorkerHello
     def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., events: _Optional[_Union[EventBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., gpu_health: _Optional[_Union[GpuHealthReport, _Mapping]] = ...) -> None: ...
+
+class WorkerSnapshots(_message.Message):
+    __slots__ = ["ids", "truncated"]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    truncated: bool
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., truncated: bool = ...) -> None: ...
 
 class WorkerStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
