@@ -52,8 +52,11 @@ type goldenLog struct {
 // entries under rules 2 (a started sandbox task that is lost fails with
 // SANDBOX_LOST; the snapshot and deadline ops are refused), OpSetRules 3,
 // 300 more under rules 3 (sandbox snapshots recorded, counted per tenant
-// and taken by a worker going down, sandbox deadlines set): seed 10 (one
-// whose table shows each), with the rare and the sandbox ops (sandboxOp).
+// and kept while their worker is down, forks checked at apply, sandbox
+// deadlines set): seed 10 (one whose table shows each), with the rare and
+// the sandbox ops (sandboxOp). Rules 3 had not been released when its
+// snapshot rows stopped being dropped with their worker, so this log was
+// written again then, under the rules 3 that shipped.
 var goldenLogs = []goldenLog{
 	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
 		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
