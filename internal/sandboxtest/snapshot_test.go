@@ -71,6 +71,48 @@ func (e *env) hasImage(ref string) bool {
 	return err == nil
 }
 
+// snapshot takes a snapshot of s as a user must: Snapshot is not retried
+// once sent, so on Unavailable (a leader change while committing, seen on
+// a loaded host) it asks the leader's table whether the snapshot was
+// taken (SyncSession, then ListSnapshots: a new snapshot of s with this
+// name) and takes it again only if not. Any other error fails the test.
+func (e *env) snapshot(ctx context.Context, s *client.Sandbox, name string) *client.SandboxSnapshot {
+	e.t.Helper()
+	ofS := func() map[string]*client.SandboxSnapshot {
+		e.t.Helper()
+		if err := e.cl.SyncSession(ctx); err != nil {
+			e.t.Fatalf("SyncSession: %v", err)
+		}
+		all, err := e.cl.ListSnapshots(ctx, "")
+		if err != nil {
+			e.t.Fatalf("ListSnapshots: %v", err)
+		}
+		out := map[string]*client.SandboxSnapshot{}
+		for _, sn := range all {
+			if sn.GetSandboxId() == s.ID() && sn.GetName() == name {
+				out[sn.GetId()] = sn
+			}
+		}
+		return out
+	}
+	before := ofS()
+	for try := 1; ; try++ {
+		snap, err := s.Snapshot(ctx, name)
+		if err == nil {
+			return snap
+		}
+		if !errors.Is(err, errs.ErrUnavailable) || try == 3 {
+			e.t.Fatalf("Snapshot of %s (try %d): %v", s.ID(), try, err)
+		}
+		e.t.Logf("Snapshot of %s: %v; asking whether it was taken", s.ID(), err)
+		for id, sn := range ofS() {
+			if before[id] == nil {
+				return sn
+			}
+		}
+	}
+}
+
 func (e *env) read(ctx context.Context, s *client.Sandbox, path string) string {
 	e.t.Helper()
 	b, err := s.ReadFile(ctx, path)
@@ -96,10 +138,7 @@ func TestSandboxSnapshotAndFork(t *testing.T) {
 	if res, err := src.Exec(ctx, sh(`mkdir -p /work && echo prepared > /work/state`), client.ExecOptions{}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("setup exec: %v %v", res, err)
 	}
-	snap, err := src.Snapshot(ctx, "prepared env")
-	if err != nil {
-		t.Fatalf("Snapshot: %v", err)
-	}
+	snap := e.snapshot(ctx, src, "prepared env")
 	if !strings.HasPrefix(snap.GetId(), spec.SnapshotIDPrefix) || snap.GetWorkerId() != src.Info().GetWorkerId() || snap.GetTenant() != "team-a" ||
 		snap.GetSandboxId() != src.ID() || snap.GetName() != "prepared env" || snap.GetImage() != spec.SnapshotImage(snap.GetId()) ||
 		snap.GetSizeBytes() <= 0 || snap.GetCreateIndex() == 0 {
@@ -157,9 +196,7 @@ func TestSandboxSnapshotAndFork(t *testing.T) {
 	}
 
 	// The bound (2 per tenant): a second snapshot fits, a third does not.
-	if _, err := forks[0].Snapshot(ctx, ""); err != nil {
-		t.Fatalf("second snapshot: %v", err)
-	}
+	e.snapshot(ctx, forks[0], "")
 	_, err = forks[1].Snapshot(ctx, "")
 	if !errors.Is(err, errs.ErrResourceExhausted) || errs.ReasonOf(err) != client.ReasonSnapshotQuota || !strings.Contains(err.Error(), "delete one") {
 		t.Fatalf("third snapshot: %v (reason %q); want ResourceExhausted, %s, saying to delete one", err, errs.ReasonOf(err), client.ReasonSnapshotQuota)
@@ -245,14 +282,8 @@ func TestSandboxSnapshotKeptWhileWorkerDown(t *testing.T) {
 	if res, err := src.Exec(ctx, sh(`mkdir -p /work && echo prepared > /work/state`), client.ExecOptions{}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("setup exec: %v %v", res, err)
 	}
-	snap, err := src.Snapshot(ctx, "kept")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, err := src.Snapshot(ctx, "deleted while its worker is away")
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := e.snapshot(ctx, src, "kept")
+	gone := e.snapshot(ctx, src, "deleted while its worker is away")
 	wid := snap.GetWorkerId()
 	idx := -1
 	for i, w := range e.c.Workers() {
@@ -269,7 +300,7 @@ func TestSandboxSnapshotKeptWhileWorkerDown(t *testing.T) {
 	if why := listed.GetUnavailable(); !strings.HasPrefix(why, "worker "+wid+" left") && !strings.HasPrefix(why, "worker "+wid+" is down") {
 		t.Fatalf("unavailable %q; want it to say that worker %s left or is down", why, wid)
 	}
-	_, err = e.cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: "team-a", FromSnapshot: snap.GetId()})
+	_, err := e.cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: "team-a", FromSnapshot: snap.GetId()})
 	if !errors.Is(err, errs.ErrFailedPrecondition) || errs.ReasonOf(err) != client.ReasonSnapshotWorkerDown ||
 		!strings.Contains(err.Error(), "worker "+wid) || !strings.Contains(err.Error(), "rejoins with the same id") {
 		t.Fatalf("fork while its worker is away: %v (reason %q); want FailedPrecondition, %s, naming %s and saying to retry once it rejoins",
@@ -327,10 +358,7 @@ func TestSandboxSnapshotImageReconcile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	src := e.create(ctx, client.SandboxSpec{})
-	snap, err := src.Snapshot(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := e.snapshot(ctx, src, "")
 	rt, err := docker.New(docker.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
