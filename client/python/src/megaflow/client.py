@@ -757,10 +757,9 @@ class Client:
         Raises:
             InvalidArgument: not a snapshot id (before any RPC).
             SnapshotNotFound: no such snapshot.
-            SnapshotInUse: live sandboxes were created from it: close them
-                first (a fork closed a moment ago may still be removed:
-                :class:`FailedPrecondition` without that reason; retry in
-                a few seconds).
+            SnapshotInUse: sandboxes created from it may still run it:
+                close them first (a fork closed a moment ago counts until
+                its container is removed: retry in a few seconds).
             DeadlineExceeded: no head answered in time.
         """
         _sbx.delete_snapshot(self, snapshot, timeout)
