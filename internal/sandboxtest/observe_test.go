@@ -82,12 +82,20 @@ func TestSandboxMetricsAndDashboard(t *testing.T) {
 			t.Fatalf("exec %d: %+v, %v", i, res, err)
 		}
 	}
+	// The relaying head counts an exec after it sent the exit, which the
+	// client may read first: wait for the count, then check it is exact.
+	testcluster.WaitFor(t, 30*time.Second, "the heads to count 3 exec latencies", func() bool {
+		return e.sumHeads("megaflow_sandbox_exec_duration_seconds") >= 3
+	})
 	if got := e.sumHeads("megaflow_sandbox_exec_duration_seconds"); got != 3 {
 		t.Fatalf("exec latency samples over the heads: %v; want 3", got)
 	}
 	if res, err := s.Exec(ctx, []string{"sleep", "5"}, client.ExecOptions{Timeout: 200 * time.Millisecond}); err != nil || !res.TimedOut {
 		t.Fatalf("an exec past its timeout: %+v, %v", res, err)
 	}
+	testcluster.WaitFor(t, 30*time.Second, "the heads to count the timed-out exec", func() bool {
+		return e.sumHeads("megaflow_sandbox_exec_failures_total", "reason", "exec_timeout") >= 1
+	})
 	if got := e.sumHeads("megaflow_sandbox_exec_failures_total", "reason", "exec_timeout"); got != 1 {
 		t.Fatalf("exec failures (exec_timeout): %v; want 1", got)
 	}
@@ -98,6 +106,10 @@ func TestSandboxMetricsAndDashboard(t *testing.T) {
 	if _, err := s.ReadFile(ctx, "/tmp/f"); err != nil {
 		t.Fatal(err)
 	}
+	testcluster.WaitFor(t, 30*time.Second, "the heads to count the file bytes", func() bool {
+		return e.sumHeads("megaflow_sandbox_file_bytes_total", "direction", "write") >= 3000 &&
+			e.sumHeads("megaflow_sandbox_file_bytes_total", "direction", "read") >= 3000
+	})
 	if w, r := e.sumHeads("megaflow_sandbox_file_bytes_total", "direction", "write"), e.sumHeads("megaflow_sandbox_file_bytes_total", "direction", "read"); w != 3000 || r != 3000 {
 		t.Fatalf("file bytes: write %v, read %v; want 3000 each", w, r)
 	}
