@@ -24,9 +24,9 @@ func tlsCmd(g *globals) *cobra.Command {
 		Long: `Make what a cluster's mutual TLS needs (docs/security.md), locally:
 
   megaflow tls ca create --dir D                       D/ca.pem, D/ca-key.pem
-  megaflow tls cert create --head --node-id h1 --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name h1
+  megaflow tls cert create --head --node-id h1 --ca D/ca.pem --ca-key D/ca-key.pem --dir D
                                                        D/h1.pem, D/h1-key.pem
-  megaflow tls cert create --worker --node-id w1 --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name w1
+  megaflow tls cert create --worker --node-id w1 --ca D/ca.pem --ca-key D/ca-key.pem --dir D
   megaflow tls cert create --client --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name alice
   megaflow tls gossip-key                              a --gossip-key value
 
@@ -83,7 +83,7 @@ func tlsCertCmd(g *globals) *cobra.Command {
 	var caPath, caKeyPath, dir, name, nodeID, hosts string
 	var validity time.Duration
 	create := &cobra.Command{
-		Use:   "create (--head|--worker --node-id ID | --client) --ca D/ca.pem --ca-key D/ca-key.pem --dir D --name N [--host h,...]",
+		Use:   "create (--head|--worker --node-id ID | --client --name N) --ca D/ca.pem --ca-key D/ca-key.pem --dir D [--name N] [--host h,...]",
 		Short: "Write a certificate of one role (and, for a head or worker, one node) signed by the CA: D/N.pem and D/N-key.pem",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -107,13 +107,16 @@ func tlsCertCmd(g *globals) *cobra.Command {
 				return errs.New(errs.InvalidArgument, "--%s needs --node-id, the --node-id the %s runs with (e.g. --node-id %s): the certificate names that %s only (%s)",
 					roles[0], roles[0], ex, roles[0], roles[0].NodeName(ex))
 			}
+			if name == "" {
+				name = nodeID // a head's or worker's files are named after it
+			}
 			switch {
 			case caPath == "" || caKeyPath == "":
 				return errs.New(errs.InvalidArgument, "--ca and --ca-key are required (from megaflow tls ca create)")
 			case dir == "":
 				return errs.New(errs.InvalidArgument, "--dir is required")
 			case name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, "."):
-				return errs.New(errs.InvalidArgument, "--name %q: give a file name without slashes, e.g. h1", name)
+				return errs.New(errs.InvalidArgument, "--name %q: give a file name without slashes, e.g. alice", name)
 			}
 			ca, err := tlsconfig.ReadPEM(caPath, caKeyPath)
 			if err != nil {
@@ -151,7 +154,7 @@ func tlsCertCmd(g *globals) *cobra.Command {
 	f.StringVar(&caPath, "ca", "", "the CA certificate (required)")
 	f.StringVar(&caKeyPath, "ca-key", "", "the CA's private key (required)")
 	f.StringVar(&dir, "dir", "", "directory to write N.pem and N-key.pem to (required)")
-	f.StringVar(&name, "name", "", "file name and common name of the certificate, e.g. h1 (required)")
+	f.StringVar(&name, "name", "", "file name and common name of the certificate, e.g. alice (default: the --node-id; required for --client)")
 	f.StringVar(&nodeID, "node-id", "", "the --node-id of the head or worker that will hold it (required with --head and --worker; not with --client)")
 	f.StringVar(&hosts, "host", "", "comma-separated extra DNS names and IP addresses, no wildcards (the daemons check the role and node names, not these)")
 	f.DurationVar(&validity, "validity", tlsconfig.DefaultCertValidity, "how long the certificate is valid (1h to 87600h; never past the CA)")
