@@ -378,11 +378,10 @@ func (s *sandboxService) exec(req *wire.SandboxExecRequest, stream grpc.ServerSt
 	if err != nil {
 		return nil, relayErr(req.GetSandboxId(), worker, err)
 	}
-	var exit *wire.SandboxExecExit
 	for {
 		m, err := st.Recv()
 		if errors.Is(err, io.EOF) {
-			return exit, nil
+			return nil, nil // the worker ended the stream without an exit
 		}
 		if err != nil {
 			return nil, relayErr(req.GetSandboxId(), worker, err)
@@ -390,8 +389,11 @@ func (s *sandboxService) exec(req *wire.SandboxExecRequest, stream grpc.ServerSt
 		if err := stream.Send(m); err != nil {
 			return nil, err
 		}
-		if m.GetExit() != nil {
-			exit = m.GetExit()
+		// The exit is the last message: once it is sent the exec is done
+		// (the client, which has it, may already have gone, ending the
+		// worker's stream with a cancellation rather than its EOF).
+		if x := m.GetExit(); x != nil {
+			return x, nil
 		}
 	}
 }
