@@ -235,25 +235,25 @@ func TestSnapshotDeleteWaitsForForks(t *testing.T) {
 	f.ok(OpSnapshotAdd, &wire.SnapshotAddCommand{Snapshot: snapRow("snap-a", "t1", "w1"), MaxPerTenant: 2})
 	img := "megaflow-snapshot:snap-a"
 	f.submit(forkGraph("sbx-f1", "t1", "snap-a", "w1", img))
-	inUse := func(step string) {
+	inUse := func(step, advice string) {
 		t.Helper()
 		e := f.refused(errs.FailedPrecondition, OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: "snap-a"})
-		if e.Reason != state.ReasonSnapshotInUse || !strings.Contains(e.Message, "sbx-f1") {
-			t.Fatalf("%s: refusal %q (reason %q); want %s naming sbx-f1", step, e.Message, e.Reason, state.ReasonSnapshotInUse)
+		if e.Reason != state.ReasonSnapshotInUse || !strings.Contains(e.Message, "sbx-f1") || !strings.Contains(e.Message, advice) {
+			t.Fatalf("%s: refusal %q (reason %q); want %s naming sbx-f1 and saying %q", step, e.Message, e.Reason, state.ReasonSnapshotInUse, advice)
 		}
 		if f.View().Snapshot("snap-a") == nil {
 			t.Fatalf("%s: the refused delete removed the row", step)
 		}
 	}
-	inUse("queued")
+	inUse("queued", "close them first")
 	f.place(pa("sbx-f1/box", 1, "w1"))
 	f.report("w1", ev("sbx-f1/box", 1, kStarted))
-	inUse("running")
+	inUse("running", "close them first")
 	f.ok(OpCancel, &wire.CancelCommand{GraphId: "sbx-f1", Reason: "closed", UnixNanos: f.now()})
 	if !state.IsTerminal(f.task("sbx-f1/box").State) {
 		t.Fatalf("the fork is %s after its close; want it ended", f.task("sbx-f1/box").State)
 	}
-	inUse("closed, its container still stopping")
+	inUse("closed, its container still stopping", "retry in a few seconds")
 	f.report("w1", ev("sbx-f1/box", 1, kStopped))
 	if users := f.View().SnapshotUsers("snap-a"); len(users) != 0 {
 		t.Fatalf("users after the stop: %v; want none", users)

@@ -97,9 +97,23 @@ func (t *Txn) DeleteSnapshot(id string) (*wire.Snapshot, error) {
 	if raw == nil {
 		return nil, nil
 	}
-	if users := snapshotUsers(t.mem, id); len(users) > 0 {
-		e := errs.New(errs.FailedPrecondition, "snapshot %s is in use by %d sandboxes that may still run it (%s): close them first (megaflow sandbox rm)",
-			id, len(users), strings.Join(users[:min(len(users), 5)], ", "))
+	if users := collect[*Task](get(t.mem, tableTasks, indexSnapshotUse, id)); len(users) > 0 {
+		var open, closing []string
+		for _, task := range users {
+			if IsTerminal(task.State) {
+				closing = append(closing, task.GraphID) // ended; its container is still being removed
+			} else {
+				open = append(open, task.GraphID)
+			}
+		}
+		var e *errs.Error
+		if len(open) > 0 {
+			e = errs.New(errs.FailedPrecondition, "snapshot %s is in use by %d sandboxes that may still run it (%s): close them first (megaflow sandbox rm)",
+				id, len(users), strings.Join(open[:min(len(open), 5)], ", "))
+		} else {
+			e = errs.New(errs.FailedPrecondition, "snapshot %s is still in use: %d sandboxes created from it are closed, and their containers are being removed (%s): retry in a few seconds",
+				id, len(closing), strings.Join(closing[:min(len(closing), 5)], ", "))
+		}
 		e.Reason = ReasonSnapshotInUse
 		return nil, e
 	}
