@@ -251,10 +251,21 @@ func (r *Runtime) seesContainer(ctx context.Context, id string) bool {
 }
 
 // procOf reports whether host process pid is in container containerID's
-// cgroup, as /proc/<pid>/cgroup says.
+// cgroup; false when /proc cannot tell.
 func procOf(pid int, containerID string) bool {
+	in, err := procInContainer(pid, containerID)
+	return err == nil && in
+}
+
+// procInContainer reports whether host process pid is in container
+// containerID's cgroup, as /proc/<pid>/cgroup says. Errors: the file's
+// (fs.ErrNotExist when the process is gone or not visible from here).
+func procInContainer(pid int, containerID string) (bool, error) {
 	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	return err == nil && containerID != "" && bytes.Contains(cg, []byte(containerID))
+	if err != nil {
+		return false, err
+	}
+	return containerID != "" && bytes.Contains(cg, []byte(containerID)), nil
 }
 
 // execKillWait bounds how long killExec tries to kill an exec from the host
@@ -271,11 +282,11 @@ func killHostGroup(pid int, containerID string) error {
 	if pid <= 0 || containerID == "" {
 		return fmt.Errorf("no host pid (%d) or container id (%q)", pid, containerID)
 	}
-	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	in, err := procInContainer(pid, containerID)
 	if err != nil {
 		return err // not visible from here (ErrNotExist), or gone: let the caller decide
 	}
-	if !bytes.Contains(cg, []byte(containerID)) {
+	if !in {
 		return errNotOurs
 	}
 	err = syscall.Kill(-pid, syscall.SIGKILL)

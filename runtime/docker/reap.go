@@ -57,8 +57,7 @@ func (r *Runtime) reapExec(ctx context.Context, id string) (int, error) {
 			if err != nil || sess == initSess {
 				continue
 			}
-			cg, err := os.ReadFile("/proc/" + e.Name() + "/cgroup")
-			if err != nil || !bytes.Contains(cg, []byte(fullID)) {
+			if in, err := procInContainer(pid, fullID); err != nil || !in {
 				continue
 			}
 			if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
