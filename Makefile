@@ -125,8 +125,15 @@ compose-check: images
 
 # The whole suite with the race detector. Integration tests start real Raft
 # clusters on loopback and need no network beyond it.
+# Packages with property tests of pure, single-goroutine code (the FSM's
+# determinism, the scheduler against its reference, the spec's bounds): the
+# race detector finds nothing in those tests and makes them 5 to 10 times
+# slower, so they skip under -race (internal/race.SkipPure) and run here a
+# second time, without it, where they run in full.
+PURE_PKGS := ./head/fsm ./head/scheduler ./internal/spec
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 10m $(PURE_PKGS)
 	$(MAKE) fuzz
 	$(MAKE) test-python
 

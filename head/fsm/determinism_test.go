@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/race"
 	"github.com/megaflow/megaflow/internal/wire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -444,6 +445,7 @@ func applyAll(f *testFSM, entries [][]byte, batched bool, rng *rand.Rand) {
 // third from a snapshot of the first and checks it equal, before and after
 // more entries.
 func TestDeterminism(t *testing.T) {
+	race.SkipPure(t)
 	var seen coverage
 	defer func() {
 		if t.Failed() {

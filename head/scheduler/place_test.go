@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/megaflow/megaflow/internal/race"
 	"github.com/megaflow/megaflow/internal/resources"
 )
 
@@ -113,6 +114,7 @@ func TestAdmitAskedOncePerTask(t *testing.T) {
 // placed within a bounded number of rounds; without reservations they
 // starve.
 func TestNoStarvation(t *testing.T) {
+	race.SkipPure(t)
 	run := func(seed uint64, reservations int) (bigRound, gpuRound int) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		s := newSim()

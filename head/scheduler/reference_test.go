@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/megaflow/megaflow/internal/race"
 	"github.com/megaflow/megaflow/internal/resources"
 )
 
@@ -181,6 +182,7 @@ func randomInput(rng *rand.Rand) Input {
 // TestMatchesReference checks the fast path (classes, memo of failed
 // shapes, popular images, special workers) against the brute force.
 func TestMatchesReference(t *testing.T) {
+	race.SkipPure(t)
 	n := 3000
 	if testing.Short() {
 		n = 300
@@ -199,6 +201,7 @@ func TestMatchesReference(t *testing.T) {
 // TestSecondPassSkip checks that skipping the second pass when the first
 // shows it would change nothing gives the plan the second pass would.
 func TestSecondPassSkip(t *testing.T) {
+	race.SkipPure(t)
 	var skipped int
 	for i := range 3000 {
 		rng := rand.New(rand.NewPCG(uint64(i), 99))
@@ -223,6 +226,7 @@ func TestSecondPassSkip(t *testing.T) {
 // TestPlaceIsPure checks that Place does not modify its input and that the
 // order of workers and tasks in the input does not matter.
 func TestPlaceIsPure(t *testing.T) {
+	race.SkipPure(t)
 	for i := range 500 {
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
 		in := randomInput(rng)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/race"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -235,6 +236,7 @@ func bigGraph(n int, deps func(i int) []string) *wire.GraphSpec {
 }
 
 func TestValidateLargeGraphs(t *testing.T) {
+	race.SkipPure(t)
 	const n = 100_000
 	name := func(i int) string { return fmt.Sprintf("t%06d", i) }
 	cases := []struct {
