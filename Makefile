@@ -131,11 +131,14 @@ compose-check: images
 # slower, so they skip under -race (internal/race.SkipPure) and run here a
 # second time, without it, where they run in full.
 PURE_PKGS := ./head/fsm ./head/scheduler ./internal/spec
-test:
-	$(GO) test -race -count=1 -timeout 20m ./...
+# The tests that run the daemons as processes take make build's binaries
+# from MEGAFLOW_BIN_DIR (internal/testbin; the Python tests too), so they
+# test what users run and no test package compiles them again.
+test: build
+	MEGAFLOW_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -timeout 10m $(PURE_PKGS)
 	$(MAKE) fuzz
-	$(MAKE) test-python
+	MEGAFLOW_BIN_DIR=$(CURDIR)/$(BIN) $(MAKE) test-python
 
 # The Python SDK (client/python): its unit tests against fake heads (the
 # blocking client and megaflow.aio), an end-to-end test against `megaflow up

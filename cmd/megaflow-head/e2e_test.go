@@ -14,19 +14,9 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/testbin"
 	"github.com/megaflow/megaflow/internal/testcluster"
 )
-
-// buildBinary compiles one of the module's commands into dir.
-func buildBinary(t *testing.T, dir, pkg string) string {
-	t.Helper()
-	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "github.com/megaflow/megaflow/"+pkg)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
 
 // freePorts returns n distinct free loopback addresses: every listener is
 // held until all are picked (picked one at a time, the kernel may hand out
@@ -71,8 +61,8 @@ func TestHeadProcessesSurviveKill9OfLeader(t *testing.T) {
 		t.Skip("builds binaries and runs processes")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir, "cmd/megaflow-head")
-	cli := buildBinary(t, dir, "cmd/megaflow")
+	bin := testbin.Path(t, "megaflow-head")
+	cli := testbin.Path(t, "megaflow")
 	var procs []*proc
 	var seeds []string
 	ports := freePorts(t, 9)

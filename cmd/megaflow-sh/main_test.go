@@ -14,19 +14,22 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/internal/shellbox"
+	"github.com/megaflow/megaflow/internal/testbin"
 	"github.com/megaflow/megaflow/worker"
 )
 
-// build builds megaflow-sh (static, as make build does) into a fresh
+// build copies megaflow-sh (internal/testbin: static, as make build builds it) into a fresh
 // directory with one link per program, as the demo images hold it, and
 // returns the directory: the only PATH the tests give it.
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, shellbox.Program), ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	b, err := os.ReadFile(testbin.Path(t, "megaflow-sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, shellbox.Program), b, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	for _, p := range append([]string{"sh"}, shellbox.Tools()...) {
 		if err := os.Symlink(shellbox.Program, filepath.Join(dir, p)); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/testbin"
 	"github.com/megaflow/megaflow/internal/testcluster"
 )
 
@@ -76,15 +77,12 @@ func TestDemoStepSurvivesKill9OfLeader(t *testing.T) {
 	begin := time.Now()
 	dir := t.TempDir()
 	bins := map[string]string{}
-	args := []string{"build", "-o", dir + "/"}
-	for _, c := range []string{"megaflow-head", "megaflow-worker", "megaflow", "megaflow-agent", "megaflow-model", "megaflow-init"} {
-		bins[c] = filepath.Join(dir, c)
-		args = append(args, "github.com/megaflow/megaflow/cmd/"+c)
+	cmds := []string{"megaflow-head", "megaflow-worker", "megaflow", "megaflow-agent", "megaflow-model", "megaflow-init"}
+	binDir := testbin.Dir(t, cmds...)
+	for _, c := range cmds {
+		bins[c] = filepath.Join(binDir, c)
 	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("%v: built the binaries", time.Since(begin).Round(time.Millisecond))
+	t.Logf("%v: have the binaries", time.Since(begin).Round(time.Millisecond))
 	model := testcluster.FreeAddr(t)
 	startDaemon(t, "model", bins["megaflow-model"], "--addr", model)
 

@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +17,7 @@ import (
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/testbin"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -39,30 +37,10 @@ type env struct {
 	cluster string
 }
 
-var (
-	initOnce sync.Once
-	initDir  string
-	initErr  error
-)
-
-// buildInit builds megaflow-init once per test binary.
+// buildInit returns the path of megaflow-init (internal/testbin).
 func buildInit(t *testing.T) string {
 	t.Helper()
-	initOnce.Do(func() {
-		initDir, initErr = os.MkdirTemp("", "sandboxtest-init-")
-		if initErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", initDir+"/", "github.com/megaflow/megaflow/cmd/megaflow-init")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			initErr = fmt.Errorf("go build megaflow-init: %v\n%s", err, out)
-		}
-	})
-	if initErr != nil {
-		t.Fatal(initErr)
-	}
-	return filepath.Join(initDir, "megaflow-init")
+	return testbin.Path(t, "megaflow-init")
 }
 
 func newEnv(t *testing.T, workers int) *env {

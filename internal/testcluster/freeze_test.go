@@ -15,33 +15,23 @@ import (
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/testbin"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/runtime/process"
 	"github.com/megaflow/megaflow/worker"
 )
 
-// buildBins builds megaflow-worker and megaflow-init into one directory
-// (the worker finds the init next to itself) and returns it.
+// buildBins returns a directory with megaflow-worker and megaflow-init
+// (the worker finds the init next to itself).
 func buildBins(t *testing.T) string {
 	t.Helper()
-	dir := buildInit(t)
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/megaflow/megaflow/cmd/megaflow-worker").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
+	return testbin.Dir(t, "megaflow-worker", "megaflow-init")
 }
 
-// buildInit builds megaflow-init, static as make build does, into a new
-// directory and returns the directory.
+// buildInit returns a directory with megaflow-init.
 func buildInit(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/megaflow/megaflow/cmd/megaflow-init")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
+	return testbin.Dir(t, "megaflow-init")
 }
 
 // freezeRun is one run of the freeze scenario of issue 18, finding 5.
