@@ -68,7 +68,7 @@ func demoTools(t *testing.T) []string {
 func TestDemoToolCommands(t *testing.T) {
 	bin := build(t)
 	work := t.TempDir()
-	agent := exec.Command("go", "run", "../megaflow-agent", "setup", "--dir", work, "--repo", "o/r")
+	agent := exec.Command(testbin.Path(t, "megaflow-agent"), "setup", "--dir", work, "--repo", "o/r")
 	if out, err := agent.CombinedOutput(); err != nil {
 		t.Fatalf("megaflow-agent setup: %v\n%s", err, out)
 	}
