@@ -136,8 +136,10 @@ images:
 	./scripts/build-daemon-images.sh $(BIN)/static $(VERSION)
 
 # deploy/compose/docker-compose.yml end to end (docs/operations.md): 3 heads
-# and 2 workers on a Docker network, two graphs, a leader killed between
-# them, everything removed after. Not part of make test (CI time).
+# and 3 workers (--scale; COMPOSE_CHECK_WORKERS) on a Docker network, two
+# graphs with a task on every worker, the leader killed and a worker
+# restarted between them, everything removed after. Not part of make test
+# (CI time).
 compose-check: images
 	MEGAFLOW_CLI=$(BIN)/static/megaflow ./scripts/compose-check.sh
 
