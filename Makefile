@@ -29,13 +29,20 @@ all: build
 # Without a working C compiler (the one `go env CC` names, CC=... picks
 # another, must build a C program with libc's headers) the worker is built
 # without cgo too, with a note: it runs every CPU task but finds no GPUs
-# (it logs "no GPUs offered" with the reason at start).
+# (it logs "no GPUs offered" with the reason at start). `make release`
+# refuses that instead, before building anything, unless ALLOW_NO_CGO=1.
+ALLOW_NO_CGO ?=
 build:
-	@mkdir -p $(BIN)
 	@wcgo=1; cc=$$($(GO) env CC); \
 	if ! printf '#include <stdlib.h>\nint main(void) { return 0; }\n' | $$cc -x c -o /dev/null - >/dev/null 2>&1; then \
+		if [ "$(RELEASE_BUILD)" = 1 ] && [ "$(ALLOW_NO_CGO)" != 1 ]; then \
+			echo "make release: no working C compiler ($${cc:-none}): the release's amd64 megaflow-worker would be built without cgo, so without NVML GPU discovery." >&2; \
+			echo "Install gcc and libc6-dev (apt-get install gcc libc6-dev; CC=... names another compiler), or pass ALLOW_NO_CGO=1 for a release whose workers find no GPUs." >&2; \
+			exit 1; \
+		fi; \
 		wcgo=0; echo "note: no working C compiler ($${cc:-none}): building megaflow-worker without cgo, so without NVML GPU discovery (install gcc and libc6-dev for GPU workers)"; \
 	fi; \
+	mkdir -p $(BIN); \
 	for c in $(CMDS); do \
 		[ -d cmd/$$c ] || continue; \
 		cgo=0; [ $$c = megaflow-worker ] && cgo=$$wcgo; \
@@ -47,15 +54,26 @@ build:
 # every binary, systemd/ units, config/ example configs, README.md and
 # LICENSE if present) and the megaflow, megaflow-head and megaflow-worker
 # .debs (cmd/megaflow-release, nFPM); then SHA256SUMS. File times are
-# $(DATE) (SOURCE_DATE_EPOCH), owners root.
+# $(DATE) (SOURCE_DATE_EPOCH), owners root. Without a C compiler it stops
+# before building anything (install gcc and libc6-dev), and it refuses an
+# amd64 megaflow-worker built without cgo by an earlier goal (`make build
+# release`): ALLOW_NO_CGO=1 releases such a worker, which finds no GPUs
+# (docs/operations.md). cmd/megaflow-release's tests run it with stand-in
+# builds.
 DIST := dist
+release: RELEASE_BUILD := 1
 release: build
+	@if [ "$(ALLOW_NO_CGO)" != 1 ] && $(GO) version -m $(BIN)/megaflow-worker 2>/dev/null | grep -q 'CGO_ENABLED=0'; then \
+		echo "make release: $(BIN)/megaflow-worker was built without cgo, so without NVML GPU discovery (no C compiler when it was built)." >&2; \
+		echo "Install gcc and libc6-dev and run make release again, or pass ALLOW_NO_CGO=1 for a release whose workers find no GPUs." >&2; \
+		exit 1; \
+	fi
 	@mkdir -p $(BIN)/linux-arm64
 	@for c in $(CMDS); do \
 		[ -d cmd/$$c ] || continue; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux-arm64/$$c ./cmd/$$c || exit 1; \
 	done
-	$(GO) build -o $(BIN)/megaflow-release ./cmd/megaflow-release
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/megaflow-release ./cmd/megaflow-release
 	rm -rf $(DIST)
 	@set -e; epoch=$$(date -u -d '$(DATE)' +%s); \
 	for a in amd64 arm64; do \
@@ -118,8 +136,10 @@ images:
 	./scripts/build-daemon-images.sh $(BIN)/static $(VERSION)
 
 # deploy/compose/docker-compose.yml end to end (docs/operations.md): 3 heads
-# and 2 workers on a Docker network, two graphs, a leader killed between
-# them, everything removed after. Not part of make test (CI time).
+# and 3 workers (--scale; COMPOSE_CHECK_WORKERS) on a Docker network, two
+# graphs with a task on every worker, the leader killed and a worker
+# restarted between them, everything removed after. Not part of make test
+# (CI time).
 compose-check: images
 	MEGAFLOW_CLI=$(BIN)/static/megaflow ./scripts/compose-check.sh
 

@@ -10,6 +10,11 @@
 //
 //	megaflow-worker --config /etc/megaflow/worker.yaml
 //
+// Without --node-id the worker takes the id kept in <data-dir>/node-id, or
+// on its first start its hostname, which it keeps there (nodeid.go): a
+// container's short id, so that `docker-compose up --scale worker=N`
+// gives N workers of their own ids (deploy/compose).
+//
 // On SIGINT or SIGTERM the worker leaves the pool and exits; its containers
 // keep running, and the worker restarted with the same --node-id takes them
 // over (the process runtime's processes are stopped instead: nothing could
@@ -83,6 +88,9 @@ addresses), and runs every attempt the leader assigns in its own container
 (--runtime docker) or process group (--runtime process). Each attempt's
 output goes to <data-dir>/logs/<graph>+<task>/<attempt>.log.
 
+Without --node-id the worker uses the id kept in <data-dir>/node-id, or on
+its first start the hostname (a container's short id), which it keeps there.
+
 On SIGINT or SIGTERM the worker leaves the pool and exits; running containers
 are left running, and the worker restarted with the same --node-id announces
 them to the leader and takes over those the leader still wants. The process
@@ -99,7 +107,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	}
 	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.NodeID, "node-id", "", "unique, stable id of this worker (required)")
+	fl.StringVar(&cfg.NodeID, "node-id", "", "unique, stable id of this worker (default: the id kept in <data-dir>/node-id, else the hostname, which is then kept there; with --tls-cert it must be the id the certificate names)")
 	fl.StringVar(&cfg.DataDir, "data-dir", "", "directory for the attempts' log files (required)")
 	fl.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:7947", "host:port of this worker's gossip member")
 	fl.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:9091", "host:port serving /metrics, /healthz and /readyz (empty: none)")
@@ -137,7 +145,6 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.StringVar(&f.gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the heads' key (megaflow tls gossip-key)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	_ = cmd.MarkFlagRequired("node-id")
 	_ = cmd.MarkFlagRequired("data-dir")
 	daemonconfig.Register(cmd)
 	return cmd
@@ -154,6 +161,14 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 		return err
 	}
 	cfg.Logger = logger
+	if cfg.NodeID == "" && cfg.DataDir != "" {
+		id, from, err := defaultNodeID(cfg.DataDir, os.Hostname)
+		if err != nil {
+			return fmt.Errorf("megaflow-worker: %w", err)
+		}
+		cfg.NodeID = id
+		logger.Info("no --node-id: using the worker id from the "+from, "node_id", id, "file", filepath.Join(cfg.DataDir, nodeIDFile))
+	}
 	if f.nvml {
 		devs, why := discoverGPUs()
 		if len(devs) > 0 {

@@ -65,7 +65,7 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--data-dir", "/tmp/x"}, `required flag(s) "node-id" not set`},
+		{[]string{"--node-id", "w1"}, `required flag(s) "data-dir" not set`},
 		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--runtime", "rkt", "--join", "127.0.0.1:1"}, `--runtime "rkt": want docker or process`},
 		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--labels", "novalue"}, `--labels: "novalue" is not k=v`},
 		{[]string{"--node-id", "w1", "--data-dir", "/tmp/x", "--runtime", "process"}, "--join and --heads are both empty"},
