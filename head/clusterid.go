@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"time"
 
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -15,21 +13,17 @@ import (
 
 // ensureClusterID gives the cluster its id if the table holds none: the
 // leader loop calls it after its barrier and every tick (cheap once set).
-// The leader draws a random nonzero 64-bit id and commits it
-// (OpSetClusterID); the FSM keeps the first one committed, so two leaders
-// racing right after a bootstrap still agree. Workers learn it in their
-// Welcome and label their containers with it (worker.LabelClusterID).
+// It proposes clusterIDCommand, a random nonzero 64-bit id drawn from
+// crypto/rand (OpSetClusterID); the FSM keeps the first one committed, so
+// two leaders racing right after a bootstrap still agree. Workers learn it
+// in their Welcome and label their containers with it
+// (worker.LabelClusterID).
 func (h *Head) ensureClusterID(ctx context.Context) {
-	if h.fsm.View().ClusterID() != 0 {
+	cmd := clusterIDCommand(h.fsm.View(), randomUint64)
+	if cmd == nil {
 		return
 	}
-	var b [8]byte
-	var id uint64
-	for id == 0 {
-		_, _ = rand.Read(b[:])
-		id = binary.BigEndian.Uint64(b[:])
-	}
-	res, _, err := h.apply(ctx, fsm.OpSetClusterID, wrapperspb.UInt64(id))
+	res, err := h.prop.propose(ctx, fsm.OpSetClusterID, cmd)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.logger.Warn("committing the cluster id failed; retrying", "err", err)
@@ -39,6 +33,13 @@ func (h *Head) ensureClusterID(ctx context.Context) {
 	if got, ok := res.(uint64); ok {
 		h.logger.Info("cluster id set", "cluster_id", state.FormatClusterID(got))
 	}
+}
+
+// randomUint64 draws 64 bits from crypto/rand.
+func randomUint64() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // waitClusterID returns the cluster id as the Welcome carries it, waiting

@@ -38,11 +38,11 @@ func deadlineCancels(view *state.View, now time.Time) []*wire.CancelCommand {
 }
 
 // enforceDeadlines runs on the leader, from the leader loop about once a
-// second: it commits deadlineCancels, one CancelCommand each, and stops at
-// the first that fails (the next tick tries again).
+// second: it proposes deadlineCancels, one CancelCommand each, and stops
+// at the first that fails (the next tick tries again).
 func (h *Head) enforceDeadlines(ctx context.Context) {
 	for _, cmd := range deadlineCancels(h.fsm.View(), h.clock.Now()) {
-		if _, _, err := h.apply(ctx, fsm.OpCancel, cmd); err != nil {
+		if _, err := h.prop.propose(ctx, fsm.OpCancel, cmd); err != nil {
 			if ctx.Err() == nil {
 				h.logger.Warn("cancelling a graph past its deadline failed", "graph", cmd.GraphId, "err", err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/megaflow/megaflow/gpu"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/runtime/fake"
 	"github.com/megaflow/megaflow/worker"
 )
@@ -68,7 +69,7 @@ func TestXIDFailsAndReplacesTheRunningAttempt(t *testing.T) {
 			for range health {
 			}
 		}()
-		<-adapted
+		within.Recv(t, 30*time.Second, adapted, "the GPU health adapter to end once the watcher stopped")
 		close(health)
 	})
 	rt := fake.New(nil)

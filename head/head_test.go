@@ -20,6 +20,7 @@ import (
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/internal/within"
 )
 
 // rolloutGraph is a typical rollout step: n independent rollouts, each
@@ -98,14 +99,25 @@ func TestLeaderKillLosesNoAcknowledgedGraph(t *testing.T) {
 			}
 		}()
 	}
-	<-killed
+	writersDone := make(chan struct{})
+	go func() { // ends with the writers, which end with ctx at the latest
+		wg.Wait()
+		close(writersDone)
+	}()
+	select {
+	case <-killed:
+	case <-writersDone:
+		t.Fatalf("the writers ended before half their graphs were acknowledged (%d of %d)", done.Load(), writers*graphsPerWriter)
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("timed out after 3m waiting for half the graphs to be acknowledged (%d of %d)", done.Load(), writers*graphsPerWriter)
+	}
 	old := c.WaitLeader(10 * time.Second)
 	c.Kill(old)
 	newLeader := c.WaitLeader(30 * time.Second)
 	if newLeader == old {
 		t.Fatalf("killed head %d is still the leader", old)
 	}
-	wg.Wait()
+	within.Recv(t, 3*time.Minute, writersDone, "the writers to finish")
 	if t.Failed() {
 		return
 	}

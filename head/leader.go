@@ -108,14 +108,16 @@ func (h *Head) reconcileHeads(ctx context.Context) {
 	}
 }
 
-// sweepStaged drops the chunks of graph submissions older than StagedTTL
-// that never received their last chunk (a client or leader died mid-way).
+// sweepStaged runs on the leader, from the leader loop: it proposes
+// staleStaged, which drops the chunks of graph submissions older than
+// StagedTTL that never received their last chunk (a client or leader died
+// mid-way). A failure is logged; the next tick tries again.
 func (h *Head) sweepStaged(ctx context.Context) {
 	cmd := staleStaged(h.fsm.View(), h.clock.Now(), h.cfg.StagedTTL)
 	if cmd == nil {
 		return
 	}
-	if _, _, err := h.apply(ctx, fsm.OpDropStaged, cmd); err != nil {
+	if _, err := h.prop.propose(ctx, fsm.OpDropStaged, cmd); err != nil {
 		h.logger.Warn("dropping stale staged graphs failed", "graphs", len(cmd.GraphIds), "err", err)
 	}
 }

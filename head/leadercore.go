@@ -6,8 +6,11 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/megaflow/megaflow/head/scheduler"
 	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -16,9 +19,12 @@ import (
 // the time and what the leader alone knows (which workers have a stream to
 // it, when it last heard from each). Each returns the commands to propose,
 // or nil when there is nothing to commit; the loops in leader.go,
-// schedule.go, liveness.go and workers.go read the inputs, call these and
-// propose what they return through a proposer (apply.go). Tests call them on tables built by applying
-// commands to an FSM, with no Raft, socket or clock (leadercore_test.go).
+// schedule.go, liveness.go, deadline.go, retention.go, rules.go,
+// clusterid.go and workers.go read the inputs, call these and propose what
+// they return through a proposer (apply.go). Tests call them on tables
+// built by applying commands to an FSM, with no Raft, socket or clock
+// (leadercore_test.go), and run one iteration of each loop on a fake
+// proposer (proposer_test.go).
 
 // roundInput is what one scheduling round reads.
 type roundInput struct {
@@ -338,4 +344,102 @@ func taskEvents(view *state.View, workerID string, events []*wire.AttemptEvent, 
 		cmd.RetryBackoffNanos = rules0Backoffs(view, events, base, maxWait, draw)
 	}
 	return cmd
+}
+
+// workerUpsert is the command that records worker info.Id as ALIVE with
+// what info announces, at now: committed when the worker's stream opens
+// (its hello, before the Welcome) and whenever a heartbeat carries a
+// changed advertisement (images, GPUs). The FSM validates info.
+func workerUpsert(info *wire.WorkerInfo, now time.Time) *wire.WorkerUpsertCommand {
+	return &wire.WorkerUpsertCommand{Info: info, UnixNanos: now.UnixNano()}
+}
+
+// gpuHealth is the command that commits the GPU health worker workerID
+// reports at now: unhealthy maps the UUID of each unhealthy GPU to why,
+// and a GPU it leaves out is healthy (again). Every report is committed:
+// the worker sends one when a GPU's health changes and a full one when
+// its stream opens. The FSM marks the GPUs in the table and loses the
+// attempts that hold an unhealthy one.
+func gpuHealth(workerID string, unhealthy map[string]string, now time.Time) *wire.GpuHealthCommand {
+	return &wire.GpuHealthCommand{WorkerId: workerID, Unhealthy: unhealthy, UnixNanos: now.UnixNano()}
+}
+
+// pendingArtifact is an ended attempt still marked artifacts_pending: its
+// worker's ARTIFACTS_LANDED has not been committed.
+type pendingArtifact struct {
+	// WorkerID is the worker the attempt ran on, in whose name its
+	// ARTIFACTS_LANDED is committed.
+	WorkerID string
+	// TaskID and Attempt name the attempt.
+	TaskID  string
+	Attempt uint32
+	// Manifest is the store key of the attempt's manifest (uploaded last:
+	// once it is there, everything before it is).
+	Manifest string
+}
+
+// pendingArtifacts returns the attempts of view that ended at least wait
+// before now and are still marked artifacts_pending, in the table's task
+// order, each task's attempts in order. Younger ones are left to their
+// worker's own ARTIFACTS_LANDED, which is likely on its way.
+func pendingArtifacts(view *state.View, now time.Time, wait time.Duration) []pendingArtifact {
+	cutoff := now.Add(-wait).UnixNano()
+	var out []pendingArtifact
+	for t := range view.Tasks() {
+		for i := range t.Attempts {
+			a := &t.Attempts[i]
+			if !a.ArtifactsPending || a.Active() || a.FinishUnixNanos > cutoff {
+				continue
+			}
+			out = append(out, pendingArtifact{WorkerID: a.WorkerID, TaskID: t.ID, Attempt: a.Number,
+				Manifest: artifact.ForTask(t.Tenant, t.GraphID, t.ID, a.Number).ManifestKey()})
+		}
+	}
+	return out
+}
+
+// artifactsLanded returns the commands that clear artifacts_pending on
+// landed (attempts whose manifest the leader found in the store): one
+// TaskEventsCommand per worker, in worker id order, holding an
+// ARTIFACTS_LANDED event per attempt in the order of landed, all stamped
+// now; nil when landed is empty. The table ignores a repeated one.
+func artifactsLanded(landed []pendingArtifact, now time.Time) []*wire.TaskEventsCommand {
+	byWorker := map[string][]*wire.AttemptEvent{}
+	for _, p := range landed {
+		byWorker[p.WorkerID] = append(byWorker[p.WorkerID], &wire.AttemptEvent{TaskId: p.TaskID, Attempt: p.Attempt,
+			Kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED, UnixNanos: now.UnixNano()})
+	}
+	var out []*wire.TaskEventsCommand
+	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
+		out = append(out, &wire.TaskEventsCommand{WorkerId: w, Events: byWorker[w], UnixNanos: now.UnixNano()})
+	}
+	return out
+}
+
+// clusterIDCommand returns the command that gives the cluster its id
+// when view holds none: a nonzero 64-bit number from draw (crypto/rand on
+// the leader), drawn again while it gives 0; nil (draw not called) when
+// the table has an id. The FSM keeps the first id committed, so two
+// leaders racing right after a bootstrap still agree.
+func clusterIDCommand(view *state.View, draw func() uint64) *wrapperspb.UInt64Value {
+	if view.ClusterID() != 0 {
+		return nil
+	}
+	var id uint64
+	for id == 0 {
+		id = draw()
+	}
+	return wrapperspb.UInt64(id)
+}
+
+// rulesCommand returns the command that raises the table's rules version
+// to what rulesToCommit decides for voters (the Raft configuration's
+// voters) and canApply (the version each advertises); nil when the table
+// is at this build's fsm.RulesCurrent or there is nothing to raise.
+func rulesCommand(view *state.View, voters []string, canApply func(voterID string) (uint64, bool)) *wrapperspb.UInt64Value {
+	target, ok := rulesToCommit(view.Rules(), voters, canApply)
+	if !ok {
+		return nil
+	}
+	return wrapperspb.UInt64(target)
 }

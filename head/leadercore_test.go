@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/scenario"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -70,6 +71,8 @@ type leaderSim struct {
 	cfg   Config
 	// rulesSet: the rules version was chosen (at the first command).
 	rulesSet bool
+	// lastResult: the FSM's answer to the last command applied.
+	lastResult any
 }
 
 func newLeaderSim(t *testing.T) *leaderSim {
@@ -81,6 +84,8 @@ func newLeaderSim(t *testing.T) *leaderSim {
 	cfg.Lease = lease.Config{Duration: 10 * time.Second, Margin: 2 * time.Second}
 	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, 8*time.Second
 	cfg.MaxQueueWait = 30 * time.Second
+	cfg.StagedTTL = time.Minute
+	cfg.ArtifactSweepInterval = time.Minute
 	epoch := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	return &leaderSim{t: t, f: f, epoch: epoch, connected: map[string]bool{}, heard: map[string]time.Time{},
 		sent: map[string]map[attemptKey]bool{}, since: epoch, term: 1, cfg: cfg}
@@ -93,7 +98,8 @@ func (s *leaderSim) apply(op fsm.Op, msg proto.Message) error {
 		return err
 	}
 	s.index++
-	if err, ok := s.f.Apply(&raft.Log{Index: s.index, Term: s.term, Type: raft.LogCommand, Data: b}).(error); ok {
+	s.lastResult = s.f.Apply(&raft.Log{Index: s.index, Term: s.term, Type: raft.LogCommand, Data: b})
+	if err, ok := s.lastResult.(error); ok {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
@@ -147,12 +153,16 @@ func (s *leaderSim) do(line string) (string, error) {
 		}
 	}
 	switch fields[0] {
-	case "worker": // worker ID [cpu=MILLIS] [starts=N] [at=]: registers, connected, heard now
+	case "worker": // worker ID [cpu=MILLIS] [gpus=N] [starts=N] [at=]: its stream opens (registers, or updates, it), connected, heard now
 		cpu, _ := strconv.ParseInt(cmp.Or(kv["cpu"], "4000"), 10, 64)
 		starts, _ := strconv.Atoi(cmp.Or(kv["starts"], "0"))
-		info := &wire.WorkerInfo{Id: pos[0], Capacity: &wire.Resources{CpuMillis: cpu, MemoryBytes: 1 << 34},
+		gpus, _ := strconv.Atoi(cmp.Or(kv["gpus"], "0"))
+		info := &wire.WorkerInfo{Id: pos[0], Capacity: &wire.Resources{CpuMillis: cpu, MemoryBytes: 1 << 34, Gpus: int32(gpus)},
 			MaxConcurrentStarts: int32(starts)}
-		if err := s.apply(fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: now.UnixNano()}); err != nil {
+		for i := range gpus {
+			info.Gpus = append(info.Gpus, &wire.GpuDevice{Uuid: fmt.Sprintf("GPU-%s-%d", pos[0], i), Model: "H100", MemoryBytes: 80 << 30})
+		}
+		if err := s.apply(fsm.OpWorkerUpsert, workerUpsert(info, now)); err != nil {
 			return "", err
 		}
 		s.connected[pos[0]], s.heard[pos[0]] = true, now
@@ -171,17 +181,18 @@ func (s *leaderSim) do(line string) (string, error) {
 		for w := range s.connected {
 			s.connected[w] = false
 		}
-	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [deadline=S] [fork=SNAPSHOT@WORKER] [at=]
+	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [gpus=N] [deadline=S] [fork=SNAPSHOT@WORKER] [chunks=N] [at=]
 		g := &wire.GraphSpec{Id: pos[0]}
 		if d := kv["deadline"]; d != "" {
 			g.DeadlineSeconds, _ = strconv.ParseInt(d, 10, 64)
 		}
 		retries, _ := strconv.Atoi(cmp.Or(kv["retries"], "0"))
 		cpu, _ := strconv.ParseInt(cmp.Or(kv["cpu"], "1000"), 10, 64)
+		gpus, _ := strconv.Atoi(cmp.Or(kv["gpus"], "0"))
 		for _, ts := range pos[1:] {
 			name, deps, _ := strings.Cut(ts, ":")
 			spec := &wire.TaskSpec{Name: name, Image: "img", Command: []string{"run"}, MaxRetries: int32(retries),
-				Resources: &wire.Resources{CpuMillis: cpu}, Session: kv["session"]}
+				Resources: &wire.Resources{CpuMillis: cpu, Gpus: int32(gpus)}, Session: kv["session"]}
 			if deps != "" {
 				spec.DependsOn = strings.Split(deps, "+")
 			}
@@ -193,12 +204,18 @@ func (s *leaderSim) do(line string) (string, error) {
 			}
 			g.Tasks = append(g.Tasks, spec)
 		}
+		// chunks=N (N > 1): the first chunk, holding every task, of a
+		// submission in N chunks whose others never come (the client died
+		// mid-way): the graph stays staged.
+		chunks, _ := strconv.Atoi(cmp.Or(kv["chunks"], "1"))
 		cmd := &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: g.Id, DeadlineSeconds: g.DeadlineSeconds},
-			Tasks: g.Tasks, Chunks: 1, SpecDigest: []byte("digest"), UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
+			Tasks: g.Tasks, Chunks: uint32(chunks), SpecDigest: []byte("digest"), UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
 		if err := s.apply(fsm.OpSubmitGraph, cmd); err != nil {
 			return "", err
 		}
-		s.graphs = append(s.graphs, pos[0])
+		if chunks <= 1 {
+			s.graphs = append(s.graphs, pos[0])
+		}
 	case "snapshot": // snapshot ID WORKER: tenant default's snapshot, its image on WORKER
 		snap := &wire.Snapshot{Id: pos[0], Tenant: "default", SandboxId: "sbx-src", WorkerId: pos[1], Image: "megaflow-snapshot:" + pos[0],
 			CreateUnixNanos: now.UnixNano()}
@@ -230,12 +247,16 @@ func (s *leaderSim) do(line string) (string, error) {
 		if !r.Wake.IsZero() {
 			p("wake at %s", s.rel(r.Wake))
 		}
-	case "event": // event WORKER TASK#N started|exited=CODE|failed|timedout [at=]: the worker reports
+	case "event": // event WORKER TASK#N started|exited=CODE|failed|timedout [artifacts] [at=]: the worker reports (artifacts: with artifacts still uploading)
 		id, n, err := attemptArg(pos[1])
 		if err != nil {
 			return "", err
 		}
 		ev := &wire.AttemptEvent{TaskId: id, Attempt: n, UnixNanos: now.UnixNano()}
+		if i := slices.Index(pos, "artifacts"); i >= 2 {
+			ev.ArtifactsPending = true
+			pos = slices.Delete(pos, i, i+1)
+		}
 		kind := ""
 		if len(pos) > 2 {
 			kind = pos[2]
@@ -323,6 +344,105 @@ func (s *leaderSim) do(line string) (string, error) {
 				return "", err
 			}
 		}
+	case "sweep-staged": // sweep-staged [at=]: the leader drops the submissions that never finished
+		if cmd := staleStaged(s.f.View(), now, s.cfg.StagedTTL); cmd != nil {
+			for _, g := range cmd.GraphIds {
+				p("drop staged %s", g)
+			}
+			if err := s.apply(fsm.OpDropStaged, cmd); err != nil {
+				return "", err
+			}
+		}
+	case "staged": // the table's staged submissions
+		for _, g := range s.f.View().StagedGraphs() {
+			p("%s %d/%d chunks since %s", g.GraphID, g.Staged, g.Chunks, s.rel(time.Unix(0, g.FirstUnixNanos)))
+		}
+	case "artifacts": // artifacts [landed=TASK#N+...] [at=]: the leader's sweep for artifacts landed without their worker's word; landed: the manifests in the store
+		landed := map[string]bool{}
+		if v := kv["landed"]; v != "" {
+			for _, a := range strings.Split(v, "+") {
+				landed[a] = true
+			}
+		}
+		var found []pendingArtifact
+		for _, a := range pendingArtifacts(s.f.View(), now, s.cfg.ArtifactSweepInterval) {
+			key := fmt.Sprintf("%s#%d", a.TaskID, a.Attempt)
+			p("pending %s on %s: %s", key, a.WorkerID, a.Manifest)
+			if landed[key] {
+				found = append(found, a)
+			}
+		}
+		for _, cmd := range artifactsLanded(found, now) {
+			var names []string
+			for _, ev := range cmd.Events {
+				names = append(names, fmt.Sprintf("%s#%d", ev.TaskId, ev.Attempt))
+			}
+			p("landed %s: %s", cmd.WorkerId, strings.Join(names, " "))
+			if err := s.apply(fsm.OpTaskEvents, cmd); err != nil {
+				return "", err
+			}
+		}
+	case "gpu-health": // gpu-health WORKER [UUID=REASON ...] [at=]: the worker reports its unhealthy GPUs (none: all healthy)
+		unhealthy := map[string]string{}
+		for k, v := range kv {
+			if k != "at" {
+				unhealthy[k] = v
+			}
+		}
+		s.heard[pos[0]] = now
+		cmd := gpuHealth(pos[0], unhealthy, now)
+		if err := s.apply(fsm.OpGpuHealth, cmd); err != nil {
+			return "", err
+		}
+		if res, ok := s.lastResult.(*fsm.GpuHealthResult); ok {
+			p("unhealthy %d, lost: requeued %d failed %d stopped %d", res.Unhealthy, res.Lost.Requeued, res.Lost.Failed, res.Lost.Stopped)
+		}
+	case "gpus": // gpus WORKER: the worker's GPUs in the table
+		w := s.f.View().Worker(pos[0])
+		if w == nil {
+			return "", fmt.Errorf("no worker %s", pos[0])
+		}
+		for _, d := range w.Info.GetGpus() {
+			l := d.GetUuid()
+			if holder := w.GPUHolder(d.GetUuid()); holder != "" {
+				l += " held by " + holder
+			}
+			if d.GetUnhealthy() != "" {
+				l += " unhealthy: " + d.GetUnhealthy()
+			}
+			out = append(out, l)
+		}
+	case "cluster-id": // cluster-id seed=N: the leader's cluster id check, drawing N, N+1, ...
+		seed, _ := strconv.ParseUint(kv["seed"], 10, 64)
+		if cmd := clusterIDCommand(s.f.View(), func() uint64 { seed++; return seed - 1 }); cmd != nil {
+			p("set cluster id %s", state.FormatClusterID(cmd.GetValue()))
+			if err := s.apply(fsm.OpSetClusterID, cmd); err != nil {
+				return "", err
+			}
+		}
+		p("cluster id %s", state.FormatClusterID(s.f.View().ClusterID()))
+	case "rules": // rules VOTER[=V] ...: the leader's rules check; a voter without =V advertises nothing gossip knows
+		var voters []string
+		for _, f := range fields[1:] {
+			if id, _, _ := strings.Cut(f, "="); id != "at" {
+				voters = append(voters, id)
+			}
+		}
+		canApply := func(id string) (uint64, bool) {
+			v, ok := kv[id]
+			if !ok {
+				return 0, false
+			}
+			n, err := strconv.ParseUint(v, 10, 64)
+			return n, err == nil
+		}
+		if cmd := rulesCommand(s.f.View(), voters, canApply); cmd != nil {
+			p("set rules %d", cmd.GetValue())
+			if err := s.apply(fsm.OpSetRules, cmd); err != nil {
+				return "", err
+			}
+		}
+		p("rules %d", s.f.View().Rules())
 	case "tasks": // the table's tasks: state, attempts, reason
 		for _, g := range s.graphs {
 			for _, t := range s.f.View().TasksOfGraph(g) {

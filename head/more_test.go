@@ -12,6 +12,7 @@ import (
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/within"
 )
 
 // A graph too large for one log entry is committed in several, and no read
@@ -67,7 +68,7 @@ func TestLargeGraphBecomesVisibleWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-seen; err != nil {
+	if err := within.Recv(t, time.Minute, seen, "the follower's reader to stop"); err != nil {
 		t.Fatal(err)
 	}
 	if entries := res.Index - before; entries < 8 {

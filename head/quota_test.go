@@ -9,6 +9,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/runtime/fake"
 )
 
@@ -36,7 +37,7 @@ func TestTenantQuotaIsHardAcrossRounds(t *testing.T) {
 		go func() { _, err := cl.Submit(ctx, g); errc <- err }()
 	}
 	for range 2 {
-		if err := <-errc; err != nil {
+		if err := within.Recv(t, 2*time.Minute, errc, "a graph's submission"); err != nil {
 			t.Fatal(err)
 		}
 	}

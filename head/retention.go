@@ -3,8 +3,6 @@ package head
 import (
 	"context"
 	"iter"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
@@ -83,34 +81,27 @@ func (h *Head) retentionLoop(ctx context.Context) {
 // the store although their worker's ARTIFACTS_LANDED never came: the
 // worker crashed between the upload and the event (its event queue is in
 // memory), or is gone. It looks only at attempts that ended at least one
-// ArtifactSweepInterval ago, so as not to race the worker's own event,
-// and commits one ARTIFACTS_LANDED per attempt in its worker's name (the
-// table ignores a repeated one).
+// ArtifactSweepInterval ago (pendingArtifacts), so as not to race the
+// worker's own event, asks the store for each manifest, and proposes
+// artifactsLanded: one ARTIFACTS_LANDED per attempt found, in its
+// worker's name (the table ignores a repeated one). It stops at the first
+// proposal that fails; the next sweep retries.
 func (h *Head) landPendingArtifacts(ctx context.Context) {
-	cutoff := h.clock.Now().Add(-h.cfg.ArtifactSweepInterval).UnixNano()
-	byWorker := map[string][]*wire.AttemptEvent{}
-	for t := range h.fsm.View().Tasks() {
-		for i := range t.Attempts {
-			a := &t.Attempts[i]
-			if !a.ArtifactsPending || a.Active() || a.FinishUnixNanos > cutoff {
-				continue
-			}
-			key := artifact.ForTask(t.Tenant, t.GraphID, t.ID, a.Number).ManifestKey()
-			if _, err := h.cfg.Artifacts.Stat(ctx, key); err != nil {
-				continue // not landed (or the store is down): the next sweep looks again
-			}
-			byWorker[a.WorkerID] = append(byWorker[a.WorkerID], &wire.AttemptEvent{TaskId: t.ID, Attempt: a.Number,
-				Kind: wire.AttemptEventKind_ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED, UnixNanos: h.clock.Now().UnixNano()})
+	var landed []pendingArtifact
+	for _, p := range pendingArtifacts(h.fsm.View(), h.clock.Now(), h.cfg.ArtifactSweepInterval) {
+		if _, err := h.cfg.Artifacts.Stat(ctx, p.Manifest); err != nil {
+			continue // not landed (or the store is down): the next sweep looks again
 		}
+		landed = append(landed, p)
 	}
-	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
-		cmd := &wire.TaskEventsCommand{WorkerId: w, Events: byWorker[w], UnixNanos: h.clock.Now().UnixNano()}
-		if _, _, err := h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
+	// Stamped after the store answered, as the worker's own event would be.
+	for _, cmd := range artifactsLanded(landed, h.clock.Now()) {
+		if _, err := h.prop.propose(ctx, fsm.OpTaskEvents, cmd); err != nil {
 			if ctx.Err() == nil {
-				h.logger.Warn("clearing artifacts_pending failed; next sweep retries", "worker", w, "err", err)
+				h.logger.Warn("clearing artifacts_pending failed; next sweep retries", "worker", cmd.WorkerId, "err", err)
 			}
 			return
 		}
-		h.logger.Info("artifacts found in the store without their worker's word: artifacts_pending cleared", "worker", w, "attempts", len(byWorker[w]))
+		h.logger.Info("artifacts found in the store without their worker's word: artifacts_pending cleared", "worker", cmd.WorkerId, "attempts", len(cmd.Events))
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
 	"github.com/hashicorp/raft"
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -13,11 +11,13 @@ import (
 )
 
 // ensureRules moves the cluster to the newest rules version every voter can
-// apply (rulesToCommit): the leader loop calls it after its barrier and
-// every tick, next to ensureClusterID. Cheap once the table is at this
-// build's fsm.RulesCurrent.
+// apply (rulesCommand): the leader loop calls it after its barrier and
+// every tick, next to ensureClusterID, and proposes what rulesCommand
+// returns. Cheap once the table is at this build's fsm.RulesCurrent: it
+// then reads neither the Raft configuration nor gossip.
 func (h *Head) ensureRules(ctx context.Context) {
-	cur := h.fsm.View().Rules()
+	view := h.fsm.View()
+	cur := view.Rules()
 	if cur >= fsm.RulesCurrent {
 		return
 	}
@@ -25,14 +25,14 @@ func (h *Head) ensureRules(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	target, ok := rulesToCommit(cur, voters, h.voterRules)
-	if !ok {
+	cmd := rulesCommand(view, voters, h.voterRules)
+	if cmd == nil {
 		return
 	}
-	res, _, err := h.apply(ctx, fsm.OpSetRules, wrapperspb.UInt64(target))
+	res, err := h.prop.propose(ctx, fsm.OpSetRules, cmd)
 	if err != nil {
 		if ctx.Err() == nil {
-			h.logger.Warn("committing rules version failed; retrying", "rules", target, "err", err)
+			h.logger.Warn("committing rules version failed; retrying", "rules", cmd.GetValue(), "err", err)
 		}
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 
 	"github.com/megaflow/megaflow/head/fsm"
@@ -42,44 +43,12 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 		return errs.ToStatus(errs.New(errs.InvalidArgument, "worker stream: the first message must be a hello with the worker's id"))
 	}
 	ctx := stream.Context()
-	info := hello.Info
-	log := h.logger.With("worker", info.Id)
-	if err := h.checkWorkerCert(ctx, info.Id); err != nil {
-		log.Warn("refusing a worker stream whose certificate is not that worker's", "err", err)
+	log := h.logger.With("worker", hello.Info.Id)
+	sess, sent, welcome, err := h.welcomeWorker(ctx, hello, log)
+	if err != nil {
 		return errs.ToStatus(err)
-	}
-	if err := version.CheckWorkerWire(hello.GetWireVersion(), h.cfg.NodeID, info.Id+" (build "+cmp.Or(info.GetVersion(), "unknown")+")"); err != nil {
-		log.Warn("refusing a worker of another protocol", "err", err)
-		return errs.ToStatus(errs.New(errs.FailedPrecondition, "%v", err))
-	}
-	if err := h.sessions.duplicateOf(info, h.clock.Now()); err != nil {
-		log.Warn("refusing a second worker process with the same id", "err", err)
-		return errs.ToStatus(err)
-	}
-	if _, _, err := h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: h.clock.Now().UnixNano()}); err != nil {
-		return errs.ToStatus(err)
-	}
-	sess := &session{workerID: info.Id, instance: info.GetInstance(), send: make(chan *wire.HeadMessage, 256), done: make(chan struct{})}
-	sess.lastSeen.Store(h.clock.Now().UnixNano())
-	h.sessions.renew(info.Id, h.clock.Now())
-	if old := h.sessions.attach(sess); old != nil {
-		close(old.done)
 	}
 	defer func() { h.sessions.detach(sess, h.clock.Now()) }()
-
-	sent, stops, err := h.reconcileWorker(ctx, info.Id, hello.Running)
-	if err != nil {
-		return errs.ToStatus(err)
-	}
-	clusterID, err := h.waitClusterID(ctx)
-	if err != nil {
-		return errs.ToStatus(err)
-	}
-	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.node.Raft().CurrentTerm(), ClusterId: clusterID,
-		LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), LeaseMarginMillis: h.cfg.Lease.Margin.Milliseconds()}
-	for _, m := range stops {
-		welcome.Stops = append(welcome.Stops, m.GetStop())
-	}
 	if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
@@ -93,17 +62,17 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	var snaps *wire.WorkerSnapshots // the snapshot ids last sent
 	for {
 		changed := h.fsm.Changed()
-		if err := h.pushAssignments(stream, info.Id, sent); err != nil {
+		if err := h.pushAssignments(stream, sess.workerID, sent); err != nil {
 			return err
 		}
 		view := h.fsm.View()
-		if m := poolTargetsMessage(view, info.Id, pools); m != nil {
+		if m := poolTargetsMessage(view, sess.workerID, pools); m != nil {
 			if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_PoolTargets{PoolTargets: m}}); err != nil {
 				return err
 			}
 			pools = m
 		}
-		if m := snapshotsMessage(view, info.Id, snaps); m != nil {
+		if m := snapshotsMessage(view, sess.workerID, snaps); m != nil {
 			if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_Snapshots{Snapshots: m}}); err != nil {
 				return err
 			}
@@ -121,13 +90,66 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 			}
 			return err
 		case <-sess.done:
-			return errs.ToStatus(errs.New(errs.Unavailable, "worker %s opened a newer stream", info.Id))
+			return errs.ToStatus(errs.New(errs.Unavailable, "worker %s opened a newer stream", sess.workerID))
 		case <-lost:
 			return errs.ToStatus(h.notLeader())
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// welcomeWorker admits the worker of hello (its id checked non-empty by
+// Connect) on this leader, from its stream's goroutine: it checks the
+// stream's certificate, the worker's protocol and that no other process
+// holds the id, proposes its WorkerUpsert (workerUpsert), attaches its
+// session (ending an older stream of the worker's), reconciles what it
+// announces (reconcileWorker) and waits for the cluster id. It returns
+// the session, which Connect detaches when the stream ends, the attempts
+// the worker already holds, and the Welcome to send: the stops of
+// reconciliation, this leader's term (the proposer's) and the lease. On
+// an error the session is detached again (or never attached).
+func (h *Head) welcomeWorker(ctx context.Context, hello *wire.WorkerHello, log *slog.Logger) (*session, map[attemptKey]bool, *wire.Welcome, error) {
+	info := hello.Info
+	if err := h.checkWorkerCert(ctx, info.Id); err != nil {
+		log.Warn("refusing a worker stream whose certificate is not that worker's", "err", err)
+		return nil, nil, nil, err
+	}
+	if err := version.CheckWorkerWire(hello.GetWireVersion(), h.cfg.NodeID, info.Id+" (build "+cmp.Or(info.GetVersion(), "unknown")+")"); err != nil {
+		log.Warn("refusing a worker of another protocol", "err", err)
+		return nil, nil, nil, errs.New(errs.FailedPrecondition, "%v", err)
+	}
+	if err := h.sessions.duplicateOf(info, h.clock.Now()); err != nil {
+		log.Warn("refusing a second worker process with the same id", "err", err)
+		return nil, nil, nil, err
+	}
+	if _, err := h.prop.propose(ctx, fsm.OpWorkerUpsert, workerUpsert(info, h.clock.Now())); err != nil {
+		return nil, nil, nil, err
+	}
+	sess := &session{workerID: info.Id, instance: info.GetInstance(), send: make(chan *wire.HeadMessage, 256), done: make(chan struct{})}
+	sess.lastSeen.Store(h.clock.Now().UnixNano())
+	h.sessions.renew(info.Id, h.clock.Now())
+	if old := h.sessions.attach(sess); old != nil {
+		close(old.done)
+	}
+	fail := func(err error) (*session, map[attemptKey]bool, *wire.Welcome, error) {
+		h.sessions.detach(sess, h.clock.Now())
+		return nil, nil, nil, err
+	}
+	sent, stops, err := h.reconcileWorker(ctx, info.Id, hello.Running)
+	if err != nil {
+		return fail(err)
+	}
+	clusterID, err := h.waitClusterID(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.prop.term(), ClusterId: clusterID,
+		LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), LeaseMarginMillis: h.cfg.Lease.Margin.Milliseconds()}
+	for _, m := range stops {
+		welcome.Stops = append(welcome.Stops, m.GetStop())
+	}
+	return sess, sent, welcome, nil
 }
 
 // checkWorkerCert returns nil when TLS is off or the certificate of the
@@ -196,8 +218,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		s.h.sessions.renew(sess.workerID, s.h.clock.Now())
 		if gh := m.GetGpuHealth(); gh != nil {
 			// Unhealthy GPUs: marked in the table, their attempts lost.
-			cmd := &wire.GpuHealthCommand{WorkerId: sess.workerID, Unhealthy: gh.GetUnhealthy(), UnixNanos: s.h.clock.Now().UnixNano()}
-			if _, _, err := s.h.apply(ctx, fsm.OpGpuHealth, cmd); err != nil {
+			if _, err := s.h.prop.propose(ctx, fsm.OpGpuHealth, gpuHealth(sess.workerID, gh.GetUnhealthy(), s.h.clock.Now())); err != nil {
 				return errs.ToStatus(err)
 			}
 			continue
@@ -207,7 +228,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			if info.GetId() != sess.workerID {
 				return errs.ToStatus(errs.New(errs.InvalidArgument, "worker stream of %s: heartbeat carries the info of worker %q; a stream speaks for its own worker only", sess.workerID, info.GetId()))
 			}
-			if _, _, err := s.h.apply(ctx, fsm.OpWorkerUpsert, &wire.WorkerUpsertCommand{Info: info, UnixNanos: s.h.clock.Now().UnixNano()}); err != nil {
+			if _, err := s.h.prop.propose(ctx, fsm.OpWorkerUpsert, workerUpsert(info, s.h.clock.Now())); err != nil {
 				return errs.ToStatus(err)
 			}
 		}
@@ -245,7 +266,7 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 		}
 		if len(events) > 0 {
 			cmd := taskEvents(s.h.fsm.View(), sess.workerID, events, s.h.clock.Now(), s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, rand.Uint64(), uniform)
-			if _, _, err := s.h.apply(ctx, fsm.OpTaskEvents, cmd); err != nil {
+			if _, err := s.h.prop.propose(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
 			}
 		}

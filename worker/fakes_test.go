@@ -20,6 +20,7 @@ import (
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/fake"
 )
@@ -210,7 +211,7 @@ func newFakeHead(t testing.TB, id string) *fakeHead {
 	}()
 	t.Cleanup(func() {
 		h.srv.Stop()
-		<-done
+		within.Recv(t, 10*time.Second, done, "the fake head "+id+"'s Serve to return once stopped")
 	})
 	return h
 }
@@ -329,7 +330,7 @@ func (h *fakeHead) send(m *wire.HeadMessage) {
 		sess = h.sess
 		return sess != nil
 	})
-	sess.out <- m
+	within.Send(h.t, 10*time.Second, sess.out, m, "a message on the stream to "+h.id)
 }
 
 // killStream ends the current stream with UNAVAILABLE.
@@ -467,6 +468,7 @@ func testConfig(t testing.TB, rt contract.Runtime, dataDir string, heads ...stri
 // running is a worker started by startWorker.
 type running struct {
 	*Worker
+	t        testing.TB
 	done     chan error
 	killOnce sync.Once
 }
@@ -478,17 +480,18 @@ func startWorker(t testing.TB, cfg Config) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &running{Worker: w, done: make(chan error, 1)}
+	r := &running{Worker: w, t: t, done: make(chan error, 1)}
 	go func() { r.done <- w.Run(context.Background()) }()
 	t.Cleanup(r.kill)
 	return r
 }
 
-// kill kills the worker and waits for Run to return.
+// kill kills the worker and waits for Run to return (30 s at most, then
+// it fails the test).
 func (r *running) kill() {
 	r.killOnce.Do(func() {
 		r.Kill()
-		<-r.done
+		within.Recv(r.t, 30*time.Second, r.done, "the worker's Run to return after Kill")
 	})
 }
 

@@ -21,7 +21,13 @@ type heldStartRT struct {
 	open     chan struct{}
 	returned chan error
 	once     sync.Once
+	opened   sync.Once
 }
+
+// release lets the held start go on (again: nothing). The test calls it,
+// and a cleanup too, so that a test that failed before does not leave the
+// start, and with it the worker's Kill in the next cleanup, blocked.
+func (r *heldStartRT) release() { r.opened.Do(func() { close(r.open) }) }
 
 func (r *heldStartRT) Start(ctx context.Context, spec contract.Spec) (string, error) {
 	r.once.Do(func() { close(r.entered) })
@@ -42,6 +48,7 @@ func TestStopHandedOverCancelsAStartUnderWay(t *testing.T) {
 	head := newFakeHead(t, "h1")
 	rt := &heldStartRT{fakeRT: newFakeRT(t), entered: make(chan struct{}), open: make(chan struct{}), returned: make(chan error, 1)}
 	w := startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	t.Cleanup(rt.release) // before startWorker's kill (cleanups run last in, first out)
 	head.send(assignMsg("g/t", 1, spec("busybox", "hang")))
 	select {
 	case <-rt.entered:
@@ -58,7 +65,7 @@ func TestStopHandedOverCancelsAStartUnderWay(t *testing.T) {
 	}
 	h.mu.Lock() // the driver cannot get past its next event
 	w.stopAttempt(&wire.StopAttempt{TaskId: "g/t", Attempt: 1, Reason: "cancelled"})
-	close(rt.open)
+	rt.release()
 	var err error
 	select {
 	case err = <-rt.returned:

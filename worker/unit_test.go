@@ -16,6 +16,7 @@ import (
 	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/tlsconfig/tlstest"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
 
@@ -334,11 +335,11 @@ func TestFIFOSem(t *testing.T) {
 		return len(s.waiters) == 6
 	})
 	cancel()
-	if err := <-gaveUp; err == nil {
+	if err := within.Recv(t, 10*time.Second, gaveUp, "the cancelled acquire to return"); err == nil {
 		t.Fatal("a cancelled acquire succeeded")
 	}
 	s.release()
-	wg.Wait()
+	within.Wait(t, 10*time.Second, &wg, "the five queued acquires to be admitted")
 	if fmt.Sprint(order) != "[0 1 2 3 4]" {
 		t.Errorf("admitted in order %v", order)
 	}

@@ -31,7 +31,7 @@ func TestAwaitEndsWithTheNode(t *testing.T) {
 			if stop == "kill" {
 				_ = nd.Kill()
 			} else {
-				_ = nd.Shutdown(context.Background())
+				_ = shutdown(nd)
 			}
 			c.nodes[0] = nil
 			select {

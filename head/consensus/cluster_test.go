@@ -35,6 +35,15 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// shutdown shuts nd down within 30 s (plus ShutdownGrace): a Shutdown
+// that would hang returns ErrShutdownIncomplete instead, naming what
+// still runs.
+func shutdown(nd *Node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return nd.Shutdown(ctx)
+}
+
 // testFSM counts commands and chains a hash over them in log order, so two
 // FSMs that applied the same commands in the same order compare equal.
 type testFSM struct {
@@ -165,7 +174,7 @@ func newClusterOf(t *testing.T, n int, inmem bool, tweak func(*Config)) *cluster
 	t.Cleanup(func() {
 		for i, nd := range c.nodes {
 			if nd != nil {
-				_ = nd.Shutdown(context.Background())
+				_ = shutdown(nd)
 				c.unroute(i)
 			}
 		}

@@ -50,9 +50,9 @@ func TestClusterReplicatesSurvivesLeaderKillAndRestart(t *testing.T) {
 	if err := c.nodes[old].Kill(); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
-	if _, ok := <-c.nodes[old].LeaderChanges(); ok {
+	if ok := recvLeaderChange(t, c.nodes[old]); ok {
 		// A final false may be buffered; then the channel must be closed.
-		if _, ok := <-c.nodes[old].LeaderChanges(); ok {
+		if ok := recvLeaderChange(t, c.nodes[old]); ok {
 			t.Error("LeaderChanges not closed by Kill")
 		}
 	}
@@ -101,7 +101,7 @@ func TestLaggingFollowerCatchesUpWithInstallSnapshot(t *testing.T) {
 	c.waitCaughtUp(l)
 
 	f := (l + 1) % 3
-	if err := c.nodes[f].Shutdown(context.Background()); err != nil {
+	if err := shutdown(c.nodes[f]); err != nil {
 		t.Fatal(err)
 	}
 	c.nodes[f] = nil
@@ -216,14 +216,28 @@ func TestMembershipChanges(t *testing.T) {
 	}
 }
 
+// recvLeaderChange receives from nd.LeaderChanges within 10 s and
+// reports whether a value came (false: the channel is closed); it fails
+// the test when nothing comes.
+func recvLeaderChange(t *testing.T, nd *Node) bool {
+	t.Helper()
+	select {
+	case _, ok := <-nd.LeaderChanges():
+		return ok
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out after 10s waiting for %s's LeaderChanges to send or close", nd.ID())
+		return false
+	}
+}
+
 func TestShutdownHandsOverLeadership(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.bootstrap()
 	l := c.leader()
-	if err := c.nodes[l].Shutdown(context.Background()); err != nil {
+	if err := shutdown(c.nodes[l]); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.nodes[l].Shutdown(context.Background()); err != nil {
+	if err := shutdown(c.nodes[l]); err != nil {
 		t.Errorf("second Shutdown = %v", err)
 	}
 	if err := c.nodes[l].Kill(); err != nil {
@@ -247,7 +261,7 @@ func TestNewFailsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Shutdown(context.Background())
+	defer shutdown(a)
 	// The address is taken: New fails after opening raft.db and must close
 	// it, or the next New on that directory would wait on the file lock.
 	cfg2 := cfg
@@ -261,7 +275,7 @@ func TestNewFailsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New after a failed New on the same dir: %v", err)
 	}
-	if err := b.Shutdown(context.Background()); err != nil {
+	if err := shutdown(b); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -42,7 +42,11 @@ func newStuckPeer(t *testing.T) *stuckPeer {
 	}()
 	t.Cleanup(func() {
 		_ = ln.Close()
-		<-p.done
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Error("timed out after 10s waiting for the stuck peer's accept loop to end once closed")
+		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		for _, c := range p.conns {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/tlsconfig/tlstest"
+	"github.com/megaflow/megaflow/internal/within"
 )
 
 // The Raft stream layer with TLS takes heads only: a head's connection
@@ -94,5 +95,5 @@ func TestTLSStreamTakesHeadsOnly(t *testing.T) {
 		})
 	}
 	s.closeAll()
-	<-served
+	within.Recv(t, 10*time.Second, served, "the listener's accept loop to end once closed")
 }

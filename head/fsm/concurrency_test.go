@@ -7,8 +7,10 @@ import (
 	"math/rand"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/within"
 )
 
 // TestConcurrentReaders reads views and events and writes snapshots from
@@ -78,5 +80,5 @@ func TestConcurrentReaders(t *testing.T) {
 		applyAll(f, [][]byte{e}, false, nil)
 	}
 	close(stop)
-	wg.Wait()
+	within.Wait(t, time.Minute, &wg, "the snapshot writers to stop")
 }

@@ -8,9 +8,11 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/internal/within"
 )
 
 // fmtEvents renders events compactly: "index/seq task-or-graph state".
@@ -106,7 +108,7 @@ func TestEventsAfterRestore(t *testing.T) {
 	if err := f.Restore(nopCloser{bytes.NewReader(snapshotBytes(t, src.View()))}); err != nil {
 		t.Fatal(err)
 	}
-	<-ch // closed by the restore
+	within.Recv(t, 10*time.Second, ch, "Changed's channel to be closed by the restore")
 	if _, _, err := f.EventsAfter(Cursor{1, 0}, "", 10); errs.ClassOf(err) != errs.OutOfRange {
 		t.Fatalf("old cursor after restore: %v", err)
 	}
@@ -139,12 +141,12 @@ func TestChangedAndWaitForIndex(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.WaitForIndex(context.Background(), 2) }()
 	f.submit(graphSpec("g1", spec("a")))
-	<-ch
+	within.Recv(t, 10*time.Second, ch, "Changed's channel to be closed by an apply")
 	if ch2 := f.Changed(); ch2 == ch {
 		t.Fatal("channel not replaced")
 	}
 	f.submit(graphSpec("g2", spec("a")))
-	if err := <-done; err != nil {
+	if err := within.Recv(t, 10*time.Second, done, "WaitForIndex(2) to return once index 2 is applied"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.WaitForIndex(context.Background(), 2); err != nil {

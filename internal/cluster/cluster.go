@@ -39,13 +39,16 @@ type Options struct {
 	Heads int
 	// Logger receives the daemons' logs (each with "head" or "worker" and
 	// its id) and, unless RunError is set, the Run errors of daemons that
-	// end on their own. Nil discards them.
+	// end on their own or do not end when killed. Nil discards them.
 	Logger *slog.Logger
 	// RunError, when set, receives instead of Logger the error of a head's
 	// or a worker's Run that ended on its own (not by Kill, Stop or their
-	// worker forms), with the daemon's name ("head h1", "worker w2"). It
-	// is called on the daemon's goroutine, which the cluster's Kill and
-	// Stop methods wait for.
+	// worker forms: "Run ended on its own: ..."), with the daemon's name
+	// ("head h1", "worker w2"), on the daemon's goroutine, which the
+	// cluster's Kill and Stop methods wait for; and, on the goroutine of
+	// the Kill or Stop method that waited, an error saying that the
+	// killed or stopped daemon's Run has not returned within a minute
+	// (the method then goes on; Stop and StopWorker also return it).
 	RunError func(daemon string, err error)
 	// ConfigureHead, when set, edits head i's config (0-based) after the
 	// cluster's defaults: id h<i+1>, data directory Dir/<id>, free
@@ -255,14 +258,15 @@ func (c *Cluster) start(m *Member, expect int) error {
 	return nil
 }
 
-// runEnded reports the error of a daemon's Run that ended on its own:
-// to Options.RunError, else to the logger.
+// runEnded reports the error of a daemon's Run that ended on its own, or
+// that did not end when killed or stopped: to Options.RunError, else to
+// the logger.
 func (c *Cluster) runEnded(daemon string, err error) {
 	if c.opts.RunError != nil {
 		c.opts.RunError(daemon, err)
 		return
 	}
-	c.logger.Warn("daemon ended on its own", "daemon", daemon, "err", err)
+	c.logger.Warn("daemon's Run failed", "daemon", daemon, "err", err)
 }
 
 // Kill stops member i as a crash would (no leadership transfer, no gossip

@@ -14,6 +14,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/internal/within"
 )
 
 // TestRaftInMemory: three heads on the in-memory Raft network commit
@@ -162,7 +163,7 @@ func TestInmemNetRefusesWhatAStoppedHeadLeftUnread(t *testing.T) {
 	}
 	begin := time.Now()
 	refuse(n.isolate("inmem-b"))
-	if err := <-done; err == nil {
+	if err := within.Recv(t, 10*time.Second, done, "the AppendEntries queued at the stopped head to be answered"); err == nil {
 		t.Fatal("AppendEntries to the stopped head succeeded")
 	}
 	// The pipeline closed with the route (raft drops its futures then);

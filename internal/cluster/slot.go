@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -24,6 +26,36 @@ type slot[D daemon] struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	runErr error // what Run returned, once done is closed
+	// name and ended: run's, for a Run that does not return after kill
+	// or stop.
+	name  string
+	ended func(name string, err error)
+	// runTimeout overrides runReturnTimeout (tests); zero: not.
+	runTimeout time.Duration
+}
+
+// runReturnTimeout bounds how long kill and stop wait for the daemon's
+// Run to return once it was killed or shut down (and its context
+// cancelled): a Run still going after that is a bug, reported, and its
+// goroutine is given up on rather than hanging the cluster's caller.
+const runReturnTimeout = time.Minute
+
+// awaitRun waits for done, runReturnTimeout at most; otherwise it
+// reports the daemon to run's ended and returns that error.
+func (s *slot[D]) awaitRun(done chan struct{}, how string) error {
+	s.mu.Lock()
+	name, ended, wait := s.name, s.ended, cmp.Or(s.runTimeout, runReturnTimeout)
+	s.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		err := fmt.Errorf("Run has not returned %v after its %s; its goroutine is left running", wait, how)
+		ended(name, err)
+		return err
+	}
 }
 
 // get returns the running daemon, or D's zero value (nil) when none runs.
@@ -38,17 +70,19 @@ func (s *slot[D]) get() D {
 }
 
 // run starts d; a Run error other than the context's (Run ended on its
-// own) goes to ended, with name.
+// own) goes to ended, with name, and so does a Run that kill or stop
+// waited for in vain.
 func (s *slot[D]) run(ended func(name string, err error), name string, d D) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	s.mu.Lock()
 	s.d, s.live, s.cancel, s.done, s.runErr = d, true, cancel, done, nil
+	s.name, s.ended = name, ended
 	s.mu.Unlock()
 	go func() { // owned by the slot: kill and stop wait for done
 		err := d.Run(ctx)
 		if err != nil && ctx.Err() == nil {
-			ended(name, err)
+			ended(name, fmt.Errorf("Run ended on its own: %w", err))
 		} else {
 			err = nil
 		}
@@ -68,7 +102,8 @@ func (s *slot[D]) take() (D, context.CancelFunc, chan struct{}, bool) {
 	return s.d, s.cancel, s.done, live
 }
 
-// kill stops the daemon as a crash would and waits for its goroutine.
+// kill stops the daemon as a crash would and waits for its goroutine
+// (runReturnTimeout at most; a Run that outlives it goes to run's ended).
 func (s *slot[D]) kill() {
 	d, cancel, done, live := s.take()
 	if !live {
@@ -76,12 +111,13 @@ func (s *slot[D]) kill() {
 	}
 	d.Kill()
 	cancel()
-	<-done
+	_ = s.awaitRun(done, "kill") // reported
 }
 
-// stop shuts the daemon down cleanly (timeout at most) and waits for it.
-// It reports whether a daemon was running, and the errors of its Shutdown
-// and of a Run that had ended on its own.
+// stop shuts the daemon down cleanly (timeout at most) and waits for it
+// (runReturnTimeout at most). It reports whether a daemon was running,
+// and the errors of its Shutdown, of a Run that had ended on its own and
+// of a Run that did not return.
 func (s *slot[D]) stop(timeout time.Duration) (bool, error) {
 	d, cancel, done, live := s.take()
 	if !live {
@@ -91,7 +127,9 @@ func (s *slot[D]) stop(timeout time.Duration) (bool, error) {
 	err := d.Shutdown(ctx)
 	stop()
 	cancel()
-	<-done
+	if werr := s.awaitRun(done, "shutdown"); werr != nil {
+		return true, errors.Join(err, werr)
+	}
 	s.mu.Lock()
 	err = errors.Join(err, s.runErr)
 	s.mu.Unlock()

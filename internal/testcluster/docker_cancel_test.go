@@ -12,6 +12,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/worker"
 )
 
@@ -79,7 +80,7 @@ func cancelAfterSubmit(t *testing.T, c *testcluster.Cluster, cli *dockerclient.C
 		return len(containers(t, cli, cluster)) == 0
 	})
 	evcancel()
-	<-evDone
+	within.Recv(t, 30*time.Second, evDone, "the Docker events reader to end")
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/megaflow/megaflow/internal/lease"
 	"github.com/megaflow/megaflow/internal/testbin"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/runtime/process"
 	"github.com/megaflow/megaflow/worker"
 )
@@ -88,7 +89,18 @@ func (r freezeRun) run(t *testing.T, bins string) (twice, rerun, frozen int) {
 	t.Cleanup(func() {
 		_ = wp.Process.Signal(syscall.SIGCONT)
 		_ = wp.Process.Signal(syscall.SIGTERM)
-		_ = wp.Wait()
+		exited := make(chan struct{})
+		go func() { // ends with the process
+			_ = wp.Wait()
+			close(exited)
+		}()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("megaflow-worker did not exit within 30s of its SIGTERM: killed")
+			_ = wp.Process.Kill()
+			within.Recv(t, 10*time.Second, exited, "megaflow-worker to exit after its SIGKILL")
+		}
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/megaflow/megaflow/internal/within"
 )
 
 // Proxy is a TCP proxy for fault tests: it forwards connections to one
@@ -33,15 +35,17 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	var wg sync.WaitGroup
 	var connsMu sync.Mutex
 	var conns []net.Conn
+	closed := false // under connsMu: a connection accepted from now on is closed at once
 	t.Cleanup(func() {
 		l.Close()
 		p.Unblock()
 		connsMu.Lock()
+		closed = true
 		for _, c := range conns {
 			c.Close()
 		}
 		connsMu.Unlock()
-		wg.Wait()
+		within.Wait(t, 30*time.Second, &wg, "the proxy's accept loop and pipes to end once its connections closed")
 	})
 	wg.Add(1)
 	go func() {
@@ -57,6 +61,12 @@ func NewProxy(t testing.TB, target string) *Proxy {
 				continue
 			}
 			connsMu.Lock()
+			if closed { // accepted while the cleanup closed the listener
+				connsMu.Unlock()
+				in.Close()
+				out.Close()
+				return
+			}
 			conns = append(conns, in, out)
 			connsMu.Unlock()
 			wg.Add(2)

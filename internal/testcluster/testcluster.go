@@ -83,9 +83,10 @@ func New(t testing.TB, opts Options) *Cluster {
 		Dir: t.TempDir(), Heads: opts.Heads, RaftInMemory: !opts.RaftOnDisk,
 		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// No daemon's Run returns an error unless something broke (a
-		// head's gRPC server failed; a worker's Run was called twice):
-		// the test fails, with the error in its log.
-		RunError: func(daemon string, err error) { t.Errorf("%s: Run ended on its own: %v", daemon, err) },
+		// head's gRPC server failed; a worker's Run was called twice),
+		// and every Run returns once its daemon is killed or stopped:
+		// otherwise the test fails, with the error in its log.
+		RunError: func(daemon string, err error) { t.Errorf("%s: %v", daemon, err) },
 		ConfigureHead: func(_ int, cfg *head.Config) {
 			cfg.Fast = true
 			// A short lease: a killed worker's attempts are re-queued within 4 s
