@@ -104,15 +104,9 @@ func chooseRuntime(ctx context.Context, name, processDir string, logger *slog.Lo
 		return nil, nil, "", errs.New(errs.InvalidArgument, "--runtime %q: want auto, docker or process", name)
 	}
 	if name != "process" {
-		rt, err := docker.New(docker.Config{Logger: logger})
+		rt, err := openDocker(ctx, logger)
 		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			err = rt.Ping(pctx)
-			cancel()
-			if err == nil {
-				return rt, func() { _ = rt.Close() }, "a Docker Engine answered: each task runs in a container", nil
-			}
-			_ = rt.Close()
+			return rt, func() { _ = rt.Close() }, "a Docker Engine answered: each task runs in a container", nil
 		}
 		if name == "docker" {
 			return nil, nil, "", fmt.Errorf("--runtime docker: no Docker Engine answers (%v); start it, set DOCKER_HOST, or use --runtime process", err)
@@ -128,6 +122,23 @@ func chooseRuntime(ctx context.Context, name, processDir string, logger *slog.Lo
 		return nil, nil, "", err
 	}
 	return rt, func() {}, "--runtime process: tasks run as plain processes, without isolation or limits", nil
+}
+
+// openDocker returns a Docker runtime (DOCKER_HOST, or the local socket)
+// whose engine answered a ping within 3 s, or the error saying why not.
+// The caller closes it.
+func openDocker(ctx context.Context, logger *slog.Logger) (*docker.Runtime, error) {
+	rt, err := docker.New(docker.Config{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := rt.Ping(pctx); err != nil {
+		_ = rt.Close()
+		return nil, err
+	}
+	return rt, nil
 }
 
 // startLocal starts one head (a single-voter Raft cluster) and one worker

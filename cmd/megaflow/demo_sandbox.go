@@ -1,0 +1,821 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/examples/demo"
+	"github.com/megaflow/megaflow/examples/demo/agent"
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/worker"
+)
+
+// The demo's shapes (--mode): the same step, with the agent loop in the
+// rollouts' tasks or in this process.
+const (
+	// modeGraph submits the step as a graph: each rollout's setup, rollout
+	// and eval tasks run cmd/megaflow-agent in one session container.
+	modeGraph = "graph"
+	// modeSandbox runs the agent loop here: one sandbox per rollout, the
+	// setup and eval tasks' commands and each agent step's tool command
+	// an exec into it (docs/demo.md).
+	modeSandbox = "sandbox"
+)
+
+// Sandbox mode's bounds.
+const (
+	// sandboxWaitReady is how long a rollout waits for its sandbox to be
+	// READY (placement included): the most CreateSandbox waits.
+	sandboxWaitReady = 10 * time.Minute
+	// sandboxLifetime ends a sandbox this process forgot (killed before it
+	// closed it); more than a rollout's worst case of timeouts and retries.
+	sandboxLifetime = 2 * time.Hour
+	// sandboxIdle ends it sooner when nothing execs in it: longer than any
+	// step of the data (at most demo.MaxStepSeconds) or initialisation.
+	sandboxIdle = 5 * time.Minute
+	// toolTimeout bounds one tool command of the model.
+	toolTimeout = time.Minute
+	// closeTimeout bounds the close of a sandbox, and the final listing.
+	closeTimeout = 30 * time.Second
+	// modelReadyTimeout bounds the wait for the model service's endpoint.
+	modelReadyTimeout = 2 * time.Minute
+	// maxRetryBackoff caps the wait before a task's next attempt (1 s
+	// doubled per retry, as the head's default).
+	maxRetryBackoff = 30 * time.Second
+)
+
+// labelDemoStep labels each sandbox with the step's id.
+const labelDemoStep = "megaflow.io/demo-step"
+
+// checkSandboxRuntime refuses --mode sandbox where no Docker Engine can
+// serve sandboxes, before anything starts: --runtime process, or auto with
+// no engine answering. It leaves lo.Runtime "docker", so that the cluster
+// never falls back to the process runtime.
+func checkSandboxRuntime(ctx context.Context, lo *localOptions) error {
+	if lo.Runtime == "process" {
+		return errs.New(errs.InvalidArgument, "--mode sandbox with --runtime process: only the Docker runtime serves sandboxes "+
+			"(the process runtime cannot exec into a running task); drop --runtime process and run a Docker Engine, "+
+			"or use --mode graph, which runs on the process runtime too")
+	}
+	rt, err := openDocker(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return errs.New(errs.FailedPrecondition, "--mode sandbox: no Docker Engine answers (%v), and only the Docker runtime serves sandboxes; "+
+			"start the engine (or set DOCKER_HOST), or use --mode graph, which falls back to the process runtime", err)
+	}
+	_ = rt.Close()
+	lo.Runtime = "docker"
+	return nil
+}
+
+// rolloutPlan is one rollout of the built step: its profile and its three
+// tasks, whose commands, images, resources, retries and timeouts sandbox
+// mode keeps.
+type rolloutPlan struct {
+	profile              demo.Profile
+	setup, rollout, eval *wire.TaskSpec
+}
+
+// plansOf returns the rollouts of st in profile order.
+func plansOf(st *demo.Step) ([]rolloutPlan, error) {
+	byName := map[string]*wire.TaskSpec{}
+	for _, t := range st.Graph.GetTasks() {
+		byName[t.GetName()] = t
+	}
+	out := make([]rolloutPlan, 0, len(st.Profiles))
+	for _, p := range st.Profiles {
+		id := p.Instance.ID
+		rp := rolloutPlan{profile: p, setup: byName["setup."+id], rollout: byName["rollout."+id], eval: byName["eval."+id]}
+		if rp.setup == nil || rp.rollout == nil || rp.eval == nil {
+			return nil, fmt.Errorf("the step's graph lacks a task of instance %s (want setup, rollout and eval)", id)
+		}
+		out = append(out, rp)
+	}
+	return out, nil
+}
+
+// sandboxParallel is how many rollouts sandbox mode runs at once: as many
+// sandboxes as the worker's CPU holds beside the model service, at the
+// smallest rollout's request, which is what bounds graph mode's sessions
+// too; at least 1, at most the rollouts.
+func sandboxParallel(workerMillis, modelMillis int64, plans []rolloutPlan) int {
+	least := int64(0)
+	for _, rp := range plans {
+		if m := rp.setup.GetResources().GetCpuMillis(); m > 0 && (least == 0 || m < least) {
+			least = m
+		}
+	}
+	n := len(plans)
+	if least > 0 {
+		n = min(n, int((workerMillis-modelMillis)/least))
+	}
+	return max(n, 1)
+}
+
+// stepTask is one task of a step run in sandbox mode (a rollout's setup,
+// rollout or eval, named as in graph mode) as this process ran it.
+type stepTask struct {
+	name     string
+	state    client.TaskState
+	attempts int
+	// start and finish are those of the last attempt; finish is zero
+	// while it runs.
+	start, finish time.Time
+	// reason says why the last attempt failed ("" otherwise).
+	reason string
+	// reward is the eval's result (nil for other tasks, or before).
+	reward *float64
+}
+
+// stepRollout is one rollout of the step: its instance, its sandbox and
+// its tasks' indices in sandboxStep.tasks.
+type stepRollout struct {
+	instance string
+	sandbox  string
+	tasks    [3]int
+	steps    int
+}
+
+// sandboxStep is the bookkeeping of a step run in sandbox mode: its tasks
+// in graph order, its rollouts, their sandboxes and execs. Every method
+// is safe for concurrent use: each rollout's goroutine reports its own
+// tasks. Times come from the caller.
+type sandboxStep struct {
+	id string
+
+	mu       sync.Mutex
+	tasks    []stepTask
+	rollouts []stepRollout
+	// execSecs are the execs' times, request to exit.
+	execSecs []float64
+	// modelCalls, filesWritten, and the sandboxes created and closed.
+	modelCalls, filesWritten, created, closed int
+	closeErrors                               []string
+	// firstStart and lastFinish bound the step's wall time.
+	firstStart, lastFinish time.Time
+	// Set by finish: whether the step was interrupted, how many rollouts
+	// ran at once, how many of its sandboxes were left live (or why that
+	// is unknown).
+	interrupted    bool
+	parallel, left int
+	leftUnknown    string
+}
+
+// newSandboxStep returns the bookkeeping of step id with plans' rollouts,
+// every task PENDING.
+func newSandboxStep(id string, plans []rolloutPlan) *sandboxStep {
+	s := &sandboxStep{id: id}
+	for _, rp := range plans {
+		r := stepRollout{instance: rp.profile.Instance.ID}
+		for i, t := range []*wire.TaskSpec{rp.setup, rp.rollout, rp.eval} {
+			r.tasks[i] = len(s.tasks)
+			s.tasks = append(s.tasks, stepTask{name: t.GetName(), state: client.TaskPending})
+		}
+		s.rollouts = append(s.rollouts, r)
+	}
+	return s
+}
+
+// begin starts a new attempt of task i at at.
+func (s *sandboxStep) begin(i int, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.tasks[i]
+	t.state, t.attempts, t.start, t.finish, t.reason = client.TaskRunning, t.attempts+1, at, time.Time{}, ""
+	if s.firstStart.IsZero() || at.Before(s.firstStart) {
+		s.firstStart = at
+	}
+}
+
+// end ends task i's attempt at at in state (QUEUED: it will be retried).
+func (s *sandboxStep) end(i int, state client.TaskState, reason string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.tasks[i]
+	t.state, t.finish, t.reason = state, at, reason
+	if at.After(s.lastFinish) {
+		s.lastFinish = at
+	}
+}
+
+// skip cancels task i, which will not run: an earlier task of its rollout
+// did not succeed (graph mode cancels a failed task's dependents).
+func (s *sandboxStep) skip(i int, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tasks[i].state == client.TaskPending {
+		s.tasks[i].state, s.tasks[i].reason = client.TaskCancelled, reason
+	}
+}
+
+// setReward records the eval task i's reward.
+func (s *sandboxStep) setReward(i int, v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tasks[i].reward = &v
+}
+
+// sandboxCreated records rollout r's sandbox.
+func (s *sandboxStep) sandboxCreated(r int, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rollouts[r].sandbox = id
+	s.created++
+}
+
+// sandboxClosed records the close of rollout r's sandbox, or its error.
+func (s *sandboxStep) sandboxClosed(r int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.closeErrors = append(s.closeErrors, fmt.Sprintf("%s: %v", s.rollouts[r].sandbox, err))
+		return
+	}
+	s.closed++
+}
+
+// stepsDone records the agent steps of rollout r's last rollout attempt.
+func (s *sandboxStep) stepsDone(r, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rollouts[r].steps = n
+}
+
+// execDone records one exec that returned an exit after d.
+func (s *sandboxStep) execDone(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.execSecs = append(s.execSecs, d.Seconds())
+}
+
+// modelCalled counts a model call; fileWritten a file written.
+func (s *sandboxStep) modelCalled() { s.mu.Lock(); s.modelCalls++; s.mu.Unlock() }
+func (s *sandboxStep) fileWritten() { s.mu.Lock(); s.filesWritten++; s.mu.Unlock() }
+
+// finish ends the step at at: tasks that never ended are CANCELLED (the
+// step was interrupted), and records what the step left (left live
+// sandboxes; unknown, when they could not be listed, says why).
+func (s *sandboxStep) finish(at time.Time, interrupted bool, parallel, left int, unknown string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.tasks {
+		t := &s.tasks[i]
+		switch t.state {
+		case client.TaskRunning:
+			t.finish = at
+			fallthrough
+		case client.TaskPending, client.TaskQueued:
+			t.state, t.reason = client.TaskCancelled, "the step was interrupted"
+		}
+	}
+	s.interrupted, s.parallel, s.left, s.leftUnknown = interrupted, parallel, left, unknown
+}
+
+// counts returns the tasks' counts by state.
+func (s *sandboxStep) counts() *wire.StateCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.countsLocked()
+}
+
+func (s *sandboxStep) countsLocked() *wire.StateCounts {
+	c := &wire.StateCounts{}
+	for _, t := range s.tasks {
+		switch t.state {
+		case client.TaskPending:
+			c.Pending++
+		case client.TaskQueued:
+			c.Queued++
+		case client.TaskRunning:
+			c.Running++
+		case client.TaskSucceeded:
+			c.Succeeded++
+		case client.TaskFailed:
+			c.Failed++
+		case client.TaskCancelled:
+			c.Cancelled++
+		case client.TaskTimedOut:
+			c.TimedOut++
+		}
+	}
+	return c
+}
+
+// failures returns "name: reason" of the tasks that failed or timed out,
+// in graph order.
+func (s *sandboxStep) failures() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, t := range s.tasks {
+		if t.state == client.TaskFailed || t.state == client.TaskTimedOut {
+			out = append(out, t.name+": "+t.reason)
+		}
+	}
+	return out
+}
+
+// summary returns the step's Summary, in graph mode's terms: the same
+// counts, success rate, mean reward, task times, attempts and wall time,
+// plus the sandboxes and execs.
+func (s *sandboxStep) summary() *Summary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.countsLocked()
+	sum := &Summary{GraphID: s.id, Mode: modeSandbox, Tasks: len(s.tasks), Metric: rewardMetric,
+		Counts: map[string]uint32{"pending": c.Pending, "queued": c.Queued, "assigned": c.Assigned, "running": c.Running,
+			"succeeded": c.Succeeded, "failed": c.Failed, "cancelled": c.Cancelled, "timed_out": c.TimedOut}}
+	if finished := c.Succeeded + c.Failed + c.TimedOut; finished > 0 {
+		sum.SuccessRate = float64(c.Succeeded) / float64(finished)
+	}
+	var secs []float64
+	var rewards float64
+	for _, t := range s.tasks {
+		sum.Attempts += t.attempts
+		if t.attempts > 1 {
+			sum.RetriedTasks++
+		}
+		if !t.start.IsZero() && !t.finish.Before(t.start) {
+			secs = append(secs, t.finish.Sub(t.start).Seconds())
+		}
+		if t.reward != nil {
+			rewards += *t.reward
+			sum.RewardCount++
+		}
+	}
+	if sum.RewardCount > 0 {
+		sum.RewardMean = rewards / float64(sum.RewardCount)
+	}
+	sum.TaskSecondsP50, sum.TaskSecondsP99 = percentile(secs, 0.50), percentile(secs, 0.99)
+	if !s.firstStart.IsZero() && s.lastFinish.After(s.firstStart) {
+		sum.WallSeconds = s.lastFinish.Sub(s.firstStart).Seconds()
+	}
+	switch {
+	case s.interrupted:
+		sum.State, sum.ExitCode = "cancelled", exitInterrupted
+	case c.Succeeded == uint32(len(s.tasks)):
+		sum.State = "succeeded"
+	default:
+		sum.State, sum.ExitCode = "failed", exitGraphFailed
+	}
+	sb := &SandboxStats{Sandboxes: s.created, Closed: s.closed, Left: s.left, LeftUnknown: s.leftUnknown, CloseErrors: s.closeErrors,
+		Parallel: s.parallel, Execs: len(s.execSecs), ExecSecondsP50: percentile(s.execSecs, 0.50), ExecSecondsP99: percentile(s.execSecs, 0.99),
+		ModelCalls: s.modelCalls, FilesWritten: s.filesWritten}
+	for _, r := range s.rollouts {
+		rr := RolloutResult{Instance: r.instance, Sandbox: r.sandbox, Attempts: s.tasks[r.tasks[1]].attempts, Steps: r.steps,
+			Reward: s.tasks[r.tasks[2]].reward, State: taskState(client.TaskSucceeded)}
+		for _, i := range r.tasks {
+			if t := s.tasks[i]; t.state != client.TaskSucceeded {
+				rr.State, rr.Reason = taskState(t.state), t.name+": "+t.reason
+				break
+			}
+		}
+		sb.Rollouts = append(sb.Rollouts, rr)
+	}
+	sum.Sandbox = sb
+	return sum
+}
+
+// rewardMetric is the result field the step's mean is of (graph mode's
+// megaflow.io/metric label): the eval's reward.
+const rewardMetric = "reward"
+
+// sandboxRunner runs a built demo step in sandbox mode. Its methods run on
+// the rollouts' goroutines.
+type sandboxRunner struct {
+	c    *client.Client
+	o    demo.Options
+	step *sandboxStep
+	// model returns the model's endpoint (http://host:port) for a new
+	// rollout attempt: as graph mode's tasks get it at each assignment.
+	model func(ctx context.Context) (string, error)
+	http  *http.Client
+	now   func() time.Time
+}
+
+// run runs every rollout of plans, parallel at once, and returns when all
+// have ended and closed their sandboxes. ctx ending stops the rollouts
+// (each closes its sandbox) and starts no new one.
+func (r *sandboxRunner) run(ctx context.Context, plans []rolloutPlan, parallel int) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Add(1)
+		go func() { // owned by run: ends once next is closed; waited for below
+			defer wg.Done()
+			for i := range next {
+				r.runRollout(ctx, i, plans[i])
+			}
+		}()
+	}
+feed:
+	for i := range plans {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// runRollout runs rollout ri: creates its sandbox, runs its setup,
+// rollout and eval tasks in it, and closes it.
+func (r *sandboxRunner) runRollout(ctx context.Context, ri int, rp rolloutPlan) {
+	tasks := r.step.rollouts[ri].tasks
+	skipRest := func(from int, why string) {
+		for _, i := range tasks[from:] {
+			r.step.skip(i, why)
+		}
+	}
+	id := spec.NewSandboxID(rand.Reader)
+	res := rp.setup.GetResources()
+	sb, err := r.c.CreateSandbox(ctx, client.SandboxSpec{ID: id, Tenant: r.o.Tenant, Image: rp.setup.GetImage(),
+		CPUMillis: res.GetCpuMillis(), MemoryBytes: res.GetMemoryBytes(), WorkingDir: r.o.WorkRoot,
+		Labels:   map[string]string{labelDemoStep: r.o.GraphID, "megaflow.io/instance": rp.profile.Instance.ID},
+		Lifetime: sandboxLifetime, IdleTimeout: sandboxIdle, WaitReady: sandboxWaitReady})
+	defer r.closeSandbox(ctx, ri, id, sb)
+	if sb != nil {
+		r.step.sandboxCreated(ri, id)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return // finish cancels the tasks
+		}
+		now := r.now()
+		r.step.begin(tasks[0], now)
+		r.step.end(tasks[0], client.TaskFailed, "no sandbox: "+err.Error(), now)
+		skipRest(1, "its setup failed")
+		return
+	}
+	if !r.runTask(ctx, tasks[0], rp.setup, func(ctx context.Context, _ int) error {
+		res, err := r.exec(ctx, sb, rp.setup.GetCommand(), remaining(ctx))
+		if err != nil {
+			return err
+		}
+		return execExit("setup", res)
+	}) {
+		skipRest(1, "its setup did not succeed")
+		return
+	}
+	if !r.runTask(ctx, tasks[1], rp.rollout, func(ctx context.Context, attempt int) error {
+		return r.agentLoop(ctx, ri, sb, rp.profile, attempt)
+	}) {
+		skipRest(2, "its rollout did not succeed")
+		return
+	}
+	r.runTask(ctx, tasks[2], rp.eval, func(ctx context.Context, _ int) error {
+		res, err := r.exec(ctx, sb, rp.eval.GetCommand(), remaining(ctx))
+		if err != nil {
+			return err
+		}
+		if err := execExit("eval", res); err != nil {
+			return err
+		}
+		v, err := resultField(res.Stdout, rewardMetric)
+		if err != nil {
+			return fmt.Errorf("eval: %w", err)
+		}
+		r.step.setReward(tasks[2], v)
+		return nil
+	})
+}
+
+// closeSandbox closes rollout ri's sandbox id (sb, or looked up when
+// CreateSandbox returned no handle: it may have been created all the
+// same), under its own deadline, even when ctx has ended.
+func (r *sandboxRunner) closeSandbox(ctx context.Context, ri int, id string, sb *client.Sandbox) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if sb == nil {
+		var err error
+		if sb, err = r.c.GetSandbox(cctx, id); err != nil {
+			if !errors.Is(err, errs.ErrNotFound) {
+				r.step.sandboxClosed(ri, err)
+			}
+			return // never created
+		}
+		r.step.sandboxCreated(ri, id)
+	}
+	r.step.sandboxClosed(ri, sb.Close(cctx))
+}
+
+// runTask runs task ti, whose graph-mode spec is ts, by attempts of do as
+// the head would: at most 1 + max_retries attempts, each under the task's
+// timeout, 1 s doubled between them. An attempt is not retried when the
+// sandbox ended (every attempt would fail alike). It reports whether an
+// attempt succeeded.
+func (r *sandboxRunner) runTask(ctx context.Context, ti int, ts *wire.TaskSpec, do func(ctx context.Context, attempt int) error) bool {
+	for attempt := 1; ; attempt++ {
+		r.step.begin(ti, r.now())
+		actx, cancel := context.WithCancel(ctx)
+		if s := ts.GetTimeoutSeconds(); s > 0 {
+			actx, cancel = context.WithTimeout(ctx, time.Duration(s)*time.Second)
+		}
+		err := do(actx, attempt)
+		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err == nil {
+			r.step.end(ti, client.TaskSucceeded, "", r.now())
+			return true
+		}
+		if ctx.Err() != nil {
+			return false // finish cancels it
+		}
+		state := client.TaskFailed
+		if timedOut {
+			state, err = client.TaskTimedOut, fmt.Errorf("timed out after %ds (the task's timeout): %w", ts.GetTimeoutSeconds(), err)
+		}
+		if attempt > int(ts.GetMaxRetries()) || !retryable(err) {
+			r.step.end(ti, state, err.Error(), r.now())
+			return false
+		}
+		r.step.end(ti, client.TaskQueued, err.Error(), r.now())
+		if agent.Sleep(ctx, min(time.Second<<(attempt-1), maxRetryBackoff)) != nil {
+			return false
+		}
+	}
+}
+
+// retryable reports whether another attempt may succeed: not when the
+// sandbox ended or is not there, nor for a request that is malformed.
+func retryable(err error) bool {
+	switch errs.ClassOf(err) {
+	case errs.FailedPrecondition, errs.NotFound, errs.InvalidArgument, errs.PermissionDenied:
+		return false
+	}
+	return true
+}
+
+// agentLoop is one attempt of rollout ri's agent in sandbox sb: per step
+// of the profile, a model call from this process, an exec of the tool
+// command it answers, a trajectory line, and the rest of the step's time;
+// then the trajectory is written into the sandbox for the eval, as the
+// agent writes it. Attempts the data makes fail break off half-way, as
+// the agent's do (its exit 17).
+func (r *sandboxRunner) agentLoop(ctx context.Context, ri int, sb *client.Sandbox, p demo.Profile, attempt int) error {
+	url, err := r.model(ctx)
+	if err != nil {
+		return err
+	}
+	m := &agent.Model{URL: url, HTTP: r.http}
+	conv := agent.NewConversation(p.Instance.ID)
+	var traj bytes.Buffer
+	enc := json.NewEncoder(&traj)
+	for i, ms := range p.StepMillis {
+		start := r.now()
+		if attempt < p.Attempts && i == len(p.StepMillis)/2 {
+			return fmt.Errorf("attempt %d: the environment broke at step %d (a runtime failure of the data): the rollout needs another attempt", attempt, i+1)
+		}
+		cmd, err := m.Next(ctx, conv.Messages())
+		r.step.modelCalled()
+		if err != nil {
+			return fmt.Errorf("step %d: model at %s: %w", i+1, url, err)
+		}
+		modelMs := r.now().Sub(start).Milliseconds()
+		res, err := r.exec(ctx, sb, []string{"sh", "-c", cmd}, toolTimeout)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+		out := append(res.Stdout, res.Stderr...)
+		if err := enc.Encode(agent.Step{Step: i + 1, Attempt: attempt, ModelMillis: modelMs, Tool: cmd, ToolExit: res.ExitCode,
+			OutputBytes: len(out)}); err != nil {
+			return err
+		}
+		conv.Observe(cmd, res.ExitCode, out)
+		if err := agent.Sleep(ctx, time.Duration(ms)*time.Millisecond-r.now().Sub(start)); err != nil {
+			return err
+		}
+	}
+	end := "finished"
+	if !p.Finished {
+		end = "step-limit"
+	}
+	if err := enc.Encode(agent.Step{Step: len(p.StepMillis), Attempt: attempt, End: end}); err != nil {
+		return err
+	}
+	if err := sb.WriteFile(ctx, path.Join(r.o.WorkRoot, "trajectory.jsonl"), traj.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing the trajectory: %w", err)
+	}
+	r.step.fileWritten()
+	r.step.stepsDone(ri, len(p.StepMillis))
+	return nil
+}
+
+// exec runs argv in sb (in the work root, killed after timeout) and
+// records its time, request to exit.
+func (r *sandboxRunner) exec(ctx context.Context, sb *client.Sandbox, argv []string, timeout time.Duration) (*client.ExecResult, error) {
+	start := r.now()
+	res, err := sb.Exec(ctx, argv, client.ExecOptions{Cwd: r.o.WorkRoot, Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("exec %q in sandbox %s: %w", strings.Join(argv, " "), sb.ID(), err)
+	}
+	r.step.execDone(r.now().Sub(start))
+	return res, nil
+}
+
+// remaining is the time left before ctx's deadline, in whole milliseconds
+// (an exec's timeout); 0, the exec's default, without one.
+func remaining(ctx context.Context) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(dl).Truncate(time.Millisecond), time.Millisecond)
+}
+
+// execExit is nil for an exec that exited 0, else an error naming what
+// ran, its exit and the last line of its output.
+func execExit(what string, res *client.ExecResult) error {
+	if res.ExitCode == 0 {
+		return nil
+	}
+	last := lastLine(res.Stderr)
+	if last == "" {
+		last = lastLine(res.Stdout)
+	}
+	if res.TimedOut {
+		return fmt.Errorf("%s: killed at its timeout (exit %d): %s", what, res.ExitCode, last)
+	}
+	return fmt.Errorf("%s: exit code %d: %s", what, res.ExitCode, last)
+}
+
+// lastLine returns the last non-empty line of b.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// resultField returns the number field of the last MEGAFLOW_RESULT line
+// of out (the task result's line, worker.ResultPrefix).
+func resultField(out []byte, field string) (float64, error) {
+	var line string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, worker.ResultPrefix) {
+			line = strings.TrimPrefix(l, worker.ResultPrefix)
+		}
+	}
+	if line == "" {
+		return 0, fmt.Errorf("no %sline in its output", worker.ResultPrefix)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		return 0, fmt.Errorf("result %q is not a JSON object: %w", line, err)
+	}
+	v, ok := res[field].(float64)
+	if !ok {
+		return 0, fmt.Errorf("result %q has no number %q", line, field)
+	}
+	return v, nil
+}
+
+// modelEndpoint returns a function that returns the model service's first
+// ready endpoint, waiting at most modelReadyTimeout for one; it fails
+// early when the model's graph ended.
+func modelEndpoint(c *client.Client, graphID string) func(ctx context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, modelReadyTimeout)
+		defer cancel()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			svcs, err := c.ListServices(ctx, demo.Model, client.ReadOptions{})
+			if err == nil && len(svcs) > 0 && len(svcs[0].GetEndpoints()) > 0 {
+				return svcs[0].GetEndpoints()[0].GetUrl(), nil
+			}
+			if g, _, gerr := c.GetGraph(ctx, graphID, client.ReadOptions{}); gerr == nil && client.GraphTerminal(g.State) {
+				return "", fmt.Errorf("the model's graph %s ended (%s) without a ready endpoint: megaflow tasks %s says why", graphID, graphState(g.State), graphID)
+			}
+			select {
+			case <-ctx.Done():
+				if err == nil {
+					err = errors.New("no ready endpoint")
+				}
+				return "", fmt.Errorf("the model service %q: %v after %v (megaflow tasks %s says why)", demo.Model, err, modelReadyTimeout, graphID)
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// runSandboxStep runs step in sandbox mode on the local cluster lc
+// through c, prints its progress and summary, and returns the exit
+// code's error. model is the model's endpoint function.
+func runSandboxStep(ctx context.Context, g *globals, c *client.Client, lc *localCluster, step *demo.Step, o demo.Options,
+	model func(context.Context) (string, error), modelMillis int64) error {
+	plans, err := plansOf(step)
+	if err != nil {
+		return err
+	}
+	parallel := sandboxParallel(lc.worker.Capacity().CPUMillis, modelMillis, plans)
+	quiet := g.output == "json"
+	if !quiet {
+		fmt.Fprintf(g.stdout, "== sandbox mode: the agent loop runs in this process; %s, one per rollout (its repository's image, "+
+			"no network), at most %d at once; each agent step is a model call from here and an exec of its command\n",
+			plural(len(plans), "sandbox"), parallel)
+	}
+	st := newSandboxStep(o.GraphID, plans)
+	r := &sandboxRunner{c: c, o: o, step: st, model: model, http: &http.Client{Timeout: 30 * time.Second}, now: time.Now}
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	if !quiet {
+		wg.Add(1)
+		go func() { // owned by runSandboxStep: ends when done closes; waited for below
+			defer wg.Done()
+			showProgress(g.stdout, st, done)
+		}()
+	}
+	r.run(ctx, plans, parallel)
+	close(done)
+	wg.Wait()
+
+	// What is left: the live sandboxes this step created.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	left, unknown := 0, ""
+	if live, err := c.ListSandboxes(lctx, o.Tenant, false); err != nil {
+		unknown = err.Error()
+	} else {
+		for _, sb := range live {
+			if sb.GetLabels()[labelDemoStep] == o.GraphID {
+				left++
+			}
+		}
+	}
+	st.finish(time.Now(), ctx.Err() != nil, parallel, left, unknown)
+	s := st.summary()
+	if quiet {
+		if err := g.printJSON(s); err != nil {
+			return err
+		}
+	} else {
+		if f := st.failures(); len(f) > 0 {
+			fmt.Fprintf(g.stdout, "\n%s did not succeed:\n", plural(len(f), "task"))
+			for i, l := range f {
+				if i == 5 {
+					fmt.Fprintf(g.stdout, "  ... and %d more (-o json lists every rollout)\n", len(f)-5)
+					break
+				}
+				fmt.Fprintf(g.stdout, "  %s\n", l)
+			}
+		}
+		printSummary(g.stdout, s)
+	}
+	switch {
+	case s.State == "cancelled":
+		return &codeError{code: exitInterrupted, msg: "interrupted: the rollouts stopped and their sandboxes were closed"}
+	case s.ExitCode != 0:
+		return &codeError{code: s.ExitCode, msg: fmt.Sprintf("step %s failed: %d failed, %d timed out", s.GraphID, s.Counts["failed"], s.Counts["timed_out"])}
+	case s.Sandbox.Left > 0 || len(s.Sandbox.CloseErrors) > 0:
+		return fmt.Errorf("step %s: %d sandbox(es) left open, %d close error(s) (megaflow sandbox ls)", s.GraphID, s.Sandbox.Left, len(s.Sandbox.CloseErrors))
+	}
+	return nil
+}
+
+// showProgress prints a line of st's task counts every 5 s while they
+// change, as submit --watch does without a terminal, until done closes;
+// then the last line.
+func showProgress(w io.Writer, st *sandboxStep, done <-chan struct{}) {
+	const every = 5 * time.Second
+	start := time.Now()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last, lastAt := "", time.Time{}
+	show := func(force bool) {
+		c := st.counts()
+		l := countsLine(c)
+		if force || l != last && time.Since(lastAt) >= every {
+			total := c.Pending + c.Queued + c.Running + c.Succeeded + c.Failed + c.Cancelled + c.TimedOut
+			fmt.Fprintf(w, "%s  %s  %d/%d done  %s\n", time.Since(start).Round(time.Second), st.id,
+				c.Succeeded+c.Failed+c.Cancelled+c.TimedOut, total, l)
+			last, lastAt = l, time.Now()
+		}
+	}
+	show(true)
+	for {
+		select {
+		case <-done:
+			show(true)
+			return
+		case <-t.C:
+			show(false)
+		}
+	}
+}
