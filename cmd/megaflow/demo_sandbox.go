@@ -277,6 +277,9 @@ func (s *sandboxStep) finish(at time.Time, interrupted bool, parallel, left int,
 		switch t.state {
 		case client.TaskRunning:
 			t.finish = at
+			if at.After(s.lastFinish) {
+				s.lastFinish = at
+			}
 			fallthrough
 		case client.TaskPending, client.TaskQueued:
 			t.state, t.reason = client.TaskCancelled, "the step was interrupted"

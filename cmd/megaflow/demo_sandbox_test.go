@@ -93,7 +93,7 @@ func TestSandboxStepSummary(t *testing.T) {
 	st.begin(0, at(0))
 	st.finish(at(2), true, 1, 0, "")
 	s = st.summary()
-	if s.State != "cancelled" || s.ExitCode != exitInterrupted || s.Counts["cancelled"] != 3 || s.TaskSecondsP99 != 2 {
+	if s.State != "cancelled" || s.ExitCode != exitInterrupted || s.Counts["cancelled"] != 3 || s.TaskSecondsP99 != 2 || s.WallSeconds != 2 {
 		t.Fatalf("interrupted: %+v", s)
 	}
 }

@@ -366,8 +366,8 @@ func printSummary(w io.Writer, s *Summary) {
 	if s.ServiceRestarts > 0 {
 		fmt.Fprintf(tw, "service restarts\t%d\t(megaflow tasks %s shows why)\n", s.ServiceRestarts, s.GraphID)
 	}
-	fmt.Fprintf(tw, "wall time\t%s\n", secs(s.WallSeconds))
 	if sb := s.Sandbox; sb != nil {
+		fmt.Fprintf(tw, "wall time\t%s\t(first task start to last task end)\n", secs(s.WallSeconds))
 		left := fmt.Sprintf("%d left", sb.Left)
 		if sb.LeftUnknown != "" {
 			left = "left unknown: " + sb.LeftUnknown
@@ -376,6 +376,8 @@ func printSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(tw, "execs\t%d\t(setup, one per agent step, eval; %d files written)\n", sb.Execs, sb.FilesWritten)
 		fmt.Fprintf(tw, "exec time p50 / p99\t%s / %s\t(request to exit, seen from this process)\n", secs(sb.ExecSecondsP50), secs(sb.ExecSecondsP99))
 		fmt.Fprintf(tw, "model calls\t%d\t(from this process)\n", sb.ModelCalls)
+	} else {
+		fmt.Fprintf(tw, "wall time\t%s\n", secs(s.WallSeconds))
 	}
 	tw.Flush()
 }
