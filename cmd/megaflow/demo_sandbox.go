@@ -408,6 +408,9 @@ type sandboxRunner struct {
 	model func(ctx context.Context) (string, error)
 	http  *http.Client
 	now   func() time.Time
+	// backoff is the wait before a task's second attempt, doubled for
+	// each next one up to maxRetryBackoff (the head's default: 1 s).
+	backoff time.Duration
 }
 
 // run runs every rollout of plans, parallel at once, and returns when all
@@ -437,8 +440,8 @@ feed:
 	wg.Wait()
 }
 
-// runRollout runs rollout ri: creates its sandbox, runs its setup,
-// rollout and eval tasks in it, and closes it.
+// runRollout runs rollout ri: its setup, rollout and eval tasks in a
+// sandbox of its own, closed when the rollout ends, however it ends.
 func (r *sandboxRunner) runRollout(ctx context.Context, ri int, rp rolloutPlan) {
 	tasks := r.step.rollouts[ri].tasks
 	skipRest := func(from int, why string) {
@@ -446,29 +449,33 @@ func (r *sandboxRunner) runRollout(ctx context.Context, ri int, rp rolloutPlan) 
 			r.step.skip(i, why)
 		}
 	}
-	id := spec.NewSandboxID(rand.Reader)
-	res := rp.setup.GetResources()
-	sb, err := r.c.CreateSandbox(ctx, client.SandboxSpec{ID: id, Tenant: r.o.Tenant, Image: rp.setup.GetImage(),
-		CPUMillis: res.GetCpuMillis(), MemoryBytes: res.GetMemoryBytes(), WorkingDir: r.o.WorkRoot,
-		Labels:   map[string]string{labelDemoStep: r.o.GraphID, "megaflow.io/instance": rp.profile.Instance.ID},
-		Lifetime: sandboxLifetime, IdleTimeout: sandboxIdle, WaitReady: sandboxWaitReady})
-	defer r.closeSandbox(ctx, ri, id, sb)
-	if sb != nil {
-		r.step.sandboxCreated(ri, id)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return // finish cancels the tasks
+	// The sandbox is created before the setup's first attempt, and again
+	// before its next one when it could not start or ended during the
+	// setup, as graph mode retries a setup whose session container failed
+	// in a new one. Its creation (placement, start) is not part of the
+	// task's time, as a container's start is not part of an attempt's.
+	var sb *client.Sandbox
+	defer func() {
+		if sb != nil {
+			r.closeSandbox(ctx, ri, sb)
 		}
-		now := r.now()
-		r.step.begin(tasks[0], now)
-		r.step.end(tasks[0], client.TaskFailed, "no sandbox: "+err.Error(), now)
-		skipRest(1, "its setup failed")
-		return
+	}()
+	ensure := func(ctx context.Context) error {
+		if sb != nil {
+			return nil
+		}
+		var err error
+		sb, err = r.createSandbox(ctx, ri, rp)
+		return err
 	}
-	if !r.runTask(ctx, tasks[0], rp.setup, func(ctx context.Context, _ int) error {
+	if !r.runTask(ctx, tasks[0], rp.setup, ensure, func(ctx context.Context, _ int) error {
 		res, err := r.exec(ctx, sb, rp.setup.GetCommand(), remaining(ctx))
 		if err != nil {
+			if sandboxEnded(err) {
+				r.closeSandbox(ctx, ri, sb)
+				sb = nil
+				return fmt.Errorf("%v (the next attempt gets a new sandbox)", err) // retryable: not an *errs.Error
+			}
 			return err
 		}
 		return execExit("setup", res)
@@ -476,13 +483,13 @@ func (r *sandboxRunner) runRollout(ctx context.Context, ri int, rp rolloutPlan) 
 		skipRest(1, "its setup did not succeed")
 		return
 	}
-	if !r.runTask(ctx, tasks[1], rp.rollout, func(ctx context.Context, attempt int) error {
+	if !r.runTask(ctx, tasks[1], rp.rollout, nil, func(ctx context.Context, attempt int) error {
 		return r.agentLoop(ctx, ri, sb, rp.profile, attempt)
 	}) {
 		skipRest(2, "its rollout did not succeed")
 		return
 	}
-	r.runTask(ctx, tasks[2], rp.eval, func(ctx context.Context, _ int) error {
+	r.runTask(ctx, tasks[2], rp.eval, nil, func(ctx context.Context, _ int) error {
 		res, err := r.exec(ctx, sb, rp.eval.GetCommand(), remaining(ctx))
 		if err != nil {
 			return err
@@ -499,40 +506,79 @@ func (r *sandboxRunner) runRollout(ctx context.Context, ri int, rp rolloutPlan) 
 	})
 }
 
-// closeSandbox closes rollout ri's sandbox id (sb, or looked up when
-// CreateSandbox returned no handle: it may have been created all the
-// same), under its own deadline, even when ctx has ended.
-func (r *sandboxRunner) closeSandbox(ctx context.Context, ri int, id string, sb *client.Sandbox) {
+// createSandbox creates rollout ri's sandbox and waits until it is READY.
+// One that is not (it could not start, or the wait ended) is closed, as
+// it may exist all the same, and the error says why; it is retryable (not
+// an *errs.Error), since another sandbox may start.
+func (r *sandboxRunner) createSandbox(ctx context.Context, ri int, rp rolloutPlan) (*client.Sandbox, error) {
+	id := spec.NewSandboxID(rand.Reader)
+	res := rp.setup.GetResources()
+	sb, err := r.c.CreateSandbox(ctx, client.SandboxSpec{ID: id, Tenant: r.o.Tenant, Image: rp.setup.GetImage(),
+		CPUMillis: res.GetCpuMillis(), MemoryBytes: res.GetMemoryBytes(), WorkingDir: r.o.WorkRoot,
+		Labels:   map[string]string{labelDemoStep: r.o.GraphID, "megaflow.io/instance": rp.profile.Instance.ID},
+		Lifetime: sandboxLifetime, IdleTimeout: sandboxIdle, WaitReady: sandboxWaitReady})
+	if err == nil {
+		r.step.sandboxCreated(ri, id)
+		return sb, nil
+	}
+	if sb == nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		sb, _ = r.c.GetSandbox(cctx, id) // nil: never created
+		cancel()
+	}
+	if sb != nil {
+		r.step.sandboxCreated(ri, id)
+		r.closeSandbox(ctx, ri, sb)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("no sandbox: %v", err)
+}
+
+// sandboxEnded reports whether err says the sandbox ended or is gone:
+// every later call in it fails alike.
+func sandboxEnded(err error) bool {
+	switch errs.ReasonOf(err) {
+	case client.ReasonSandboxClosed, client.ReasonSandboxExpired, client.ReasonSandboxLost, client.ReasonSandboxFailed,
+		client.ReasonSandboxNotFound:
+		return true
+	}
+	return false
+}
+
+// closeSandbox closes rollout ri's sandbox sb under its own deadline,
+// even when ctx has ended, and records it.
+func (r *sandboxRunner) closeSandbox(ctx context.Context, ri int, sb *client.Sandbox) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
-	if sb == nil {
-		var err error
-		if sb, err = r.c.GetSandbox(cctx, id); err != nil {
-			if !errors.Is(err, errs.ErrNotFound) {
-				r.step.sandboxClosed(ri, err)
-			}
-			return // never created
-		}
-		r.step.sandboxCreated(ri, id)
-	}
 	r.step.sandboxClosed(ri, sb.Close(cctx))
 }
 
 // runTask runs task ti, whose graph-mode spec is ts, by attempts of do as
 // the head would: at most 1 + max_retries attempts, each under the task's
-// timeout, 1 s doubled between them. An attempt is not retried when the
-// sandbox ended (every attempt would fail alike). It reports whether an
-// attempt succeeded.
-func (r *sandboxRunner) runTask(ctx context.Context, ti int, ts *wire.TaskSpec, do func(ctx context.Context, attempt int) error) bool {
+// timeout, 1 s doubled between them. prepare (nil: none) runs before each
+// attempt, untimed (the attempt fails at once with its error). An attempt
+// is not retried when the sandbox ended (every attempt would fail alike).
+// It reports whether an attempt succeeded.
+func (r *sandboxRunner) runTask(ctx context.Context, ti int, ts *wire.TaskSpec, prepare func(ctx context.Context) error,
+	do func(ctx context.Context, attempt int) error) bool {
 	for attempt := 1; ; attempt++ {
-		r.step.begin(ti, r.now())
-		actx, cancel := context.WithCancel(ctx)
-		if s := ts.GetTimeoutSeconds(); s > 0 {
-			actx, cancel = context.WithTimeout(ctx, time.Duration(s)*time.Second)
+		var err error
+		if prepare != nil {
+			err = prepare(ctx)
 		}
-		err := do(actx, attempt)
-		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
-		cancel()
+		r.step.begin(ti, r.now())
+		timedOut := false
+		if err == nil {
+			actx, cancel := context.WithCancel(ctx)
+			if s := ts.GetTimeoutSeconds(); s > 0 {
+				actx, cancel = context.WithTimeout(ctx, time.Duration(s)*time.Second)
+			}
+			err = do(actx, attempt)
+			timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
+			cancel()
+		}
 		if err == nil {
 			r.step.end(ti, client.TaskSucceeded, "", r.now())
 			return true
@@ -549,7 +595,7 @@ func (r *sandboxRunner) runTask(ctx context.Context, ti int, ts *wire.TaskSpec, 
 			return false
 		}
 		r.step.end(ti, client.TaskQueued, err.Error(), r.now())
-		if agent.Sleep(ctx, min(time.Second<<(attempt-1), maxRetryBackoff)) != nil {
+		if agent.Sleep(ctx, min(r.backoff<<(attempt-1), maxRetryBackoff)) != nil {
 			return false
 		}
 	}
@@ -734,7 +780,7 @@ func runSandboxStep(ctx context.Context, g *globals, c *client.Client, lc *local
 			plural(len(plans), "sandbox"), parallel)
 	}
 	st := newSandboxStep(o.GraphID, plans)
-	r := &sandboxRunner{c: c, o: o, step: st, model: model, http: &http.Client{Timeout: 30 * time.Second}, now: time.Now}
+	r := &sandboxRunner{c: c, o: o, step: st, model: model, http: &http.Client{Timeout: 30 * time.Second}, now: time.Now, backoff: time.Second}
 
 	done := make(chan struct{})
 	var wg sync.WaitGroup

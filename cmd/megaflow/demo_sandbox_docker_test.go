@@ -129,7 +129,7 @@ func TestDemoSandboxModeDocker(t *testing.T) {
 		t.Fatalf("exit %d; stdout is not one JSON summary: %v\n%s\nstderr:\n%s", code, err, out, errOut)
 	}
 	if code != exitOK || s.Mode != modeSandbox || s.State != "succeeded" || s.ExitCode != 0 || s.Tasks != 9 || s.Counts["succeeded"] != 9 ||
-		s.Attempts != 9+retries || s.RetriedTasks != 1 || s.RewardCount != 3 || s.RewardMean != rewardSum/3 || s.SuccessRate != 1 {
+		s.Attempts < 9+retries || s.RetriedTasks < 1 || s.RewardCount != 3 || s.RewardMean != rewardSum/3 || s.SuccessRate != 1 {
 		t.Errorf("exit %d, summary %+v; want 9 tasks succeeded, %d attempts, mean reward %.3f\nstderr:\n%s", code, s, 9+retries, rewardSum/3, errOut)
 	}
 	// What was left is checked below in any case.
@@ -137,9 +137,22 @@ func TestDemoSandboxModeDocker(t *testing.T) {
 	if sb == nil {
 		sb = &SandboxStats{}
 	}
-	if sb.Sandboxes != 3 || sb.Closed != 3 || sb.Left != 0 || sb.LeftUnknown != "" || len(sb.CloseErrors) != 0 ||
-		sb.ModelCalls != calls || sb.Execs != calls+6 || sb.FilesWritten != 3 || sb.ExecSecondsP50 <= 0 || len(sb.Rollouts) != 3 {
-		t.Errorf("sandbox stats %+v; want 3 sandboxes closed, none left, %d model calls, %d execs", sb, calls, calls+6)
+	if sb.Sandboxes < 3 || sb.Closed != sb.Sandboxes || sb.Left != 0 || sb.LeftUnknown != "" || len(sb.CloseErrors) != 0 ||
+		sb.FilesWritten != 3 || sb.ExecSecondsP50 <= 0 || len(sb.Rollouts) != 3 {
+		t.Errorf("sandbox stats %+v; want 3 sandboxes or more, all closed, none left", sb)
+	}
+	// Exactly the replay's model calls and execs (a failing attempt breaks
+	// off half-way), unless the engine failed a call and a task needed
+	// more attempts than the data's (a loaded host): then at least those.
+	if s.Attempts == 9+retries {
+		if sb.ModelCalls != calls || sb.Execs != calls+6 {
+			t.Errorf("%d model calls, %d execs; the replay makes %d and %d", sb.ModelCalls, sb.Execs, calls, calls+6)
+		}
+	} else if sb.ModelCalls < calls || sb.Execs < calls+6 {
+		t.Errorf("%d attempts (the data's %d and retries of failed calls), %d model calls, %d execs; want at least %d and %d",
+			s.Attempts, 9+retries, sb.ModelCalls, sb.Execs, calls, calls+6)
+	} else {
+		t.Logf("%d attempts where the data makes %d: the engine failed a call and a task was retried", s.Attempts, 9+retries)
 	}
 	ids := map[string]bool{}
 	for i, r := range sb.Rollouts {
@@ -152,7 +165,7 @@ func TestDemoSandboxModeDocker(t *testing.T) {
 			reward = 1
 		}
 		if r.Instance != p.Instance.ID || r.State != "succeeded" || r.Reward == nil || *r.Reward != reward ||
-			r.Attempts != p.Attempts || r.Steps != len(p.StepMillis) || !strings.HasPrefix(r.Sandbox, "sbx-") || ids[r.Sandbox] {
+			r.Attempts < p.Attempts || r.Steps != len(p.StepMillis) || !strings.HasPrefix(r.Sandbox, "sbx-") || ids[r.Sandbox] {
 			t.Errorf("rollout %d: %+v; want instance %s, reward %v, %d attempts, %d steps, a sandbox of its own",
 				i, r, p.Instance.ID, reward, p.Attempts, len(p.StepMillis))
 		}
@@ -164,7 +177,9 @@ func TestDemoSandboxModeDocker(t *testing.T) {
 		t.Errorf("containers left behind by the demo: %v", left)
 	}
 	// The task table, read by the cluster started again on the demo's
-	// data directory: the three sandboxes, all CLOSED, none live.
+	// data directory: the step's sandboxes, none live, the rollouts'
+	// CLOSED (another, made for a setup whose sandbox could not start,
+	// ended on its own).
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	lc, err := startLocal(ctx, localOptions{DataDir: dir, Runtime: "docker", GRPCAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
@@ -192,12 +207,19 @@ func TestDemoSandboxModeDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 3 || len(live) != 0 {
-		t.Fatalf("after the demo: %d sandboxes of tenant %s, %d live; want 3, none live", len(all), o.Tenant, len(live))
+	if len(all) != sb.Sandboxes || len(live) != 0 {
+		t.Fatalf("after the demo: %d sandboxes of tenant %s, %d live; want %d (the summary's), none live", len(all), o.Tenant, len(live), sb.Sandboxes)
 	}
+	closed := 0
 	for _, info := range all {
-		if !ids[info.GetId()] || info.GetState() != client.SandboxClosed || info.GetLabels()[labelDemoStep] != "demo-sbx-e2e" {
-			t.Errorf("sandbox %s: %s, labels %v; want one of the summary's, CLOSED, of step demo-sbx-e2e", info.GetId(), info.GetState(), info.GetLabels())
+		if info.GetLabels()[labelDemoStep] != "demo-sbx-e2e" {
+			t.Errorf("sandbox %s: labels %v; want those of step demo-sbx-e2e", info.GetId(), info.GetLabels())
 		}
+		if ids[info.GetId()] && info.GetState() == client.SandboxClosed {
+			closed++
+		}
+	}
+	if closed != len(ids) {
+		t.Errorf("%d of the rollouts' %d sandboxes CLOSED: %v", closed, len(ids), all)
 	}
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,6 +188,70 @@ func TestResultField(t *testing.T) {
 	}
 }
 
+// runTask runs a task's attempts as the head would: retried up to its
+// max_retries, not when the sandbox ended, TIMED_OUT at its timeout; the
+// prepare step (the sandbox's creation) is not timed and its failure is
+// the attempt's.
+func TestRunTask(t *testing.T) {
+	ended := errs.New(errs.FailedPrecondition, "sandbox sbx-1 is LOST")
+	for _, tc := range []struct {
+		name      string
+		retries   int32
+		timeout   int64
+		prepare   []error // per attempt; nil: no prepare
+		do        []error // per attempt that gets past prepare
+		ok        bool
+		state     client.TaskState
+		attempts  int
+		doCalls   int
+		lastSecs  float64
+		reasonHas string
+	}{
+		{"first try", 2, 0, nil, []error{nil}, true, client.TaskSucceeded, 1, 1, 1, ""},
+		{"retried", 2, 0, nil, []error{errors.New("exit 17"), nil}, true, client.TaskSucceeded, 2, 2, 1, ""},
+		{"out of retries", 1, 0, nil, []error{errors.New("exit 1"), errors.New("exit 2")}, false, client.TaskFailed, 2, 2, 1, "exit 2"},
+		{"sandbox ended", 3, 0, nil, []error{ended}, false, client.TaskFailed, 1, 1, 1, "LOST"},
+		{"no sandbox, then one", 2, 0, []error{errors.New("no sandbox: start failed"), nil}, []error{nil}, true, client.TaskSucceeded, 2, 1, 1, ""},
+		{"never a sandbox", 1, 0, []error{errors.New("no sandbox: a"), errors.New("no sandbox: b")}, nil, false, client.TaskFailed, 2, 0, 0, "no sandbox: b"},
+		{"timed out", 0, 1, nil, []error{context.DeadlineExceeded}, false, client.TaskTimedOut, 1, 1, 1, "timed out after 1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newSandboxStep("s", plansFor([]string{"a"}, []int64{100}))
+			clock := time.Unix(0, 0)
+			r := &sandboxRunner{step: st, backoff: time.Millisecond, now: func() time.Time { return clock }}
+			var prepare func(context.Context) error
+			tries := 0
+			if tc.prepare != nil {
+				prepare = func(context.Context) error {
+					clock = clock.Add(time.Hour) // not the task's time
+					tries++
+					return tc.prepare[tries-1]
+				}
+			}
+			calls := 0
+			ok := r.runTask(context.Background(), 0, &wire.TaskSpec{Name: "setup.a", MaxRetries: tc.retries, TimeoutSeconds: tc.timeout}, prepare,
+				func(ctx context.Context, _ int) error {
+					calls++
+					clock = clock.Add(time.Second)
+					err := tc.do[calls-1]
+					if err == context.DeadlineExceeded {
+						<-ctx.Done() // the task's timeout
+						return ctx.Err()
+					}
+					return err
+				})
+			st.finish(clock, false, 1, 0, "")
+			task := st.tasks[0]
+			if ok != tc.ok || task.state != tc.state || task.attempts != tc.attempts || calls != tc.doCalls ||
+				task.finish.Sub(task.start).Seconds() != tc.lastSecs || !strings.Contains(task.reason, tc.reasonHas) {
+				t.Fatalf("ok %v, state %v, %d attempts, %d calls, last %v, reason %q; want %v, %v, %d, %d, %vs, %q",
+					ok, task.state, task.attempts, calls, task.finish.Sub(task.start), task.reason,
+					tc.ok, tc.state, tc.attempts, tc.doCalls, tc.lastSecs, tc.reasonHas)
+			}
+		})
+	}
+}
+
 func TestRetryable(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
@@ -198,6 +265,20 @@ func TestRetryable(t *testing.T) {
 	} {
 		if got := retryable(tc.err); got != tc.want {
 			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		reason string
+		want   bool
+	}{
+		{client.ReasonSandboxClosed, true}, {client.ReasonSandboxExpired, true}, {client.ReasonSandboxLost, true},
+		{client.ReasonSandboxFailed, true}, {client.ReasonSandboxNotFound, true},
+		{client.ReasonSandboxNotReady, false}, {client.ReasonWorkerUnreachable, false}, {client.ReasonFileTooLarge, false}, {"", false},
+	} {
+		e := errs.New(errs.FailedPrecondition, "x")
+		e.Reason = tc.reason
+		if got := sandboxEnded(fmt.Errorf("exec: %w", e)); got != tc.want {
+			t.Errorf("sandboxEnded(reason %q) = %v, want %v", tc.reason, got, tc.want)
 		}
 	}
 }

@@ -225,7 +225,8 @@ type Summary struct {
 
 // SandboxStats is what `megaflow demo --mode sandbox` adds to its Summary.
 type SandboxStats struct {
-	// Sandboxes were created, one per rollout; Closed of them closed by
+	// Sandboxes were created, one per rollout (and another for a rollout
+	// whose setup's sandbox could not start or ended); Closed of them by
 	// the command; Left is how many of the step's sandboxes were still
 	// live after (0 unless a close failed); LeftUnknown says why they
 	// could not be listed ("" when they were).
@@ -252,8 +253,8 @@ type SandboxStats struct {
 
 // RolloutResult is one rollout of `megaflow demo --mode sandbox`.
 type RolloutResult struct {
-	// Instance is the SWE-Gym instance; Sandbox the sandbox's id ("" when
-	// none was created).
+	// Instance is the SWE-Gym instance; Sandbox the id of its (last)
+	// sandbox, "" when none was created.
 	Instance string `json:"instance"`
 	Sandbox  string `json:"sandbox"`
 	// Attempts of its rollout task; Steps the agent steps of the last one
@@ -372,7 +373,8 @@ func printSummary(w io.Writer, s *Summary) {
 		if sb.LeftUnknown != "" {
 			left = "left unknown: " + sb.LeftUnknown
 		}
-		fmt.Fprintf(tw, "sandboxes\t%d\t(one per rollout, at most %d at once; %d closed, %s)\n", sb.Sandboxes, sb.Parallel, sb.Closed, left)
+		fmt.Fprintf(tw, "sandboxes\t%d\t(for %s, at most %d at once; %d closed, %s)\n", sb.Sandboxes, plural(len(sb.Rollouts), "rollout"),
+			sb.Parallel, sb.Closed, left)
 		fmt.Fprintf(tw, "execs\t%d\t(setup, one per agent step, eval; %d files written)\n", sb.Execs, sb.FilesWritten)
 		fmt.Fprintf(tw, "exec time p50 / p99\t%s / %s\t(request to exit, seen from this process)\n", secs(sb.ExecSecondsP50), secs(sb.ExecSecondsP99))
 		fmt.Fprintf(tw, "model calls\t%d\t(from this process)\n", sb.ModelCalls)
