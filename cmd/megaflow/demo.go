@@ -32,6 +32,12 @@ const (
 	modelTask = "task"
 )
 
+// removeTimeout bounds the wait for the worker to remove the containers
+// of the model graph and of the closed sandboxes before the cluster stops
+// (a stop takes up to the worker's 10 s grace, and engine calls are slow
+// on a loaded host).
+const removeTimeout = time.Minute
+
 // defaultModelService runs the model as a service task of the cluster;
 // modelDriver stays for heads without service tasks.
 const defaultModelService = modelTask
@@ -231,6 +237,13 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 			defer cancel()
 			if _, err := c.CancelGraph(cctx, mres.GraphId, "the demo step ended"); err != nil {
 				fmt.Fprintln(g.stderr, "megaflow demo: cancel the model graph:", err)
+				return
+			}
+			// Its container goes before the cluster stops.
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			defer wcancel()
+			if left := lc.waitRemoved(wctx, map[string]bool{mres.GraphId: true}); len(left) > 0 {
+				fmt.Fprintf(g.stderr, "megaflow demo: the model's container is still there after %v: %s\n", removeTimeout, strings.Join(left, ", "))
 			}
 		}()
 		step.Graph = rest

@@ -165,6 +165,8 @@ type sandboxStep struct {
 	// modelCalls, filesWritten, and the sandboxes created and closed.
 	modelCalls, filesWritten, created, closed int
 	closeErrors                               []string
+	// ids are the sandboxes created, in order.
+	ids []string
 	// firstStart and lastFinish bound the step's wall time.
 	firstStart, lastFinish time.Time
 	// Set by finish: whether the step was interrupted, how many rollouts
@@ -234,6 +236,7 @@ func (s *sandboxStep) sandboxCreated(r int, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rollouts[r].sandbox = id
+	s.ids = append(s.ids, id)
 	s.created++
 }
 
@@ -246,6 +249,17 @@ func (s *sandboxStep) sandboxClosed(r int, err error) {
 		return
 	}
 	s.closed++
+}
+
+// sandboxIDs returns the ids of every sandbox created.
+func (s *sandboxStep) sandboxIDs() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make(map[string]bool, len(s.ids))
+	for _, id := range s.ids {
+		ids[id] = true
+	}
+	return ids
 }
 
 // stepsDone records the agent steps of rollout r's last rollout attempt.
@@ -794,6 +808,13 @@ func runSandboxStep(ctx context.Context, g *globals, c *client.Client, lc *local
 	r.run(ctx, plans, parallel)
 	close(done)
 	wg.Wait()
+
+	// The closed sandboxes' containers go before the cluster stops.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer wcancel()
+	if left := lc.waitRemoved(wctx, st.sandboxIDs()); len(left) > 0 {
+		fmt.Fprintf(g.stderr, "megaflow demo: %d closed sandbox(es)' containers still there after %v: %s\n", len(left), removeTimeout, strings.Join(left, ", "))
+	}
 
 	// What is left: the live sandboxes this step created.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)

@@ -387,6 +387,37 @@ func addLocalFlags(cmd *cobra.Command, o *localOptions) {
 	f.StringVar(&o.LogLevel, "log-level", o.LogLevel, "level of megaflow.log: debug, info, warn or error")
 }
 
+// waitRemoved waits until the runtime holds no container of the worker's
+// attempts in the graphs named by graphs (a sandbox's graph is its id),
+// polling every 200 ms until ctx ends, and returns the names of those
+// still there then. The worker stops and removes the containers of a
+// cancelled graph or a closed sandbox after the head commits it: Stop
+// would cut that short and leave them behind.
+func (lc *localCluster) waitRemoved(ctx context.Context, graphs map[string]bool) []string {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var left []string
+		cs, err := lc.rt.List(ctx, map[string]string{worker.LabelWorker: lc.worker.ID()})
+		for _, c := range cs {
+			if graphs[c.Labels[worker.LabelGraph]] {
+				left = append(left, c.Name)
+			}
+		}
+		if err == nil && len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil && len(left) == 0 {
+				return []string{fmt.Sprintf("(unknown: %v)", err)}
+			}
+			return left
+		case <-t.C:
+		}
+	}
+}
+
 // missingImages returns the images of names the local Docker Engine does
 // not hold (none with the process runtime).
 func (lc *localCluster) missingImages(ctx context.Context, names []string) []string {
