@@ -19,15 +19,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -37,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/megaflow/megaflow/examples/demo/agent"
 	"github.com/megaflow/megaflow/internal/version"
 )
 
@@ -108,20 +106,6 @@ func result(w io.Writer, v any) {
 	fmt.Fprintf(w, "MEGAFLOW_RESULT %s\n", b)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 func setup(ctx context.Context, out io.Writer, dir, repo string, init time.Duration) error {
 	if dir == "" || repo == "" {
 		return errors.New("setup: --dir and --repo are required")
@@ -141,23 +125,12 @@ func setup(ctx context.Context, out io.Writer, dir, repo string, init time.Durat
 			return err
 		}
 	}
-	if err := sleep(ctx, init); err != nil {
+	if err := agent.Sleep(ctx, init); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "environment of %s ready in %s (init %v)\n", repo, src, init)
 	result(out, map[string]any{"repo": repo, "files": len(files), "init_ms": init.Milliseconds()})
 	return nil
-}
-
-// step is one line of the trajectory.
-type step struct {
-	Step        int    `json:"step"`
-	Attempt     int    `json:"attempt"`
-	ModelMillis int64  `json:"model_ms"`
-	Tool        string `json:"tool,omitempty"`
-	ToolExit    int    `json:"tool_exit"`
-	OutputBytes int    `json:"output_bytes"`
-	End         string `json:"end,omitempty"`
 }
 
 func rollout(ctx context.Context, out io.Writer, dir, instance, stepList string, failAttempts int, end string) error {
@@ -191,18 +164,15 @@ func rollout(ctx context.Context, out io.Writer, dir, instance, stepList string,
 	}
 	defer traj.Close()
 	enc := json.NewEncoder(traj)
-	hc := &http.Client{Timeout: 30 * time.Second}
-	messages := []map[string]string{
-		{"role": "system", "content": "You are a software engineering agent. Use execute_bash."},
-		{"role": "user", "content": "Resolve the issue of " + instance + " in ./repo."},
-	}
+	m := &agent.Model{URL: model}
+	conv := agent.NewConversation(instance)
 	for i, d := range steps {
 		start := time.Now()
 		if attempt <= failAttempts && i == len(steps)/2 {
 			fmt.Fprintf(out, "attempt %d: the environment broke at step %d\n", attempt, i+1)
 			return exitCode(exitInjected)
 		}
-		cmd, err := callModel(ctx, hc, model, messages)
+		cmd, err := m.Next(ctx, conv.Messages())
 		if err != nil {
 			return fmt.Errorf("rollout: step %d: model at %s: %w", i+1, model, err)
 		}
@@ -214,19 +184,15 @@ func rollout(ctx context.Context, out io.Writer, dir, instance, stepList string,
 		if sh.ProcessState != nil {
 			code = sh.ProcessState.ExitCode()
 		}
-		if err := enc.Encode(step{Step: i + 1, Attempt: attempt, ModelMillis: modelMs, Tool: cmd, ToolExit: code, OutputBytes: len(output)}); err != nil {
+		if err := enc.Encode(agent.Step{Step: i + 1, Attempt: attempt, ModelMillis: modelMs, Tool: cmd, ToolExit: code, OutputBytes: len(output)}); err != nil {
 			return err
 		}
-		messages = append(messages, map[string]string{"role": "assistant", "content": "execute_bash: " + cmd},
-			map[string]string{"role": "user", "content": "exit " + strconv.Itoa(code) + ": " + truncate(string(output), 200)})
-		if len(messages) > 8 {
-			messages = append(messages[:2], messages[len(messages)-6:]...)
-		}
-		if err := sleep(ctx, d-time.Since(start)); err != nil {
+		conv.Observe(cmd, code, output)
+		if err := agent.Sleep(ctx, d-time.Since(start)); err != nil {
 			return err
 		}
 	}
-	if err := enc.Encode(step{Step: len(steps), Attempt: attempt, End: end}); err != nil {
+	if err := enc.Encode(agent.Step{Step: len(steps), Attempt: attempt, End: end}); err != nil {
 		return err
 	}
 	if err := traj.Close(); err != nil {
@@ -265,91 +231,17 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
-// callModel posts one chat completion and returns the command of its
-// execute_bash tool call. It tries three times on connection errors.
-func callModel(ctx context.Context, hc *http.Client, model string, messages []map[string]string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"model": "megaflow-demo-coder", "messages": messages, "tools": []any{map[string]any{
-		"type": "function", "function": map[string]any{"name": "execute_bash", "parameters": map[string]any{"type": "object"}}}}})
-	var lastErr error
-	for try := range 3 {
-		if try > 0 {
-			if err := sleep(ctx, time.Duration(try)*200*time.Millisecond); err != nil {
-				return "", err
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, model+"/v1/chat/completions", bytes.NewReader(body))
-		if err != nil {
-			return "", err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		res, err := hc.Do(req)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		var cc struct {
-			Choices []struct {
-				Message struct {
-					ToolCalls []struct {
-						Function struct {
-							Arguments string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"message"`
-			} `json:"choices"`
-		}
-		err = json.NewDecoder(bufio.NewReader(res.Body)).Decode(&cc)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("HTTP %s", res.Status)
-		}
-		if err != nil || len(cc.Choices) == 0 || len(cc.Choices[0].Message.ToolCalls) == 0 {
-			return "", fmt.Errorf("the answer holds no tool call (%v)", err)
-		}
-		var a struct {
-			Command string `json:"command"`
-		}
-		if err := json.Unmarshal([]byte(cc.Choices[0].Message.ToolCalls[0].Function.Arguments), &a); err != nil || a.Command == "" {
-			return "", fmt.Errorf("tool call arguments %q hold no command", cc.Choices[0].Message.ToolCalls[0].Function.Arguments)
-		}
-		return a.Command, nil
-	}
-	return "", lastErr
-}
-
 func eval(out io.Writer, dir string) error {
 	f, err := os.Open(filepath.Join(dir, "trajectory.jsonl"))
 	if err != nil {
 		return fmt.Errorf("eval: %w (did the rollout step run in this session?)", err)
 	}
 	defer f.Close()
-	steps, end := 0, ""
-	dec := json.NewDecoder(f)
-	for {
-		var s step
-		if err := dec.Decode(&s); err == io.EOF {
-			break
-		} else if err != nil {
-			return fmt.Errorf("eval: trajectory line %d: %w", steps+1, err)
-		}
-		if s.End != "" {
-			end = s.End
-		} else {
-			steps++
-		}
+	e, err := agent.Evaluate(f)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
 	}
-	reward := 0
-	if end == "finished" && steps > 0 {
-		reward = 1
-	}
-	fmt.Fprintf(out, "trajectory: %d steps, end %q: reward %d\n", steps, end, reward)
-	result(out, map[string]any{"reward": reward, "steps": steps, "end": end})
+	fmt.Fprintf(out, "trajectory: %d steps, end %q: reward %d\n", e.Steps, e.End, e.Reward)
+	result(out, map[string]any{"reward": e.Reward, "steps": e.Steps, "end": e.End})
 	return nil
 }

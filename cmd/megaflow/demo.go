@@ -32,6 +32,12 @@ const (
 	modelTask = "task"
 )
 
+// removeTimeout bounds the wait for the worker to remove the containers
+// of the model graph and of the closed sandboxes before the cluster stops
+// (a stop takes up to the worker's 10 s grace, and engine calls are slow
+// on a loaded host).
+const removeTimeout = time.Minute
+
 // defaultModelService runs the model as a service task of the cluster;
 // modelDriver stays for heads without service tasks.
 const defaultModelService = modelTask
@@ -41,6 +47,8 @@ type demoFlags struct {
 	opts         demo.Options
 	modelService string
 	keep         bool
+	// mode is modeGraph or modeSandbox (megaflow demo only).
+	mode string
 }
 
 func (f *demoFlags) add(cmd *cobra.Command) {
@@ -96,7 +104,15 @@ persistent session container of its repository's image
 count, per-step times and failed attempts from the data, calls the model
 server at each step and runs the tool command it answers.
 
-Exit codes as submit --watch: 0 the step succeeded, 3 it failed, 4 cancelled.`,
+With --mode sandbox the same step runs with the agent loop in this process:
+each rollout gets a sandbox of the same image (megaflow sandbox; Docker
+only), the setup and eval tasks' commands and each agent step's tool
+command are execs into it, and the model (the same service task, or
+--model-service driver) is called from here. The summary has the same
+lines as graph mode's, then the sandboxes, execs and model calls.
+
+Exit codes as submit --watch: 0 the step succeeded, 3 it failed, 4 cancelled
+(130 when --mode sandbox was interrupted: its sandboxes are closed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.tls.Enabled() {
@@ -108,6 +124,8 @@ Exit codes as submit --watch: 0 the step succeeded, 3 it failed, 4 cancelled.`,
 	f.add(cmd)
 	addLocalFlags(cmd, &lo)
 	cmd.Flags().BoolVar(&f.keep, "keep", false, "keep the data directory (default: a fresh temporary one, removed at the end)")
+	cmd.Flags().StringVar(&f.mode, "mode", modeGraph,
+		"graph (submit the step; the agent runs in the rollouts' tasks) or sandbox (the agent loop runs here, one sandbox per rollout; Docker only)")
 	cmd.AddCommand(demoGraphCmd(g))
 	return cmd
 }
@@ -116,12 +134,20 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 	if g.output != "table" && g.output != "json" {
 		return errs.New(errs.InvalidArgument, "--output %q: want table or json", g.output)
 	}
+	if f.mode != modeGraph && f.mode != modeSandbox {
+		return errs.New(errs.InvalidArgument, "--mode %q: want graph (the step as a graph of tasks that run the agent) or sandbox (the agent loop here, one sandbox per rollout)", f.mode)
+	}
 	data, err := demo.Load()
 	if err != nil {
 		return err
 	}
 	if f.opts.Instances < 1 || f.opts.Instances > len(data.Instances) {
 		return errs.New(errs.InvalidArgument, "--instances %d: want 1 to %d (the SWE-Gym training instances)", f.opts.Instances, len(data.Instances))
+	}
+	if f.mode == modeSandbox {
+		if err := checkSandboxRuntime(ctx, &lo); err != nil {
+			return err
+		}
 	}
 	say := func(format string, args ...any) {
 		if g.output != "json" {
@@ -167,6 +193,8 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 		defer stop()
 		o.ModelURL = url
 		say("model: OpenAI-compatible mock server %s at %s, served by this command (--model-service task runs it as a service task)\n", demo.ModelName, url)
+	} else if f.mode == modeSandbox {
+		say("model: the service task %q in a graph of its own; this command calls its endpoint at each agent step\n", demo.Model)
 	} else {
 		say("model: the graph's service task %q; its endpoint reaches the rollouts as %s\n", demo.Model, demo.EnvModel)
 	}
@@ -184,6 +212,8 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 		return err
 	}
 	defer c.Close()
+	endpoint := func(context.Context) (string, error) { return o.ModelURL, nil }
+	var modelMillis int64
 	if f.modelService == modelTask {
 		// A service runs until cancelled, so it lives in a graph of its
 		// own (uses_services reaches across graphs) and the step graph
@@ -193,15 +223,35 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 		if err != nil {
 			return err
 		}
-		say("== submitted graph %s: the model service task, published to the rollouts as %s\n", mres.GraphId, demo.EnvModel)
+		for _, t := range model.GetTasks() {
+			modelMillis += t.GetResources().GetCpuMillis()
+		}
+		endpoint = modelEndpoint(c, mres.GraphId)
+		if f.mode == modeSandbox {
+			say("== submitted graph %s: the model service task\n", mres.GraphId)
+		} else {
+			say("== submitted graph %s: the model service task, published to the rollouts as %s\n", mres.GraphId, demo.EnvModel)
+		}
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if _, err := c.CancelGraph(cctx, mres.GraphId, "the demo step ended"); err != nil {
 				fmt.Fprintln(g.stderr, "megaflow demo: cancel the model graph:", err)
+				return
+			}
+			// Its container goes before the cluster stops.
+			wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			defer wcancel()
+			if left := lc.waitRemoved(wctx, map[string]bool{mres.GraphId: true}); len(left) > 0 {
+				fmt.Fprintf(g.stderr, "megaflow demo: the model's container is still there after %v: %s\n", removeTimeout, strings.Join(left, ", "))
 			}
 		}()
 		step.Graph = rest
+	}
+	if f.mode == modeSandbox {
+		err := runSandboxStep(ctx, g, c, lc, step, o, endpoint, modelMillis)
+		say("demo time, cluster start to summary: %s\n", time.Since(start).Round(100*time.Millisecond))
+		return err
 	}
 	res, err := c.Submit(ctx, step.Graph)
 	if err != nil {

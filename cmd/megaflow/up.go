@@ -104,15 +104,9 @@ func chooseRuntime(ctx context.Context, name, processDir string, logger *slog.Lo
 		return nil, nil, "", errs.New(errs.InvalidArgument, "--runtime %q: want auto, docker or process", name)
 	}
 	if name != "process" {
-		rt, err := docker.New(docker.Config{Logger: logger})
+		rt, err := openDocker(ctx, logger)
 		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			err = rt.Ping(pctx)
-			cancel()
-			if err == nil {
-				return rt, func() { _ = rt.Close() }, "a Docker Engine answered: each task runs in a container", nil
-			}
-			_ = rt.Close()
+			return rt, func() { _ = rt.Close() }, "a Docker Engine answered: each task runs in a container", nil
 		}
 		if name == "docker" {
 			return nil, nil, "", fmt.Errorf("--runtime docker: no Docker Engine answers (%v); start it, set DOCKER_HOST, or use --runtime process", err)
@@ -128,6 +122,23 @@ func chooseRuntime(ctx context.Context, name, processDir string, logger *slog.Lo
 		return nil, nil, "", err
 	}
 	return rt, func() {}, "--runtime process: tasks run as plain processes, without isolation or limits", nil
+}
+
+// openDocker returns a Docker runtime (DOCKER_HOST, or the local socket)
+// whose engine answered a ping within 3 s, or the error saying why not.
+// The caller closes it.
+func openDocker(ctx context.Context, logger *slog.Logger) (*docker.Runtime, error) {
+	rt, err := docker.New(docker.Config{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := rt.Ping(pctx); err != nil {
+		_ = rt.Close()
+		return nil, err
+	}
+	return rt, nil
 }
 
 // startLocal starts one head (a single-voter Raft cluster) and one worker
@@ -374,6 +385,37 @@ func addLocalFlags(cmd *cobra.Command, o *localOptions) {
 	f.IntVar(&o.PoolMax, "pool-max", o.PoolMax, "warm containers at most per image and tenant (persistent tasks and sessions)")
 	f.IntVar(&o.MaxConcurrentStarts, "max-concurrent-starts", o.MaxConcurrentStarts, "container starts the worker runs at once")
 	f.StringVar(&o.LogLevel, "log-level", o.LogLevel, "level of megaflow.log: debug, info, warn or error")
+}
+
+// waitRemoved waits until the runtime holds no container of the worker's
+// attempts in the graphs named by graphs (a sandbox's graph is its id),
+// polling every 200 ms until ctx ends, and returns the names of those
+// still there then. The worker stops and removes the containers of a
+// cancelled graph or a closed sandbox after the head commits it: Stop
+// would cut that short and leave them behind.
+func (lc *localCluster) waitRemoved(ctx context.Context, graphs map[string]bool) []string {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var left []string
+		cs, err := lc.rt.List(ctx, map[string]string{worker.LabelWorker: lc.worker.ID()})
+		for _, c := range cs {
+			if graphs[c.Labels[worker.LabelGraph]] {
+				left = append(left, c.Name)
+			}
+		}
+		if err == nil && len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil && len(left) == 0 {
+				return []string{fmt.Sprintf("(unknown: %v)", err)}
+			}
+			return left
+		case <-t.C:
+		}
+	}
 }
 
 // missingImages returns the images of names the local Docker Engine does

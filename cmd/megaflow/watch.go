@@ -214,6 +214,59 @@ type Summary struct {
 	// last end).
 	WallSeconds float64 `json:"wall_seconds"`
 	ExitCode    int     `json:"exit_code"`
+	// Mode is "sandbox" for `megaflow demo --mode sandbox`, whose step is
+	// no graph: GraphID is then the step's id, Tasks each rollout's setup,
+	// rollout and eval as that command ran them (execs into the rollout's
+	// sandbox), task times and wall time its own clock's, and Sandbox says
+	// more. Empty for a graph.
+	Mode    string        `json:"mode,omitempty"`
+	Sandbox *SandboxStats `json:"sandbox,omitempty"`
+}
+
+// SandboxStats is what `megaflow demo --mode sandbox` adds to its Summary.
+type SandboxStats struct {
+	// Sandboxes were created, one per rollout (and another for a rollout
+	// whose setup's sandbox could not start or ended); Closed of them by
+	// the command; Left is how many of the step's sandboxes were still
+	// live after (0 unless a close failed); LeftUnknown says why they
+	// could not be listed ("" when they were).
+	Sandboxes   int      `json:"sandboxes"`
+	Closed      int      `json:"closed"`
+	Left        int      `json:"left"`
+	LeftUnknown string   `json:"left_unknown,omitempty"`
+	CloseErrors []string `json:"close_errors,omitempty"`
+	// Parallel is how many rollouts ran at most at once.
+	Parallel int `json:"parallel"`
+	// Execs is how many execs returned an exit (setup, each agent step's
+	// tool command, eval); ExecSecondsP50 and P99 are nearest-rank
+	// percentiles of their time, request to exit, in seconds.
+	Execs          int     `json:"execs"`
+	ExecSecondsP50 float64 `json:"exec_seconds_p50"`
+	ExecSecondsP99 float64 `json:"exec_seconds_p99"`
+	// ModelCalls were made by the command (one per agent step tried);
+	// FilesWritten into the sandboxes (the trajectories).
+	ModelCalls   int `json:"model_calls"`
+	FilesWritten int `json:"files_written"`
+	// Rollouts, in step order.
+	Rollouts []RolloutResult `json:"rollouts"`
+}
+
+// RolloutResult is one rollout of `megaflow demo --mode sandbox`.
+type RolloutResult struct {
+	// Instance is the SWE-Gym instance; Sandbox the id of its (last)
+	// sandbox, "" when none was created.
+	Instance string `json:"instance"`
+	Sandbox  string `json:"sandbox"`
+	// Attempts of its rollout task; Steps the agent steps of the last one
+	// that finished.
+	Attempts int `json:"attempts"`
+	Steps    int `json:"steps"`
+	// Reward is the eval's (null without one).
+	Reward *float64 `json:"reward"`
+	// State is "succeeded" when its three tasks did, else the state of
+	// the first that did not, and Reason its name and why.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // summarize reads every task of g (pages of 1,000, specs left out) and
@@ -278,7 +331,11 @@ func percentile(v []float64, q float64) float64 {
 
 // printSummary writes the summary table.
 func printSummary(w io.Writer, s *Summary) {
-	fmt.Fprintf(w, "\ngraph %s %s\n", s.GraphID, s.State)
+	if s.Mode == modeSandbox {
+		fmt.Fprintf(w, "\nstep %s %s (sandbox mode: no graph; the agent loop ran in this process)\n", s.GraphID, s.State)
+	} else {
+		fmt.Fprintf(w, "\ngraph %s %s\n", s.GraphID, s.State)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	var sum uint32
 	for _, k := range []string{"succeeded", "failed", "timed_out", "cancelled", "running", "assigned", "queued", "pending"} {
@@ -290,7 +347,11 @@ func printSummary(w io.Writer, s *Summary) {
 		}
 		sum += s.Counts[k]
 	}
-	fmt.Fprintf(tw, "  total\t%d\t(%d tasks submitted)\n", sum, s.Tasks)
+	if sb := s.Sandbox; sb != nil {
+		fmt.Fprintf(tw, "  total\t%d\t(%d tasks, run as execs in %s)\n", sum, s.Tasks, plural(sb.Sandboxes, "sandbox"))
+	} else {
+		fmt.Fprintf(tw, "  total\t%d\t(%d tasks submitted)\n", sum, s.Tasks)
+	}
 	if finished := s.Counts["succeeded"] + s.Counts["failed"] + s.Counts["timed_out"]; finished > 0 {
 		fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
 	} else {
@@ -306,14 +367,30 @@ func printSummary(w io.Writer, s *Summary) {
 	if s.ServiceRestarts > 0 {
 		fmt.Fprintf(tw, "service restarts\t%d\t(megaflow tasks %s shows why)\n", s.ServiceRestarts, s.GraphID)
 	}
-	fmt.Fprintf(tw, "wall time\t%s\n", secs(s.WallSeconds))
+	if sb := s.Sandbox; sb != nil {
+		fmt.Fprintf(tw, "wall time\t%s\t(first task start to last task end)\n", secs(s.WallSeconds))
+		left := fmt.Sprintf("%d left", sb.Left)
+		if sb.LeftUnknown != "" {
+			left = "left unknown: " + sb.LeftUnknown
+		}
+		fmt.Fprintf(tw, "sandboxes\t%d\t(for %s, at most %d at once; %d closed, %s)\n", sb.Sandboxes, plural(len(sb.Rollouts), "rollout"),
+			sb.Parallel, sb.Closed, left)
+		fmt.Fprintf(tw, "execs\t%d\t(setup, one per agent step, eval; %d files written)\n", sb.Execs, sb.FilesWritten)
+		fmt.Fprintf(tw, "exec time p50 / p99\t%s / %s\t(request to exit, seen from this process)\n", secs(sb.ExecSecondsP50), secs(sb.ExecSecondsP99))
+		fmt.Fprintf(tw, "model calls\t%d\t(from this process)\n", sb.ModelCalls)
+	} else {
+		fmt.Fprintf(tw, "wall time\t%s\n", secs(s.WallSeconds))
+	}
 	tw.Flush()
 }
 
-// plural returns "1 task", "2 tasks".
+// plural returns "1 task", "2 tasks" ("2 sandboxes": -es after s or x).
 func plural(n int, noun string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return "1 " + noun
+	case strings.HasSuffix(noun, "s") || strings.HasSuffix(noun, "x"):
+		return fmt.Sprintf("%d %ses", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/megaflow/megaflow/examples/demo/agent"
 )
 
-// ModelName is the model the mock server says it serves.
-const ModelName = "megaflow-demo-coder"
+// ModelName is the model the mock server says it serves (the one the
+// agent asks for).
+const ModelName = agent.ModelName
 
 // tools are the shell commands the mock model asks the agent to run, one
 // per step in turn: what a coding agent runs while it explores a

@@ -116,6 +116,8 @@ func TestOnlyAllowedImports(t *testing.T) {
 			"it must stay a pure function of its input (no state store, Raft, gRPC or I/O packages of the module)"},
 		{"cmd/megaflow-sh", []string{"mvdan.cc/sh/", "golang.org/x/", module + "internal/shellbox", module + "internal/version", module + "cmd/megaflow-sh"},
 			"it goes into every demo image as their shell, and must stay a small static program (mvdan.cc/sh and the standard library)"},
+		{"examples/demo/agent", []string{module + "examples/demo/agent"},
+			"the agent's steps run inside every demo image (cmd/megaflow-agent) and in megaflow demo --mode sandbox: the standard library only"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.pkg, func(t *testing.T) {
