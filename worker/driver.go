@@ -136,6 +136,7 @@ type driver struct {
 	persistent    bool     // runs as an exec in a warm container (see pool.go)
 	execRun       *execRun // the exec, once StartContainer began (persistent)
 	forgotten     bool
+	removeIssued  bool // the RemoveContainer effect ran (its removal outlives d.ctx)
 	stoppedClosed bool
 	shipper       *artifact.LogShipper // the log's shipper, once the wait began (artifacts on)
 
@@ -157,11 +158,18 @@ func newDriver(ctx context.Context, w *Worker, h *handle, m *attempt.Machine, a 
 
 // run is the driver goroutine, started after the first event was applied.
 // It returns when the attempt is over (Forget) or the worker stops; in the
-// latter case the container is left as it is.
+// latter case the container is left as it is, unless the head acked its
+// final event already (Removing): its removal, under way or still to come
+// after a stop in flight, is finished first, within CallTimeout, so that a
+// worker that stops does not leave an exited container nobody will report.
 func (d *driver) run() {
 	defer func() {
 		d.cancel()
 		d.ops.Wait()
+		if !d.forgotten && !d.removeIssued && !d.persistent &&
+			d.m.State() == attempt.Removing && d.m.ContainerID() != "" {
+			d.removeNow(d.ctx, d.m.ContainerID())
+		}
 		if d.timer != nil {
 			d.timer.Stop()
 		}
@@ -250,6 +258,7 @@ func (d *driver) exec(e attempt.Effect, now time.Time) {
 			// The exec gave its container back to the pool when it ended.
 			d.goOp(func(context.Context) attempt.Event { return attempt.RemoveDone{} })
 		} else {
+			d.removeIssued = true
 			d.remove(e.ContainerID)
 		}
 	case attempt.Report:
@@ -398,14 +407,22 @@ func (d *driver) stop(id string, grace time.Duration) {
 
 func (d *driver) remove(id string) {
 	d.goOp(func(ctx context.Context) attempt.Event {
-		ctx, cancel := context.WithTimeout(ctx, d.w.cfg.CallTimeout)
-		defer cancel()
-		err := d.w.rt.Remove(ctx, id)
-		if err != nil {
-			d.log.Warn("removing container failed; reconciliation will retry", "container", id, "err", err)
-		}
-		return attempt.RemoveDone{Err: err}
+		return attempt.RemoveDone{Err: d.removeNow(ctx, id)}
 	})
+}
+
+// removeNow removes container id within CallTimeout. The deadline is its
+// own, detached from ctx's cancellation: a worker that stops meanwhile
+// (Run waits for the driver, and the driver for it) lets the removal end
+// rather than cut it short and leave the exited container behind.
+func (d *driver) removeNow(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.w.cfg.CallTimeout)
+	defer cancel()
+	err := d.w.rt.Remove(ctx, id)
+	if err != nil {
+		d.log.Warn("removing container failed; reconciliation will retry", "container", id, "err", err)
+	}
+	return err
 }
 
 func (d *driver) report(r attempt.Report) {

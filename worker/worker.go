@@ -423,7 +423,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // stream and stops its goroutines, waiting for Run to return until ctx ends.
 // Running containers are left running, and their final events not yet
 // acked stay with the exited containers: a worker restarted with the same
-// NodeID announces them in its Hello and takes them over. The exception is
+// NodeID announces them in its Hello and takes them over. An exited
+// container whose final event the head acked is removed, not left: a
+// removal under way, or due once its stop returns, finishes before Run
+// returns (CallTimeout at most each). The other exception is
 // a runtime whose containers cannot outlive the worker (contract.StopAller,
 // the process runtime): Shutdown stops them (SIGTERM, SIGKILL after
 // StopGrace) once Run returned, and the head re-queues their attempts as
@@ -468,8 +471,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 }
 
 // Kill stops the worker the way a crash would, for tests: no gossip leave,
-// no goodbye on the stream; containers are not touched. It waits for the
-// worker's goroutines.
+// no goodbye on the stream; containers are not touched, except that the
+// removals Shutdown finishes (containers whose final events were acked)
+// finish here too. It waits for the worker's goroutines.
 func (w *Worker) Kill() {
 	w.stopOnce.Do(func() {
 		w.mu.Lock()
