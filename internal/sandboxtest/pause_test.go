@@ -207,7 +207,7 @@ func TestSandboxPauseResume(t *testing.T) {
 
 // A leader change while a sandbox is paused: every remaining head, and
 // the killed one once restarted, shows it PAUSED and refuses its execs;
-// the new leader resumes it.
+// the new leader resumes it. Paused again, it still ends at its lifetime.
 func TestSandboxPauseLeaderChange(t *testing.T) {
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -236,6 +236,19 @@ func TestSandboxPauseLeaderChange(t *testing.T) {
 	if e.enginePaused(ctx, s) {
 		t.Fatal("the resumed container is still paused")
 	}
+
+	// The lifetime keeps running while paused: it ends the paused
+	// sandbox, whose container is stopped and removed.
+	if err := s.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTimeout(ctx, time.Second); err != nil {
+		t.Fatalf("set the lifetime of a paused sandbox: %v", err)
+	}
+	if info := e.waitState(ctx, s, client.SandboxExpired, time.Minute); info.GetReasonCode() != wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE {
+		t.Fatalf("a paused sandbox past its lifetime: %s %s; want EXPIRED, CANCELLED_DEADLINE", info.GetState(), info.GetReasonCode())
+	}
+	e.waitGone(s, time.Minute)
 }
 
 // A worker restarted while its sandbox is paused adopts the container
