@@ -69,10 +69,18 @@ func (e *env) headsSay(ctx context.Context, s *client.Sandbox, index uint64, wan
 			one.Close()
 			e.t.Fatalf("head %s: ListSandboxes: %v, %v", m.ID, list, err)
 		}
+		listed := false
 		for _, sb := range list {
-			if sb.GetId() == s.ID() && sb.GetState() != want {
-				e.t.Fatalf("head %s lists sandbox %s %s; want %s", m.ID, s.ID(), sb.GetState(), want)
+			if sb.GetId() == s.ID() {
+				listed = true
+				if sb.GetState() != want {
+					e.t.Fatalf("head %s lists sandbox %s %s; want %s", m.ID, s.ID(), sb.GetState(), want)
+				}
 			}
+		}
+		if !listed {
+			one.Close()
+			e.t.Fatalf("head %s does not list live sandbox %s", m.ID, s.ID())
 		}
 		res, err := hs.Exec(ctx, []string{"echo", m.ID}, client.ExecOptions{})
 		one.Close()
