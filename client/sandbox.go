@@ -38,6 +38,7 @@ const (
 	SandboxExpired  = wire.SandboxState_SANDBOX_STATE_EXPIRED
 	SandboxLost     = wire.SandboxState_SANDBOX_STATE_LOST
 	SandboxFailed   = wire.SandboxState_SANDBOX_STATE_FAILED
+	SandboxPaused   = wire.SandboxState_SANDBOX_STATE_PAUSED
 )
 
 // The reasons (errs.ReasonOf) of the errors of a sandbox's calls, for
@@ -53,6 +54,8 @@ const (
 	ReasonFileNotFound       = "FILE_NOT_FOUND"      // errs.NotFound: ReadFile of a missing path
 	ReasonFileTooLarge       = "FILE_TOO_LARGE"      // errs.FailedPrecondition: over 64 MiB, or not a regular file
 	ReasonRuntimeUnavailable = "RUNTIME_UNAVAILABLE" // errs.Unavailable: the worker's container runtime did not answer
+	ReasonSandboxPaused      = "SANDBOX_PAUSED"      // errs.FailedPrecondition: PAUSED (Pause); Resume it first
+	ReasonSandboxBusy        = "SANDBOX_BUSY"        // errs.FailedPrecondition: a Pause while execs or file calls run
 )
 
 // SandboxSpec is what CreateSandbox asks for. Only Image (or

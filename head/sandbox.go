@@ -166,7 +166,7 @@ func sandboxOf(g *state.Graph, t *state.Task, index uint64) *wire.Sandbox {
 	sb := &wire.Sandbox{
 		Id:                 g.ID,
 		Tenant:             g.Tenant,
-		State:              spec.SandboxState(t.State, t.ReasonCode),
+		State:              sandboxStateOf(t),
 		Reason:             t.Reason,
 		ReasonCode:         t.ReasonCode,
 		CreateUnixNanos:    g.CreateUnixNanos,
@@ -186,6 +186,13 @@ func sandboxOf(g *state.Graph, t *state.Task, index uint64) *wire.Sandbox {
 		sb.FinishUnixNanos = t.UpdateUnixNanos
 	}
 	return sb
+}
+
+// sandboxStateOf is the API's state of sandbox task t (spec.SandboxState):
+// PAUSED while it runs on an attempt marked paused.
+func sandboxStateOf(t *state.Task) wire.SandboxState {
+	a := t.ActiveAttempt()
+	return spec.SandboxState(t.State, t.ReasonCode, a != nil && a.Paused)
 }
 
 // GetSandbox returns one sandbox from this head's table.
@@ -306,7 +313,7 @@ func (s *sandboxService) CloseSandbox(ctx context.Context, req *wire.CloseSandbo
 // target finds the worker holding READY sandbox id in this head's table
 // (once it applied minIndex) and returns a client for it and the
 // sandbox's attempt. Errors: NotFound; FailedPrecondition (not READY yet,
-// or ended: the message says how and why; the worker serves no
+// PAUSED, or ended: the message says how and why; the worker serves no
 // sandboxes); Unavailable.
 func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64) (wire.SandboxWorkerServiceClient, uint32, string, error) {
 	if err := s.h.waitApplied(ctx, minIndex, 0); err != nil {
@@ -319,6 +326,8 @@ func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64)
 	}
 	switch sb.State {
 	case wire.SandboxState_SANDBOX_STATE_READY:
+	case wire.SandboxState_SANDBOX_STATE_PAUSED:
+		return nil, 0, "", pausedErr(id)
 	case wire.SandboxState_SANDBOX_STATE_PENDING, wire.SandboxState_SANDBOX_STATE_STARTING:
 		e := errs.New(errs.FailedPrecondition, "sandbox %s is %s, not ready yet: wait until GetSandbox says READY (or create it with wait_ready_millis)",
 			id, sandboxStateName(sb.State))
@@ -333,6 +342,14 @@ func (s *sandboxService) target(ctx context.Context, id string, minIndex uint64)
 	if err := s.h.charge(sb.GetTenant(), "each sandbox exec and file call counts"); err != nil {
 		return nil, 0, "", err
 	}
+	return s.workerOf(view, id)
+}
+
+// workerOf returns a client for the worker holding the running attempt of
+// sandbox id in view, the attempt's number and the worker's id. Errors:
+// FailedPrecondition (no running attempt; the worker serves no
+// sandboxes); Unavailable.
+func (s *sandboxService) workerOf(view *state.View, id string) (wire.SandboxWorkerServiceClient, uint32, string, error) {
 	t := view.Task(spec.SandboxTaskID(id))
 	a := t.ActiveAttempt()
 	if a == nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/obs"
-	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -130,7 +129,7 @@ func (c *sandboxCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[wire.SandboxState]int{}
 	for t := range c.h.fsm.View().Tasks() {
 		if t.Spec.GetSandbox() != nil {
-			counts[spec.SandboxState(t.State, t.ReasonCode)]++
+			counts[sandboxStateOf(t)]++
 		}
 	}
 	for v := range wire.SandboxState_name {

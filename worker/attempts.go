@@ -111,7 +111,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	w.startDriverLocked(ctx, cfg, attempt.Begin{}, a, nil, preds, svc)
 	started = w.attempts[key]
 	if sb := a.GetSpec().GetSandbox(); sb != nil {
-		started.setSandbox(time.Duration(sb.GetIdleTimeoutSeconds()) * time.Second)
+		started.setSandbox(time.Duration(sb.GetIdleTimeoutSeconds())*time.Second, false)
 	}
 }
 

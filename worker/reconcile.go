@@ -53,7 +53,7 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 		}
 		ev := attempt.Adopt{ContainerID: c.ID, Running: c.Running, Deadline: f.deadline}
 		w.log.Info("found a container of this worker", "task", f.key.TaskID, "attempt", f.key.Attempt,
-			"container", c.ID, "running", c.Running)
+			"container", c.ID, "running", c.Running, "paused", c.Paused)
 		if ad, ok := w.rt.(contract.Adopter); ok {
 			// Its output since the old process died is read from the
 			// engine; the wait reads the result once the log is whole.
@@ -69,7 +69,9 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 		}
 		w.startDriverLocked(ctx, cfg, ev, nil, &f, nil, svc)
 		if f.sandbox {
-			w.attempts[f.key].setSandbox(f.sandboxIdle)
+			// A paused container stays paused, and so does its mark: the
+			// table's PAUSED needs a resume to end it.
+			w.attempts[f.key].setSandbox(f.sandboxIdle, c.Paused)
 		}
 	}
 	return true

@@ -28,27 +28,35 @@ import (
 // RUNNING attempts, then talks to the runtime.
 
 // sandboxBox is the worker's view of one sandbox attempt: its execs in
-// flight and its last activity, for the idle timer.
+// flight and its last activity, for the idle timer, and whether its
+// container is paused (SetPaused).
 type sandboxBox struct {
 	idle time.Duration // 0: no idle timeout
 
 	mu       sync.Mutex
 	inflight int
-	last     time.Time // the last exec's start or end (or file copy); zero: none yet
+	last     time.Time // the last exec's start or end (or file copy), or the last resume; zero: none yet
 	expired  bool      // the idle timer fired
+	// paused: the container is paused, or being paused or unpaused
+	// (SetPaused): calls are refused, and the idle timer does not count.
+	paused bool
 }
 
-// begin marks an exec (or a file copy) started at now; it returns false
-// when the sandbox already expired.
-func (b *sandboxBox) begin(now time.Time) bool {
+// begin marks an exec (or a file copy) of sandbox id started at now.
+// Errors, the box unchanged: FailedPrecondition when the sandbox expired,
+// or is paused (spec.SandboxPausedError).
+func (b *sandboxBox) begin(id string, now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.expired {
-		return false
+	switch {
+	case b.expired:
+		return errs.New(errs.FailedPrecondition, "sandbox %s expired: it was idle past its idle timeout and is stopping", id)
+	case b.paused:
+		return mfspec.SandboxPausedError(id)
 	}
 	b.inflight++
 	b.last = now
-	return true
+	return nil
 }
 
 // end marks an exec ended at now.
@@ -59,13 +67,48 @@ func (b *sandboxBox) end(now time.Time) {
 	b.last = now
 }
 
+// markPaused marks sandbox id's box paused before its container is
+// paused, so that no call begins meanwhile. Errors, the box unchanged:
+// FailedPrecondition when it expired, or has calls in flight
+// (spec.SandboxBusyError).
+func (b *sandboxBox) markPaused(id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.expired:
+		return errs.New(errs.FailedPrecondition, "sandbox %s expired: it was idle past its idle timeout and is stopping", id)
+	case b.inflight > 0:
+		return mfspec.SandboxBusyError(id, b.inflight)
+	}
+	b.paused = true
+	return nil
+}
+
+// unmarkPaused clears the mark once the container runs again, at now:
+// the idle timer counts afresh from now.
+func (b *sandboxBox) unmarkPaused(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.paused {
+		b.paused = false
+		b.last = now
+	}
+}
+
+// isPaused reports the mark.
+func (b *sandboxBox) isPaused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.paused
+}
+
 // idleFor reports whether the box ran no exec for its idle timeout as of
 // now; the first call seeing it running starts the count. It marks the
-// box expired when so.
+// box expired when so. A paused box is never idle.
 func (b *sandboxBox) idleFor(now time.Time) (time.Duration, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.idle <= 0 || b.expired || b.inflight > 0 {
+	if b.idle <= 0 || b.expired || b.inflight > 0 || b.paused {
 		return 0, false
 	}
 	if b.last.IsZero() {
@@ -79,11 +122,12 @@ func (b *sandboxBox) idleFor(now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// setSandbox marks h a sandbox's attempt with idle timeout idle (0: none).
-func (h *handle) setSandbox(idle time.Duration) {
+// setSandbox marks h a sandbox's attempt with idle timeout idle (0: none),
+// its container paused or not (an adopted container keeps its state).
+func (h *handle) setSandbox(idle time.Duration, paused bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.sbx = &sandboxBox{idle: idle}
+	h.sbx = &sandboxBox{idle: idle, paused: paused}
 }
 
 // listenSandbox binds Config.SandboxAddr and sets WorkerInfo.addr to the
@@ -214,8 +258,8 @@ func (s *sandboxServer) Exec(req *wire.SandboxExecRequest, stream grpc.ServerStr
 	if err != nil {
 		return errs.ToStatus(err)
 	}
-	if !box.begin(s.w.clock.Now()) {
-		return errs.ToStatus(errs.New(errs.FailedPrecondition, "sandbox %s expired: it was idle past its idle timeout and is stopping", req.GetSandboxId()))
+	if err := box.begin(req.GetSandboxId(), s.w.clock.Now()); err != nil {
+		return errs.ToStatus(err)
 	}
 	defer func() { box.end(s.w.clock.Now()) }()
 	timeout := time.Duration(req.GetTimeoutMillis()) * time.Millisecond
@@ -314,8 +358,8 @@ func (s *sandboxServer) files(id string, n uint32) (contract.FileCopier, *sandbo
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if !box.begin(s.w.clock.Now()) {
-		return nil, nil, "", errs.New(errs.FailedPrecondition, "sandbox %s expired: it was idle past its idle timeout and is stopping", id)
+	if err := box.begin(id, s.w.clock.Now()); err != nil {
+		return nil, nil, "", err
 	}
 	return fc, box, cid, nil
 }

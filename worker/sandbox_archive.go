@@ -27,8 +27,8 @@ func (s *sandboxServer) archiveTarget(id string, n uint32) (contract.ArchiveCopi
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if !box.begin(s.w.clock.Now()) {
-		return nil, nil, "", errs.New(errs.FailedPrecondition, "sandbox %s expired: it was idle past its idle timeout and is stopping", id)
+	if err := box.begin(id, s.w.clock.Now()); err != nil {
+		return nil, nil, "", err
 	}
 	return ac, box, cid, nil
 }

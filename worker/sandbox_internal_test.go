@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/internal/errs"
+	mfspec "github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
@@ -25,8 +26,8 @@ func TestSandboxBoxIdle(t *testing.T) {
 	if _, idle := b.idleFor(t0.Add(9 * time.Second)); idle {
 		t.Fatal("idle before its timeout")
 	}
-	if !b.begin(t0.Add(9 * time.Second)) {
-		t.Fatal("begin refused")
+	if err := b.begin("sbx-a", t0.Add(9*time.Second)); err != nil {
+		t.Fatalf("begin refused: %v", err)
 	}
 	if _, idle := b.idleFor(t0.Add(time.Hour)); idle {
 		t.Fatal("idle while an exec runs")
@@ -42,13 +43,51 @@ func TestSandboxBoxIdle(t *testing.T) {
 	if _, idle := b.idleFor(t0.Add(2 * time.Hour)); idle {
 		t.Fatal("fired twice")
 	}
-	if b.begin(t0.Add(2 * time.Hour)) {
+	if err := b.begin("sbx-a", t0.Add(2*time.Hour)); err == nil {
 		t.Fatal("an exec began in an expired sandbox")
 	}
 	never := &sandboxBox{}
 	never.idleFor(t0)
 	if _, idle := never.idleFor(t0.Add(1000 * time.Hour)); idle {
 		t.Fatal("a sandbox without idle timeout expired")
+	}
+}
+
+// A paused box refuses calls (SANDBOX_PAUSED) and is never idle; a pause
+// is refused while a call is in flight (SANDBOX_BUSY); the idle timer
+// counts afresh from the resume.
+func TestSandboxBoxPause(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := &sandboxBox{idle: 10 * time.Second}
+	b.idleFor(t0) // seen running: the count starts
+	if err := b.begin("sbx-a", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.markPaused("sbx-a"); errs.ClassOf(err) != errs.FailedPrecondition || errs.ReasonOf(err) != mfspec.ReasonSandboxBusy {
+		t.Fatalf("pause with a call in flight: %v; want FailedPrecondition, %s", err, mfspec.ReasonSandboxBusy)
+	}
+	b.end(t0.Add(2 * time.Second))
+	for range 2 { // a second pause is no error
+		if err := b.markPaused("sbx-a"); err != nil {
+			t.Fatalf("pause: %v", err)
+		}
+	}
+	err := b.begin("sbx-a", t0.Add(3*time.Second))
+	if errs.ClassOf(err) != errs.FailedPrecondition || errs.ReasonOf(err) != mfspec.ReasonSandboxPaused || !strings.Contains(err.Error(), "megaflow sandbox resume sbx-a") {
+		t.Fatalf("a call in a paused sandbox: %v; want FailedPrecondition, %s, saying to resume it", err, mfspec.ReasonSandboxPaused)
+	}
+	if _, idle := b.idleFor(t0.Add(time.Hour)); idle || !b.isPaused() {
+		t.Fatal("a paused sandbox went idle")
+	}
+	b.unmarkPaused(t0.Add(time.Hour))
+	if _, idle := b.idleFor(t0.Add(time.Hour + 9*time.Second)); idle || b.isPaused() {
+		t.Fatal("idle 9 s after the resume")
+	}
+	if d, idle := b.idleFor(t0.Add(time.Hour + 10*time.Second)); !idle || d != 10*time.Second {
+		t.Fatalf("10 s after the resume: idle %v for %v; want idle for 10s", idle, d)
+	}
+	if err := b.markPaused("sbx-a"); errs.ClassOf(err) != errs.FailedPrecondition {
+		t.Fatalf("pause of an expired sandbox: %v; want FailedPrecondition", err)
 	}
 }
 

@@ -45,8 +45,8 @@ func (s *sandboxServer) CommitSnapshot(ctx context.Context, req *wire.CommitSnap
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	if !box.begin(s.w.clock.Now()) {
-		return nil, errs.ToStatus(errs.New(errs.FailedPrecondition, "sandbox %s expired: it was idle past its idle timeout and is stopping", req.GetSandboxId()))
+	if err := box.begin(req.GetSandboxId(), s.w.clock.Now()); err != nil {
+		return nil, errs.ToStatus(err)
 	}
 	defer func() { box.end(s.w.clock.Now()) }()
 	id, size, err := sn.Commit(ctx, cid, req.GetImage(), s.w.clusterLabels(map[string]string{LabelSnapshot: req.GetSnapshotId()}))

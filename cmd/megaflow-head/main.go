@@ -199,7 +199,7 @@ cluster that lost its quorum (docs/operations.md). The head must be stopped.`,
 // headVersion is what --version prints after the program's name: the
 // build (version.Info.String) and the highest FSM rules version it
 // applies, e.g. "v0.5.0 (commit 1a2b3c4d5e6f, built
-// 2026-12-01T10:00:00Z, go1.26.8), rules 3". A head stops at an
+// 2026-12-01T10:00:00Z, go1.26.8), rules 4". A head stops at an
 // OpSetRules above it (fsm.ErrRulesTooNew), and that message points here.
 func headVersion() string {
 	return version.Get().String() + ", rules " + strconv.FormatUint(fsm.RulesCurrent, 10)

@@ -15,7 +15,7 @@ import (
 )
 
 // sandboxCmd is "megaflow sandbox": create, exec, cp, ls, rm, snapshot,
-// snapshots, set-timeout (docs/sandboxes.md).
+// snapshots, set-timeout, pause, resume (docs/sandboxes.md).
 func sandboxCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -23,11 +23,12 @@ func sandboxCmd(g *globals) *cobra.Command {
 		Long: `A sandbox is a long-lived container of an image that commands run in one
 after the other or at once: create one, exec commands in it (their output
 and exit code come back as if run here), and rm it. Its files stay between
-execs; it ends when closed, after its lifetime, after its idle timeout, or
-when its worker is lost (it is never re-created elsewhere).`,
+execs; pause freezes it and resume thaws it; it ends when closed, after its
+lifetime, after its idle timeout, or when its worker is lost (it is never
+re-created elsewhere).`,
 	}
 	cmd.AddCommand(sandboxCreateCmd(g), sandboxExecCmd(g), sandboxCpCmd(g), sandboxLsCmd(g), sandboxRmCmd(g))
-	cmd.AddCommand(sandboxSnapshotCmd(g), sandboxSnapshotsCmd(g), sandboxSetTimeoutCmd(g))
+	cmd.AddCommand(sandboxSnapshotCmd(g), sandboxSnapshotsCmd(g), sandboxSetTimeoutCmd(g), sandboxPauseCmd(g), sandboxResumeCmd(g))
 	return cmd
 }
 

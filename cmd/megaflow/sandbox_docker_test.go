@@ -17,8 +17,8 @@ import (
 )
 
 // megaflow sandbox create, exec (output, the command's exit code as
-// megaflow's, 124 at --exec-timeout, -o json), ls and rm against a
-// cluster with a Docker worker.
+// megaflow's, 124 at --exec-timeout, -o json), ls, pause, resume and rm
+// against a cluster with a Docker worker.
 func TestCLISandboxDocker(t *testing.T) {
 	_, image := testimage.Require(t)
 	c := testcluster.New(t, testcluster.Options{})
@@ -53,6 +53,23 @@ func TestCLISandboxDocker(t *testing.T) {
 	code, out, _ = cli(t, heads, "sandbox", "ls")
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "READY") {
 		t.Fatalf("ls: %d %q", code, out)
+	}
+
+	// pause and resume: ls shows PAUSED, an exec is refused saying to
+	// resume, -o json prints the sandbox.
+	if code, out, errOut = cli(t, heads, "sandbox", "pause", id); code != 0 || out != id+" PAUSED\n" {
+		t.Fatalf("pause: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ = cli(t, heads, "sandbox", "ls"); code != 0 || !strings.Contains(out, "PAUSED") {
+		t.Fatalf("ls of a paused sandbox: %d %q", code, out)
+	}
+	if code, _, errOut = cli(t, heads, "sandbox", "exec", id, "--", "true"); code != 1 || !strings.Contains(errOut, "megaflow sandbox resume "+id) {
+		t.Fatalf("exec in a paused sandbox: %d %q; want 1, saying to resume it", code, errOut)
+	}
+	code, out, errOut = cli(t, heads, "-o", "json", "sandbox", "resume", id)
+	var resumed map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &resumed) != nil || resumed["id"] != id || resumed["state"] != "SANDBOX_STATE_READY" {
+		t.Fatalf("resume -o json: %d %q %q", code, out, errOut)
 	}
 
 	// cp: a directory in, a file in, the directory back out.

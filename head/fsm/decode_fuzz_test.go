@@ -35,6 +35,7 @@ func seedCommands() map[Op]proto.Message {
 			WorkerId: "w1", Image: "megaflow-snapshot:snap-a1"}},
 		OpSnapshotDelete:     &wire.SnapshotDeleteCommand{Id: "snap-a1"},
 		OpSandboxSetDeadline: &wire.SandboxSetDeadlineCommand{GraphId: "sbx-a", DeadlineSeconds: 60, UnixNanos: 5},
+		OpSandboxPause:       &wire.SandboxPauseCommand{GraphId: "sbx-a", Attempt: 1, Paused: true, UnixNanos: 5},
 	}
 }
 

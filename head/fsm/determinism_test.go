@@ -244,14 +244,19 @@ func (g *logGen) rare() {
 	}
 }
 
-// sandboxOp appends one of the ops rules 3 added (refused, changing
-// nothing, below 3): a new sandbox graph (one "box" task with a sandbox
-// spec and a deadline), a sandbox's new deadline (of a sandbox, mostly; of
-// a plain graph, an ended sandbox or out of range, refused), a snapshot of
-// a sandbox on an ALIVE worker (mostly; of a plain graph or on another
-// worker, refused; its id new, mostly; taken, refused; a tenant over the
-// bound of 4, refused) or a snapshot's deletion (maybe unknown). Workers
-// going down (entries) take their snapshots with them.
+// sandboxOp appends one of the sandbox ops of rules 3 and 4 (refused,
+// changing nothing, below them): a new sandbox graph (one "box" task with
+// a sandbox spec and a deadline), a sandbox's new deadline (of a sandbox,
+// mostly; of a plain graph, an ended sandbox or out of range, refused), a
+// snapshot of a sandbox on an ALIVE worker (mostly; of a plain graph or on
+// another worker, refused; its id new, mostly; taken, refused; a tenant
+// over the bound of 4, refused), a snapshot's deletion (maybe unknown), or
+// (rules 4) a sandbox's pause or resume (of a running sandbox's current
+// attempt, mostly; of a sandbox not running, a wrong attempt or a plain
+// graph, refused).
+// Workers going down (entries) take their snapshots with them. (The pause
+// came after the rules2-3 golden log was written: its generator no longer
+// writes that log.)
 func (g *logGen) sandboxOp() {
 	pick := func() string {
 		if len(g.sandboxes) > 0 && g.rng.Intn(5) != 0 {
@@ -259,7 +264,7 @@ func (g *logGen) sandboxOp() {
 		}
 		return g.graphs[g.rng.Intn(len(g.graphs))].Id
 	}
-	switch k := g.rng.Intn(6); {
+	switch k := g.rng.Intn(7); {
 	case k < 2 || len(g.graphs) == 0:
 		box := spec(sandboxTaskName)
 		box.Sandbox = &wire.SandboxSpec{IdleTimeoutSeconds: 30}
@@ -282,8 +287,25 @@ func (g *logGen) sandboxOp() {
 		g.cmd(OpSnapshotAdd, &wire.SnapshotAddCommand{MaxPerTenant: 4, Snapshot: &wire.Snapshot{
 			Id: id, Tenant: []string{"acme", "beta"}[g.rng.Intn(2)], SandboxId: pick(), WorkerId: worker,
 			Image: "megaflow-snapshot:" + id, ImageId: "sha256:abc", SizeBytes: int64(g.rng.Intn(1 << 20)), CreateUnixNanos: g.nanos}})
-	default:
+	case k == 5:
 		g.cmd(OpSnapshotDelete, &wire.SnapshotDeleteCommand{Id: fmt.Sprintf("snap-%d", 1+g.rng.Intn(g.snapshots+1))})
+	default:
+		v := g.ref.View()
+		var running []string
+		for _, id := range g.sandboxes {
+			if t := v.Task(id + "/" + sandboxTaskName); t != nil && t.State == wire.TaskState_TASK_STATE_RUNNING {
+				running = append(running, id)
+			}
+		}
+		id := pick()
+		if len(running) > 0 && g.rng.Intn(4) != 0 {
+			id = running[g.rng.Intn(len(running))]
+		}
+		n := uint32(1 + g.rng.Intn(2))
+		if t := v.Task(id + "/" + sandboxTaskName); t != nil && len(t.Attempts) > 0 && g.rng.Intn(5) != 0 {
+			n = t.CurrentAttempt().Number
+		}
+		g.cmd(OpSandboxPause, &wire.SandboxPauseCommand{GraphId: id, Attempt: n, Paused: g.rng.Intn(3) != 0, UnixNanos: g.nanos})
 	}
 }
 

@@ -71,7 +71,7 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 // DropStagedResult, WorkerUpsertResult, WorkerDownResult, PlanResult,
 // TaskEventsResult, AttemptsLostResult, SetQuotaResult,
 // FailQueuedResult, SnapshotAddResult, SnapshotDeleteResult, a bool for
-// OpSandboxSetDeadline; a uint64 for OpSetClusterID and OpSetRules), an *errs.Error for a command refused at apply time, or
+// OpSandboxSetDeadline and OpSandboxPause; a uint64 for OpSetClusterID and OpSetRules), an *errs.Error for a command refused at apply time, or
 // nil for an ignorable op this version does not know. It panics on an entry
 // that cannot be decoded, an unknown op without OpIgnorable, or an
 // OpSetRules above RulesCurrent (ErrRulesTooNew): the log is corrupt or from
@@ -168,6 +168,8 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		res, err = applySnapshotDelete(txn, cmd)
 	case *wire.SandboxSetDeadlineCommand:
 		res, err = applySandboxSetDeadline(txn, cmd)
+	case *wire.SandboxPauseCommand:
+		res, err = applySandboxPause(txn, cmd)
 	case *wrapperspb.UInt64Value: // OpSetClusterID, OpSetRules
 		if op == OpSetRules {
 			res = applySetRules(txn, index, cmd.GetValue())

@@ -56,7 +56,11 @@ type goldenLog struct {
 // deadlines set): seed 10 (one whose table shows each), with the rare and
 // the sandbox ops (sandboxOp). Rules 3 had not been released when its
 // snapshot rows stopped being dropped with their worker, so this log was
-// written again then, under the rules 3 that shipped.
+// written again then, under the rules 3 that shipped. rules3-4:
+// OpSetRules 2 and 3, 300 random entries under rules 3 and a pause of
+// each sandbox then running (OpSandboxPause refused), OpSetRules 4, 300
+// more under rules 4 (sandboxes paused and resumed) and again a pause of
+// each running sandbox: seed 24, with the rare and the sandbox ops.
 var goldenLogs = []goldenLog{
 	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
 		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
@@ -73,7 +77,24 @@ var goldenLogs = []goldenLog{
 		gen.cmd(OpSetRules, wrapperspb.UInt64(3))
 		return append(entries, withoutRules(gen.entries(300))...)
 	}, check: checkRules23Coverage},
+	{name: "rules3-4", rules: 4, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(goldenRules34Seed)), tb: t, rareEvery: 6, sandboxEvery: 3, ref: newTestFSM(t, 0)}
+		var entries [][]byte
+		for _, r := range []uint64{2, 3} {
+			entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(r)))
+			gen.cmd(OpSetRules, wrapperspb.UInt64(r))
+		}
+		entries = append(entries, withoutRules(gen.entries(300))...)
+		entries = append(entries, pauseRunning(t, gen)...) // refused: rules 3
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(4)))
+		gen.cmd(OpSetRules, wrapperspb.UInt64(4))
+		entries = append(entries, withoutRules(gen.entries(300))...)
+		return append(entries, pauseRunning(t, gen)...)
+	}, check: checkRules34Coverage},
 }
+
+// goldenRules34Seed is the generator's seed of the rules3-4 log.
+const goldenRules34Seed = 24
 
 // withoutRules is es less its OpSetRules entries.
 func withoutRules(es [][]byte) [][]byte {
@@ -105,6 +126,43 @@ func checkRules23Coverage(t *testing.T, v *state.View) {
 	}
 	if n := len(v.Snapshots("")); lost == 0 || n == 0 || moved == 0 {
 		t.Fatalf("the rules2-3 log replays to %d SANDBOX_LOST tasks, %d snapshots, %d sandboxes with a new deadline; want some of each", lost, n, moved)
+	}
+}
+
+// pauseRunning appends to gen's log a pause of each sandbox RUNNING in its
+// reference table, on its current attempt, and returns those entries; it
+// fails the test when no sandbox runs.
+func pauseRunning(t *testing.T, gen *logGen) [][]byte {
+	t.Helper()
+	var out [][]byte
+	v := gen.ref.View()
+	for _, id := range gen.sandboxes {
+		task := v.Task(id + "/" + sandboxTaskName)
+		if task == nil || task.State != wire.TaskState_TASK_STATE_RUNNING {
+			continue
+		}
+		e := entry(t, OpSandboxPause, &wire.SandboxPauseCommand{GraphId: id, Attempt: task.CurrentAttempt().Number, Paused: true, UnixNanos: gen.nanos})
+		gen.add(e)
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		t.Fatal("no sandbox runs in the generated log: pick another seed")
+	}
+	return out
+}
+
+// checkRules34Coverage checks that the rules3-4 log's table holds what
+// rules 4 changed: sandboxes RUNNING on an attempt marked paused.
+func checkRules34Coverage(t *testing.T, v *state.View) {
+	t.Helper()
+	paused := 0
+	for task := range v.Tasks() {
+		if a := task.ActiveAttempt(); a != nil && a.Paused && task.State == wire.TaskState_TASK_STATE_RUNNING {
+			paused++
+		}
+	}
+	if paused == 0 {
+		t.Fatal("the rules3-4 log replays to no paused sandbox; want some")
 	}
 }
 

@@ -57,8 +57,11 @@ const (
 	OpSnapshotAdd Op = 20
 	// OpSnapshotDelete carries a wire.SnapshotDeleteCommand (rules 3).
 	OpSnapshotDelete Op = 21
+	// OpSandboxPause carries a wire.SandboxPauseCommand (rules 4). The
+	// result is whether it changed the table, a bool.
+	OpSandboxPause Op = 22
 	// OpSandboxSetDeadline carries a wire.SandboxSetDeadlineCommand
-	// (rules 3; op 22 is kept for the sandboxes' pause).
+	// (rules 3).
 	OpSandboxSetDeadline Op = 23
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
@@ -84,6 +87,7 @@ var opNames = map[Op]string{
 	OpSnapshotAdd:        "SnapshotAdd",
 	OpSnapshotDelete:     "SnapshotDelete",
 	OpSandboxSetDeadline: "SandboxSetDeadline",
+	OpSandboxPause:       "SandboxPause",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
@@ -130,6 +134,7 @@ var commands = map[Op]func() proto.Message{
 	OpSnapshotAdd:        func() proto.Message { return &wire.SnapshotAddCommand{} },
 	OpSnapshotDelete:     func() proto.Message { return &wire.SnapshotDeleteCommand{} },
 	OpSandboxSetDeadline: func() proto.Message { return &wire.SandboxSetDeadlineCommand{} },
+	OpSandboxPause:       func() proto.Message { return &wire.SandboxPauseCommand{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command

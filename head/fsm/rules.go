@@ -40,7 +40,10 @@ import (
 //     tenant's, and the task runs its image pinned to its worker) or that
 //     runs a snapshot's image outside a fork. (Rules 3 had not been
 //     released when its last three points were added to it.)
-const RulesCurrent uint64 = 3
+//   - 4: sandbox pause: the op OpSandboxPause applies (refused, changing
+//     nothing, below 4), marking a RUNNING sandbox task's running attempt
+//     paused (Attempt.paused) or unmarking it.
+const RulesCurrent uint64 = 4
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

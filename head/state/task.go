@@ -108,6 +108,11 @@ type Attempt struct {
 	Endpoint string
 	// ReadyUnixNanos is when Endpoint was set (leader time); 0: not ready.
 	ReadyUnixNanos int64
+	// Paused: a sandbox's attempt whose container is paused (docker
+	// pause), as the last OpSandboxPause recorded (SetSandboxPaused,
+	// rules 4); kept as it was once the attempt ended. The API shows
+	// the sandbox PAUSED while its task is RUNNING on it.
+	Paused bool
 }
 
 // Active reports whether the attempt still holds its worker: ASSIGNED or
@@ -244,6 +249,7 @@ func (a *Attempt) toWire() *wire.Attempt {
 		ArtifactsPending: a.ArtifactsPending,
 		Endpoint:         a.Endpoint,
 		ReadyUnixNanos:   a.ReadyUnixNanos,
+		Paused:           a.Paused,
 	}
 }
 
@@ -301,6 +307,7 @@ func TaskFromWire(w *wire.Task) (*Task, error) {
 				ArtifactsPending: a.GetArtifactsPending(),
 				Endpoint:         a.GetEndpoint(),
 				ReadyUnixNanos:   a.GetReadyUnixNanos(),
+				Paused:           a.GetPaused(),
 			}
 		}
 	}

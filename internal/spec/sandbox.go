@@ -215,18 +215,23 @@ func CheckSandboxPath(id, p string) error {
 }
 
 // SandboxState derives a sandbox's state from its task's state and reason
-// code: QUEUED and PENDING are PENDING, ASSIGNED is STARTING, RUNNING is
-// READY; a CANCELLED task is CLOSED, or EXPIRED when its graph's deadline
-// (the lifetime) cancelled it; FAILED with SANDBOX_IDLE (or TIMED_OUT) is
-// EXPIRED; FAILED with SANDBOX_LOST or a lost worker's code is LOST; any
-// other end (FAILED, or a SUCCEEDED box whose loop exited) is FAILED.
-func SandboxState(task wire.TaskState, code wire.ReasonCode) wire.SandboxState {
+// code and whether its running attempt is marked paused: QUEUED and
+// PENDING are PENDING, ASSIGNED is STARTING, RUNNING is READY, or PAUSED
+// when paused; a CANCELLED task is CLOSED, or EXPIRED when its graph's
+// deadline (the lifetime) cancelled it; FAILED with SANDBOX_IDLE (or
+// TIMED_OUT) is EXPIRED; FAILED with SANDBOX_LOST or a lost worker's code
+// is LOST; any other end (FAILED, or a SUCCEEDED box whose loop exited)
+// is FAILED. paused counts only while the task is RUNNING.
+func SandboxState(task wire.TaskState, code wire.ReasonCode, paused bool) wire.SandboxState {
 	switch task {
 	case wire.TaskState_TASK_STATE_PENDING, wire.TaskState_TASK_STATE_QUEUED:
 		return wire.SandboxState_SANDBOX_STATE_PENDING
 	case wire.TaskState_TASK_STATE_ASSIGNED:
 		return wire.SandboxState_SANDBOX_STATE_STARTING
 	case wire.TaskState_TASK_STATE_RUNNING:
+		if paused {
+			return wire.SandboxState_SANDBOX_STATE_PAUSED
+		}
 		return wire.SandboxState_SANDBOX_STATE_READY
 	case wire.TaskState_TASK_STATE_CANCELLED:
 		if code == wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE {
@@ -249,10 +254,11 @@ func SandboxState(task wire.TaskState, code wire.ReasonCode) wire.SandboxState {
 }
 
 // SandboxLive reports whether a sandbox in state s may still become or be
-// READY (PENDING, STARTING, READY).
+// READY (PENDING, STARTING, READY, PAUSED).
 func SandboxLive(s wire.SandboxState) bool {
 	switch s {
-	case wire.SandboxState_SANDBOX_STATE_PENDING, wire.SandboxState_SANDBOX_STATE_STARTING, wire.SandboxState_SANDBOX_STATE_READY:
+	case wire.SandboxState_SANDBOX_STATE_PENDING, wire.SandboxState_SANDBOX_STATE_STARTING, wire.SandboxState_SANDBOX_STATE_READY,
+		wire.SandboxState_SANDBOX_STATE_PAUSED:
 		return true
 	}
 	return false

@@ -18,32 +18,46 @@ func TestSandboxState(t *testing.T) {
 		expired  = wire.SandboxState_SANDBOX_STATE_EXPIRED
 		lost     = wire.SandboxState_SANDBOX_STATE_LOST
 		failed   = wire.SandboxState_SANDBOX_STATE_FAILED
+		paused   = wire.SandboxState_SANDBOX_STATE_PAUSED
 	)
 	for _, tc := range []struct {
-		task wire.TaskState
-		code wire.ReasonCode
-		want wire.SandboxState
+		task   wire.TaskState
+		code   wire.ReasonCode
+		want   wire.SandboxState
+		paused bool
 	}{
-		{wire.TaskState_TASK_STATE_PENDING, 0, pending},
-		{wire.TaskState_TASK_STATE_QUEUED, 0, pending},
-		{wire.TaskState_TASK_STATE_QUEUED, wire.ReasonCode_REASON_CODE_QUEUED, pending},
-		{wire.TaskState_TASK_STATE_ASSIGNED, 0, starting},
-		{wire.TaskState_TASK_STATE_RUNNING, 0, ready},
-		{wire.TaskState_TASK_STATE_CANCELLED, wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, closed},
-		{wire.TaskState_TASK_STATE_CANCELLED, 0, closed},
-		{wire.TaskState_TASK_STATE_CANCELLED, wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE, expired},
-		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_SANDBOX_IDLE, expired},
-		{wire.TaskState_TASK_STATE_TIMED_OUT, wire.ReasonCode_REASON_CODE_TIMEOUT, expired},
-		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_SANDBOX_LOST, lost},
-		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_WORKER_LOST, lost},
-		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_LEASE_LAPSED, lost},
-		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_START_FAILED, failed},
-		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_EXIT_CODE, failed},
-		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_UNPLACEABLE, failed},
-		{wire.TaskState_TASK_STATE_SUCCEEDED, 0, failed},
+		{wire.TaskState_TASK_STATE_PENDING, 0, pending, false},
+		{wire.TaskState_TASK_STATE_QUEUED, 0, pending, false},
+		{wire.TaskState_TASK_STATE_QUEUED, wire.ReasonCode_REASON_CODE_QUEUED, pending, false},
+		{wire.TaskState_TASK_STATE_ASSIGNED, 0, starting, false},
+		{wire.TaskState_TASK_STATE_RUNNING, 0, ready, false},
+		{wire.TaskState_TASK_STATE_CANCELLED, wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, closed, false},
+		{wire.TaskState_TASK_STATE_CANCELLED, 0, closed, false},
+		{wire.TaskState_TASK_STATE_CANCELLED, wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE, expired, false},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_SANDBOX_IDLE, expired, false},
+		{wire.TaskState_TASK_STATE_TIMED_OUT, wire.ReasonCode_REASON_CODE_TIMEOUT, expired, false},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_SANDBOX_LOST, lost, false},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_WORKER_LOST, lost, false},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_LEASE_LAPSED, lost, false},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_START_FAILED, failed, false},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_EXIT_CODE, failed, false},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_UNPLACEABLE, failed, false},
+		{wire.TaskState_TASK_STATE_SUCCEEDED, 0, failed, false},
+		// The pause mark shows only while the task runs.
+		{wire.TaskState_TASK_STATE_RUNNING, 0, paused, true},
+		{wire.TaskState_TASK_STATE_CANCELLED, wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, closed, true},
+		{wire.TaskState_TASK_STATE_CANCELLED, wire.ReasonCode_REASON_CODE_CANCELLED_DEADLINE, expired, true},
+		{wire.TaskState_TASK_STATE_FAILED, wire.ReasonCode_REASON_CODE_SANDBOX_LOST, lost, true},
+		{wire.TaskState_TASK_STATE_ASSIGNED, 0, starting, true},
 	} {
-		if got := SandboxState(tc.task, tc.code); got != tc.want {
-			t.Errorf("SandboxState(%s, %s) = %s; want %s", tc.task, tc.code, got, tc.want)
+		if got := SandboxState(tc.task, tc.code, tc.paused); got != tc.want {
+			t.Errorf("SandboxState(%s, %s, paused %v) = %s; want %s", tc.task, tc.code, tc.paused, got, tc.want)
+		}
+	}
+	for s, live := range map[wire.SandboxState]bool{pending: true, starting: true, ready: true, paused: true,
+		closed: false, expired: false, lost: false, failed: false} {
+		if SandboxLive(s) != live {
+			t.Errorf("SandboxLive(%s) = %v; want %v", s, !live, live)
 		}
 	}
 }

@@ -33,6 +33,7 @@ const (
 	SandboxState_SANDBOX_STATE_EXPIRED     SandboxState = 5 // ended by its lifetime or idle timeout
 	SandboxState_SANDBOX_STATE_LOST        SandboxState = 6 // its worker or container was lost; its state is gone
 	SandboxState_SANDBOX_STATE_FAILED      SandboxState = 7 // it could not start, or its container exited
+	SandboxState_SANDBOX_STATE_PAUSED      SandboxState = 8 // running, its processes frozen (PauseSandbox) until ResumeSandbox
 )
 
 // Enum value maps for SandboxState.
@@ -46,6 +47,7 @@ var (
 		5: "SANDBOX_STATE_EXPIRED",
 		6: "SANDBOX_STATE_LOST",
 		7: "SANDBOX_STATE_FAILED",
+		8: "SANDBOX_STATE_PAUSED",
 	}
 	SandboxState_value = map[string]int32{
 		"SANDBOX_STATE_UNSPECIFIED": 0,
@@ -56,6 +58,7 @@ var (
 		"SANDBOX_STATE_EXPIRED":     5,
 		"SANDBOX_STATE_LOST":        6,
 		"SANDBOX_STATE_FAILED":      7,
+		"SANDBOX_STATE_PAUSED":      8,
 	}
 )
 
@@ -2291,6 +2294,372 @@ func (x *SandboxSetDeadlineCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+type PauseSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSandboxRequest) Reset() {
+	*x = PauseSandboxRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxRequest) ProtoMessage() {}
+
+func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxRequest.ProtoReflect.Descriptor instead.
+func (*PauseSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PauseSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PauseSandboxRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type PauseSandboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox, PAUSED.
+	Sandbox       *Sandbox `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSandboxResponse) Reset() {
+	*x = PauseSandboxResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxResponse) ProtoMessage() {}
+
+func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxResponse.ProtoReflect.Descriptor instead.
+func (*PauseSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PauseSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+type ResumeSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The head waits until it applied this index (Sandbox.index) first.
+	MinIndex      uint64 `protobuf:"varint,50,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSandboxRequest) Reset() {
+	*x = ResumeSandboxRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSandboxRequest) ProtoMessage() {}
+
+func (x *ResumeSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ResumeSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ResumeSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ResumeSandboxRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type ResumeSandboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox, READY.
+	Sandbox       *Sandbox `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSandboxResponse) Reset() {
+	*x = ResumeSandboxResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSandboxResponse) ProtoMessage() {}
+
+func (x *ResumeSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ResumeSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ResumeSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+// SandboxSetPausedRequest asks a worker to pause or unpause a sandbox's
+// container (SandboxWorkerService.SetPaused).
+type SandboxSetPausedRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Attempt   uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// true: pause; false: unpause.
+	Paused        bool `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxSetPausedRequest) Reset() {
+	*x = SandboxSetPausedRequest{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSetPausedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSetPausedRequest) ProtoMessage() {}
+
+func (x *SandboxSetPausedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSetPausedRequest.ProtoReflect.Descriptor instead.
+func (*SandboxSetPausedRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SandboxSetPausedRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *SandboxSetPausedRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *SandboxSetPausedRequest) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+type SandboxSetPausedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxSetPausedResponse) Reset() {
+	*x = SandboxSetPausedResponse{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSetPausedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSetPausedResponse) ProtoMessage() {}
+
+func (x *SandboxSetPausedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSetPausedResponse.ProtoReflect.Descriptor instead.
+func (*SandboxSetPausedResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{38}
+}
+
+// SandboxPauseCommand (fsm.OpSandboxPause, rules 4) marks a READY
+// sandbox's running attempt paused (Attempt.paused), or unmarks it.
+type SandboxPauseCommand struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GraphId string                 `protobuf:"bytes,1,opt,name=graph_id,json=graphId,proto3" json:"graph_id,omitempty"`
+	// The sandbox's running attempt.
+	Attempt       uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Paused        bool   `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	UnixNanos     int64  `protobuf:"varint,4,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxPauseCommand) Reset() {
+	*x = SandboxPauseCommand{}
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxPauseCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxPauseCommand) ProtoMessage() {}
+
+func (x *SandboxPauseCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxPauseCommand.ProtoReflect.Descriptor instead.
+func (*SandboxPauseCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SandboxPauseCommand) GetGraphId() string {
+	if x != nil {
+		return x.GraphId
+	}
+	return ""
+}
+
+func (x *SandboxPauseCommand) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *SandboxPauseCommand) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *SandboxPauseCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 // SandboxUploadArchiveRequest is one message of an upload: the first names
 // the sandbox and the directory (later ones may leave them empty), every
 // one carries the next chunk of the tar stream (at most 1 MiB each).
@@ -2311,7 +2680,7 @@ type SandboxUploadArchiveRequest struct {
 
 func (x *SandboxUploadArchiveRequest) Reset() {
 	*x = SandboxUploadArchiveRequest{}
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[33]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2692,7 @@ func (x *SandboxUploadArchiveRequest) String() string {
 func (*SandboxUploadArchiveRequest) ProtoMessage() {}
 
 func (x *SandboxUploadArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[33]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2705,7 @@ func (x *SandboxUploadArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxUploadArchiveRequest.ProtoReflect.Descriptor instead.
 func (*SandboxUploadArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SandboxUploadArchiveRequest) GetSandboxId() string {
@@ -2384,7 +2753,7 @@ type SandboxUploadArchiveResponse struct {
 
 func (x *SandboxUploadArchiveResponse) Reset() {
 	*x = SandboxUploadArchiveResponse{}
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[34]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2765,7 @@ func (x *SandboxUploadArchiveResponse) String() string {
 func (*SandboxUploadArchiveResponse) ProtoMessage() {}
 
 func (x *SandboxUploadArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[34]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2778,7 @@ func (x *SandboxUploadArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxUploadArchiveResponse.ProtoReflect.Descriptor instead.
 func (*SandboxUploadArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SandboxUploadArchiveResponse) GetBytes() int64 {
@@ -2435,7 +2804,7 @@ type SandboxDownloadArchiveRequest struct {
 
 func (x *SandboxDownloadArchiveRequest) Reset() {
 	*x = SandboxDownloadArchiveRequest{}
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[35]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2816,7 @@ func (x *SandboxDownloadArchiveRequest) String() string {
 func (*SandboxDownloadArchiveRequest) ProtoMessage() {}
 
 func (x *SandboxDownloadArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[35]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2829,7 @@ func (x *SandboxDownloadArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxDownloadArchiveRequest.ProtoReflect.Descriptor instead.
 func (*SandboxDownloadArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{35}
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SandboxDownloadArchiveRequest) GetSandboxId() string {
@@ -2509,7 +2878,7 @@ type SandboxDownloadArchiveResponse struct {
 
 func (x *SandboxDownloadArchiveResponse) Reset() {
 	*x = SandboxDownloadArchiveResponse{}
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[36]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2890,7 @@ func (x *SandboxDownloadArchiveResponse) String() string {
 func (*SandboxDownloadArchiveResponse) ProtoMessage() {}
 
 func (x *SandboxDownloadArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_sandbox_proto_msgTypes[36]
+	mi := &file_megaflow_v1_sandbox_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2903,7 @@ func (x *SandboxDownloadArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxDownloadArchiveResponse.ProtoReflect.Descriptor instead.
 func (*SandboxDownloadArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{36}
+	return file_megaflow_v1_sandbox_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SandboxDownloadArchiveResponse) GetData() []byte {
@@ -2725,7 +3094,29 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12)\n" +
 	"\x10deadline_seconds\x18\x02 \x01(\x03R\x0fdeadlineSeconds\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\x9b\x01\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"B\n" +
+	"\x13PauseSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\"F\n" +
+	"\x14PauseSandboxResponse\x12.\n" +
+	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"C\n" +
+	"\x14ResumeSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tmin_index\x182 \x01(\x04R\bminIndex\"G\n" +
+	"\x15ResumeSandboxResponse\x12.\n" +
+	"\asandbox\x18\x01 \x01(\v2\x14.megaflow.v1.SandboxR\asandbox\"j\n" +
+	"\x17SandboxSetPausedRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06paused\x18\x03 \x01(\bR\x06paused\"\x1a\n" +
+	"\x18SandboxSetPausedResponse\"\x81\x01\n" +
+	"\x13SandboxPauseCommand\x12\x19\n" +
+	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06paused\x18\x03 \x01(\bR\x06paused\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x04 \x01(\x03R\tunixNanos\"\x9b\x01\n" +
 	"\x1bSandboxUploadArchiveRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -2743,7 +3134,7 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\tmin_index\x182 \x01(\x04R\bminIndex\x12\x18\n" +
 	"\aattempt\x18d \x01(\rR\aattempt\"4\n" +
 	"\x1eSandboxDownloadArchiveResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data*\xe4\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data*\xfe\x01\n" +
 	"\fSandboxState\x12\x1d\n" +
 	"\x19SANDBOX_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SANDBOX_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -2752,7 +3143,9 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x14SANDBOX_STATE_CLOSED\x10\x04\x12\x19\n" +
 	"\x15SANDBOX_STATE_EXPIRED\x10\x05\x12\x16\n" +
 	"\x12SANDBOX_STATE_LOST\x10\x06\x12\x18\n" +
-	"\x14SANDBOX_STATE_FAILED\x10\a2\xaf\t\n" +
+	"\x14SANDBOX_STATE_FAILED\x10\a\x12\x18\n" +
+	"\x14SANDBOX_STATE_PAUSED\x10\b2\xdc\n" +
+	"\n" +
 	"\x0eSandboxService\x12V\n" +
 	"\rCreateSandbox\x12!.megaflow.v1.CreateSandboxRequest\x1a\".megaflow.v1.CreateSandboxResponse\x12M\n" +
 	"\n" +
@@ -2765,9 +3158,11 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x0fSnapshotSandbox\x12#.megaflow.v1.SnapshotSandboxRequest\x1a$.megaflow.v1.SnapshotSandboxResponse\x12V\n" +
 	"\rListSnapshots\x12!.megaflow.v1.ListSnapshotsRequest\x1a\".megaflow.v1.ListSnapshotsResponse\x12Y\n" +
 	"\x0eDeleteSnapshot\x12\".megaflow.v1.DeleteSnapshotRequest\x1a#.megaflow.v1.DeleteSnapshotResponse\x12b\n" +
-	"\x11SetSandboxTimeout\x12%.megaflow.v1.SetSandboxTimeoutRequest\x1a&.megaflow.v1.SetSandboxTimeoutResponse\x12f\n" +
+	"\x11SetSandboxTimeout\x12%.megaflow.v1.SetSandboxTimeoutRequest\x1a&.megaflow.v1.SetSandboxTimeoutResponse\x12S\n" +
+	"\fPauseSandbox\x12 .megaflow.v1.PauseSandboxRequest\x1a!.megaflow.v1.PauseSandboxResponse\x12V\n" +
+	"\rResumeSandbox\x12!.megaflow.v1.ResumeSandboxRequest\x1a\".megaflow.v1.ResumeSandboxResponse\x12f\n" +
 	"\rUploadArchive\x12(.megaflow.v1.SandboxUploadArchiveRequest\x1a).megaflow.v1.SandboxUploadArchiveResponse(\x01\x12l\n" +
-	"\x0fDownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x012\xa2\x05\n" +
+	"\x0fDownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x012\xfc\x05\n" +
 	"\x14SandboxWorkerService\x12K\n" +
 	"\x04Exec\x12\x1f.megaflow.v1.SandboxExecRequest\x1a .megaflow.v1.SandboxExecResponse0\x01\x12X\n" +
 	"\tWriteFile\x12$.megaflow.v1.SandboxWriteFileRequest\x1a%.megaflow.v1.SandboxWriteFileResponse\x12W\n" +
@@ -2775,7 +3170,8 @@ const file_megaflow_v1_sandbox_proto_rawDesc = "" +
 	"\x0eCommitSnapshot\x12\".megaflow.v1.CommitSnapshotRequest\x1a#.megaflow.v1.CommitSnapshotResponse\x12Y\n" +
 	"\x0eRemoveSnapshot\x12\".megaflow.v1.RemoveSnapshotRequest\x1a#.megaflow.v1.RemoveSnapshotResponse\x12f\n" +
 	"\rUploadArchive\x12(.megaflow.v1.SandboxUploadArchiveRequest\x1a).megaflow.v1.SandboxUploadArchiveResponse(\x01\x12l\n" +
-	"\x0fDownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x01B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\x0fDownloadArchive\x12*.megaflow.v1.SandboxDownloadArchiveRequest\x1a+.megaflow.v1.SandboxDownloadArchiveResponse0\x01\x12X\n" +
+	"\tSetPaused\x12$.megaflow.v1.SandboxSetPausedRequest\x1a%.megaflow.v1.SandboxSetPausedResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_sandbox_proto_rawDescOnce sync.Once
@@ -2790,7 +3186,7 @@ func file_megaflow_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_megaflow_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_megaflow_v1_sandbox_proto_goTypes = []any{
 	(SandboxState)(0),                      // 0: megaflow.v1.SandboxState
 	(*SandboxCreateSpec)(nil),              // 1: megaflow.v1.SandboxCreateSpec
@@ -2826,78 +3222,93 @@ var file_megaflow_v1_sandbox_proto_goTypes = []any{
 	(*SetSandboxTimeoutRequest)(nil),       // 31: megaflow.v1.SetSandboxTimeoutRequest
 	(*SetSandboxTimeoutResponse)(nil),      // 32: megaflow.v1.SetSandboxTimeoutResponse
 	(*SandboxSetDeadlineCommand)(nil),      // 33: megaflow.v1.SandboxSetDeadlineCommand
-	(*SandboxUploadArchiveRequest)(nil),    // 34: megaflow.v1.SandboxUploadArchiveRequest
-	(*SandboxUploadArchiveResponse)(nil),   // 35: megaflow.v1.SandboxUploadArchiveResponse
-	(*SandboxDownloadArchiveRequest)(nil),  // 36: megaflow.v1.SandboxDownloadArchiveRequest
-	(*SandboxDownloadArchiveResponse)(nil), // 37: megaflow.v1.SandboxDownloadArchiveResponse
-	nil,                                    // 38: megaflow.v1.SandboxCreateSpec.EnvEntry
-	nil,                                    // 39: megaflow.v1.SandboxCreateSpec.LabelsEntry
-	nil,                                    // 40: megaflow.v1.Sandbox.LabelsEntry
-	nil,                                    // 41: megaflow.v1.SandboxExecRequest.EnvEntry
-	(ReasonCode)(0),                        // 42: megaflow.v1.ReasonCode
+	(*PauseSandboxRequest)(nil),            // 34: megaflow.v1.PauseSandboxRequest
+	(*PauseSandboxResponse)(nil),           // 35: megaflow.v1.PauseSandboxResponse
+	(*ResumeSandboxRequest)(nil),           // 36: megaflow.v1.ResumeSandboxRequest
+	(*ResumeSandboxResponse)(nil),          // 37: megaflow.v1.ResumeSandboxResponse
+	(*SandboxSetPausedRequest)(nil),        // 38: megaflow.v1.SandboxSetPausedRequest
+	(*SandboxSetPausedResponse)(nil),       // 39: megaflow.v1.SandboxSetPausedResponse
+	(*SandboxPauseCommand)(nil),            // 40: megaflow.v1.SandboxPauseCommand
+	(*SandboxUploadArchiveRequest)(nil),    // 41: megaflow.v1.SandboxUploadArchiveRequest
+	(*SandboxUploadArchiveResponse)(nil),   // 42: megaflow.v1.SandboxUploadArchiveResponse
+	(*SandboxDownloadArchiveRequest)(nil),  // 43: megaflow.v1.SandboxDownloadArchiveRequest
+	(*SandboxDownloadArchiveResponse)(nil), // 44: megaflow.v1.SandboxDownloadArchiveResponse
+	nil,                                    // 45: megaflow.v1.SandboxCreateSpec.EnvEntry
+	nil,                                    // 46: megaflow.v1.SandboxCreateSpec.LabelsEntry
+	nil,                                    // 47: megaflow.v1.Sandbox.LabelsEntry
+	nil,                                    // 48: megaflow.v1.SandboxExecRequest.EnvEntry
+	(ReasonCode)(0),                        // 49: megaflow.v1.ReasonCode
 }
 var file_megaflow_v1_sandbox_proto_depIdxs = []int32{
-	38, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
-	39, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
+	45, // 0: megaflow.v1.SandboxCreateSpec.env:type_name -> megaflow.v1.SandboxCreateSpec.EnvEntry
+	46, // 1: megaflow.v1.SandboxCreateSpec.labels:type_name -> megaflow.v1.SandboxCreateSpec.LabelsEntry
 	0,  // 2: megaflow.v1.Sandbox.state:type_name -> megaflow.v1.SandboxState
-	42, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
-	40, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
+	49, // 3: megaflow.v1.Sandbox.reason_code:type_name -> megaflow.v1.ReasonCode
+	47, // 4: megaflow.v1.Sandbox.labels:type_name -> megaflow.v1.Sandbox.LabelsEntry
 	1,  // 5: megaflow.v1.CreateSandboxRequest.spec:type_name -> megaflow.v1.SandboxCreateSpec
 	2,  // 6: megaflow.v1.CreateSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 7: megaflow.v1.GetSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
 	2,  // 8: megaflow.v1.ListSandboxesResponse.sandboxes:type_name -> megaflow.v1.Sandbox
 	2,  // 9: megaflow.v1.CloseSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
-	41, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
+	48, // 10: megaflow.v1.SandboxExecRequest.env:type_name -> megaflow.v1.SandboxExecRequest.EnvEntry
 	13, // 11: megaflow.v1.SandboxExecResponse.exit:type_name -> megaflow.v1.SandboxExecExit
 	18, // 12: megaflow.v1.SnapshotSandboxResponse.snapshot:type_name -> megaflow.v1.Snapshot
 	18, // 13: megaflow.v1.ListSnapshotsResponse.snapshots:type_name -> megaflow.v1.Snapshot
 	18, // 14: megaflow.v1.SnapshotAddCommand.snapshot:type_name -> megaflow.v1.Snapshot
 	2,  // 15: megaflow.v1.SetSandboxTimeoutResponse.sandbox:type_name -> megaflow.v1.Sandbox
-	3,  // 16: megaflow.v1.SandboxService.CreateSandbox:input_type -> megaflow.v1.CreateSandboxRequest
-	5,  // 17: megaflow.v1.SandboxService.GetSandbox:input_type -> megaflow.v1.GetSandboxRequest
-	7,  // 18: megaflow.v1.SandboxService.ListSandboxes:input_type -> megaflow.v1.ListSandboxesRequest
-	9,  // 19: megaflow.v1.SandboxService.CloseSandbox:input_type -> megaflow.v1.CloseSandboxRequest
-	11, // 20: megaflow.v1.SandboxService.Exec:input_type -> megaflow.v1.SandboxExecRequest
-	14, // 21: megaflow.v1.SandboxService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
-	16, // 22: megaflow.v1.SandboxService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
-	19, // 23: megaflow.v1.SandboxService.SnapshotSandbox:input_type -> megaflow.v1.SnapshotSandboxRequest
-	21, // 24: megaflow.v1.SandboxService.ListSnapshots:input_type -> megaflow.v1.ListSnapshotsRequest
-	23, // 25: megaflow.v1.SandboxService.DeleteSnapshot:input_type -> megaflow.v1.DeleteSnapshotRequest
-	31, // 26: megaflow.v1.SandboxService.SetSandboxTimeout:input_type -> megaflow.v1.SetSandboxTimeoutRequest
-	34, // 27: megaflow.v1.SandboxService.UploadArchive:input_type -> megaflow.v1.SandboxUploadArchiveRequest
-	36, // 28: megaflow.v1.SandboxService.DownloadArchive:input_type -> megaflow.v1.SandboxDownloadArchiveRequest
-	11, // 29: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
-	14, // 30: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
-	16, // 31: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
-	25, // 32: megaflow.v1.SandboxWorkerService.CommitSnapshot:input_type -> megaflow.v1.CommitSnapshotRequest
-	27, // 33: megaflow.v1.SandboxWorkerService.RemoveSnapshot:input_type -> megaflow.v1.RemoveSnapshotRequest
-	34, // 34: megaflow.v1.SandboxWorkerService.UploadArchive:input_type -> megaflow.v1.SandboxUploadArchiveRequest
-	36, // 35: megaflow.v1.SandboxWorkerService.DownloadArchive:input_type -> megaflow.v1.SandboxDownloadArchiveRequest
-	4,  // 36: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
-	6,  // 37: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
-	8,  // 38: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
-	10, // 39: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
-	12, // 40: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 41: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 42: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	20, // 43: megaflow.v1.SandboxService.SnapshotSandbox:output_type -> megaflow.v1.SnapshotSandboxResponse
-	22, // 44: megaflow.v1.SandboxService.ListSnapshots:output_type -> megaflow.v1.ListSnapshotsResponse
-	24, // 45: megaflow.v1.SandboxService.DeleteSnapshot:output_type -> megaflow.v1.DeleteSnapshotResponse
-	32, // 46: megaflow.v1.SandboxService.SetSandboxTimeout:output_type -> megaflow.v1.SetSandboxTimeoutResponse
-	35, // 47: megaflow.v1.SandboxService.UploadArchive:output_type -> megaflow.v1.SandboxUploadArchiveResponse
-	37, // 48: megaflow.v1.SandboxService.DownloadArchive:output_type -> megaflow.v1.SandboxDownloadArchiveResponse
-	12, // 49: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
-	15, // 50: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
-	17, // 51: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
-	26, // 52: megaflow.v1.SandboxWorkerService.CommitSnapshot:output_type -> megaflow.v1.CommitSnapshotResponse
-	28, // 53: megaflow.v1.SandboxWorkerService.RemoveSnapshot:output_type -> megaflow.v1.RemoveSnapshotResponse
-	35, // 54: megaflow.v1.SandboxWorkerService.UploadArchive:output_type -> megaflow.v1.SandboxUploadArchiveResponse
-	37, // 55: megaflow.v1.SandboxWorkerService.DownloadArchive:output_type -> megaflow.v1.SandboxDownloadArchiveResponse
-	36, // [36:56] is the sub-list for method output_type
-	16, // [16:36] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	2,  // 16: megaflow.v1.PauseSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
+	2,  // 17: megaflow.v1.ResumeSandboxResponse.sandbox:type_name -> megaflow.v1.Sandbox
+	3,  // 18: megaflow.v1.SandboxService.CreateSandbox:input_type -> megaflow.v1.CreateSandboxRequest
+	5,  // 19: megaflow.v1.SandboxService.GetSandbox:input_type -> megaflow.v1.GetSandboxRequest
+	7,  // 20: megaflow.v1.SandboxService.ListSandboxes:input_type -> megaflow.v1.ListSandboxesRequest
+	9,  // 21: megaflow.v1.SandboxService.CloseSandbox:input_type -> megaflow.v1.CloseSandboxRequest
+	11, // 22: megaflow.v1.SandboxService.Exec:input_type -> megaflow.v1.SandboxExecRequest
+	14, // 23: megaflow.v1.SandboxService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
+	16, // 24: megaflow.v1.SandboxService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
+	19, // 25: megaflow.v1.SandboxService.SnapshotSandbox:input_type -> megaflow.v1.SnapshotSandboxRequest
+	21, // 26: megaflow.v1.SandboxService.ListSnapshots:input_type -> megaflow.v1.ListSnapshotsRequest
+	23, // 27: megaflow.v1.SandboxService.DeleteSnapshot:input_type -> megaflow.v1.DeleteSnapshotRequest
+	31, // 28: megaflow.v1.SandboxService.SetSandboxTimeout:input_type -> megaflow.v1.SetSandboxTimeoutRequest
+	34, // 29: megaflow.v1.SandboxService.PauseSandbox:input_type -> megaflow.v1.PauseSandboxRequest
+	36, // 30: megaflow.v1.SandboxService.ResumeSandbox:input_type -> megaflow.v1.ResumeSandboxRequest
+	41, // 31: megaflow.v1.SandboxService.UploadArchive:input_type -> megaflow.v1.SandboxUploadArchiveRequest
+	43, // 32: megaflow.v1.SandboxService.DownloadArchive:input_type -> megaflow.v1.SandboxDownloadArchiveRequest
+	11, // 33: megaflow.v1.SandboxWorkerService.Exec:input_type -> megaflow.v1.SandboxExecRequest
+	14, // 34: megaflow.v1.SandboxWorkerService.WriteFile:input_type -> megaflow.v1.SandboxWriteFileRequest
+	16, // 35: megaflow.v1.SandboxWorkerService.ReadFile:input_type -> megaflow.v1.SandboxReadFileRequest
+	25, // 36: megaflow.v1.SandboxWorkerService.CommitSnapshot:input_type -> megaflow.v1.CommitSnapshotRequest
+	27, // 37: megaflow.v1.SandboxWorkerService.RemoveSnapshot:input_type -> megaflow.v1.RemoveSnapshotRequest
+	41, // 38: megaflow.v1.SandboxWorkerService.UploadArchive:input_type -> megaflow.v1.SandboxUploadArchiveRequest
+	43, // 39: megaflow.v1.SandboxWorkerService.DownloadArchive:input_type -> megaflow.v1.SandboxDownloadArchiveRequest
+	38, // 40: megaflow.v1.SandboxWorkerService.SetPaused:input_type -> megaflow.v1.SandboxSetPausedRequest
+	4,  // 41: megaflow.v1.SandboxService.CreateSandbox:output_type -> megaflow.v1.CreateSandboxResponse
+	6,  // 42: megaflow.v1.SandboxService.GetSandbox:output_type -> megaflow.v1.GetSandboxResponse
+	8,  // 43: megaflow.v1.SandboxService.ListSandboxes:output_type -> megaflow.v1.ListSandboxesResponse
+	10, // 44: megaflow.v1.SandboxService.CloseSandbox:output_type -> megaflow.v1.CloseSandboxResponse
+	12, // 45: megaflow.v1.SandboxService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 46: megaflow.v1.SandboxService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 47: megaflow.v1.SandboxService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	20, // 48: megaflow.v1.SandboxService.SnapshotSandbox:output_type -> megaflow.v1.SnapshotSandboxResponse
+	22, // 49: megaflow.v1.SandboxService.ListSnapshots:output_type -> megaflow.v1.ListSnapshotsResponse
+	24, // 50: megaflow.v1.SandboxService.DeleteSnapshot:output_type -> megaflow.v1.DeleteSnapshotResponse
+	32, // 51: megaflow.v1.SandboxService.SetSandboxTimeout:output_type -> megaflow.v1.SetSandboxTimeoutResponse
+	35, // 52: megaflow.v1.SandboxService.PauseSandbox:output_type -> megaflow.v1.PauseSandboxResponse
+	37, // 53: megaflow.v1.SandboxService.ResumeSandbox:output_type -> megaflow.v1.ResumeSandboxResponse
+	42, // 54: megaflow.v1.SandboxService.UploadArchive:output_type -> megaflow.v1.SandboxUploadArchiveResponse
+	44, // 55: megaflow.v1.SandboxService.DownloadArchive:output_type -> megaflow.v1.SandboxDownloadArchiveResponse
+	12, // 56: megaflow.v1.SandboxWorkerService.Exec:output_type -> megaflow.v1.SandboxExecResponse
+	15, // 57: megaflow.v1.SandboxWorkerService.WriteFile:output_type -> megaflow.v1.SandboxWriteFileResponse
+	17, // 58: megaflow.v1.SandboxWorkerService.ReadFile:output_type -> megaflow.v1.SandboxReadFileResponse
+	26, // 59: megaflow.v1.SandboxWorkerService.CommitSnapshot:output_type -> megaflow.v1.CommitSnapshotResponse
+	28, // 60: megaflow.v1.SandboxWorkerService.RemoveSnapshot:output_type -> megaflow.v1.RemoveSnapshotResponse
+	42, // 61: megaflow.v1.SandboxWorkerService.UploadArchive:output_type -> megaflow.v1.SandboxUploadArchiveResponse
+	44, // 62: megaflow.v1.SandboxWorkerService.DownloadArchive:output_type -> megaflow.v1.SandboxDownloadArchiveResponse
+	39, // 63: megaflow.v1.SandboxWorkerService.SetPaused:output_type -> megaflow.v1.SandboxSetPausedResponse
+	41, // [41:64] is the sub-list for method output_type
+	18, // [18:41] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_sandbox_proto_init() }
@@ -2912,7 +3323,7 @@ func file_megaflow_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_sandbox_proto_rawDesc), len(file_megaflow_v1_sandbox_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

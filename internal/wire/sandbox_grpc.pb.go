@@ -30,6 +30,8 @@ const (
 	SandboxService_ListSnapshots_FullMethodName     = "/megaflow.v1.SandboxService/ListSnapshots"
 	SandboxService_DeleteSnapshot_FullMethodName    = "/megaflow.v1.SandboxService/DeleteSnapshot"
 	SandboxService_SetSandboxTimeout_FullMethodName = "/megaflow.v1.SandboxService/SetSandboxTimeout"
+	SandboxService_PauseSandbox_FullMethodName      = "/megaflow.v1.SandboxService/PauseSandbox"
+	SandboxService_ResumeSandbox_FullMethodName     = "/megaflow.v1.SandboxService/ResumeSandbox"
 	SandboxService_UploadArchive_FullMethodName     = "/megaflow.v1.SandboxService/UploadArchive"
 	SandboxService_DownloadArchive_FullMethodName   = "/megaflow.v1.SandboxService/DownloadArchive"
 )
@@ -92,6 +94,24 @@ type SandboxServiceClient interface {
 	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
 	// message says the most it may be), UNAVAILABLE (rules below 3).
 	SetSandboxTimeout(ctx context.Context, in *SetSandboxTimeoutRequest, opts ...grpc.CallOption) (*SetSandboxTimeoutResponse, error)
+	// PauseSandbox freezes a READY sandbox's processes (docker pause: its
+	// CPU is released, its memory and processes kept) and marks it PAUSED
+	// in the table (a log entry): execs and file calls are refused
+	// (FAILED_PRECONDITION, SANDBOX_PAUSED) until ResumeSandbox, its idle
+	// timeout does not count meanwhile, its lifetime does. The worker
+	// pauses the container first, then the leader records it. Pausing a
+	// PAUSED sandbox succeeds and changes nothing. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (not READY yet: SANDBOX_NOT_READY; ended; calls
+	// in flight: SANDBOX_BUSY), UNAVAILABLE (the worker did not answer, or
+	// rules below 4).
+	PauseSandbox(ctx context.Context, in *PauseSandboxRequest, opts ...grpc.CallOption) (*PauseSandboxResponse, error)
+	// ResumeSandbox is PauseSandbox's reverse: the leader records the
+	// sandbox READY (a log entry), then its worker unpauses the container;
+	// its idle timer counts afresh from the resume. Resuming a READY
+	// sandbox succeeds (its worker is asked to unpause all the same, which
+	// repairs a pause or resume cut short by a failure). Errors as
+	// PauseSandbox, without SANDBOX_BUSY.
+	ResumeSandbox(ctx context.Context, in *ResumeSandboxRequest, opts ...grpc.CallOption) (*ResumeSandboxResponse, error)
 	// UploadArchive extracts a tar stream (the client sends it in chunks,
 	// the first message naming the sandbox and the directory) into a
 	// directory of a READY sandbox, at most 256 MiB of tar. Errors as
@@ -241,6 +261,26 @@ func (c *sandboxServiceClient) SetSandboxTimeout(ctx context.Context, in *SetSan
 	return out, nil
 }
 
+func (c *sandboxServiceClient) PauseSandbox(ctx context.Context, in *PauseSandboxRequest, opts ...grpc.CallOption) (*PauseSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseSandboxResponse)
+	err := c.cc.Invoke(ctx, SandboxService_PauseSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) ResumeSandbox(ctx context.Context, in *ResumeSandboxRequest, opts ...grpc.CallOption) (*ResumeSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeSandboxResponse)
+	err := c.cc.Invoke(ctx, SandboxService_ResumeSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sandboxServiceClient) UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &SandboxService_ServiceDesc.Streams[2], SandboxService_UploadArchive_FullMethodName, cOpts...)
@@ -331,6 +371,24 @@ type SandboxServiceServer interface {
 	// FAILED_PRECONDITION (it ended), INVALID_ARGUMENT (out of bounds: the
 	// message says the most it may be), UNAVAILABLE (rules below 3).
 	SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error)
+	// PauseSandbox freezes a READY sandbox's processes (docker pause: its
+	// CPU is released, its memory and processes kept) and marks it PAUSED
+	// in the table (a log entry): execs and file calls are refused
+	// (FAILED_PRECONDITION, SANDBOX_PAUSED) until ResumeSandbox, its idle
+	// timeout does not count meanwhile, its lifetime does. The worker
+	// pauses the container first, then the leader records it. Pausing a
+	// PAUSED sandbox succeeds and changes nothing. Errors: NOT_FOUND,
+	// FAILED_PRECONDITION (not READY yet: SANDBOX_NOT_READY; ended; calls
+	// in flight: SANDBOX_BUSY), UNAVAILABLE (the worker did not answer, or
+	// rules below 4).
+	PauseSandbox(context.Context, *PauseSandboxRequest) (*PauseSandboxResponse, error)
+	// ResumeSandbox is PauseSandbox's reverse: the leader records the
+	// sandbox READY (a log entry), then its worker unpauses the container;
+	// its idle timer counts afresh from the resume. Resuming a READY
+	// sandbox succeeds (its worker is asked to unpause all the same, which
+	// repairs a pause or resume cut short by a failure). Errors as
+	// PauseSandbox, without SANDBOX_BUSY.
+	ResumeSandbox(context.Context, *ResumeSandboxRequest) (*ResumeSandboxResponse, error)
 	// UploadArchive extracts a tar stream (the client sends it in chunks,
 	// the first message naming the sandbox and the directory) into a
 	// directory of a READY sandbox, at most 256 MiB of tar. Errors as
@@ -384,6 +442,12 @@ func (UnimplementedSandboxServiceServer) DeleteSnapshot(context.Context, *Delete
 }
 func (UnimplementedSandboxServiceServer) SetSandboxTimeout(context.Context, *SetSandboxTimeoutRequest) (*SetSandboxTimeoutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetSandboxTimeout not implemented")
+}
+func (UnimplementedSandboxServiceServer) PauseSandbox(context.Context, *PauseSandboxRequest) (*PauseSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseSandbox not implemented")
+}
+func (UnimplementedSandboxServiceServer) ResumeSandbox(context.Context, *ResumeSandboxRequest) (*ResumeSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSandbox not implemented")
 }
 func (UnimplementedSandboxServiceServer) UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error {
 	return status.Error(codes.Unimplemented, "method UploadArchive not implemented")
@@ -596,6 +660,42 @@ func _SandboxService_SetSandboxTimeout_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_PauseSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).PauseSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_PauseSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).PauseSandbox(ctx, req.(*PauseSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_ResumeSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).ResumeSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_ResumeSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).ResumeSandbox(ctx, req.(*ResumeSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SandboxService_UploadArchive_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(SandboxServiceServer).UploadArchive(&grpc.GenericServerStream[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]{ServerStream: stream})
 }
@@ -657,6 +757,14 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "SetSandboxTimeout",
 			Handler:    _SandboxService_SetSandboxTimeout_Handler,
 		},
+		{
+			MethodName: "PauseSandbox",
+			Handler:    _SandboxService_PauseSandbox_Handler,
+		},
+		{
+			MethodName: "ResumeSandbox",
+			Handler:    _SandboxService_ResumeSandbox_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -691,6 +799,7 @@ const (
 	SandboxWorkerService_RemoveSnapshot_FullMethodName  = "/megaflow.v1.SandboxWorkerService/RemoveSnapshot"
 	SandboxWorkerService_UploadArchive_FullMethodName   = "/megaflow.v1.SandboxWorkerService/UploadArchive"
 	SandboxWorkerService_DownloadArchive_FullMethodName = "/megaflow.v1.SandboxWorkerService/DownloadArchive"
+	SandboxWorkerService_SetPaused_FullMethodName       = "/megaflow.v1.SandboxWorkerService/SetPaused"
 )
 
 // SandboxWorkerServiceClient is the client API for SandboxWorkerService service.
@@ -717,6 +826,12 @@ type SandboxWorkerServiceClient interface {
 	UploadArchive(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse], error)
 	// DownloadArchive as SandboxService.DownloadArchive.
 	DownloadArchive(ctx context.Context, in *SandboxDownloadArchiveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SandboxDownloadArchiveResponse], error)
+	// SetPaused pauses (docker pause) or unpauses the sandbox's container
+	// and marks the sandbox so on the worker (its calls refused, its idle
+	// timer stopped, while paused); a container already so is no error.
+	// Errors as Exec; FAILED_PRECONDITION (SANDBOX_BUSY) for a pause while
+	// calls are in flight.
+	SetPaused(ctx context.Context, in *SandboxSetPausedRequest, opts ...grpc.CallOption) (*SandboxSetPausedResponse, error)
 }
 
 type sandboxWorkerServiceClient struct {
@@ -827,6 +942,16 @@ func (c *sandboxWorkerServiceClient) DownloadArchive(ctx context.Context, in *Sa
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxWorkerService_DownloadArchiveClient = grpc.ServerStreamingClient[SandboxDownloadArchiveResponse]
 
+func (c *sandboxWorkerServiceClient) SetPaused(ctx context.Context, in *SandboxSetPausedRequest, opts ...grpc.CallOption) (*SandboxSetPausedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SandboxSetPausedResponse)
+	err := c.cc.Invoke(ctx, SandboxWorkerService_SetPaused_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxWorkerServiceServer is the server API for SandboxWorkerService service.
 // All implementations must embed UnimplementedSandboxWorkerServiceServer
 // for forward compatibility.
@@ -851,6 +976,12 @@ type SandboxWorkerServiceServer interface {
 	UploadArchive(grpc.ClientStreamingServer[SandboxUploadArchiveRequest, SandboxUploadArchiveResponse]) error
 	// DownloadArchive as SandboxService.DownloadArchive.
 	DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error
+	// SetPaused pauses (docker pause) or unpauses the sandbox's container
+	// and marks the sandbox so on the worker (its calls refused, its idle
+	// timer stopped, while paused); a container already so is no error.
+	// Errors as Exec; FAILED_PRECONDITION (SANDBOX_BUSY) for a pause while
+	// calls are in flight.
+	SetPaused(context.Context, *SandboxSetPausedRequest) (*SandboxSetPausedResponse, error)
 	mustEmbedUnimplementedSandboxWorkerServiceServer()
 }
 
@@ -881,6 +1012,9 @@ func (UnimplementedSandboxWorkerServiceServer) UploadArchive(grpc.ClientStreamin
 }
 func (UnimplementedSandboxWorkerServiceServer) DownloadArchive(*SandboxDownloadArchiveRequest, grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]) error {
 	return status.Error(codes.Unimplemented, "method DownloadArchive not implemented")
+}
+func (UnimplementedSandboxWorkerServiceServer) SetPaused(context.Context, *SandboxSetPausedRequest) (*SandboxSetPausedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPaused not implemented")
 }
 func (UnimplementedSandboxWorkerServiceServer) mustEmbedUnimplementedSandboxWorkerServiceServer() {}
 func (UnimplementedSandboxWorkerServiceServer) testEmbeddedByValue()                              {}
@@ -997,6 +1131,24 @@ func _SandboxWorkerService_DownloadArchive_Handler(srv interface{}, stream grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxWorkerService_DownloadArchiveServer = grpc.ServerStreamingServer[SandboxDownloadArchiveResponse]
 
+func _SandboxWorkerService_SetPaused_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SandboxSetPausedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxWorkerServiceServer).SetPaused(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxWorkerService_SetPaused_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxWorkerServiceServer).SetPaused(ctx, req.(*SandboxSetPausedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxWorkerService_ServiceDesc is the grpc.ServiceDesc for SandboxWorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1015,6 +1167,10 @@ var SandboxWorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveSnapshot",
 			Handler:    _SandboxWorkerService_RemoveSnapshot_Handler,
+		},
+		{
+			MethodName: "SetPaused",
+			Handler:    _SandboxWorkerService_SetPaused_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -986,7 +986,11 @@ type Attempt struct {
 	// When the endpoint was published (leader time); 0: not ready.
 	ReadyUnixNanos int64 `protobuf:"varint,121,opt,name=ready_unix_nanos,json=readyUnixNanos,proto3" json:"ready_unix_nanos,omitempty"`
 	// The class of reason (UNSPECIFIED for attempts recorded before it).
-	ReasonCode    ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
+	ReasonCode ReasonCode `protobuf:"varint,160,opt,name=reason_code,json=reasonCode,proto3,enum=megaflow.v1.ReasonCode" json:"reason_code,omitempty"`
+	// Sandboxes: the attempt's container is paused (docker pause), as the
+	// last OpSandboxPause (rules 4) recorded; kept as it was once the
+	// attempt ended.
+	Paused        bool `protobuf:"varint,170,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1117,6 +1121,13 @@ func (x *Attempt) GetReasonCode() ReasonCode {
 		return x.ReasonCode
 	}
 	return ReasonCode_REASON_CODE_UNSPECIFIED
+}
+
+func (x *Attempt) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 // Task is a task's row in the replicated task table.
@@ -2354,7 +2365,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\a \x01(\tR\x04name\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x04\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12,\n" +
@@ -2372,7 +2383,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\bendpoint\x18x \x01(\tR\bendpoint\x12(\n" +
 	"\x10ready_unix_nanos\x18y \x01(\x03R\x0ereadyUnixNanos\x129\n" +
 	"\vreason_code\x18\xa0\x01 \x01(\x0e2\x17.megaflow.v1.ReasonCodeR\n" +
-	"reasonCode\"\x9a\x06\n" +
+	"reasonCode\x12\x17\n" +
+	"\x06paused\x18\xaa\x01 \x01(\bR\x06paused\"\x9a\x06\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bgraph_id\x18\x02 \x01(\tR\agraphId\x12\x16\n" +

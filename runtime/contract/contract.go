@@ -149,6 +149,9 @@ type Container struct {
 	// the rest).
 	Running bool
 	Exit    *Exit
+	// Paused is true while its processes are frozen (Pauser.Pause);
+	// Running is true then too.
+	Paused bool
 }
 
 // Errors a runtime returns (wrapped, with context); test with errors.Is.
@@ -305,6 +308,21 @@ type Snapshotter interface {
 	// value of "" matches any value of its key), such as the snapshot
 	// images Commit made. Errors: ErrUnavailable, ctx's error.
 	SnapshotImages(ctx context.Context, match map[string]string) ([]Image, error)
+}
+
+// Pauser is an optional extra of a Runtime: freezing every process of a
+// running container and thawing them (sandbox pause, docs/sandboxes.md).
+// A paused container keeps its memory and processes and uses no CPU;
+// Stop, Remove and List work on it as on a running one.
+type Pauser interface {
+	// Pause freezes container id's processes (docker pause). A container
+	// paused already is no error. Errors: ErrNotFound (no such
+	// container), ErrUnavailable, ctx's error, or the engine's refusal
+	// (the container is not running).
+	Pause(ctx context.Context, id string) error
+	// Unpause thaws them. A container that is not paused is no error.
+	// Errors: as Pause.
+	Unpause(ctx context.Context, id string) error
 }
 
 // Image is an image a Snapshotter lists.

@@ -198,7 +198,7 @@ func (r *Runtime) List(ctx context.Context, match map[string]string) ([]contract
 		}
 		switch s.State {
 		case container.StateRunning, container.StatePaused, container.StateRestarting:
-			c.Running = true
+			c.Running, c.Paused = true, s.State == container.StatePaused
 		case container.StateExited, container.StateDead:
 			c.Exit = &contract.Exit{Code: exitCodeFromStatus(s.Status)}
 		}

@@ -121,6 +121,7 @@ type ctr struct {
 	done    chan struct{} // closed once exit is set
 	exit    contract.Exit
 	files   map[string]fakeFile // WriteFile's, guarded by Runtime.mu
+	paused  bool                // Pause's, guarded by Runtime.mu
 }
 
 // New returns an empty fake on clk; nil means the wall clock (use small
@@ -472,7 +473,7 @@ func (r *Runtime) List(ctx context.Context, match map[string]string) (out []cont
 		if !contract.MatchLabels(c.labels, match) {
 			continue
 		}
-		k := contract.Container{ID: c.id, Name: c.name, Labels: maps.Clone(c.labels), Running: true}
+		k := contract.Container{ID: c.id, Name: c.name, Labels: maps.Clone(c.labels), Running: true, Paused: c.paused}
 		select {
 		case <-c.done:
 			exit := c.exit

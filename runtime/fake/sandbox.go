@@ -13,6 +13,7 @@ import (
 var (
 	_ contract.StreamExecer = (*Runtime)(nil)
 	_ contract.FileCopier   = (*Runtime)(nil)
+	_ contract.Pauser       = (*Runtime)(nil)
 )
 
 // ExecStream runs a fake command in running container id: the Behavior
@@ -37,8 +38,11 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, req contract.ExecRe
 	default:
 	}
 	r.mu.Lock()
-	b := r.behavior(spec)
+	b, paused := r.behavior(spec), c.paused
 	r.mu.Unlock()
+	if paused {
+		return contract.Exit{Code: -1}, fmt.Errorf("fake exec in %s: the container is paused", id)
+	}
 	if b.StartErr != nil {
 		return contract.Exit{Code: -1}, fmt.Errorf("fake exec in %s: %w", id, b.StartErr)
 	}
@@ -121,4 +125,36 @@ func (r *Runtime) ReadFile(ctx context.Context, id, path string, limit int64) (d
 		return nil, 0, fmt.Errorf("fake read %s in %s: %w", path, id, contract.ErrFileTooLarge)
 	}
 	return append([]byte(nil), f.data...), f.mode, nil
+}
+
+// Pause marks running container id paused (List says so, ExecStream
+// refuses it); paused already is no error. Recorded as op "Pause".
+// Errors: an injected one, contract.ErrNotFound, a container that ended.
+func (r *Runtime) Pause(ctx context.Context, id string) error { return r.setPaused("Pause", id, true) }
+
+// Unpause clears the mark; not paused is no error. Recorded as op
+// "Unpause". Errors: as Pause.
+func (r *Runtime) Unpause(ctx context.Context, id string) error {
+	return r.setPaused("Unpause", id, false)
+}
+
+func (r *Runtime) setPaused(op, id string, paused bool) (err error) {
+	i, err := r.begin(Call{Op: op, ID: id})
+	defer func() { r.end(i, "", err) }()
+	if err != nil {
+		return err
+	}
+	c, err := r.get(strings.ToLower(op), id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+		return fmt.Errorf("fake %s %s: the container is not running", strings.ToLower(op), id)
+	default:
+	}
+	r.mu.Lock()
+	c.paused = paused
+	r.mu.Unlock()
+	return nil
 }

@@ -174,6 +174,12 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
     def SetSandboxTimeout(self, request, context):
         return self._unary("SetSandboxTimeout", request, context)
 
+    def PauseSandbox(self, request, context):
+        return self._unary("PauseSandbox", request, context)
+
+    def ResumeSandbox(self, request, context):
+        return self._unary("ResumeSandbox", request, context)
+
 
 def abort(context: grpc.ServicerContext, failure: Failure) -> None:
     """Abort a handler with a Failure (for handlers that fail mid-stream)."""

@@ -195,13 +195,15 @@ function renderGraphs(gs) {
 }
 
 // renderSandboxes lists the live sandboxes (/api/sandboxes): idle is as
-// seen by this head's relay; "busy" while an exec or file call is in flight.
+// seen by this head's relay; "busy" while an exec or file call is in flight,
+// "paused" while the sandbox is PAUSED (its idle timer stopped).
 function renderSandboxes(ss) {
   const rows = (ss.sandboxes || []).map((r) => {
     const sb = r.sandbox || {};
     const state = lower(sb.state, "SANDBOX_STATE_");
     let idle = el("span", { class: "muted", text: "–" });
-    if (r.busy > 0) idle = badge("busy");
+    if (state === "paused") idle = el("span", { class: "muted", text: "paused" });
+    else if (r.busy > 0) idle = badge("busy");
     else if (r.idle_seconds !== undefined) idle = fmtDur(r.idle_seconds);
     return el("tr", { "data-sandbox": sb.id },
       el("td", {}, el("b", { text: sb.id })),

@@ -34,13 +34,14 @@ from .client import Client, Cursor, EnvHeads, TaskResult, graph_state_name, new_
 from .errors import (AlreadyExists, Cancelled, ChecksumMismatch, DeadlineExceeded, FailedPrecondition, FileNotFound,
                      FileTooLarge, Internal, InvalidArgument, InvalidGraph, MegaflowError, NotFound, NotLeader,
                      OutOfRange, PermissionDenied, ResourceExhausted, RuntimeUnavailable, SandboxClosed, SandboxEnded,
-                     SandboxExpired, SandboxFailed, SandboxLost, SandboxNotFound, SandboxNotReady, SnapshotInUse,
-                     SnapshotNotFound, SnapshotQuotaExceeded, SnapshotWorkerDown, Unavailable, WorkerUnreachable)
+                     SandboxBusy, SandboxExpired, SandboxFailed, SandboxLost, SandboxNotFound, SandboxNotReady,
+                     SandboxPaused, SnapshotInUse, SnapshotNotFound, SnapshotQuotaExceeded, SnapshotWorkerDown,
+                     Unavailable, WorkerUnreachable)
 from .graph import Graph, Service, Task, parse_cpu, parse_memory, parse_seconds
 from .sandbox import ExecResult, Sandbox, SandboxInfo, SnapshotInfo, new_sandbox_id, sandbox_state_name
 from ._proto.sandbox_pb2 import (SANDBOX_STATE_CLOSED, SANDBOX_STATE_EXPIRED, SANDBOX_STATE_FAILED,
-                                 SANDBOX_STATE_LOST, SANDBOX_STATE_PENDING, SANDBOX_STATE_READY,
-                                 SANDBOX_STATE_STARTING, SandboxState)
+                                 SANDBOX_STATE_LOST, SANDBOX_STATE_PAUSED, SANDBOX_STATE_PENDING,
+                                 SANDBOX_STATE_READY, SANDBOX_STATE_STARTING, SandboxState)
 
 __version__ = "0.1.0"
 
@@ -53,9 +54,9 @@ __all__ = [
     "Sandbox", "ExecResult", "SandboxInfo", "SnapshotInfo", "SandboxState", "new_sandbox_id", "sandbox_state_name",
     "SandboxNotFound", "SandboxNotReady", "SandboxEnded", "SandboxClosed", "SandboxExpired", "SandboxLost",
     "SandboxFailed", "WorkerUnreachable", "RuntimeUnavailable", "FileNotFound", "FileTooLarge",
-    "SnapshotNotFound", "SnapshotWorkerDown", "SnapshotInUse", "SnapshotQuotaExceeded",
+    "SnapshotNotFound", "SnapshotWorkerDown", "SnapshotInUse", "SnapshotQuotaExceeded", "SandboxPaused", "SandboxBusy",
     "SANDBOX_STATE_PENDING", "SANDBOX_STATE_STARTING", "SANDBOX_STATE_READY", "SANDBOX_STATE_CLOSED",
-    "SANDBOX_STATE_EXPIRED", "SANDBOX_STATE_LOST", "SANDBOX_STATE_FAILED",
+    "SANDBOX_STATE_EXPIRED", "SANDBOX_STATE_LOST", "SANDBOX_STATE_FAILED", "SANDBOX_STATE_PAUSED",
     "GraphSpec", "TaskSpec", "Resources", "ServiceSpec", "GraphRow", "TaskRow", "Attempt", "Event",
     "GraphMetrics", "StateCounts", "GraphState", "TaskState", "ReasonCode", "ReadMeta",
     "ClusterStatusResponse", "ArtifactListResponse",

@@ -561,7 +561,7 @@ class Sandbox(_sbx.SandboxBase):
         return res.sandbox
 
     async def wait_ready(self, timeout: Seconds = 120.0) -> SandboxInfo:
-        """As :meth:`megaflow.Sandbox.wait_ready`: poll until READY.
+        """As :meth:`megaflow.Sandbox.wait_ready`: poll until READY (or PAUSED).
 
         Raises:
             SandboxEnded: it ended instead.
@@ -573,7 +573,7 @@ class Sandbox(_sbx.SandboxBase):
         while True:
             left = deadline - time.monotonic()
             info = await self.refresh(timeout=max(min(self._client.timeout, left), 0.001))
-            if info.state == sbx.SANDBOX_STATE_READY:
+            if info.state in _sbx._STARTED:
                 return info
             if info.state not in _sbx._LIVE:
                 raise _sbx._ended(self, info)
@@ -749,6 +749,19 @@ class Sandbox(_sbx.SandboxBase):
         req = self._timeout_request(seconds)
         req.min_index = self._index()
         return self._set_timeout_done(await self._client._call("SetSandboxTimeout", req, timeout, sandbox=True))
+
+    async def pause(self, *, timeout: Optional[float] = None) -> SandboxInfo:
+        """As :meth:`megaflow.Sandbox.pause`: freeze it, PAUSED until
+        :meth:`resume` (its calls raise SandboxPaused meanwhile); retried.
+        Returns the new state."""
+        method, req = self._pause_request(True)
+        return self._set_timeout_done(await self._client._call(method, req, timeout, sandbox=True))
+
+    async def resume(self, *, timeout: Optional[float] = None) -> SandboxInfo:
+        """As :meth:`megaflow.Sandbox.resume`: READY again, its idle timeout
+        counting afresh; retried. Returns the new state."""
+        method, req = self._pause_request(False)
+        return self._set_timeout_done(await self._client._call(method, req, timeout, sandbox=True))
 
 
 async def _wait_connected(ch: grpc.aio.Channel, timeout: float) -> Optional[grpc.ChannelConnectivity]:

@@ -52,6 +52,8 @@ exception                       reason                  subclass of
 :class:`SnapshotWorkerDown`     SNAPSHOT_WORKER_DOWN    :class:`FailedPrecondition`
 :class:`SnapshotInUse`          SNAPSHOT_IN_USE         :class:`FailedPrecondition`
 :class:`SnapshotQuotaExceeded`  SNAPSHOT_QUOTA_EXCEEDED :class:`ResourceExhausted`
+:class:`SandboxPaused`          SANDBOX_PAUSED          :class:`FailedPrecondition`
+:class:`SandboxBusy`            SANDBOX_BUSY            :class:`FailedPrecondition`
 ==============================  ======================  =====================
 
 :class:`SandboxEnded` is a :class:`FailedPrecondition`: the sandbox is over
@@ -97,6 +99,8 @@ __all__ = [
     "SnapshotWorkerDown",
     "SnapshotInUse",
     "SnapshotQuotaExceeded",
+    "SandboxPaused",
+    "SandboxBusy",
     "from_rpc_error",
 ]
 
@@ -294,6 +298,17 @@ class SnapshotQuotaExceeded(ResourceExhausted):
     SNAPSHOT_QUOTA_EXCEEDED). Not retried: ``retry_after`` is None."""
 
 
+class SandboxPaused(FailedPrecondition):
+    """The sandbox is PAUSED (``Sandbox.pause``), or its worker holds its
+    container paused: an exec, a file call or a snapshot is refused until
+    ``Sandbox.resume`` (reason SANDBOX_PAUSED). Not retried."""
+
+
+class SandboxBusy(FailedPrecondition):
+    """A pause refused because execs or file calls run in the sandbox, which
+    it would freeze: pause it once they end (reason SANDBOX_BUSY)."""
+
+
 _CODES: Dict[grpc.StatusCode, Type[MegaflowError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -330,6 +345,8 @@ _REASONS: Dict[str, Type[MegaflowError]] = {
     "SNAPSHOT_WORKER_DOWN": SnapshotWorkerDown,
     "SNAPSHOT_IN_USE": SnapshotInUse,
     "SNAPSHOT_QUOTA_EXCEEDED": SnapshotQuotaExceeded,
+    "SANDBOX_PAUSED": SandboxPaused,
+    "SANDBOX_BUSY": SandboxBusy,
 }
 
 

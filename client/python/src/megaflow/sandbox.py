@@ -18,10 +18,17 @@ those files::
     with client.sandbox(from_snapshot=snap.id) as fork:
         print(fork.read_file("/work/main.py"))
 
+A READY sandbox can be paused (its processes frozen, its CPU released)
+and resumed; while PAUSED its calls raise :class:`~megaflow.SandboxPaused`::
+
+    sb.pause()
+    ...
+    sb.resume()
+
 Retries follow Go's ``client/sandbox.go`` and ``client/snapshot.go``:
-create, get, list, close, set_timeout, list_snapshots and delete_snapshot
-are retried through leader changes and head failures within their deadline
-(create is idempotent by the sandbox id the SDK picks before its first
+create, get, list, close, set_timeout, pause, resume, list_snapshots and
+delete_snapshot are retried through leader changes and head failures
+within their deadline (create is idempotent by the sandbox id the SDK picks before its first
 try). An exec, a file call, a directory copy (upload, download) or a
 snapshot is sent to one head once: when the SDK cannot connect to a head
 it moves on to the next before sending (and a snapshot follows a NOT_LEADER
@@ -89,7 +96,9 @@ MAX_SNAPSHOT_NAME = 128
 DEFAULT_EXEC_TIMEOUT_S = 600
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_LIVE = (sbx.SANDBOX_STATE_PENDING, sbx.SANDBOX_STATE_STARTING, sbx.SANDBOX_STATE_READY)
+_LIVE = (sbx.SANDBOX_STATE_PENDING, sbx.SANDBOX_STATE_STARTING, sbx.SANDBOX_STATE_READY, sbx.SANDBOX_STATE_PAUSED)
+# The states wait_ready returns in: started (a PAUSED sandbox waits for a resume, not for a worker).
+_STARTED = (sbx.SANDBOX_STATE_READY, sbx.SANDBOX_STATE_PAUSED)
 _CONNECT_TRY_S = 2.0  # how long one head may take to accept a connection before the next is tried
 _FILE_RECV = 4 << 20  # ReadFile chunks are at most 1 MiB
 
@@ -194,8 +203,8 @@ class SandboxBase:
 
     @property
     def state(self) -> str:
-        """The last seen state: "PENDING", "STARTING", "READY", "CLOSED",
-        "EXPIRED", "LOST" or "FAILED"."""
+        """The last seen state: "PENDING", "STARTING", "READY", "PAUSED",
+        "CLOSED", "EXPIRED", "LOST" or "FAILED"."""
         return sandbox_state_name(self.info.state)
 
     @property
@@ -333,7 +342,13 @@ class SandboxBase:
                                                   max_bytes=_archive.check_max_bytes(what, max_bytes)),
                 Path(local_dir), what)
 
-    def _set_timeout_done(self, res: sbx.SetSandboxTimeoutResponse) -> SandboxInfo:
+    def _pause_request(self, pause: bool) -> Tuple[str, Any]:
+        """The method and request of a pause (or a resume), min_index set."""
+        if pause:
+            return "PauseSandbox", sbx.PauseSandboxRequest(id=self.id, min_index=self._index())
+        return "ResumeSandbox", sbx.ResumeSandboxRequest(id=self.id, min_index=self._index())
+
+    def _set_timeout_done(self, res: Any) -> SandboxInfo:
         self._client._observe(res.sandbox.index)
         self._set(res.sandbox)
         return res.sandbox
@@ -426,13 +441,14 @@ class Sandbox(SandboxBase):
         return res.sandbox
 
     def wait_ready(self, timeout: Seconds = 120.0) -> SandboxInfo:
-        """Wait until the sandbox is READY, reading its state with backoff.
+        """Wait until the sandbox is READY (or PAUSED: started, and waiting
+        for a :meth:`resume`), reading its state with backoff.
 
         Args:
             timeout: seconds (or a ``timedelta``) to wait in all.
 
         Returns:
-            The READY ``Sandbox`` message.
+            The READY (or PAUSED) ``Sandbox`` message.
 
         Raises:
             SandboxEnded: it ended instead (a subclass says how: e.g.
@@ -445,7 +461,7 @@ class Sandbox(SandboxBase):
         while True:
             left = deadline - time.monotonic()
             info = self.refresh(timeout=max(min(self._client.timeout, left), 0.001))
-            if info.state == sbx.SANDBOX_STATE_READY:
+            if info.state in _STARTED:
                 return info
             if info.state not in _LIVE:
                 raise _ended(self, info)
@@ -798,6 +814,47 @@ class Sandbox(SandboxBase):
         req = self._timeout_request(seconds)
         req.min_index = self._index()
         return self._set_timeout_done(self._client._call("SetSandboxTimeout", req, timeout, sandbox=True))
+
+    def pause(self, *, timeout: Optional[float] = None) -> SandboxInfo:
+        """Freeze the sandbox's processes (docker pause: its CPU is released,
+        its memory, files and processes kept). It is PAUSED on every head
+        until :meth:`resume`: its execs, file calls and snapshots raise
+        :class:`~megaflow.SandboxPaused` meanwhile, and its idle timeout
+        does not count (its lifetime does). Pausing a PAUSED sandbox
+        changes nothing. Retried through leader changes and head failures
+        (it is idempotent).
+
+        Args:
+            timeout: deadline of the call in seconds (default: the
+                client's).
+
+        Returns:
+            The ``Sandbox`` message, PAUSED (also kept in :attr:`info`).
+
+        Raises:
+            SandboxNotFound: no such sandbox.
+            SandboxNotReady: it has not started yet.
+            SandboxBusy: execs or file calls run in it: pause it once they end.
+            SandboxEnded: it ended (a subclass says how).
+            DeadlineExceeded: no head answered in time.
+        """
+        method, req = self._pause_request(True)
+        return self._set_timeout_done(self._client._call(method, req, timeout, sandbox=True))
+
+    def resume(self, *, timeout: Optional[float] = None) -> SandboxInfo:
+        """Thaw a PAUSED sandbox: it is READY again, and its idle timeout
+        counts afresh from now. Resuming a READY sandbox changes nothing.
+        Retried as :meth:`pause`.
+
+        Returns:
+            The ``Sandbox`` message, READY (also kept in :attr:`info`).
+
+        Raises:
+            SandboxNotFound, SandboxNotReady, SandboxEnded, DeadlineExceeded:
+                as :meth:`pause`.
+        """
+        method, req = self._pause_request(False)
+        return self._set_timeout_done(self._client._call(method, req, timeout, sandbox=True))
 
 # -- client side -------------------------------------------------------------
 

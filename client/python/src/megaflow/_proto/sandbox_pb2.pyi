@@ -10,6 +10,7 @@ SANDBOX_STATE_CLOSED: SandboxState
 SANDBOX_STATE_EXPIRED: SandboxState
 SANDBOX_STATE_FAILED: SandboxState
 SANDBOX_STATE_LOST: SandboxState
+SANDBOX_STATE_PAUSED: SandboxState
 SANDBOX_STATE_PENDING: SandboxState
 SANDBOX_STATE_READY: SandboxState
 SANDBOX_STATE_STARTING: SandboxState
@@ -129,6 +130,20 @@ class ListSnapshotsResponse(_message.Message):
     snapshots: _containers.RepeatedCompositeFieldContainer[Snapshot]
     def __init__(self, snapshots: _Optional[_Iterable[_Union[Snapshot, _Mapping]]] = ...) -> None: ...
 
+class PauseSandboxRequest(_message.Message):
+    __slots__ = ["id", "min_index"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    min_index: int
+    def __init__(self, id: _Optional[str] = ..., min_index: _Optional[int] = ...) -> None: ...
+
+class PauseSandboxResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
+
 class RemoveSnapshotRequest(_message.Message):
     __slots__ = ["image", "snapshot_id"]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +157,20 @@ class RemoveSnapshotResponse(_message.Message):
     EXISTED_FIELD_NUMBER: _ClassVar[int]
     existed: bool
     def __init__(self, existed: bool = ...) -> None: ...
+
+class ResumeSandboxRequest(_message.Message):
+    __slots__ = ["id", "min_index"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    min_index: int
+    def __init__(self, id: _Optional[str] = ..., min_index: _Optional[int] = ...) -> None: ...
+
+class ResumeSandboxResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class Sandbox(_message.Message):
     __slots__ = ["create_unix_nanos", "finish_unix_nanos", "from_snapshot", "id", "idle_timeout_seconds", "image", "index", "labels", "lifetime_seconds", "ready_unix_nanos", "reason", "reason_code", "state", "tenant", "worker_id"]
@@ -295,6 +324,18 @@ class SandboxExecResponse(_message.Message):
     stdout: bytes
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit: _Optional[_Union[SandboxExecExit, _Mapping]] = ...) -> None: ...
 
+class SandboxPauseCommand(_message.Message):
+    __slots__ = ["attempt", "graph_id", "paused", "unix_nanos"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    graph_id: str
+    paused: bool
+    unix_nanos: int
+    def __init__(self, graph_id: _Optional[str] = ..., attempt: _Optional[int] = ..., paused: bool = ..., unix_nanos: _Optional[int] = ...) -> None: ...
+
 class SandboxReadFileRequest(_message.Message):
     __slots__ = ["attempt", "max_bytes", "min_index", "path", "sandbox_id"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +369,20 @@ class SandboxSetDeadlineCommand(_message.Message):
     graph_id: str
     unix_nanos: int
     def __init__(self, graph_id: _Optional[str] = ..., deadline_seconds: _Optional[int] = ..., unix_nanos: _Optional[int] = ...) -> None: ...
+
+class SandboxSetPausedRequest(_message.Message):
+    __slots__ = ["attempt", "paused", "sandbox_id"]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    paused: bool
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., attempt: _Optional[int] = ..., paused: bool = ...) -> None: ...
+
+class SandboxSetPausedResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class SandboxUploadArchiveRequest(_message.Message):
     __slots__ = ["attempt", "data", "min_index", "path", "sandbox_id"]

@@ -78,6 +78,16 @@ class SandboxServiceStub(object):
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.FromString,
                 )
+        self.PauseSandbox = channel.unary_unary(
+                '/megaflow.v1.SandboxService/PauseSandbox',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.PauseSandboxRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.PauseSandboxResponse.FromString,
+                )
+        self.ResumeSandbox = channel.unary_unary(
+                '/megaflow.v1.SandboxService/ResumeSandbox',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.ResumeSandboxRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.ResumeSandboxResponse.FromString,
+                )
         self.UploadArchive = channel.stream_unary(
                 '/megaflow.v1.SandboxService/UploadArchive',
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxUploadArchiveRequest.SerializeToString,
@@ -209,6 +219,34 @@ class SandboxServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseSandbox(self, request, context):
+        """PauseSandbox freezes a READY sandbox's processes (docker pause: its
+        CPU is released, its memory and processes kept) and marks it PAUSED
+        in the table (a log entry): execs and file calls are refused
+        (FAILED_PRECONDITION, SANDBOX_PAUSED) until ResumeSandbox, its idle
+        timeout does not count meanwhile, its lifetime does. The worker
+        pauses the container first, then the leader records it. Pausing a
+        PAUSED sandbox succeeds and changes nothing. Errors: NOT_FOUND,
+        FAILED_PRECONDITION (not READY yet: SANDBOX_NOT_READY; ended; calls
+        in flight: SANDBOX_BUSY), UNAVAILABLE (the worker did not answer, or
+        rules below 4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSandbox(self, request, context):
+        """ResumeSandbox is PauseSandbox's reverse: the leader records the
+        sandbox READY (a log entry), then its worker unpauses the container;
+        its idle timer counts afresh from the resume. Resuming a READY
+        sandbox succeeds (its worker is asked to unpause all the same, which
+        repairs a pause or resume cut short by a failure). Errors as
+        PauseSandbox, without SANDBOX_BUSY.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UploadArchive(self, request_iterator, context):
         """UploadArchive extracts a tar stream (the client sends it in chunks,
         the first message naming the sandbox and the directory) into a
@@ -287,6 +325,16 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.SetSandboxTimeout,
                     request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SetSandboxTimeoutResponse.SerializeToString,
+            ),
+            'PauseSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSandbox,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.PauseSandboxRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.PauseSandboxResponse.SerializeToString,
+            ),
+            'ResumeSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSandbox,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.ResumeSandboxRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.ResumeSandboxResponse.SerializeToString,
             ),
             'UploadArchive': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadArchive,
@@ -505,6 +553,40 @@ class SandboxService(object):
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
     @staticmethod
+    def PauseSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/PauseSandbox',
+            megaflow_dot_v1_dot_sandbox__pb2.PauseSandboxRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.PauseSandboxResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxService/ResumeSandbox',
+            megaflow_dot_v1_dot_sandbox__pb2.ResumeSandboxRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.ResumeSandboxResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
     def UploadArchive(request_iterator,
             target,
             options=(),
@@ -585,6 +667,11 @@ class SandboxWorkerServiceStub(object):
                 request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.FromString,
                 )
+        self.SetPaused = channel.unary_unary(
+                '/megaflow.v1.SandboxWorkerService/SetPaused',
+                request_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxSetPausedRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxSetPausedResponse.FromString,
+                )
 
 
 class SandboxWorkerServiceServicer(object):
@@ -644,6 +731,17 @@ class SandboxWorkerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetPaused(self, request, context):
+        """SetPaused pauses (docker pause) or unpauses the sandbox's container
+        and marks the sandbox so on the worker (its calls refused, its idle
+        timer stopped, while paused); a container already so is no error.
+        Errors as Exec; FAILED_PRECONDITION (SANDBOX_BUSY) for a pause while
+        calls are in flight.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxWorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -681,6 +779,11 @@ def add_SandboxWorkerServiceServicer_to_server(servicer, server):
                     servicer.DownloadArchive,
                     request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.SerializeToString,
+            ),
+            'SetPaused': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPaused,
+                    request_deserializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxSetPausedRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_sandbox__pb2.SandboxSetPausedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -810,5 +913,22 @@ class SandboxWorkerService(object):
         return grpc.experimental.unary_stream(request, target, '/megaflow.v1.SandboxWorkerService/DownloadArchive',
             megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveRequest.SerializeToString,
             megaflow_dot_v1_dot_sandbox__pb2.SandboxDownloadArchiveResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetPaused(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.SandboxWorkerService/SetPaused',
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxSetPausedRequest.SerializeToString,
+            megaflow_dot_v1_dot_sandbox__pb2.SandboxSetPausedResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

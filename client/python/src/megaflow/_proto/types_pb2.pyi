@@ -52,7 +52,7 @@ TASK_STATE_TIMED_OUT: TaskState
 TASK_STATE_UNSPECIFIED: TaskState
 
 class Attempt(_message.Message):
-    __slots__ = ["artifacts_pending", "assign_unix_nanos", "endpoint", "exit_code", "finish_unix_nanos", "gpu_uuids", "leader_term", "number", "ready_unix_nanos", "reason", "reason_code", "start_unix_nanos", "state", "worker_id"]
+    __slots__ = ["artifacts_pending", "assign_unix_nanos", "endpoint", "exit_code", "finish_unix_nanos", "gpu_uuids", "leader_term", "number", "paused", "ready_unix_nanos", "reason", "reason_code", "start_unix_nanos", "state", "worker_id"]
     ARTIFACTS_PENDING_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class Attempt(_message.Message):
     GPU_UUIDS_FIELD_NUMBER: _ClassVar[int]
     LEADER_TERM_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     READY_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     REASON_CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -75,13 +76,14 @@ class Attempt(_message.Message):
     gpu_uuids: _containers.RepeatedScalarFieldContainer[str]
     leader_term: int
     number: int
+    paused: bool
     ready_unix_nanos: int
     reason: str
     reason_code: ReasonCode
     start_unix_nanos: int
     state: TaskState
     worker_id: str
-    def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., reason: _Optional[str] = ..., assign_unix_nanos: _Optional[int] = ..., start_unix_nanos: _Optional[int] = ..., finish_unix_nanos: _Optional[int] = ..., exit_code: _Optional[int] = ..., leader_term: _Optional[int] = ..., gpu_uuids: _Optional[_Iterable[str]] = ..., artifacts_pending: bool = ..., endpoint: _Optional[str] = ..., ready_unix_nanos: _Optional[int] = ..., reason_code: _Optional[_Union[ReasonCode, str]] = ...) -> None: ...
+    def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., reason: _Optional[str] = ..., assign_unix_nanos: _Optional[int] = ..., start_unix_nanos: _Optional[int] = ..., finish_unix_nanos: _Optional[int] = ..., exit_code: _Optional[int] = ..., leader_term: _Optional[int] = ..., gpu_uuids: _Optional[_Iterable[str]] = ..., artifacts_pending: bool = ..., endpoint: _Optional[str] = ..., ready_unix_nanos: _Optional[int] = ..., reason_code: _Optional[_Union[ReasonCode, str]] = ..., paused: bool = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ["attempt", "graph_id", "graph_state", "index", "reason", "reason_code", "seq", "task_id", "task_state", "unix_nanos", "worker_id"]
