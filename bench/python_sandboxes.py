@@ -7,12 +7,14 @@ them, all from one process: the Python arm with megaflow.aio (one task per
 sandbox), the Go arm with the Go client (`megaflow-bench sandboxes`, one
 goroutine per sandbox). Each round runs both arms, one after the other,
 alternating which goes first; after each arm the script waits until the
-worker has removed the arm's containers. It prints each arm's figures as it goes,
-then min / median / max over the rounds of: the wall time to create all N
-(READY), creates/s, the execs/s of the stepping phase, one exec's p50 /
-p99 (nearest rank over every exec of the arm), the time to close all N,
-and the client process's CPU time; and the ratio Python / Go of each
-figure within each round (min / median / max over the rounds).
+worker has removed the arm's containers. It prints each arm's figures as
+it goes, then min / median / max over the rounds of: the wall time to
+create all N (READY), creates/s, the span of the leader's create and READY
+stamps (create all, less the clients' and the network's part), the execs/s
+of the stepping phase, one exec's p50 / p99 (nearest rank over every exec
+of the arm), the time to close all N, and the client process's CPU time;
+and the ratio Python / Go of each figure within each round (min / median /
+max over the rounds).
 
 Without --heads it starts `megaflow up --runtime docker` on free loopback
 ports in a temporary directory, its worker offering twice what one arm
@@ -103,6 +105,8 @@ async def python_arm(heads, a):
                        for g in got if not isinstance(g, BaseException) and g.state != "READY"]
             if failed:
                 raise RuntimeError(f"create: {len(failed)} of {a.n} failed; the first: {failed[0]!r}")
+            out["server_create_s"] = (max(g.info.ready_unix_nanos for g in got) -
+                                      min(g.info.create_unix_nanos for g in got)) / 1e9
             lat = []
 
             async def step(sb):
@@ -247,6 +251,7 @@ def remove_left(worker):
 FIGURES = [  # (label, function of one arm's output)
     ("create all (s)", lambda o: o["create_s"]),
     ("creates/s", lambda o: o["n"] / o["create_s"]),
+    ("heads: first create to last READY (s)", lambda o: o["server_create_s"]),
     ("execs/s", lambda o: o["execs_per_s"]),
     ("exec p50 (ms)", lambda o: pct(o["exec_latencies_s"], 50) * 1000),
     ("exec p99 (ms)", lambda o: pct(o["exec_latencies_s"], 99) * 1000),
@@ -260,6 +265,7 @@ def mmm(xs, fmt="{:.1f}"):
 
 
 def report(a, res):
+    """Prints the table of res's rounds (as many of each arm)."""
     print(f"\n{a.n} sandboxes created at once ({a.cpu_millis} millicores, {a.memory_bytes >> 20} MiB each), "
           f"each stepped with {a.execs} `true` execs ({a.n} at once); {len(res['python'])} rounds; "
           f"min / median / max over the rounds\n")
@@ -286,6 +292,7 @@ def main():
     ap.add_argument("--megaflow-bench", default=str(REPO / "bin" / "megaflow-bench"),
                     help="the megaflow-bench binary (the Go arm)")
     ap.add_argument("--heads", default="", help="comma-separated heads of a running cluster (default: start one)")
+    ap.add_argument("--json", default="", help="also write every arm's figures and exec latencies to this file")
     a = ap.parse_args()
     if not (1 <= a.n <= 1024 and 1 <= a.execs <= 10000 and 1 <= a.rounds <= 100 and 1 <= a.cpu_millis <= 64000
             and 4 << 20 <= a.memory_bytes <= 64 << 30 and 1 <= a.max_concurrent_starts <= 256):
@@ -305,6 +312,7 @@ def main():
     print(f"start {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; loadavg {open('/proc/loadavg').read().strip()}",
           flush=True)
     proc, worker = None, None
+    res = {"python": [], "go": []}
     tmp = tempfile.TemporaryDirectory(prefix="megaflow-bench-")
     try:
         if a.heads:
@@ -312,7 +320,6 @@ def main():
         else:
             proc, addr, worker = start_cluster(a.megaflow, tmp.name, a)
             heads = [addr]
-        res = {"python": [], "go": []}
         for r in range(a.rounds):
             for side in (["python", "go"] if r % 2 == 0 else ["go", "python"]):
                 load = loadavg()
@@ -325,14 +332,23 @@ def main():
                     out = go_arm(a.megaflow_bench, heads, a, tmp.name)
                     out["cpu_s"] = cpu_children() - c0
                 waited = drain(worker) if worker else 0.0
+                out["loadavg"], out["round"], out["removed_s"] = load, r + 1, waited
                 res[side].append(out)
                 lat = out["exec_latencies_s"]
-                print(f"round {r + 1} {side:6}: loadavg {load}; create {out['create_s']:.2f} s, "
+                print(f"round {r + 1} {side:6}: loadavg {load}; create {out['create_s']:.2f} s "
+                      f"(heads {out['server_create_s']:.2f} s), "
                       f"{out['execs_per_s']:.1f} execs/s, p50 {pct(lat, 50) * 1000:.0f} ms, "
                       f"p99 {pct(lat, 99) * 1000:.0f} ms, close {out['close_s']:.2f} s, CPU {out['cpu_s']:.1f} s; "
                       f"containers removed {waited:.0f} s later",
                       flush=True)
         report(a, res)
+        if a.json:
+            Path(a.json).write_text(json.dumps({"args": vars(a), "rounds": res}) + "\n")
+    except KeyboardInterrupt:  # the rounds both arms finished are still worth a table
+        done = min(len(res["python"]), len(res["go"]))
+        if done:
+            report(a, {k: v[:done] for k, v in res.items()})
+        raise
     finally:
         stop_cluster(proc)
         if worker:
@@ -344,4 +360,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt as e:
+        sys.exit(f"python_sandboxes.py: interrupted ({e or 'SIGINT'})")

@@ -3,9 +3,11 @@
 // end-to-end task throughput against Dask distributed (throughput), leader
 // and worker failover (failover), replays a cluster trace (replay), and
 // runs fault drills on real processes on their own network hosts with a
-// linearizability check of what clients saw (chaos).
-// Each subcommand writes CSVs, PNG plots and a markdown report into --out.
-// bench/README.md describes the runs and their figures.
+// linearizability check of what clients saw (chaos). Each of those writes
+// CSVs, PNG plots and a markdown report into --out. One more, sandboxes, is
+// the Go client's arm of bench/python_sandboxes.py: it prints its figures
+// as JSON for that script. bench/README.md describes the runs and their
+// figures.
 package main
 
 import (

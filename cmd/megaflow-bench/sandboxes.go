@@ -91,8 +91,10 @@ sandboxes at once (one goroutine each, CreateSandbox waiting until READY),
 then steps each with --execs execs of ` + "`true`" + ` one after the other (the n
 sandboxes concurrently, one goroutine each), then closes them all. It prints
 one JSON object on stdout: n, execs, create_s (until the last is READY),
-execs_per_s (n x execs over the stepping phase's wall time), exec_p50_ms and
-exec_p99_ms (nearest rank over every exec), close_s, and exec_latencies_s
+server_create_s (the leader's stamps, from the first create to the last
+READY), execs_per_s (n x execs over the stepping phase's wall time),
+exec_p50_ms and exec_p99_ms (nearest rank over every exec), close_s, and
+exec_latencies_s
 (every exec's latency, in seconds, in no particular order). The sandboxes
 are closed even when a step fails; the error then goes to stderr and the
 exit status is 1.`,
@@ -121,14 +123,18 @@ exit status is 1.`,
 // sandboxesResult is what `megaflow-bench sandboxes` prints, as JSON; the
 // field names are what bench/python_sandboxes.py reads.
 type sandboxesResult struct {
-	N         int       `json:"n"`
-	Execs     int       `json:"execs"`
-	CreateS   float64   `json:"create_s"`
-	ExecsPerS float64   `json:"execs_per_s"`
-	ExecP50Ms float64   `json:"exec_p50_ms"`
-	ExecP99Ms float64   `json:"exec_p99_ms"`
-	CloseS    float64   `json:"close_s"`
-	ExecLatS  []float64 `json:"exec_latencies_s"`
+	N         int     `json:"n"`
+	Execs     int     `json:"execs"`
+	CreateS   float64 `json:"create_s"`
+	ExecsPerS float64 `json:"execs_per_s"`
+	ExecP50Ms float64 `json:"exec_p50_ms"`
+	ExecP99Ms float64 `json:"exec_p99_ms"`
+	CloseS    float64 `json:"close_s"`
+	// ServerCreateS is the heads' part of create_s: from the first
+	// sandbox's create time to the last one's ready time, as the leader
+	// stamped them.
+	ServerCreateS float64   `json:"server_create_s"`
+	ExecLatS      []float64 `json:"exec_latencies_s"`
 }
 
 // stepFigures fills r's stepping figures from every exec's latency
@@ -141,6 +147,20 @@ func stepFigures(r *sandboxesResult, lat []float64, wall time.Duration) {
 	}
 	r.ExecP50Ms = percentile(lat, 50) * 1000
 	r.ExecP99Ms = percentile(lat, 99) * 1000
+}
+
+// serverCreateSpan returns the seconds from the earliest create time to
+// the latest ready time of boxes (all READY), as the leader stamped them.
+func serverCreateSpan(boxes []*client.Sandbox) float64 {
+	var first, last int64
+	for i, s := range boxes {
+		in := s.Info()
+		if i == 0 || in.GetCreateUnixNanos() < first {
+			first = in.GetCreateUnixNanos()
+		}
+		last = max(last, in.GetReadyUnixNanos())
+	}
+	return float64(last-first) / 1e9
 }
 
 // runSandboxes runs one arm against o.heads and writes its JSON to out.
@@ -189,6 +209,7 @@ func runSandboxes(ctx context.Context, o sandboxesOptions, out io.Writer) (err e
 	if err := firstErrors("create", createErrs); err != nil {
 		return err
 	}
+	res.ServerCreateS = serverCreateSpan(boxes)
 
 	lat := make([][]float64, o.n)
 	stepErrs := make([]error, o.n)
