@@ -27,7 +27,7 @@ megaflow/busybox:test (`make image`).
 
     go build -o bin/megaflow ./cmd/megaflow
     go build -o bin/megaflow-bench ./cmd/megaflow-bench
-    /usr/bin/python3 bench/python_sandboxes.py --n 256 --execs 4 --rounds 2
+    /usr/bin/python3 bench/python_sandboxes.py --n 256 --execs 2 --rounds 2
 
 On a shared machine absolute figures move a lot between runs; compare the
 two arms within one run (the ratios).
@@ -285,8 +285,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="rounds, each both arms (default 3)")
     ap.add_argument("--cpu-millis", type=int, default=100, help="CPU of each sandbox, millicores (default 100)")
     ap.add_argument("--memory-bytes", type=int, default=16 << 20, help="memory of each sandbox (default 16 MiB)")
-    ap.add_argument("--max-concurrent-starts", type=int, default=16,
-                    help="container starts the worker runs at once (default 16)")
+    ap.add_argument("--max-concurrent-starts", type=int, default=4,
+                    help="container starts the worker runs at once (default 4: at 16 a loaded engine misses the "
+                         "worker's 30 s deadline on docker start)")
     ap.add_argument("--image", default=os.environ.get("MEGAFLOW_SANDBOX_IMAGE", "megaflow-test/busybox:1"))
     ap.add_argument("--megaflow", default=str(REPO / "bin" / "megaflow"), help="the megaflow binary")
     ap.add_argument("--megaflow-bench", default=str(REPO / "bin" / "megaflow-bench"),
