@@ -36,7 +36,16 @@ func TestCLISandboxSnapshotDocker(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(id, "sbx-") {
 		t.Fatalf("create: %d %q %q", code, out, errOut)
 	}
-	t.Cleanup(func() { cli(t, heads, "sandbox", "rm", id) })
+	t.Cleanup(func() {
+		cli(t, heads, "sandbox", "rm", id)
+		// The worker removes a closed sandbox's container once the leader
+		// acknowledges its end; the cluster stopping before that would
+		// leave it exited on the engine for a restarted worker to remove.
+		testcluster.WaitFor(t, 30*time.Second, "the sandbox's container to be removed", func() bool {
+			left, err := rt.List(context.Background(), map[string]string{worker.LabelCluster: clusterName, worker.LabelTask: spec.SandboxTaskID(id)})
+			return err == nil && len(left) == 0
+		})
+	})
 	// Each CLI run is a new client, which carries no table index from the
 	// last: the head it reaches may not have applied READY yet.
 	testcluster.WaitFor(t, 30*time.Second, "the first exec to run", func() bool {
