@@ -174,7 +174,8 @@ PYTHON ?= /usr/bin/python3
 test-python:
 	cd client/python && $(PYTHON) -m pytest -q tests
 
-# Each fuzz target for FUZZTIME (about 25 s in all with the builds), from
+# Each fuzz target for FUZZTIME (about 2.5 minutes in all on 2 cores: each
+# -fuzz run compiles its coverage-instrumented test binary), from
 # its committed seed corpus (testdata/fuzz/<target>): graph spec
 # validation, the wire bounds, the graph file parser and the FSM's entry
 # decoder. A failure writes the input to testdata/fuzz; commit it with the
