@@ -241,9 +241,20 @@ func (c *Client) ListSandboxesPage(ctx context.Context, f SandboxFilter) ([]*San
 // a sandbox that is closed or ended is no error. Retried like other calls.
 // Errors: errs.NotFound.
 func (s *Sandbox) Close(ctx context.Context) error {
-	var res *wire.CloseSandboxResponse
+	return updateSandbox(ctx, s, func(ctx context.Context, sc wire.SandboxServiceClient) (*wire.CloseSandboxResponse, error) {
+		return sc.CloseSandbox(ctx, &wire.CloseSandboxRequest{Id: s.id, MinIndex: s.index()})
+	})
+}
+
+// updateSandbox runs call, one of the sandbox service's calls that answer
+// with the sandbox as it is afterwards (close, pause, resume, set
+// timeout), retried like other calls (Client.callConn), and makes that
+// answer s's Info. Errors: call's, as callConn returns them.
+func updateSandbox[R interface{ GetSandbox() *wire.Sandbox }](ctx context.Context, s *Sandbox,
+	call func(context.Context, wire.SandboxServiceClient) (R, error)) error {
+	var res R
 	err := s.c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
-		res, err = wire.NewSandboxServiceClient(cc).CloseSandbox(ctx, &wire.CloseSandboxRequest{Id: s.id, MinIndex: s.index()})
+		res, err = call(ctx, wire.NewSandboxServiceClient(cc))
 		return err
 	})
 	if err != nil {

@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 
-	"google.golang.org/grpc"
-
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -19,17 +17,9 @@ import (
 // errs.NotFound; errs.FailedPrecondition (not READY yet, ended, or execs
 // or file calls in flight: ReasonSandboxBusy); ctx's error.
 func (s *Sandbox) Pause(ctx context.Context) error {
-	var res *wire.PauseSandboxResponse
-	err := s.c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
-		res, err = wire.NewSandboxServiceClient(cc).PauseSandbox(ctx, &wire.PauseSandboxRequest{Id: s.id, MinIndex: max(s.index(), s.c.sessionIndex())})
-		return err
+	return updateSandbox(ctx, s, func(ctx context.Context, sc wire.SandboxServiceClient) (*wire.PauseSandboxResponse, error) {
+		return sc.PauseSandbox(ctx, &wire.PauseSandboxRequest{Id: s.id, MinIndex: max(s.index(), s.c.sessionIndex())})
 	})
-	if err != nil {
-		return err
-	}
-	s.c.observe(res.GetSandbox().GetIndex())
-	s.set(res.GetSandbox())
-	return nil
 }
 
 // Resume thaws a PAUSED sandbox: it is READY again, and its idle timeout
@@ -39,15 +29,7 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 // errs.NotFound; errs.FailedPrecondition (not READY yet, or ended); ctx's
 // error.
 func (s *Sandbox) Resume(ctx context.Context) error {
-	var res *wire.ResumeSandboxResponse
-	err := s.c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
-		res, err = wire.NewSandboxServiceClient(cc).ResumeSandbox(ctx, &wire.ResumeSandboxRequest{Id: s.id, MinIndex: max(s.index(), s.c.sessionIndex())})
-		return err
+	return updateSandbox(ctx, s, func(ctx context.Context, sc wire.SandboxServiceClient) (*wire.ResumeSandboxResponse, error) {
+		return sc.ResumeSandbox(ctx, &wire.ResumeSandboxRequest{Id: s.id, MinIndex: max(s.index(), s.c.sessionIndex())})
 	})
-	if err != nil {
-		return err
-	}
-	s.c.observe(res.GetSandbox().GetIndex())
-	s.set(res.GetSandbox())
-	return nil
 }

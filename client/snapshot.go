@@ -116,16 +116,8 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 	if secs < 1 || secs > spec.SandboxMaxSeconds {
 		return errs.New(errs.InvalidArgument, "sandbox %s: timeout %v is out of range: 1s to %v", s.id, d, time.Duration(spec.SandboxMaxSeconds)*time.Second)
 	}
-	var res *wire.SetSandboxTimeoutResponse
-	err := s.c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
-		res, err = wire.NewSandboxServiceClient(cc).SetSandboxTimeout(ctx, &wire.SetSandboxTimeoutRequest{Id: s.id, TimeoutSeconds: secs,
+	return updateSandbox(ctx, s, func(ctx context.Context, sc wire.SandboxServiceClient) (*wire.SetSandboxTimeoutResponse, error) {
+		return sc.SetSandboxTimeout(ctx, &wire.SetSandboxTimeoutRequest{Id: s.id, TimeoutSeconds: secs,
 			MinIndex: max(s.index(), s.c.sessionIndex())})
-		return err
 	})
-	if err != nil {
-		return err
-	}
-	s.c.observe(res.GetSandbox().GetIndex())
-	s.set(res.GetSandbox())
-	return nil
 }
