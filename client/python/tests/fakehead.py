@@ -124,6 +124,14 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
     def ArtifactList(self, request, context):
         return self._unary("ArtifactList", request, context)
 
+    def GetLimits(self, request, context):
+        """As the others; with no handler set, a leader's answer at index 0
+        (what Client.sync_session reads)."""
+        if "GetLimits" not in self.handlers:
+            self._enter("GetLimits", request, context)
+            return svc.GetLimitsResponse(head_id="h1", meta=svc.ReadMeta(index=0, head_id="h1"))
+        return self._unary("GetLimits", request, context)
+
     def Watch(self, request, context):
         return self._stream("Watch", request, context)
 

@@ -467,10 +467,16 @@ class Client:
 
     async def get_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> "Sandbox":
         """As :meth:`megaflow.Client.get_sandbox`: a handle with its state
-        read now."""
-        s = Sandbox(self, sandbox_id)
+        read now, after :meth:`sync_session`."""
+        s = Sandbox(self, sandbox_id)  # checks the id before any RPC
+        await self.sync_session(timeout=timeout)
         await s.refresh(timeout=timeout)
         return s
+
+    async def sync_session(self, *, timeout: Optional[float] = None) -> None:
+        """As :meth:`megaflow.Client.sync_session`."""
+        res = await self._call("GetLimits", svc.GetLimitsRequest(read=svc.ReadOptions(require_leader=True)), timeout)
+        self._observe(res.meta.index)
 
     async def list_sandboxes(self, all: bool = False, *, tenant: Optional[str] = None,
                              timeout: Optional[float] = None) -> List[SandboxInfo]:

@@ -706,7 +706,25 @@ class Client:
             InvalidArgument: not a sandbox id (before any RPC).
             SandboxNotFound: no such sandbox.
         """
+        _sbx._check_id("sandbox_id", sandbox_id)  # before any RPC
+        self.sync_session(timeout=timeout)
         return _sbx.get(self, sandbox_id, timeout)
+
+    def sync_session(self, *, timeout: Optional[float] = None) -> None:
+        """Raise this client's session index to the leader's applied index:
+        every later read through this client, on any head, then sees every
+        write acknowledged before the call, by any client (another
+        process's sandbox, or a head restarted and still replaying its
+        log). Reads already wait for this client's own writes.
+        :meth:`get_sandbox` calls it first. It costs one read through the
+        leader (GetLimits with require_leader), as the Go client's
+        SyncSession.
+
+        Raises:
+            Unavailable: no leader answered before the deadline.
+        """
+        res = self._call("GetLimits", svc.GetLimitsRequest(read=svc.ReadOptions(require_leader=True)), timeout)
+        self._observe(res.meta.index)
 
     def list_sandboxes(self, all: bool = False, *, tenant: Optional[str] = None,
                        timeout: Optional[float] = None) -> List[SandboxInfo]:
