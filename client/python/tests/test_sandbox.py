@@ -12,6 +12,7 @@ import pytest
 import megaflow
 from fakehead import abort, fail, with_reason
 from megaflow._proto import sandbox_pb2 as sbx
+from megaflow._proto import service_pb2 as svc
 
 FAST = dict(backoff=(0.01, 0.05), timeout=5)
 READY = sbx.SANDBOX_STATE_READY
@@ -382,3 +383,17 @@ def test_calls_on_a_closed_client_are_refused(heads, api):
         with pytest.raises(megaflow.MegaflowError, match="client is closed"):
             call()
     assert h.count("Exec") == h.count("WriteFile") == h.count("CloseSandbox") == 0
+
+
+def test_get_sandbox_syncs_with_the_leader_first(heads, api):
+    """A handle on a sandbox another process made: the client first reads
+    the leader's applied index (GetLimits, require_leader), then asks for
+    the sandbox at that index, so a head behind waits instead of
+    answering SandboxNotFound."""
+    (h,) = heads(1)
+    Box().install(h)
+    h.handlers["GetLimits"] = lambda req, ctx: svc.GetLimitsResponse(head_id="h1", meta=svc.ReadMeta(index=42, head_id="h1"))
+    with api.Client([h.addr], **FAST) as c:
+        c.get_sandbox("sbx-abc")
+    assert h.count("GetLimits") == 1 and h.calls["GetLimits"][0].read.require_leader
+    assert h.calls["GetSandbox"][0].min_index == 42
