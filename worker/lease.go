@@ -179,6 +179,11 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 	// checking the lease meanwhile, and the loop waits for it on its way
 	// out.
 	var renewing chan struct{}
+	// renewErr is the result of the renewal that closed renewing, written
+	// before the close; failing whether the last one failed, so that a run
+	// of failures is logged once, and the recovery too.
+	var renewErr error
+	failing := false
 	defer func() {
 		if renewing != nil {
 			<-renewing
@@ -201,6 +206,7 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 			select {
 			case <-renewing:
 				renewing = nil
+				failing = w.noteGossipRenewal(renewErr, failing)
 			default:
 			}
 		}
@@ -209,7 +215,7 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 			renewing = make(chan struct{})
 			go func(done chan struct{}) { // owned by leaseLoop, which waits for it
 				defer close(done)
-				w.renewThroughGossip()
+				renewErr = w.renewThroughGossip()
 			}(renewing)
 		}
 		for {
@@ -228,19 +234,40 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 
 // renewThroughGossip sends a lease renewal to the gossip member of the
 // last leader that welcomed this worker (heads' gossip names are their
-// node ids). It may block for gossip's TCP timeout; the lease loop runs
-// it beside itself, one at a time.
-func (w *Worker) renewThroughGossip() {
+// node ids) and returns the send's error (nil when no leader welcomed
+// this worker yet). It may block for gossip's TCP timeout; the lease loop
+// runs it beside itself, one at a time.
+func (w *Worker) renewThroughGossip() error {
 	w.mu.Lock()
 	name := w.leaderID
 	w.mu.Unlock()
 	if name == "" {
-		return
+		return nil
 	}
 	id := w.leaseSent()
 	if err := w.gossip.SendTo(name, lease.EncodeRenewal(lease.Renewal{Worker: w.cfg.NodeID, From: w.cfg.NodeID, ID: id})); err != nil {
-		w.log.Debug("lease renewal through gossip failed", "head", name, "err", err)
+		return fmt.Errorf("lease renewal through gossip to head %s: %w", name, err)
 	}
+	return nil
+}
+
+// noteGossipRenewal logs a gossip renewal's outcome when it changes: the
+// first failure after a success as a warning (the worker's stream to the
+// leader is already down or silent, so its lease is at risk), the first
+// success after failures at info; every failure at debug. It returns
+// whether this renewal failed. The lease loop calls it.
+func (w *Worker) noteGossipRenewal(err error, wasFailing bool) (failing bool) {
+	switch {
+	case err != nil && !wasFailing:
+		w.log.Warn("lease renewals through gossip are failing while the stream to the leader is down or silent; "+
+			"the lease lapses, stopping every attempt held, unless one gets through",
+			"err", err, "lease_expires_at", w.LeaseExpiresAt())
+	case err != nil:
+		w.log.Debug("lease renewal through gossip failed", "err", err)
+	case wasFailing:
+		w.log.Info("lease renewals through gossip get through again")
+	}
+	return err != nil
 }
 
 // onGossipMessage is the worker's gossip Config.OnMessage: lease acks

@@ -364,11 +364,18 @@ func (g *Gossip) pruneLocked() {
 	}
 }
 
-// SendTo sends payload to the live member named name over TCP (memberlist's
-// SendReliable), where its Config.OnMessage receives it. It blocks for up
-// to Timing.TCPTimeout: call it from a goroutine of the caller's, never
-// from OnMessage. Errors: no live member of that name, ErrShutdown, or the
-// connection's.
+// SendTo sends payload to the member named name over TCP (memberlist's
+// SendReliable), at the last address this member learned for it, where its
+// Config.OnMessage receives it. Gossip's verdict on the member is not
+// consulted: a member reported dead (or left) is tried too, because a
+// verdict is a guess from missed probes (a busy host misses them) while a
+// TCP exchange that succeeds is proof, and the callers' protocol (worker
+// leases) must not lapse on a false suspicion. It blocks for up to
+// Timing.TCPTimeout: call it from a goroutine of the caller's, never from
+// OnMessage. Errors: no member of that name known (never seen, or
+// departed more than RetainDeparted ago), ErrShutdown, or the
+// connection's (an unreachable member: refused, or no answer within
+// Timing.TCPTimeout).
 func (g *Gossip) SendTo(name string, payload []byte) error {
 	if g.shut.Load() {
 		return ErrShutdown
@@ -377,14 +384,13 @@ func (g *Gossip) SendTo(name string, payload []byte) error {
 	// memberlist's node lock (update): the *Node that ml.Members returns
 	// is memberlist's own, written by its packet handler while we read it.
 	g.mu.Lock()
-	r, ok := g.members[name]
 	var addr string
-	if ok && r.m.Status == StatusAlive {
+	if r, ok := g.members[name]; ok {
 		addr = r.m.Addr
 	}
 	g.mu.Unlock()
 	if addr == "" {
-		return fmt.Errorf("gossip: send to %s: no live member of that name", name)
+		return fmt.Errorf("gossip: send to %s: no member of that name known", name)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

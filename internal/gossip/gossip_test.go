@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -526,7 +527,7 @@ func TestSendToWhileTheTargetReadvertises(t *testing.T) {
 			t.Fatalf("%d of %d messages arrived", i, n)
 		}
 	}
-	if err := a.SendTo("nobody", []byte("x")); err == nil || !strings.Contains(err.Error(), "no live member") {
+	if err := a.SendTo("nobody", []byte("x")); err == nil || !strings.Contains(err.Error(), "no member of that name known") {
 		t.Fatalf("SendTo an unknown member: %v", err)
 	}
 }
@@ -583,5 +584,45 @@ func TestDecodeKey(t *testing.T) {
 		if k, err := DecodeKey(tc.in); (err == nil) != tc.ok || tc.ok && len(k) != 32 {
 			t.Errorf("DecodeKey(%q) = %d bytes, %v; want ok %v", tc.in, len(k), err, tc.ok)
 		}
+	}
+}
+
+// TestSendToAMemberFalselyReportedDead: a member that memberlist declared
+// dead (its probes went unanswered on a busy host: a false suspicion) but
+// that still listens gets what SendTo sends it. The worker lease's gossip
+// renewals depend on it: with sends refused to members not alive, a
+// leader's head falsely suspected by a worker's memberlist left the worker
+// no route for its renewals, and its lease lapsed while the leader was up.
+// The verdict is made as memberlist makes it, through the event delegate's
+// NotifyLeave of a node whose meta carries no leaving mark.
+func TestSendToAMemberFalselyReportedDead(t *testing.T) {
+	got := make(chan []byte, 1)
+	a := start(t, testConfig("n0", RoleHead))
+	cfg := testConfig("n1", RoleWorker, a.LocalAddr())
+	cfg.OnMessage = func(b []byte) { got <- b }
+	b := start(t, cfg)
+	waitFor(t, 10*time.Second, "n0 to see n1 alive", func() bool { m, ok := member(a, "n1"); return ok && m.Status == StatusAlive })
+	host, port, err := net.SplitHostPort(b.LocalAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&delegate{g: a}).NotifyLeave(&memberlist.Node{Name: "n1", Addr: net.ParseIP(host), Port: uint16(p)})
+	if m, _ := member(a, "n1"); m.Status != StatusDead {
+		t.Fatalf("n0 sees n1 %s after memberlist's NotifyLeave; want dead", m.Status)
+	}
+	if err := a.SendTo("n1", []byte("renewal")); err != nil {
+		t.Fatalf("SendTo a member reported dead that still listens: %v", err)
+	}
+	select {
+	case m := <-got:
+		if string(m) != "renewal" {
+			t.Fatalf("n1 got %q", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("n1 got nothing within 10 s")
 	}
 }

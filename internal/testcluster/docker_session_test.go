@@ -14,10 +14,12 @@ import (
 )
 
 // 20 independent tasks of one persistent session on the real engine, each
-// `(sleep 1 &) ; true` with a 5 s timeout: they take the session's
-// container one after another (about 20 s in all), and none times out,
-// because the wait for the container does not count against a task's own
-// timeout (issue 18, finding 12).
+// `(sleep 1 &) ; true` (at least 1 s: the exec holds the background
+// sleep's output) with a 10 s timeout: they take the session's container
+// one after another (at least 20 s in all, so the later ones would time
+// out if waiting counted), and none times out, because the wait for the
+// container does not count against a task's own timeout (issue 18,
+// finding 12). 10 s, not 5: one exec on a loaded CI host took over 5 s.
 func TestDockerSessionTasksWaitWithoutTimingOut(t *testing.T) {
 	// The session's container goes PoolIdle after its last task (all
 	// were assigned at once, so none was marked the session's last).
@@ -35,7 +37,7 @@ func TestDockerSessionTasksWaitWithoutTimingOut(t *testing.T) {
 		task := shTask(fmt.Sprintf("t%02d", i), image, "(sleep 1 &) ; true")
 		task.Mode = client.ModePersistent
 		task.Session = "s1"
-		task.TimeoutSeconds = 5
+		task.TimeoutSeconds = 10
 		g.Tasks = append(g.Tasks, task)
 	}
 	if _, err := cl.Submit(ctx, g); err != nil {

@@ -13,7 +13,6 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -75,13 +74,17 @@ type Cluster struct {
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, opts: opts}
-	var w io.Writer = io.Discard
+	// The last info lines are printed if the test fails; all of them, to
+	// stderr, with Verbose or MEGAFLOW_TEST_LOG=1.
+	fl := new(failLog)
+	t.Cleanup(func() { fl.print(t) })
+	var logHandler slog.Handler = fl.handler()
 	if opts.Verbose || os.Getenv("MEGAFLOW_TEST_LOG") == "1" {
-		w = os.Stderr
+		logHandler = slog.NewMultiHandler(logHandler, slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cc, err := cluster.Start(context.Background(), cluster.Options{
 		Dir: t.TempDir(), Heads: opts.Heads, RaftInMemory: !opts.RaftOnDisk,
-		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: slog.New(logHandler),
 		// No daemon's Run returns an error unless something broke (a
 		// head's gRPC server failed; a worker's Run was called twice),
 		// and every Run returns once its daemon is killed or stopped:
