@@ -2666,8 +2666,8 @@ func (x *SandboxPauseCommand) GetUnixNanos() int64 {
 type SandboxUploadArchiveRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// Absolute path of the directory the tar is extracted into; it must
-	// exist (megaflow sandbox cp creates it first).
+	// Absolute path of the directory the tar is extracted into; it is
+	// created, with its parents, when missing.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// The next bytes of the tar stream.
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
