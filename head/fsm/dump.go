@@ -43,6 +43,9 @@ func Dump(v *state.View) string {
 	for _, s := range v.Snapshots("") {
 		fmt.Fprintf(&b, "snapshot %s\n", opts.Format(s))
 	}
+	for _, p := range v.AdmissionPolicies() {
+		fmt.Fprintf(&b, "admission %s\n", opts.Format(p))
+	}
 	return b.String()
 }
 
