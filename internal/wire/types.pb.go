@@ -2208,8 +2208,9 @@ type AdmissionPolicy struct {
 	// The user every container runs as: "uid" or "uid:gid", numeric;
 	// empty: the image's user.
 	RunAsUser string `protobuf:"bytes,5,opt,name=run_as_user,json=runAsUser,proto3" json:"run_as_user,omitempty"`
-	// Most processes (and threads) in one container; 0: no limit. At most
-	// 4194304 (1 << 22).
+	// Most processes (and threads) in one container; 0: the policy sets
+	// none (the worker's default applies, docker.Config.DefaultPidsLimit).
+	// At most 4194304 (1 << 22).
 	MaxPids int64 `protobuf:"varint,6,opt,name=max_pids,json=maxPids,proto3" json:"max_pids,omitempty"`
 	// Raft index that last set the policy, and the leader's time then (set by
 	// the head).
