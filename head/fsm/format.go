@@ -33,8 +33,9 @@ import (
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
 // id, quotas by tenant, pre-warm targets by image and tenant, snapshots by
-// id, admission policies by tenant (the cluster row first), end. A worker's GPUs in use are not written: the restore derives them
-// from the tasks' active attempts and checks the workers' accounting
+// id, admission policies by tenant (the cluster row first), end. A
+// worker's GPUs in use are not written: the restore derives them from the
+// tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
 // workers existed have no worker records and read the same. The end
 // record makes a truncated snapshot an error rather than a smaller table.
