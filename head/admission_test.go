@@ -17,7 +17,8 @@ import (
 // A tenant without a policy gets the built-in default: a `network: host`
 // task and a `capabilities: [SYS_ADMIN]` task are refused at submission
 // (PERMISSION_DENIED naming the task, the field and the value; counted in
-// megaflow_admission_refusals_total by field); once `policy set` allows
+// megaflow_admission_refusals_total by field), and so is a host-network
+// sandbox; once `policy set` allows
 // them both graphs run. A cluster row's confinement reaches the worker's
 // container (user, read-only root, pids), and policies are listed and
 // read back with where they come from.
@@ -55,13 +56,18 @@ func TestAdmissionPolicyRefusesThenAllows(t *testing.T) {
 			}
 		}
 	}
+	// A sandbox goes through the same check.
+	if _, err := cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: "team-c", Image: "busybox", Network: "host"}); !errors.Is(err, errs.ErrPermissionDenied) ||
+		!strings.Contains(err.Error(), `network "host"`) {
+		t.Fatalf("a host-network sandbox: %v; want PERMISSION_DENIED naming the network", err)
+	}
 	var refusals float64
 	for _, m := range c.Running() {
 		f := scrape(t, m)
 		refusals += value(f, "megaflow_admission_refusals_total", "field", "network") + value(f, "megaflow_admission_refusals_total", "field", "capabilities")
 	}
-	if refusals != 2 {
-		t.Fatalf("megaflow_admission_refusals_total on all heads: %v; want 2", refusals)
+	if refusals != 3 {
+		t.Fatalf("megaflow_admission_refusals_total on all heads: %v; want 3", refusals)
 	}
 	if p, src, err := cl.GetAdmissionPolicy(ctx, "team-a", client.ReadOptions{RequireLeader: true}); err != nil || src != client.AdmissionFromDefault ||
 		strings.Join(p.GetAllowedNetworks(), ",") != "*" {
