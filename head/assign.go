@@ -50,6 +50,10 @@ func deliveries(view *state.View, workerID string, sent map[attemptKey]bool) []*
 		sent[attemptKey{task: t.ID, attempt: cur.Number}] = true
 		a := &wire.Assignment{TaskId: t.ID, Attempt: cur.Number, LeaderTerm: cur.LeaderTerm, GraphId: t.GraphID,
 			Tenant: t.Tenant, Spec: t.Spec, GpuUuids: cur.GPUUUIDs, Env: taskEnv(view, t), ArtifactInputs: artifactInputs(view, t)}
+		if view.Rules() >= state.RulesAdmission {
+			// The worker enforces the policy in force now (docs/security.md).
+			a.AdmissionPolicy, a.AdmissionSource = view.EffectiveAdmission(t.Tenant)
+		}
 		if s := t.Spec.GetSession(); s != "" {
 			if open[t.GraphID] == nil {
 				open[t.GraphID] = unfinishedBySession(view, t.GraphID)

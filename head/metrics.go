@@ -36,6 +36,9 @@ type headMetrics struct {
 	// eventsMissed counts events the stage observer could not read because
 	// the event ring had moved past them.
 	eventsMissed prometheus.Counter
+	// admissionRefusals counts graphs this head (the leader) refused for
+	// its admission policy, by field (network, capabilities).
+	admissionRefusals *prometheus.CounterVec
 }
 
 // latencyBuckets are the histogram buckets of stage latencies, in seconds:
@@ -70,8 +73,12 @@ func newHeadMetrics(reg *obs.Registry, h *Head) *headMetrics {
 			Namespace: obs.Namespace, Name: "metrics_events_missed_total",
 			Help: "Task events the stage metrics skipped because this head's event ring (--event-retention) had dropped them.",
 		}),
+		admissionRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Name: "admission_refusals_total",
+			Help: "Graphs and sandboxes the leader refused because a task asked for more than its tenant's admission policy allows, by field (network, capabilities).",
+		}, []string{"field"}),
 	}
-	reg.MustRegister(m.applySeconds, m.rateLimited, m.stageSeconds, m.attempts, m.eventsMissed, &tableCollector{h: h})
+	reg.MustRegister(m.applySeconds, m.rateLimited, m.stageSeconds, m.attempts, m.eventsMissed, m.admissionRefusals, &tableCollector{h: h})
 	return m
 }
 

@@ -6,7 +6,6 @@ import (
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
-	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -26,10 +25,8 @@ func (s *service) SetQuota(ctx context.Context, req *wire.SetQuotaRequest) (*wir
 			"SetQuota: the quota names no tenant; name one, or set cluster for the cluster-wide limit"))
 	}
 	if q.GetTenant() != "" {
-		// A tenant is validated as a graph's would be.
-		if err := spec.Validate(&wire.GraphSpec{Id: "quota", Tenant: q.GetTenant(),
-			Tasks: []*wire.TaskSpec{{Name: "t", Image: "i", Command: []string{"x"}}}}, spec.DefaultLimits()); err != nil {
-			return nil, errs.ToStatus(errs.New(errs.InvalidArgument, "SetQuota: tenant %q is not a valid tenant name: %v", q.GetTenant(), err))
+		if err := checkTenantName("SetQuota", q.GetTenant()); err != nil {
+			return nil, errs.ToStatus(err)
 		}
 	}
 	if _, err := state.QuotaFromWire(q); err != nil {

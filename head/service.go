@@ -82,6 +82,9 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 		}
 		return &wire.SubmitGraphResponse{GraphId: g.Id, Index: existing.CreateIndex, Existed: true}, nil
 	}
+	if err := h.checkAdmission(view, g); err != nil {
+		return nil, err
+	}
 	chunks := splitTasks(g.Tasks, h.cfg.MaxEntryBytes-proto.Size(&wire.GraphSpec{Id: g.Id, Tenant: g.Tenant, Labels: g.Labels, Name: g.Name})-1024)
 	header := proto.Clone(g).(*wire.GraphSpec)
 	header.Tasks = nil
@@ -91,6 +94,7 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 		cmd := &wire.SubmitGraphCommand{Header: header, Tasks: tasks, Chunk: uint32(i), Chunks: uint32(len(chunks)),
 			SpecDigest: digest, UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
 		if res, index, err = h.apply(ctx, fsm.OpSubmitGraph, cmd); err != nil {
+			h.refused(g.Tenant, err) // a policy changed since checkAdmission
 			return nil, err
 		}
 	}

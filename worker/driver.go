@@ -504,21 +504,28 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 	if network == "" {
 		network = "none"
 	}
+	if err := w.admit(a); err != nil {
+		return contract.Spec{}, err
+	}
+	pol := a.GetAdmissionPolicy()
 	return contract.Spec{
-		Init:         w.initSpec(),
-		Ports:        ports,
-		Name:         ContainerName(w.nameScope(), k),
-		Image:        s.GetImage(),
-		Command:      s.GetCommand(),
-		Env:          env,
-		WorkingDir:   s.GetWorkingDir(),
-		CPUMillis:    s.GetResources().GetCpuMillis(),
-		MemoryBytes:  s.GetResources().GetMemoryBytes(),
-		Network:      network,
-		Capabilities: s.GetCapabilities(),
-		Labels:       labels,
-		GPUUUIDs:     a.GetGpuUuids(),
-		LogPath:      logPath(w.cfg.DataDir, k),
+		User:           pol.GetRunAsUser(),
+		ReadOnlyRootfs: pol.GetReadOnlyRootFs(),
+		PidsLimit:      pol.GetMaxPids(),
+		Init:           w.initSpec(),
+		Ports:          ports,
+		Name:           ContainerName(w.nameScope(), k),
+		Image:          s.GetImage(),
+		Command:        s.GetCommand(),
+		Env:            env,
+		WorkingDir:     s.GetWorkingDir(),
+		CPUMillis:      s.GetResources().GetCpuMillis(),
+		MemoryBytes:    s.GetResources().GetMemoryBytes(),
+		Network:        network,
+		Capabilities:   s.GetCapabilities(),
+		Labels:         labels,
+		GPUUUIDs:       a.GetGpuUuids(),
+		LogPath:        logPath(w.cfg.DataDir, k),
 	}, nil
 }
 

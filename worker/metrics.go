@@ -47,7 +47,7 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 		}),
 		startFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: "worker", Name: "container_start_failures_total",
-			Help:        "Attempts whose container could not be created or started, by reason class (image, gpu, timeout, runtime, other).",
+			Help:        "Attempts whose container could not be created or started, by reason class (image, gpu, admission, timeout, runtime, other).",
 			ConstLabels: prometheus.Labels{"runtime": runtime},
 		}, []string{"reason_class"}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{

@@ -100,6 +100,11 @@ func keyOf(tenant string, s contract.Spec) poolKey {
 	slices.Sort(gpus)
 	shape := fmt.Sprintf("cpu=%d mem=%d pids=%d net=%s caps=%s gpus=%s", s.CPUMillis, s.MemoryBytes, s.PidsLimit,
 		s.Network, strings.Join(caps, ","), strings.Join(gpus, ","))
+	if s.User != "" || s.ReadOnlyRootfs {
+		// An admission policy's confinement: a container started without
+		// it (a pre-warmed one) must not serve a task that needs it.
+		shape += fmt.Sprintf(" user=%s ro=%t", s.User, s.ReadOnlyRootfs)
+	}
 	return poolKey{image: s.Image, tenant: tenant, shape: shape}
 }
 
@@ -301,16 +306,18 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 	}()
 
 	spec := contract.Spec{
-		Init:         w.initSpec(),
-		Name:         name,
-		Image:        tmpl.Image,
-		Command:      slices.Clone(w.cfg.PoolKeeper),
-		CPUMillis:    tmpl.CPUMillis,
-		MemoryBytes:  tmpl.MemoryBytes,
-		PidsLimit:    tmpl.PidsLimit,
-		Network:      tmpl.Network,
-		Capabilities: slices.Clone(tmpl.Capabilities),
-		GPUUUIDs:     slices.Clone(tmpl.GPUUUIDs),
+		Init:           w.initSpec(),
+		Name:           name,
+		Image:          tmpl.Image,
+		Command:        slices.Clone(w.cfg.PoolKeeper),
+		CPUMillis:      tmpl.CPUMillis,
+		MemoryBytes:    tmpl.MemoryBytes,
+		PidsLimit:      tmpl.PidsLimit,
+		User:           tmpl.User,
+		ReadOnlyRootfs: tmpl.ReadOnlyRootfs,
+		Network:        tmpl.Network,
+		Capabilities:   slices.Clone(tmpl.Capabilities),
+		GPUUUIDs:       slices.Clone(tmpl.GPUUUIDs),
 		Labels: w.clusterLabels(map[string]string{
 			LabelPool:   key.hash(),
 			LabelImage:  key.image,

@@ -212,6 +212,9 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 		return err
 	}
 	defer c.Close()
+	if err := allowDemoNetwork(ctx, c, step.Graph); err != nil {
+		return err
+	}
 	endpoint := func(context.Context) (string, error) { return o.ModelURL, nil }
 	var modelMillis int64
 	if f.modelService == modelTask {
@@ -261,6 +264,28 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags, lo localOptions) err
 	err = g.follow(ctx, c, res.GraphId, false)
 	say("demo time, cluster start to summary: %s\n", time.Since(start).Round(100*time.Millisecond))
 	return err
+}
+
+// allowDemoNetwork lets the step's tenant use the host network on the
+// embedded cluster when the step asks for it (with Docker the rollouts
+// share the host's network: examples/demo's net), as an admin would
+// (megaflow policy set TENANT --allow-network '*' --allow-network host):
+// the built-in admission policy refuses it (docs/security.md).
+func allowDemoNetwork(ctx context.Context, c *client.Client, g *wire.GraphSpec) error {
+	for _, t := range g.GetTasks() {
+		if t.GetNetwork() == "host" {
+			tenant := g.GetTenant()
+			if tenant == "" {
+				tenant = "default"
+			}
+			_, _, err := c.SetAdmissionPolicy(ctx, &client.AdmissionPolicy{Tenant: tenant, AllowedNetworks: []string{"*", "host"}})
+			if err != nil {
+				return fmt.Errorf("letting tenant %s use the host network: %w", tenant, err)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // splitServices returns g's service tasks as a graph of their own, id

@@ -75,7 +75,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(upCmd(g), demoCmd(g), submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g))
+	root.AddCommand(upCmd(g), demoCmd(g), submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g), policyCmd(g))
 	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g), servicesCmd(g), poolCmd(g), sandboxCmd(g), operatorCmd(g), tlsCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
+	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/artifact/backends"
 	"github.com/megaflow/megaflow/internal/blob/spool"
 	"github.com/megaflow/megaflow/internal/cluster"
@@ -272,7 +273,9 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 	return lc, nil
 }
 
-// waitReady waits until the head leads and lists the worker alive.
+// waitReady waits until the head leads, its table applies this build's
+// rules (fsm.RulesCurrent: admission policies can be set at once) and it
+// lists the worker alive.
 func (lc *localCluster) waitReady(ctx context.Context) error {
 	c, err := client.Dial(ctx, []string{lc.head.GRPCAddr()}, client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
 	if err != nil {
@@ -283,6 +286,9 @@ func (lc *localCluster) waitReady(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		ws, err := c.ListWorkers(ctx, client.ReadOptions{RequireLeader: true})
+		if r := lc.head.FSM().View().Rules(); err == nil && r < fsm.RulesCurrent {
+			err = fmt.Errorf("the table is at rules %d, not yet %d", r, fsm.RulesCurrent)
+		}
 		if err == nil {
 			for _, w := range ws {
 				if w.GetInfo().GetId() == lc.worker.ID() && w.GetStatus().String() == "WORKER_STATUS_ALIVE" {

@@ -54,6 +54,10 @@ EXIT_FAILED, EXIT_CANCELLED = 3, 4
 
 def build(data: demo_data.Data, args: argparse.Namespace) -> Tuple[megaflow.Graph, List[demo_data.Profile], List[str]]:
     """The step's graph, with the profiles and images it uses (demo's Data.Build)."""
+    # With docker the rollouts share the host's network, which the built-in
+    # admission policy refuses: an admin allows it for the tenant first
+    # (megaflow policy set TENANT --allow-network '*' --allow-network host;
+    # docs/security.md). megaflow demo does so on its embedded cluster.
     net = "host" if args.runtime == "docker" else ""
     g = megaflow.Graph(args.graph_id, tenant=args.tenant, labels={"megaflow.io/metric": "reward"},
                        name=f"SWE-Gym rollout step: {args.instances} instances, times / {demo_data.go_g(args.speedup)}")

@@ -28,12 +28,14 @@ import (
 //	recQuota   wire.Quota (a tenant's quota, or the cluster limit)
 //	recPool    wire.PoolTarget (a pre-warm target)
 //	recSnapshot wire.Snapshot (a sandbox snapshot; rules 3)
+//	recAdmission wire.AdmissionPolicy (an admission policy; rules 5)
 //	recEnd     uvarint number of records before it
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
 // id, quotas by tenant, pre-warm targets by image and tenant, snapshots by
-// id, end. A worker's GPUs in use are not written: the restore derives them
-// from the tasks' active attempts and checks the workers' accounting
+// id, admission policies by tenant (the cluster row first), end. A
+// worker's GPUs in use are not written: the restore derives them from the
+// tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
 // workers existed have no worker records and read the same. The end
 // record makes a truncated snapshot an error rather than a smaller table.
@@ -57,7 +59,9 @@ const (
 	recPool   byte = 15 // the scheduling branch's number, clear of the others'
 	// recSnapshot is the sandbox branch's number, as its op (20).
 	recSnapshot byte = 20
-	recEnd      byte = 0xff
+	// recAdmission is the admission branch's number, as its op (24).
+	recAdmission byte = 24
+	recEnd       byte = 0xff
 )
 
 const (
@@ -140,6 +144,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for _, p := range v.AdmissionPolicies() {
+			if !add(&state.AdmissionPolicy{P: p}) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -174,6 +183,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recPool, r)
 			case *wire.Snapshot:
 				buf, err = appendMessage(buf, recSnapshot, r)
+			case *state.AdmissionPolicy:
+				buf, err = appendMessage(buf, recAdmission, r.P)
 			}
 			if err != nil {
 				return encoded{}, err
@@ -313,6 +324,8 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				err = r.PoolTarget(x)
 			case *wire.Snapshot:
 				err = r.Snapshot(x)
+			case *state.AdmissionPolicy:
+				err = r.AdmissionPolicy(x.P)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -442,6 +455,12 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 				return nil, fmt.Errorf("record %d: snapshot: %w", n, err)
 			}
 			rows = append(rows, w)
+		case recAdmission:
+			w := &wire.AdmissionPolicy{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: admission policy: %w", n, err)
+			}
+			rows = append(rows, &state.AdmissionPolicy{P: w})
 		case recEnd:
 			want, k := binary.Uvarint(buf)
 			if k <= 0 {

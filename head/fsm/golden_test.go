@@ -61,6 +61,13 @@ type goldenLog struct {
 // each sandbox then running (OpSandboxPause refused), OpSetRules 4, 300
 // more under rules 4 (sandboxes paused and resumed) and again a pause of
 // each running sandbox: seed 24, with the rare and the sandbox ops.
+// rules4-5: OpSetRules 2, 3 and 4, 300 random entries under rules 4,
+// admission policies (refused) and graphs asking for the host network and
+// capabilities (committed), OpSetRules 5, the same policies (set) and
+// graphs (refused or committed as they allow), 300 more random entries
+// and a pause of each running sandbox, with the rare and the
+// sandbox ops (seed 49: one whose log ends with a sandbox running). The
+// lead regenerates it when the rules-5 branches merge.
 var goldenLogs = []goldenLog{
 	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
 		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
@@ -91,6 +98,84 @@ var goldenLogs = []goldenLog{
 		entries = append(entries, withoutRules(gen.entries(300))...)
 		return append(entries, pauseRunning(t, gen)...)
 	}, check: checkRules34Coverage},
+	{name: "rules4-5", rules: 5, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(goldenRules45Seed)), tb: t, rareEvery: 6, sandboxEvery: 3, ref: newTestFSM(t, 0)}
+		var entries [][]byte
+		for _, r := range []uint64{2, 3, 4} {
+			entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(r)))
+			gen.cmd(OpSetRules, wrapperspb.UInt64(r))
+		}
+		entries = append(entries, withoutRules(gen.entries(300))...)
+		entries = append(entries, admissionEntries(t, gen, "r4")...) // policies refused, host and capabilities committed
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(5)))
+		gen.cmd(OpSetRules, wrapperspb.UInt64(5))
+		entries = append(entries, admissionEntries(t, gen, "r5")...) // policies set, graphs refused and committed
+		entries = append(entries, withoutRules(gen.entries(300))...)
+		return append(entries, pauseRunning(t, gen)...)
+	}, check: checkRules45Coverage},
+}
+
+// goldenRules45Seed is the generator's seed of the rules4-5 log.
+const goldenRules45Seed = 49
+
+// admissionEntries appends to gen, and returns, admission policy changes
+// and submissions that they refuse or allow (under rules 5; under 4 the
+// policies are refused and every graph is committed): a host-network graph
+// and a SYS_ADMIN graph of tenant beta (the default policy refuses both),
+// a policy letting acme use host, a cluster row allowing NET_ADMIN and
+// confining containers, host and NET_ADMIN graphs of acme and beta, and a
+// row set and removed again. prefix makes the graph ids unique.
+func admissionEntries(t *testing.T, gen *logGen, prefix string) [][]byte {
+	t.Helper()
+	gen.out = nil
+	task := func(network string, caps ...string) *wire.TaskSpec {
+		s := spec("t")
+		s.Network, s.Capabilities = network, caps
+		return s
+	}
+	submit := func(id, tenant string, s *wire.TaskSpec) {
+		g := graphSpec(prefix+"-"+id, spec("plain"), s)
+		g.Tenant = tenant
+		gen.nanos++
+		gen.cmd(OpSubmitGraph, submitCmd(g, gen.nanos))
+	}
+	policy := func(p *wire.AdmissionPolicy) {
+		gen.nanos++
+		gen.cmd(OpSetAdmissionPolicy, &wire.SetAdmissionPolicyCommand{Policy: p, UnixNanos: gen.nanos})
+	}
+	submit("beta-host", "beta", task("host"))
+	submit("beta-cap", "beta", task("", "SYS_ADMIN"))
+	policy(&wire.AdmissionPolicy{Tenant: "acme", AllowedNetworks: []string{"*", "host"}})
+	policy(&wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, AllowedCapabilities: []string{"NET_ADMIN"}, ReadOnlyRootFs: true,
+		RunAsUser: "65534:65534", MaxPids: 64})
+	submit("acme-host", "acme", task("host"))
+	submit("acme-cap", "acme", task("", "NET_ADMIN")) // acme's row allows no capability
+	submit("beta-cap2", "beta", task("bridge", "NET_ADMIN"))
+	submit("beta-host2", "beta", task("host"))
+	policy(&wire.AdmissionPolicy{Tenant: "gamma", AllowedNetworks: []string{"host"}})
+	policy(&wire.AdmissionPolicy{Tenant: "gamma", AllowedNetworks: []string{"*"}}) // removed again
+	out := gen.out
+	gen.out = nil
+	return out
+}
+
+// checkRules45Coverage checks that the rules4-5 log's table holds what
+// rules 5 changed: admission policy rows, graphs refused under 5 that
+// were committed under 4, and graphs the policies allow.
+func checkRules45Coverage(t *testing.T, v *state.View) {
+	t.Helper()
+	if n := len(v.AdmissionPolicies()); n != 2 {
+		t.Fatalf("the rules4-5 log replays to %d admission policies; want 2 (the cluster row, acme's)", n)
+	}
+	for id, want := range map[string]bool{
+		"r4-beta-host": true, "r4-beta-cap": true, "r4-acme-cap": true,
+		"r5-beta-host": false, "r5-beta-cap": false, "r5-acme-cap": false, "r5-beta-host2": false,
+		"r5-acme-host": true, "r5-beta-cap2": true,
+	} {
+		if got := v.Graph(id) != nil; got != want {
+			t.Errorf("graph %s committed: %v; want %v", id, got, want)
+		}
+	}
 }
 
 // goldenRules34Seed is the generator's seed of the rules3-4 log.

@@ -43,7 +43,12 @@ import (
 //   - 4: sandbox pause: the op OpSandboxPause applies (refused, changing
 //     nothing, below 4), marking a RUNNING sandbox task's running attempt
 //     paused (Attempt.paused) or unmarking it.
-const RulesCurrent uint64 = 4
+//   - 5: container admission policies: the op OpSetAdmissionPolicy
+//     applies (refused, changing nothing, below 5), and OpSubmitGraph
+//     refuses (PermissionDenied) a graph with a task that its tenant's
+//     effective policy does not allow (state.Txn.CheckAdmission: its
+//     network or an added capability).
+const RulesCurrent uint64 = 5
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

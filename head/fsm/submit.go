@@ -20,7 +20,9 @@ import (
 // leader resends every chunk; so does a graph refused as invalid. From
 // rules 3 on, a graph whose snapshot forks the table does not back
 // (state.Txn.CheckForks: another tenant's snapshot, the wrong worker, a
-// snapshot's image outside a fork) is refused as well.
+// snapshot's image outside a fork) is refused as well; from rules 5 on,
+// so is a graph with a task its tenant's admission policy does not allow
+// (state.Txn.CheckAdmission: PermissionDenied).
 func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, error) {
 	h := cmd.GetHeader()
 	id := h.GetId()
@@ -71,6 +73,11 @@ func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, e
 	}
 	if txn.Rules() >= state.RulesSnapshots {
 		if err := txn.CheckForks(g.Tenant, tasks); err != nil {
+			return nil, err
+		}
+	}
+	if txn.Rules() >= state.RulesAdmission {
+		if err := txn.CheckAdmission(g, tasks); err != nil {
 			return nil, err
 		}
 	}

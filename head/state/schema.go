@@ -15,6 +15,8 @@ const (
 	tablePools   = "pools"
 	// tableSnapshots holds sandbox snapshots (snapshot.go).
 	tableSnapshots = "snapshots"
+	// tableAdmission holds the admission policies by tenant (admission.go).
+	tableAdmission = "admission"
 
 	indexID     = "id"
 	indexTenant = "tenant"
@@ -193,6 +195,15 @@ func schema() *memdb.DBSchema {
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
 					object: func(o any) ([]byte, bool) { return stringKey(o.(*PoolTarget).key(), 0), true },
+					args:   stringArgs,
+				}},
+			},
+		},
+		tableAdmission: {
+			Name: tableAdmission,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*AdmissionPolicy).P.GetTenant(), 0), true },
 					args:   stringArgs,
 				}},
 			},

@@ -54,6 +54,8 @@ func TestImportsFlowOneWay(t *testing.T) {
 			"the in-process cluster serves `megaflow up`, the benchmark harness and the tests alike: the caller gives the runtime, and the test helpers wrap it (internal/testcluster), not the other way"},
 		{"internal/spec", []string{"github.com/hashicorp/", module + "head", module + "client"},
 			"validation is pure and shared by the head and the client"},
+		{"internal/admission", []string{"github.com/hashicorp/", module + "head", module + "worker", module + "client", module + "runtime"},
+			"the admission policy's logic is pure and shared by the head's state store, its service and the worker"},
 		{"internal/blob/spool", []string{"github.com/aws/", module + "internal/blob/s3blob"},
 			"the blob contract, the file store and the spool link no S3 SDK; only composition roots pick s3blob"},
 		{"internal/blob/fileblob", []string{"github.com/aws/", module + "internal/blob/s3blob"},

@@ -828,6 +828,62 @@ func (x *SetQuotaCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// SetAdmissionPolicyCommand (fsm.OpSetAdmissionPolicy, rules 5) sets a
+// tenant's admission policy, or the cluster row when the policy's tenant
+// is empty. A policy that allows nothing beyond the built-in default is
+// removed.
+type SetAdmissionPolicyCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *AdmissionPolicy       `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAdmissionPolicyCommand) Reset() {
+	*x = SetAdmissionPolicyCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAdmissionPolicyCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAdmissionPolicyCommand) ProtoMessage() {}
+
+func (x *SetAdmissionPolicyCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAdmissionPolicyCommand.ProtoReflect.Descriptor instead.
+func (*SetAdmissionPolicyCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetAdmissionPolicyCommand) GetPolicy() *AdmissionPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SetAdmissionPolicyCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 // PoolWarmCommand sets (size > 0) or removes (size 0) a pre-warm target.
 type PoolWarmCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -839,7 +895,7 @@ type PoolWarmCommand struct {
 
 func (x *PoolWarmCommand) Reset() {
 	*x = PoolWarmCommand{}
-	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	mi := &file_megaflow_v1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +907,7 @@ func (x *PoolWarmCommand) String() string {
 func (*PoolWarmCommand) ProtoMessage() {}
 
 func (x *PoolWarmCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_command_proto_msgTypes[11]
+	mi := &file_megaflow_v1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +920,7 @@ func (x *PoolWarmCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolWarmCommand.ProtoReflect.Descriptor instead.
 func (*PoolWarmCommand) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{11}
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PoolWarmCommand) GetTarget() *PoolTarget {
@@ -896,7 +952,7 @@ type GpuHealthCommand struct {
 
 func (x *GpuHealthCommand) Reset() {
 	*x = GpuHealthCommand{}
-	mi := &file_megaflow_v1_command_proto_msgTypes[12]
+	mi := &file_megaflow_v1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +964,7 @@ func (x *GpuHealthCommand) String() string {
 func (*GpuHealthCommand) ProtoMessage() {}
 
 func (x *GpuHealthCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_command_proto_msgTypes[12]
+	mi := &file_megaflow_v1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +977,7 @@ func (x *GpuHealthCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthCommand.ProtoReflect.Descriptor instead.
 func (*GpuHealthCommand) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{12}
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GpuHealthCommand) GetWorkerId() string {
@@ -957,7 +1013,7 @@ type DeleteGraphCommand struct {
 
 func (x *DeleteGraphCommand) Reset() {
 	*x = DeleteGraphCommand{}
-	mi := &file_megaflow_v1_command_proto_msgTypes[13]
+	mi := &file_megaflow_v1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1025,7 @@ func (x *DeleteGraphCommand) String() string {
 func (*DeleteGraphCommand) ProtoMessage() {}
 
 func (x *DeleteGraphCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_command_proto_msgTypes[13]
+	mi := &file_megaflow_v1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1038,7 @@ func (x *DeleteGraphCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGraphCommand.ProtoReflect.Descriptor instead.
 func (*DeleteGraphCommand) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{13}
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteGraphCommand) GetGraphId() string {
@@ -1080,6 +1136,10 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\x0fSetQuotaCommand\x12(\n" +
 	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x1d\n" +
 	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"p\n" +
+	"\x19SetAdmissionPolicyCommand\x124\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1c.megaflow.v1.AdmissionPolicyR\x06policy\x12\x1d\n" +
+	"\n" +
 	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"a\n" +
 	"\x0fPoolWarmCommand\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.megaflow.v1.PoolTargetR\x06target\x12\x1d\n" +
@@ -1110,51 +1170,54 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_megaflow_v1_command_proto_goTypes = []any{
-	(*SubmitGraphCommand)(nil),  // 0: megaflow.v1.SubmitGraphCommand
-	(*CancelCommand)(nil),       // 1: megaflow.v1.CancelCommand
-	(*DropStagedCommand)(nil),   // 2: megaflow.v1.DropStagedCommand
-	(*WorkerUpsertCommand)(nil), // 3: megaflow.v1.WorkerUpsertCommand
-	(*WorkerDownCommand)(nil),   // 4: megaflow.v1.WorkerDownCommand
-	(*PlannedAttempt)(nil),      // 5: megaflow.v1.PlannedAttempt
-	(*PlanCommand)(nil),         // 6: megaflow.v1.PlanCommand
-	(*TaskEventsCommand)(nil),   // 7: megaflow.v1.TaskEventsCommand
-	(*AttemptsLostCommand)(nil), // 8: megaflow.v1.AttemptsLostCommand
-	(*FailQueuedCommand)(nil),   // 9: megaflow.v1.FailQueuedCommand
-	(*SetQuotaCommand)(nil),     // 10: megaflow.v1.SetQuotaCommand
-	(*PoolWarmCommand)(nil),     // 11: megaflow.v1.PoolWarmCommand
-	(*GpuHealthCommand)(nil),    // 12: megaflow.v1.GpuHealthCommand
-	(*DeleteGraphCommand)(nil),  // 13: megaflow.v1.DeleteGraphCommand
-	nil,                         // 14: megaflow.v1.PlanCommand.UnplacedEntry
-	nil,                         // 15: megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	(*GraphSpec)(nil),           // 16: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),            // 17: megaflow.v1.TaskSpec
-	(ReasonCode)(0),             // 18: megaflow.v1.ReasonCode
-	(*WorkerInfo)(nil),          // 19: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),        // 20: megaflow.v1.AttemptEvent
-	(*Quota)(nil),               // 21: megaflow.v1.Quota
-	(*PoolTarget)(nil),          // 22: megaflow.v1.PoolTarget
+	(*SubmitGraphCommand)(nil),        // 0: megaflow.v1.SubmitGraphCommand
+	(*CancelCommand)(nil),             // 1: megaflow.v1.CancelCommand
+	(*DropStagedCommand)(nil),         // 2: megaflow.v1.DropStagedCommand
+	(*WorkerUpsertCommand)(nil),       // 3: megaflow.v1.WorkerUpsertCommand
+	(*WorkerDownCommand)(nil),         // 4: megaflow.v1.WorkerDownCommand
+	(*PlannedAttempt)(nil),            // 5: megaflow.v1.PlannedAttempt
+	(*PlanCommand)(nil),               // 6: megaflow.v1.PlanCommand
+	(*TaskEventsCommand)(nil),         // 7: megaflow.v1.TaskEventsCommand
+	(*AttemptsLostCommand)(nil),       // 8: megaflow.v1.AttemptsLostCommand
+	(*FailQueuedCommand)(nil),         // 9: megaflow.v1.FailQueuedCommand
+	(*SetQuotaCommand)(nil),           // 10: megaflow.v1.SetQuotaCommand
+	(*SetAdmissionPolicyCommand)(nil), // 11: megaflow.v1.SetAdmissionPolicyCommand
+	(*PoolWarmCommand)(nil),           // 12: megaflow.v1.PoolWarmCommand
+	(*GpuHealthCommand)(nil),          // 13: megaflow.v1.GpuHealthCommand
+	(*DeleteGraphCommand)(nil),        // 14: megaflow.v1.DeleteGraphCommand
+	nil,                               // 15: megaflow.v1.PlanCommand.UnplacedEntry
+	nil,                               // 16: megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	(*GraphSpec)(nil),                 // 17: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),                  // 18: megaflow.v1.TaskSpec
+	(ReasonCode)(0),                   // 19: megaflow.v1.ReasonCode
+	(*WorkerInfo)(nil),                // 20: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),              // 21: megaflow.v1.AttemptEvent
+	(*Quota)(nil),                     // 22: megaflow.v1.Quota
+	(*AdmissionPolicy)(nil),           // 23: megaflow.v1.AdmissionPolicy
+	(*PoolTarget)(nil),                // 24: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	16, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	17, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	18, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	19, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
-	18, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	17, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	18, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	19, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	20, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	19, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
 	5,  // 5: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	14, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	20, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	15, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	21, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
 	5,  // 8: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	18, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	21, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	22, // 11: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
-	15, // 12: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	19, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	22, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	23, // 11: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
+	24, // 12: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	16, // 13: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }
@@ -1170,7 +1233,7 @@ func file_megaflow_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

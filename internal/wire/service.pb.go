@@ -1693,6 +1693,326 @@ func (x *GetQuotasResponse) GetMeta() *ReadMeta {
 	return nil
 }
 
+type SetAdmissionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy; its tenant names the tenant (empty only with cluster).
+	// modify_index and update_unix_nanos are ignored.
+	Policy *AdmissionPolicy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Set the cluster row instead of a tenant's.
+	Cluster       bool `protobuf:"varint,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAdmissionPolicyRequest) Reset() {
+	*x = SetAdmissionPolicyRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAdmissionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAdmissionPolicyRequest) ProtoMessage() {}
+
+func (x *SetAdmissionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAdmissionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetAdmissionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetAdmissionPolicyRequest) GetPolicy() *AdmissionPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SetAdmissionPolicyRequest) GetCluster() bool {
+	if x != nil {
+		return x.Cluster
+	}
+	return false
+}
+
+type SetAdmissionPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The policy allowed nothing beyond the default: the row was removed.
+	Removed       bool `protobuf:"varint,2,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAdmissionPolicyResponse) Reset() {
+	*x = SetAdmissionPolicyResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAdmissionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAdmissionPolicyResponse) ProtoMessage() {}
+
+func (x *SetAdmissionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAdmissionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetAdmissionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetAdmissionPolicyResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SetAdmissionPolicyResponse) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+type GetAdmissionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant; empty: "default".
+	Tenant        string       `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Read          *ReadOptions `protobuf:"bytes,2,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAdmissionPolicyRequest) Reset() {
+	*x = GetAdmissionPolicyRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAdmissionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAdmissionPolicyRequest) ProtoMessage() {}
+
+func (x *GetAdmissionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAdmissionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetAdmissionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetAdmissionPolicyRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetAdmissionPolicyRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type GetAdmissionPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's effective policy (its tenant field names the row it comes
+	// from: the tenant, or empty for the cluster row and the default).
+	Policy        *AdmissionPolicy      `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Source        AdmissionPolicySource `protobuf:"varint,2,opt,name=source,proto3,enum=megaflow.v1.AdmissionPolicySource" json:"source,omitempty"`
+	Meta          *ReadMeta             `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAdmissionPolicyResponse) Reset() {
+	*x = GetAdmissionPolicyResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAdmissionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAdmissionPolicyResponse) ProtoMessage() {}
+
+func (x *GetAdmissionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAdmissionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetAdmissionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetAdmissionPolicyResponse) GetPolicy() *AdmissionPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *GetAdmissionPolicyResponse) GetSource() AdmissionPolicySource {
+	if x != nil {
+		return x.Source
+	}
+	return AdmissionPolicySource_ADMISSION_POLICY_SOURCE_UNSPECIFIED
+}
+
+func (x *GetAdmissionPolicyResponse) GetMeta() *ReadMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+type ListAdmissionPoliciesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdmissionPoliciesRequest) Reset() {
+	*x = ListAdmissionPoliciesRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdmissionPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdmissionPoliciesRequest) ProtoMessage() {}
+
+func (x *ListAdmissionPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdmissionPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListAdmissionPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListAdmissionPoliciesRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type ListAdmissionPoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every row, the cluster row (tenant "") first, then by tenant.
+	Policies      []*AdmissionPolicy `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	Meta          *ReadMeta          `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdmissionPoliciesResponse) Reset() {
+	*x = ListAdmissionPoliciesResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdmissionPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdmissionPoliciesResponse) ProtoMessage() {}
+
+func (x *ListAdmissionPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdmissionPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListAdmissionPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListAdmissionPoliciesResponse) GetPolicies() []*AdmissionPolicy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *ListAdmissionPoliciesResponse) GetMeta() *ReadMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
 type GetLimitsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
@@ -1702,7 +2022,7 @@ type GetLimitsRequest struct {
 
 func (x *GetLimitsRequest) Reset() {
 	*x = GetLimitsRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[28]
+	mi := &file_megaflow_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +2034,7 @@ func (x *GetLimitsRequest) String() string {
 func (*GetLimitsRequest) ProtoMessage() {}
 
 func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[28]
+	mi := &file_megaflow_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +2047,7 @@ func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsRequest.ProtoReflect.Descriptor instead.
 func (*GetLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetLimitsRequest) GetRead() *ReadOptions {
@@ -1757,7 +2077,7 @@ type GetLimitsResponse struct {
 
 func (x *GetLimitsResponse) Reset() {
 	*x = GetLimitsResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[29]
+	mi := &file_megaflow_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +2089,7 @@ func (x *GetLimitsResponse) String() string {
 func (*GetLimitsResponse) ProtoMessage() {}
 
 func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[29]
+	mi := &file_megaflow_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2102,7 @@ func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsResponse.ProtoReflect.Descriptor instead.
 func (*GetLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetLimitsResponse) GetHeadId() string {
@@ -1836,7 +2156,7 @@ type PoolWarmRequest struct {
 
 func (x *PoolWarmRequest) Reset() {
 	*x = PoolWarmRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	mi := &file_megaflow_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2168,7 @@ func (x *PoolWarmRequest) String() string {
 func (*PoolWarmRequest) ProtoMessage() {}
 
 func (x *PoolWarmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[30]
+	mi := &file_megaflow_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2181,7 @@ func (x *PoolWarmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolWarmRequest.ProtoReflect.Descriptor instead.
 func (*PoolWarmRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PoolWarmRequest) GetTarget() *PoolTarget {
@@ -1881,7 +2201,7 @@ type PoolWarmResponse struct {
 
 func (x *PoolWarmResponse) Reset() {
 	*x = PoolWarmResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	mi := &file_megaflow_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2213,7 @@ func (x *PoolWarmResponse) String() string {
 func (*PoolWarmResponse) ProtoMessage() {}
 
 func (x *PoolWarmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[31]
+	mi := &file_megaflow_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2226,7 @@ func (x *PoolWarmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolWarmResponse.ProtoReflect.Descriptor instead.
 func (*PoolWarmResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PoolWarmResponse) GetIndex() uint64 {
@@ -1925,7 +2245,7 @@ type PoolListRequest struct {
 
 func (x *PoolListRequest) Reset() {
 	*x = PoolListRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	mi := &file_megaflow_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2257,7 @@ func (x *PoolListRequest) String() string {
 func (*PoolListRequest) ProtoMessage() {}
 
 func (x *PoolListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[32]
+	mi := &file_megaflow_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2270,7 @@ func (x *PoolListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolListRequest.ProtoReflect.Descriptor instead.
 func (*PoolListRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PoolListRequest) GetRead() *ReadOptions {
@@ -1970,7 +2290,7 @@ type PoolListResponse struct {
 
 func (x *PoolListResponse) Reset() {
 	*x = PoolListResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	mi := &file_megaflow_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2302,7 @@ func (x *PoolListResponse) String() string {
 func (*PoolListResponse) ProtoMessage() {}
 
 func (x *PoolListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[33]
+	mi := &file_megaflow_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2315,7 @@ func (x *PoolListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolListResponse.ProtoReflect.Descriptor instead.
 func (*PoolListResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PoolListResponse) GetTargets() []*PoolTarget {
@@ -2025,7 +2345,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[34]
+	mi := &file_megaflow_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2357,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[34]
+	mi := &file_megaflow_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2370,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LogsRequest) GetTaskId() string {
@@ -2102,7 +2422,7 @@ type LogsResponse struct {
 
 func (x *LogsResponse) Reset() {
 	*x = LogsResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[35]
+	mi := &file_megaflow_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2434,7 @@ func (x *LogsResponse) String() string {
 func (*LogsResponse) ProtoMessage() {}
 
 func (x *LogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[35]
+	mi := &file_megaflow_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2447,7 @@ func (x *LogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
 func (*LogsResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LogsResponse) GetData() []byte {
@@ -2168,7 +2488,7 @@ type ArtifactFile struct {
 
 func (x *ArtifactFile) Reset() {
 	*x = ArtifactFile{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[36]
+	mi := &file_megaflow_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2500,7 @@ func (x *ArtifactFile) String() string {
 func (*ArtifactFile) ProtoMessage() {}
 
 func (x *ArtifactFile) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[36]
+	mi := &file_megaflow_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2513,7 @@ func (x *ArtifactFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactFile.ProtoReflect.Descriptor instead.
 func (*ArtifactFile) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ArtifactFile) GetPath() string {
@@ -2237,7 +2557,7 @@ type ArtifactListRequest struct {
 
 func (x *ArtifactListRequest) Reset() {
 	*x = ArtifactListRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[37]
+	mi := &file_megaflow_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2569,7 @@ func (x *ArtifactListRequest) String() string {
 func (*ArtifactListRequest) ProtoMessage() {}
 
 func (x *ArtifactListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[37]
+	mi := &file_megaflow_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2582,7 @@ func (x *ArtifactListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactListRequest.ProtoReflect.Descriptor instead.
 func (*ArtifactListRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ArtifactListRequest) GetTaskId() string {
@@ -2301,7 +2621,7 @@ type ArtifactListResponse struct {
 
 func (x *ArtifactListResponse) Reset() {
 	*x = ArtifactListResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[38]
+	mi := &file_megaflow_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2633,7 @@ func (x *ArtifactListResponse) String() string {
 func (*ArtifactListResponse) ProtoMessage() {}
 
 func (x *ArtifactListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[38]
+	mi := &file_megaflow_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2646,7 @@ func (x *ArtifactListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactListResponse.ProtoReflect.Descriptor instead.
 func (*ArtifactListResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ArtifactListResponse) GetAttempt() uint32 {
@@ -2379,7 +2699,7 @@ type ArtifactGetRequest struct {
 
 func (x *ArtifactGetRequest) Reset() {
 	*x = ArtifactGetRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[39]
+	mi := &file_megaflow_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2711,7 @@ func (x *ArtifactGetRequest) String() string {
 func (*ArtifactGetRequest) ProtoMessage() {}
 
 func (x *ArtifactGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[39]
+	mi := &file_megaflow_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2724,7 @@ func (x *ArtifactGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactGetRequest.ProtoReflect.Descriptor instead.
 func (*ArtifactGetRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ArtifactGetRequest) GetTaskId() string {
@@ -2447,7 +2767,7 @@ type ArtifactGetResponse struct {
 
 func (x *ArtifactGetResponse) Reset() {
 	*x = ArtifactGetResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[40]
+	mi := &file_megaflow_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2779,7 @@ func (x *ArtifactGetResponse) String() string {
 func (*ArtifactGetResponse) ProtoMessage() {}
 
 func (x *ArtifactGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[40]
+	mi := &file_megaflow_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2792,7 @@ func (x *ArtifactGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactGetResponse.ProtoReflect.Descriptor instead.
 func (*ArtifactGetResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ArtifactGetResponse) GetFile() *ArtifactFile {
@@ -2498,7 +2818,7 @@ type DeleteGraphRequest struct {
 
 func (x *DeleteGraphRequest) Reset() {
 	*x = DeleteGraphRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[41]
+	mi := &file_megaflow_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2830,7 @@ func (x *DeleteGraphRequest) String() string {
 func (*DeleteGraphRequest) ProtoMessage() {}
 
 func (x *DeleteGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[41]
+	mi := &file_megaflow_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2843,7 @@ func (x *DeleteGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGraphRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGraphRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteGraphRequest) GetGraphId() string {
@@ -2546,7 +2866,7 @@ type DeleteGraphResponse struct {
 
 func (x *DeleteGraphResponse) Reset() {
 	*x = DeleteGraphResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[42]
+	mi := &file_megaflow_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2878,7 @@ func (x *DeleteGraphResponse) String() string {
 func (*DeleteGraphResponse) ProtoMessage() {}
 
 func (x *DeleteGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[42]
+	mi := &file_megaflow_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2891,7 @@ func (x *DeleteGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGraphResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGraphResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteGraphResponse) GetIndex() uint64 {
@@ -2607,7 +2927,7 @@ type ServiceListRequest struct {
 
 func (x *ServiceListRequest) Reset() {
 	*x = ServiceListRequest{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[43]
+	mi := &file_megaflow_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2939,7 @@ func (x *ServiceListRequest) String() string {
 func (*ServiceListRequest) ProtoMessage() {}
 
 func (x *ServiceListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[43]
+	mi := &file_megaflow_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2952,7 @@ func (x *ServiceListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceListRequest.ProtoReflect.Descriptor instead.
 func (*ServiceListRequest) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ServiceListRequest) GetName() string {
@@ -2666,7 +2986,7 @@ type ServiceEndpoint struct {
 
 func (x *ServiceEndpoint) Reset() {
 	*x = ServiceEndpoint{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[44]
+	mi := &file_megaflow_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2998,7 @@ func (x *ServiceEndpoint) String() string {
 func (*ServiceEndpoint) ProtoMessage() {}
 
 func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[44]
+	mi := &file_megaflow_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +3011,7 @@ func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
 func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ServiceEndpoint) GetUrl() string {
@@ -2743,7 +3063,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[45]
+	mi := &file_megaflow_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +3075,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[45]
+	mi := &file_megaflow_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +3088,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ServiceStatus) GetName() string {
@@ -2803,7 +3123,7 @@ type ServiceListResponse struct {
 
 func (x *ServiceListResponse) Reset() {
 	*x = ServiceListResponse{}
-	mi := &file_megaflow_v1_service_proto_msgTypes[46]
+	mi := &file_megaflow_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3135,7 @@ func (x *ServiceListResponse) String() string {
 func (*ServiceListResponse) ProtoMessage() {}
 
 func (x *ServiceListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_service_proto_msgTypes[46]
+	mi := &file_megaflow_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3148,7 @@ func (x *ServiceListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceListResponse.ProtoReflect.Descriptor instead.
 func (*ServiceListResponse) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ServiceListResponse) GetServices() []*ServiceStatus {
@@ -2964,7 +3284,25 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x03(\v2\x17.megaflow.v1.QuotaUsageR\x06quotas\x121\n" +
 	"\acluster\x18\x02 \x01(\v2\x17.megaflow.v1.QuotaUsageR\acluster\x125\n" +
 	"\tunlimited\x18\x03 \x03(\v2\x17.megaflow.v1.QuotaUsageR\tunlimited\x12)\n" +
-	"\x04meta\x18\x04 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"@\n" +
+	"\x04meta\x18\x04 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"k\n" +
+	"\x19SetAdmissionPolicyRequest\x124\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1c.megaflow.v1.AdmissionPolicyR\x06policy\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\bR\acluster\"L\n" +
+	"\x1aSetAdmissionPolicyResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x18\n" +
+	"\aremoved\x18\x02 \x01(\bR\aremoved\"a\n" +
+	"\x19GetAdmissionPolicyRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12,\n" +
+	"\x04read\x18\x02 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\xb9\x01\n" +
+	"\x1aGetAdmissionPolicyResponse\x124\n" +
+	"\x06policy\x18\x01 \x01(\v2\x1c.megaflow.v1.AdmissionPolicyR\x06policy\x12:\n" +
+	"\x06source\x18\x02 \x01(\x0e2\".megaflow.v1.AdmissionPolicySourceR\x06source\x12)\n" +
+	"\x04meta\x18\x03 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"L\n" +
+	"\x1cListAdmissionPoliciesRequest\x12,\n" +
+	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\x84\x01\n" +
+	"\x1dListAdmissionPoliciesResponse\x128\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x1c.megaflow.v1.AdmissionPolicyR\bpolicies\x12)\n" +
+	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"@\n" +
 	"\x10GetLimitsRequest\x12,\n" +
 	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\xf6\x01\n" +
 	"\x11GetLimitsResponse\x12\x17\n" +
@@ -3040,7 +3378,7 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\btask_ids\x18\x03 \x03(\tR\ataskIds\"x\n" +
 	"\x13ServiceListResponse\x126\n" +
 	"\bservices\x18\x01 \x03(\v2\x1a.megaflow.v1.ServiceStatusR\bservices\x12)\n" +
-	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xe9\f\n" +
+	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xa7\x0f\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -3057,7 +3395,10 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"RemoveHead\x12\x1e.megaflow.v1.RemoveHeadRequest\x1a\x1f.megaflow.v1.RemoveHeadResponse\x12P\n" +
 	"\vListWorkers\x12\x1f.megaflow.v1.ListWorkersRequest\x1a .megaflow.v1.ListWorkersResponse\x12G\n" +
 	"\bSetQuota\x12\x1c.megaflow.v1.SetQuotaRequest\x1a\x1d.megaflow.v1.SetQuotaResponse\x12J\n" +
-	"\tGetQuotas\x12\x1d.megaflow.v1.GetQuotasRequest\x1a\x1e.megaflow.v1.GetQuotasResponse\x12J\n" +
+	"\tGetQuotas\x12\x1d.megaflow.v1.GetQuotasRequest\x1a\x1e.megaflow.v1.GetQuotasResponse\x12e\n" +
+	"\x12SetAdmissionPolicy\x12&.megaflow.v1.SetAdmissionPolicyRequest\x1a'.megaflow.v1.SetAdmissionPolicyResponse\x12e\n" +
+	"\x12GetAdmissionPolicy\x12&.megaflow.v1.GetAdmissionPolicyRequest\x1a'.megaflow.v1.GetAdmissionPolicyResponse\x12n\n" +
+	"\x15ListAdmissionPolicies\x12).megaflow.v1.ListAdmissionPoliciesRequest\x1a*.megaflow.v1.ListAdmissionPoliciesResponse\x12J\n" +
 	"\tGetLimits\x12\x1d.megaflow.v1.GetLimitsRequest\x1a\x1e.megaflow.v1.GetLimitsResponse\x12G\n" +
 	"\bPoolWarm\x12\x1c.megaflow.v1.PoolWarmRequest\x1a\x1d.megaflow.v1.PoolWarmResponse\x12G\n" +
 	"\bPoolList\x12\x1c.megaflow.v1.PoolListRequest\x1a\x1d.megaflow.v1.PoolListResponse\x12=\n" +
@@ -3079,156 +3420,178 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_megaflow_v1_service_proto_goTypes = []any{
-	(*ReadOptions)(nil),           // 0: megaflow.v1.ReadOptions
-	(*ReadMeta)(nil),              // 1: megaflow.v1.ReadMeta
-	(*SubmitGraphRequest)(nil),    // 2: megaflow.v1.SubmitGraphRequest
-	(*SubmitGraphResponse)(nil),   // 3: megaflow.v1.SubmitGraphResponse
-	(*GetGraphRequest)(nil),       // 4: megaflow.v1.GetGraphRequest
-	(*GetGraphResponse)(nil),      // 5: megaflow.v1.GetGraphResponse
-	(*ListGraphsRequest)(nil),     // 6: megaflow.v1.ListGraphsRequest
-	(*ListGraphsResponse)(nil),    // 7: megaflow.v1.ListGraphsResponse
-	(*GetTaskRequest)(nil),        // 8: megaflow.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),       // 9: megaflow.v1.GetTaskResponse
-	(*ListTasksRequest)(nil),      // 10: megaflow.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),     // 11: megaflow.v1.ListTasksResponse
-	(*WatchRequest)(nil),          // 12: megaflow.v1.WatchRequest
-	(*WatchResponse)(nil),         // 13: megaflow.v1.WatchResponse
-	(*CancelGraphRequest)(nil),    // 14: megaflow.v1.CancelGraphRequest
-	(*CancelGraphResponse)(nil),   // 15: megaflow.v1.CancelGraphResponse
-	(*CancelTaskRequest)(nil),     // 16: megaflow.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),    // 17: megaflow.v1.CancelTaskResponse
-	(*ClusterStatusRequest)(nil),  // 18: megaflow.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil), // 19: megaflow.v1.ClusterStatusResponse
-	(*RemoveHeadRequest)(nil),     // 20: megaflow.v1.RemoveHeadRequest
-	(*RemoveHeadResponse)(nil),    // 21: megaflow.v1.RemoveHeadResponse
-	(*ListWorkersRequest)(nil),    // 22: megaflow.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),   // 23: megaflow.v1.ListWorkersResponse
-	(*SetQuotaRequest)(nil),       // 24: megaflow.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),      // 25: megaflow.v1.SetQuotaResponse
-	(*GetQuotasRequest)(nil),      // 26: megaflow.v1.GetQuotasRequest
-	(*GetQuotasResponse)(nil),     // 27: megaflow.v1.GetQuotasResponse
-	(*GetLimitsRequest)(nil),      // 28: megaflow.v1.GetLimitsRequest
-	(*GetLimitsResponse)(nil),     // 29: megaflow.v1.GetLimitsResponse
-	(*PoolWarmRequest)(nil),       // 30: megaflow.v1.PoolWarmRequest
-	(*PoolWarmResponse)(nil),      // 31: megaflow.v1.PoolWarmResponse
-	(*PoolListRequest)(nil),       // 32: megaflow.v1.PoolListRequest
-	(*PoolListResponse)(nil),      // 33: megaflow.v1.PoolListResponse
-	(*LogsRequest)(nil),           // 34: megaflow.v1.LogsRequest
-	(*LogsResponse)(nil),          // 35: megaflow.v1.LogsResponse
-	(*ArtifactFile)(nil),          // 36: megaflow.v1.ArtifactFile
-	(*ArtifactListRequest)(nil),   // 37: megaflow.v1.ArtifactListRequest
-	(*ArtifactListResponse)(nil),  // 38: megaflow.v1.ArtifactListResponse
-	(*ArtifactGetRequest)(nil),    // 39: megaflow.v1.ArtifactGetRequest
-	(*ArtifactGetResponse)(nil),   // 40: megaflow.v1.ArtifactGetResponse
-	(*DeleteGraphRequest)(nil),    // 41: megaflow.v1.DeleteGraphRequest
-	(*DeleteGraphResponse)(nil),   // 42: megaflow.v1.DeleteGraphResponse
-	(*ServiceListRequest)(nil),    // 43: megaflow.v1.ServiceListRequest
-	(*ServiceEndpoint)(nil),       // 44: megaflow.v1.ServiceEndpoint
-	(*ServiceStatus)(nil),         // 45: megaflow.v1.ServiceStatus
-	(*ServiceListResponse)(nil),   // 46: megaflow.v1.ServiceListResponse
-	(*GraphSpec)(nil),             // 47: megaflow.v1.GraphSpec
-	(*Graph)(nil),                 // 48: megaflow.v1.Graph
-	(GraphState)(0),               // 49: megaflow.v1.GraphState
-	(*Task)(nil),                  // 50: megaflow.v1.Task
-	(TaskState)(0),                // 51: megaflow.v1.TaskState
-	(*Event)(nil),                 // 52: megaflow.v1.Event
-	(*HeadInfo)(nil),              // 53: megaflow.v1.HeadInfo
-	(*Worker)(nil),                // 54: megaflow.v1.Worker
-	(*Quota)(nil),                 // 55: megaflow.v1.Quota
-	(*QuotaUsage)(nil),            // 56: megaflow.v1.QuotaUsage
-	(*PoolTarget)(nil),            // 57: megaflow.v1.PoolTarget
+	(*ReadOptions)(nil),                   // 0: megaflow.v1.ReadOptions
+	(*ReadMeta)(nil),                      // 1: megaflow.v1.ReadMeta
+	(*SubmitGraphRequest)(nil),            // 2: megaflow.v1.SubmitGraphRequest
+	(*SubmitGraphResponse)(nil),           // 3: megaflow.v1.SubmitGraphResponse
+	(*GetGraphRequest)(nil),               // 4: megaflow.v1.GetGraphRequest
+	(*GetGraphResponse)(nil),              // 5: megaflow.v1.GetGraphResponse
+	(*ListGraphsRequest)(nil),             // 6: megaflow.v1.ListGraphsRequest
+	(*ListGraphsResponse)(nil),            // 7: megaflow.v1.ListGraphsResponse
+	(*GetTaskRequest)(nil),                // 8: megaflow.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),               // 9: megaflow.v1.GetTaskResponse
+	(*ListTasksRequest)(nil),              // 10: megaflow.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),             // 11: megaflow.v1.ListTasksResponse
+	(*WatchRequest)(nil),                  // 12: megaflow.v1.WatchRequest
+	(*WatchResponse)(nil),                 // 13: megaflow.v1.WatchResponse
+	(*CancelGraphRequest)(nil),            // 14: megaflow.v1.CancelGraphRequest
+	(*CancelGraphResponse)(nil),           // 15: megaflow.v1.CancelGraphResponse
+	(*CancelTaskRequest)(nil),             // 16: megaflow.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),            // 17: megaflow.v1.CancelTaskResponse
+	(*ClusterStatusRequest)(nil),          // 18: megaflow.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),         // 19: megaflow.v1.ClusterStatusResponse
+	(*RemoveHeadRequest)(nil),             // 20: megaflow.v1.RemoveHeadRequest
+	(*RemoveHeadResponse)(nil),            // 21: megaflow.v1.RemoveHeadResponse
+	(*ListWorkersRequest)(nil),            // 22: megaflow.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),           // 23: megaflow.v1.ListWorkersResponse
+	(*SetQuotaRequest)(nil),               // 24: megaflow.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),              // 25: megaflow.v1.SetQuotaResponse
+	(*GetQuotasRequest)(nil),              // 26: megaflow.v1.GetQuotasRequest
+	(*GetQuotasResponse)(nil),             // 27: megaflow.v1.GetQuotasResponse
+	(*SetAdmissionPolicyRequest)(nil),     // 28: megaflow.v1.SetAdmissionPolicyRequest
+	(*SetAdmissionPolicyResponse)(nil),    // 29: megaflow.v1.SetAdmissionPolicyResponse
+	(*GetAdmissionPolicyRequest)(nil),     // 30: megaflow.v1.GetAdmissionPolicyRequest
+	(*GetAdmissionPolicyResponse)(nil),    // 31: megaflow.v1.GetAdmissionPolicyResponse
+	(*ListAdmissionPoliciesRequest)(nil),  // 32: megaflow.v1.ListAdmissionPoliciesRequest
+	(*ListAdmissionPoliciesResponse)(nil), // 33: megaflow.v1.ListAdmissionPoliciesResponse
+	(*GetLimitsRequest)(nil),              // 34: megaflow.v1.GetLimitsRequest
+	(*GetLimitsResponse)(nil),             // 35: megaflow.v1.GetLimitsResponse
+	(*PoolWarmRequest)(nil),               // 36: megaflow.v1.PoolWarmRequest
+	(*PoolWarmResponse)(nil),              // 37: megaflow.v1.PoolWarmResponse
+	(*PoolListRequest)(nil),               // 38: megaflow.v1.PoolListRequest
+	(*PoolListResponse)(nil),              // 39: megaflow.v1.PoolListResponse
+	(*LogsRequest)(nil),                   // 40: megaflow.v1.LogsRequest
+	(*LogsResponse)(nil),                  // 41: megaflow.v1.LogsResponse
+	(*ArtifactFile)(nil),                  // 42: megaflow.v1.ArtifactFile
+	(*ArtifactListRequest)(nil),           // 43: megaflow.v1.ArtifactListRequest
+	(*ArtifactListResponse)(nil),          // 44: megaflow.v1.ArtifactListResponse
+	(*ArtifactGetRequest)(nil),            // 45: megaflow.v1.ArtifactGetRequest
+	(*ArtifactGetResponse)(nil),           // 46: megaflow.v1.ArtifactGetResponse
+	(*DeleteGraphRequest)(nil),            // 47: megaflow.v1.DeleteGraphRequest
+	(*DeleteGraphResponse)(nil),           // 48: megaflow.v1.DeleteGraphResponse
+	(*ServiceListRequest)(nil),            // 49: megaflow.v1.ServiceListRequest
+	(*ServiceEndpoint)(nil),               // 50: megaflow.v1.ServiceEndpoint
+	(*ServiceStatus)(nil),                 // 51: megaflow.v1.ServiceStatus
+	(*ServiceListResponse)(nil),           // 52: megaflow.v1.ServiceListResponse
+	(*GraphSpec)(nil),                     // 53: megaflow.v1.GraphSpec
+	(*Graph)(nil),                         // 54: megaflow.v1.Graph
+	(GraphState)(0),                       // 55: megaflow.v1.GraphState
+	(*Task)(nil),                          // 56: megaflow.v1.Task
+	(TaskState)(0),                        // 57: megaflow.v1.TaskState
+	(*Event)(nil),                         // 58: megaflow.v1.Event
+	(*HeadInfo)(nil),                      // 59: megaflow.v1.HeadInfo
+	(*Worker)(nil),                        // 60: megaflow.v1.Worker
+	(*Quota)(nil),                         // 61: megaflow.v1.Quota
+	(*QuotaUsage)(nil),                    // 62: megaflow.v1.QuotaUsage
+	(*AdmissionPolicy)(nil),               // 63: megaflow.v1.AdmissionPolicy
+	(AdmissionPolicySource)(0),            // 64: megaflow.v1.AdmissionPolicySource
+	(*PoolTarget)(nil),                    // 65: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	47, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	53, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	48, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	54, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	49, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	55, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	48, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	54, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	50, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	56, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	51, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	57, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	50, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	56, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	52, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	53, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	58, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	59, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	54, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	60, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	55, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	61, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
 	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
-	56, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
-	56, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
-	56, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	62, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	62, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	62, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
 	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
-	0,  // 26: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
-	55, // 27: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
-	1,  // 28: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
-	57, // 29: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
-	0,  // 30: megaflow.v1.PoolListRequest.read:type_name -> megaflow.v1.ReadOptions
-	57, // 31: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
-	0,  // 32: megaflow.v1.LogsRequest.read:type_name -> megaflow.v1.ReadOptions
-	0,  // 33: megaflow.v1.ArtifactListRequest.read:type_name -> megaflow.v1.ReadOptions
-	36, // 34: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
-	0,  // 35: megaflow.v1.ArtifactGetRequest.read:type_name -> megaflow.v1.ReadOptions
-	36, // 36: megaflow.v1.ArtifactGetResponse.file:type_name -> megaflow.v1.ArtifactFile
-	0,  // 37: megaflow.v1.ServiceListRequest.read:type_name -> megaflow.v1.ReadOptions
-	44, // 38: megaflow.v1.ServiceStatus.endpoints:type_name -> megaflow.v1.ServiceEndpoint
-	45, // 39: megaflow.v1.ServiceListResponse.services:type_name -> megaflow.v1.ServiceStatus
-	1,  // 40: megaflow.v1.ServiceListResponse.meta:type_name -> megaflow.v1.ReadMeta
-	2,  // 41: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 42: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 43: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 44: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 45: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 46: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 47: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 48: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 49: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 50: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 51: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	24, // 52: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
-	26, // 53: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
-	28, // 54: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
-	30, // 55: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
-	32, // 56: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
-	34, // 57: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
-	37, // 58: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
-	39, // 59: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
-	41, // 60: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
-	43, // 61: megaflow.v1.MegaflowService.ListServices:input_type -> megaflow.v1.ServiceListRequest
-	3,  // 62: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 63: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 64: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 65: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 66: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 67: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 68: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 69: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 70: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 71: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 72: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 73: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 74: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 75: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	31, // 76: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
-	33, // 77: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
-	35, // 78: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
-	38, // 79: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
-	40, // 80: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
-	42, // 81: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
-	46, // 82: megaflow.v1.MegaflowService.ListServices:output_type -> megaflow.v1.ServiceListResponse
-	62, // [62:83] is the sub-list for method output_type
-	41, // [41:62] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	63, // 26: megaflow.v1.SetAdmissionPolicyRequest.policy:type_name -> megaflow.v1.AdmissionPolicy
+	0,  // 27: megaflow.v1.GetAdmissionPolicyRequest.read:type_name -> megaflow.v1.ReadOptions
+	63, // 28: megaflow.v1.GetAdmissionPolicyResponse.policy:type_name -> megaflow.v1.AdmissionPolicy
+	64, // 29: megaflow.v1.GetAdmissionPolicyResponse.source:type_name -> megaflow.v1.AdmissionPolicySource
+	1,  // 30: megaflow.v1.GetAdmissionPolicyResponse.meta:type_name -> megaflow.v1.ReadMeta
+	0,  // 31: megaflow.v1.ListAdmissionPoliciesRequest.read:type_name -> megaflow.v1.ReadOptions
+	63, // 32: megaflow.v1.ListAdmissionPoliciesResponse.policies:type_name -> megaflow.v1.AdmissionPolicy
+	1,  // 33: megaflow.v1.ListAdmissionPoliciesResponse.meta:type_name -> megaflow.v1.ReadMeta
+	0,  // 34: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
+	61, // 35: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	1,  // 36: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
+	65, // 37: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
+	0,  // 38: megaflow.v1.PoolListRequest.read:type_name -> megaflow.v1.ReadOptions
+	65, // 39: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
+	0,  // 40: megaflow.v1.LogsRequest.read:type_name -> megaflow.v1.ReadOptions
+	0,  // 41: megaflow.v1.ArtifactListRequest.read:type_name -> megaflow.v1.ReadOptions
+	42, // 42: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
+	0,  // 43: megaflow.v1.ArtifactGetRequest.read:type_name -> megaflow.v1.ReadOptions
+	42, // 44: megaflow.v1.ArtifactGetResponse.file:type_name -> megaflow.v1.ArtifactFile
+	0,  // 45: megaflow.v1.ServiceListRequest.read:type_name -> megaflow.v1.ReadOptions
+	50, // 46: megaflow.v1.ServiceStatus.endpoints:type_name -> megaflow.v1.ServiceEndpoint
+	51, // 47: megaflow.v1.ServiceListResponse.services:type_name -> megaflow.v1.ServiceStatus
+	1,  // 48: megaflow.v1.ServiceListResponse.meta:type_name -> megaflow.v1.ReadMeta
+	2,  // 49: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 50: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 51: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 52: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 53: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 54: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 55: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 56: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 57: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 58: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 59: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 60: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 61: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 62: megaflow.v1.MegaflowService.SetAdmissionPolicy:input_type -> megaflow.v1.SetAdmissionPolicyRequest
+	30, // 63: megaflow.v1.MegaflowService.GetAdmissionPolicy:input_type -> megaflow.v1.GetAdmissionPolicyRequest
+	32, // 64: megaflow.v1.MegaflowService.ListAdmissionPolicies:input_type -> megaflow.v1.ListAdmissionPoliciesRequest
+	34, // 65: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	36, // 66: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
+	38, // 67: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
+	40, // 68: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
+	43, // 69: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
+	45, // 70: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
+	47, // 71: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
+	49, // 72: megaflow.v1.MegaflowService.ListServices:input_type -> megaflow.v1.ServiceListRequest
+	3,  // 73: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 74: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 75: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 76: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 77: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 78: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 79: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 80: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 81: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 82: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 83: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 84: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 85: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 86: megaflow.v1.MegaflowService.SetAdmissionPolicy:output_type -> megaflow.v1.SetAdmissionPolicyResponse
+	31, // 87: megaflow.v1.MegaflowService.GetAdmissionPolicy:output_type -> megaflow.v1.GetAdmissionPolicyResponse
+	33, // 88: megaflow.v1.MegaflowService.ListAdmissionPolicies:output_type -> megaflow.v1.ListAdmissionPoliciesResponse
+	35, // 89: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	37, // 90: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
+	39, // 91: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
+	41, // 92: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
+	44, // 93: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
+	46, // 94: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
+	48, // 95: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
+	52, // 96: megaflow.v1.MegaflowService.ListServices:output_type -> megaflow.v1.ServiceListResponse
+	73, // [73:97] is the sub-list for method output_type
+	49, // [49:73] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -3244,7 +3607,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,27 +19,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MegaflowService_SubmitGraph_FullMethodName   = "/megaflow.v1.MegaflowService/SubmitGraph"
-	MegaflowService_GetGraph_FullMethodName      = "/megaflow.v1.MegaflowService/GetGraph"
-	MegaflowService_ListGraphs_FullMethodName    = "/megaflow.v1.MegaflowService/ListGraphs"
-	MegaflowService_GetTask_FullMethodName       = "/megaflow.v1.MegaflowService/GetTask"
-	MegaflowService_ListTasks_FullMethodName     = "/megaflow.v1.MegaflowService/ListTasks"
-	MegaflowService_Watch_FullMethodName         = "/megaflow.v1.MegaflowService/Watch"
-	MegaflowService_CancelGraph_FullMethodName   = "/megaflow.v1.MegaflowService/CancelGraph"
-	MegaflowService_CancelTask_FullMethodName    = "/megaflow.v1.MegaflowService/CancelTask"
-	MegaflowService_ClusterStatus_FullMethodName = "/megaflow.v1.MegaflowService/ClusterStatus"
-	MegaflowService_RemoveHead_FullMethodName    = "/megaflow.v1.MegaflowService/RemoveHead"
-	MegaflowService_ListWorkers_FullMethodName   = "/megaflow.v1.MegaflowService/ListWorkers"
-	MegaflowService_SetQuota_FullMethodName      = "/megaflow.v1.MegaflowService/SetQuota"
-	MegaflowService_GetQuotas_FullMethodName     = "/megaflow.v1.MegaflowService/GetQuotas"
-	MegaflowService_GetLimits_FullMethodName     = "/megaflow.v1.MegaflowService/GetLimits"
-	MegaflowService_PoolWarm_FullMethodName      = "/megaflow.v1.MegaflowService/PoolWarm"
-	MegaflowService_PoolList_FullMethodName      = "/megaflow.v1.MegaflowService/PoolList"
-	MegaflowService_Logs_FullMethodName          = "/megaflow.v1.MegaflowService/Logs"
-	MegaflowService_ArtifactList_FullMethodName  = "/megaflow.v1.MegaflowService/ArtifactList"
-	MegaflowService_ArtifactGet_FullMethodName   = "/megaflow.v1.MegaflowService/ArtifactGet"
-	MegaflowService_DeleteGraph_FullMethodName   = "/megaflow.v1.MegaflowService/DeleteGraph"
-	MegaflowService_ListServices_FullMethodName  = "/megaflow.v1.MegaflowService/ListServices"
+	MegaflowService_SubmitGraph_FullMethodName           = "/megaflow.v1.MegaflowService/SubmitGraph"
+	MegaflowService_GetGraph_FullMethodName              = "/megaflow.v1.MegaflowService/GetGraph"
+	MegaflowService_ListGraphs_FullMethodName            = "/megaflow.v1.MegaflowService/ListGraphs"
+	MegaflowService_GetTask_FullMethodName               = "/megaflow.v1.MegaflowService/GetTask"
+	MegaflowService_ListTasks_FullMethodName             = "/megaflow.v1.MegaflowService/ListTasks"
+	MegaflowService_Watch_FullMethodName                 = "/megaflow.v1.MegaflowService/Watch"
+	MegaflowService_CancelGraph_FullMethodName           = "/megaflow.v1.MegaflowService/CancelGraph"
+	MegaflowService_CancelTask_FullMethodName            = "/megaflow.v1.MegaflowService/CancelTask"
+	MegaflowService_ClusterStatus_FullMethodName         = "/megaflow.v1.MegaflowService/ClusterStatus"
+	MegaflowService_RemoveHead_FullMethodName            = "/megaflow.v1.MegaflowService/RemoveHead"
+	MegaflowService_ListWorkers_FullMethodName           = "/megaflow.v1.MegaflowService/ListWorkers"
+	MegaflowService_SetQuota_FullMethodName              = "/megaflow.v1.MegaflowService/SetQuota"
+	MegaflowService_GetQuotas_FullMethodName             = "/megaflow.v1.MegaflowService/GetQuotas"
+	MegaflowService_SetAdmissionPolicy_FullMethodName    = "/megaflow.v1.MegaflowService/SetAdmissionPolicy"
+	MegaflowService_GetAdmissionPolicy_FullMethodName    = "/megaflow.v1.MegaflowService/GetAdmissionPolicy"
+	MegaflowService_ListAdmissionPolicies_FullMethodName = "/megaflow.v1.MegaflowService/ListAdmissionPolicies"
+	MegaflowService_GetLimits_FullMethodName             = "/megaflow.v1.MegaflowService/GetLimits"
+	MegaflowService_PoolWarm_FullMethodName              = "/megaflow.v1.MegaflowService/PoolWarm"
+	MegaflowService_PoolList_FullMethodName              = "/megaflow.v1.MegaflowService/PoolList"
+	MegaflowService_Logs_FullMethodName                  = "/megaflow.v1.MegaflowService/Logs"
+	MegaflowService_ArtifactList_FullMethodName          = "/megaflow.v1.MegaflowService/ArtifactList"
+	MegaflowService_ArtifactGet_FullMethodName           = "/megaflow.v1.MegaflowService/ArtifactGet"
+	MegaflowService_DeleteGraph_FullMethodName           = "/megaflow.v1.MegaflowService/DeleteGraph"
+	MegaflowService_ListServices_FullMethodName          = "/megaflow.v1.MegaflowService/ListServices"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -77,6 +80,19 @@ type MegaflowServiceClient interface {
 	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error)
 	// GetQuotas returns every quota and the cluster limit with current usage.
 	GetQuotas(ctx context.Context, in *GetQuotasRequest, opts ...grpc.CallOption) (*GetQuotasResponse, error)
+	// SetAdmissionPolicy sets a tenant's container admission policy (or, with
+	// cluster, the cluster row) in the replicated table; a policy that allows
+	// nothing beyond the built-in default removes the row. Errors:
+	// INVALID_ARGUMENT (a field out of its bounds, no tenant without
+	// cluster), FAILED_PRECONDITION (the cluster is below rules 5),
+	// UNAVAILABLE (no leader).
+	SetAdmissionPolicy(ctx context.Context, in *SetAdmissionPolicyRequest, opts ...grpc.CallOption) (*SetAdmissionPolicyResponse, error)
+	// GetAdmissionPolicy returns a tenant's effective admission policy and
+	// where it comes from (its row, the cluster row, the built-in default).
+	GetAdmissionPolicy(ctx context.Context, in *GetAdmissionPolicyRequest, opts ...grpc.CallOption) (*GetAdmissionPolicyResponse, error)
+	// ListAdmissionPolicies returns every admission policy row, the cluster
+	// row first.
+	ListAdmissionPolicies(ctx context.Context, in *ListAdmissionPoliciesRequest, opts ...grpc.CallOption) (*ListAdmissionPoliciesResponse, error)
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
@@ -261,6 +277,36 @@ func (c *megaflowServiceClient) GetQuotas(ctx context.Context, in *GetQuotasRequ
 	return out, nil
 }
 
+func (c *megaflowServiceClient) SetAdmissionPolicy(ctx context.Context, in *SetAdmissionPolicyRequest, opts ...grpc.CallOption) (*SetAdmissionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetAdmissionPolicyResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_SetAdmissionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) GetAdmissionPolicy(ctx context.Context, in *GetAdmissionPolicyRequest, opts ...grpc.CallOption) (*GetAdmissionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAdmissionPolicyResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_GetAdmissionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) ListAdmissionPolicies(ctx context.Context, in *ListAdmissionPoliciesRequest, opts ...grpc.CallOption) (*ListAdmissionPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAdmissionPoliciesResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_ListAdmissionPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *megaflowServiceClient) GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetLimitsResponse)
@@ -394,6 +440,19 @@ type MegaflowServiceServer interface {
 	SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error)
 	// GetQuotas returns every quota and the cluster limit with current usage.
 	GetQuotas(context.Context, *GetQuotasRequest) (*GetQuotasResponse, error)
+	// SetAdmissionPolicy sets a tenant's container admission policy (or, with
+	// cluster, the cluster row) in the replicated table; a policy that allows
+	// nothing beyond the built-in default removes the row. Errors:
+	// INVALID_ARGUMENT (a field out of its bounds, no tenant without
+	// cluster), FAILED_PRECONDITION (the cluster is below rules 5),
+	// UNAVAILABLE (no leader).
+	SetAdmissionPolicy(context.Context, *SetAdmissionPolicyRequest) (*SetAdmissionPolicyResponse, error)
+	// GetAdmissionPolicy returns a tenant's effective admission policy and
+	// where it comes from (its row, the cluster row, the built-in default).
+	GetAdmissionPolicy(context.Context, *GetAdmissionPolicyRequest) (*GetAdmissionPolicyResponse, error)
+	// ListAdmissionPolicies returns every admission policy row, the cluster
+	// row first.
+	ListAdmissionPolicies(context.Context, *ListAdmissionPoliciesRequest) (*ListAdmissionPoliciesResponse, error)
 	// GetLimits returns the limits in force: the answering head's per-tenant
 	// API rate limit, and the cluster-wide settings of the table.
 	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
@@ -477,6 +536,15 @@ func (UnimplementedMegaflowServiceServer) SetQuota(context.Context, *SetQuotaReq
 }
 func (UnimplementedMegaflowServiceServer) GetQuotas(context.Context, *GetQuotasRequest) (*GetQuotasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetQuotas not implemented")
+}
+func (UnimplementedMegaflowServiceServer) SetAdmissionPolicy(context.Context, *SetAdmissionPolicyRequest) (*SetAdmissionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetAdmissionPolicy not implemented")
+}
+func (UnimplementedMegaflowServiceServer) GetAdmissionPolicy(context.Context, *GetAdmissionPolicyRequest) (*GetAdmissionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAdmissionPolicy not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ListAdmissionPolicies(context.Context, *ListAdmissionPoliciesRequest) (*ListAdmissionPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAdmissionPolicies not implemented")
 }
 func (UnimplementedMegaflowServiceServer) GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
@@ -750,6 +818,60 @@ func _MegaflowService_GetQuotas_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_SetAdmissionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAdmissionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).SetAdmissionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_SetAdmissionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).SetAdmissionPolicy(ctx, req.(*SetAdmissionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_GetAdmissionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAdmissionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).GetAdmissionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_GetAdmissionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).GetAdmissionPolicy(ctx, req.(*GetAdmissionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_ListAdmissionPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAdmissionPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).ListAdmissionPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_ListAdmissionPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).ListAdmissionPolicies(ctx, req.(*ListAdmissionPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MegaflowService_GetLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetLimitsRequest)
 	if err := dec(in); err != nil {
@@ -934,6 +1056,18 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetQuotas",
 			Handler:    _MegaflowService_GetQuotas_Handler,
+		},
+		{
+			MethodName: "SetAdmissionPolicy",
+			Handler:    _MegaflowService_SetAdmissionPolicy_Handler,
+		},
+		{
+			MethodName: "GetAdmissionPolicy",
+			Handler:    _MegaflowService_GetAdmissionPolicy_Handler,
+		},
+		{
+			MethodName: "ListAdmissionPolicies",
+			Handler:    _MegaflowService_ListAdmissionPolicies_Handler,
 		},
 		{
 			MethodName: "GetLimits",

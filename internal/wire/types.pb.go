@@ -370,6 +370,63 @@ func (ReasonCode) EnumDescriptor() ([]byte, []int) {
 	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
+// AdmissionPolicySource says where a tenant's effective admission policy
+// comes from.
+type AdmissionPolicySource int32
+
+const (
+	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_UNSPECIFIED AdmissionPolicySource = 0
+	// The tenant's own row.
+	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT AdmissionPolicySource = 1
+	// The cluster row (tenant ""): the tenant has none of its own.
+	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER AdmissionPolicySource = 2
+	// The built-in default: neither row exists.
+	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT AdmissionPolicySource = 3
+)
+
+// Enum value maps for AdmissionPolicySource.
+var (
+	AdmissionPolicySource_name = map[int32]string{
+		0: "ADMISSION_POLICY_SOURCE_UNSPECIFIED",
+		1: "ADMISSION_POLICY_SOURCE_TENANT",
+		2: "ADMISSION_POLICY_SOURCE_CLUSTER",
+		3: "ADMISSION_POLICY_SOURCE_DEFAULT",
+	}
+	AdmissionPolicySource_value = map[string]int32{
+		"ADMISSION_POLICY_SOURCE_UNSPECIFIED": 0,
+		"ADMISSION_POLICY_SOURCE_TENANT":      1,
+		"ADMISSION_POLICY_SOURCE_CLUSTER":     2,
+		"ADMISSION_POLICY_SOURCE_DEFAULT":     3,
+	}
+)
+
+func (x AdmissionPolicySource) Enum() *AdmissionPolicySource {
+	p := new(AdmissionPolicySource)
+	*p = x
+	return p
+}
+
+func (x AdmissionPolicySource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AdmissionPolicySource) Descriptor() protoreflect.EnumDescriptor {
+	return file_megaflow_v1_types_proto_enumTypes[5].Descriptor()
+}
+
+func (AdmissionPolicySource) Type() protoreflect.EnumType {
+	return &file_megaflow_v1_types_proto_enumTypes[5]
+}
+
+func (x AdmissionPolicySource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AdmissionPolicySource.Descriptor instead.
+func (AdmissionPolicySource) EnumDescriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
 // Resources is what a task asks for or what a worker offers.
 type Resources struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2125,6 +2182,130 @@ func (x *Quota) GetUpdateUnixNanos() int64 {
 	return 0
 }
 
+// AdmissionPolicy bounds what the containers of one tenant's tasks and
+// sandboxes may ask for, or, with an empty tenant, of every tenant without
+// a row of its own (the cluster row). Admins set it (SetAdmissionPolicy);
+// it lives in the replicated table (rules 5). The heads refuse a graph
+// whose tasks ask for more (PERMISSION_DENIED), and the workers refuse
+// such an assignment again and apply the policy's user, read-only root
+// and process limit to the container (docs/security.md).
+type AdmissionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant the policy applies to; empty: the cluster row.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The TaskSpec.network values beyond "none" (always allowed) a task may
+	// ask for: "bridge", "host", the name of a Docker network, or "*" for
+	// "bridge" and every named network but not "host" (the built-in
+	// default). At most 32, each at most 64 bytes; sorted, without
+	// duplicates, as the head stores them.
+	AllowedNetworks []string `protobuf:"bytes,2,rep,name=allowed_networks,json=allowedNetworks,proto3" json:"allowed_networks,omitempty"`
+	// Linux capabilities a task may add, canonical (upper case, without
+	// "CAP_"). At most 64, each at most 32 bytes; sorted, without duplicates.
+	AllowedCapabilities []string `protobuf:"bytes,3,rep,name=allowed_capabilities,json=allowedCapabilities,proto3" json:"allowed_capabilities,omitempty"`
+	// Every container gets a read-only root file system (with a small
+	// writable tmpfs at /tmp).
+	ReadOnlyRootFs bool `protobuf:"varint,4,opt,name=read_only_root_fs,json=readOnlyRootFs,proto3" json:"read_only_root_fs,omitempty"`
+	// The user every container runs as: "uid" or "uid:gid", numeric;
+	// empty: the image's user.
+	RunAsUser string `protobuf:"bytes,5,opt,name=run_as_user,json=runAsUser,proto3" json:"run_as_user,omitempty"`
+	// Most processes (and threads) in one container; 0: the policy sets
+	// none (the worker's default applies, docker.Config.DefaultPidsLimit).
+	// At most 4194304 (1 << 22).
+	MaxPids int64 `protobuf:"varint,6,opt,name=max_pids,json=maxPids,proto3" json:"max_pids,omitempty"`
+	// Raft index that last set the policy, and the leader's time then (set by
+	// the head).
+	ModifyIndex     uint64 `protobuf:"varint,7,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	UpdateUnixNanos int64  `protobuf:"varint,8,opt,name=update_unix_nanos,json=updateUnixNanos,proto3" json:"update_unix_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AdmissionPolicy) Reset() {
+	*x = AdmissionPolicy{}
+	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmissionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmissionPolicy) ProtoMessage() {}
+
+func (x *AdmissionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmissionPolicy.ProtoReflect.Descriptor instead.
+func (*AdmissionPolicy) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AdmissionPolicy) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *AdmissionPolicy) GetAllowedNetworks() []string {
+	if x != nil {
+		return x.AllowedNetworks
+	}
+	return nil
+}
+
+func (x *AdmissionPolicy) GetAllowedCapabilities() []string {
+	if x != nil {
+		return x.AllowedCapabilities
+	}
+	return nil
+}
+
+func (x *AdmissionPolicy) GetReadOnlyRootFs() bool {
+	if x != nil {
+		return x.ReadOnlyRootFs
+	}
+	return false
+}
+
+func (x *AdmissionPolicy) GetRunAsUser() string {
+	if x != nil {
+		return x.RunAsUser
+	}
+	return ""
+}
+
+func (x *AdmissionPolicy) GetMaxPids() int64 {
+	if x != nil {
+		return x.MaxPids
+	}
+	return 0
+}
+
+func (x *AdmissionPolicy) GetModifyIndex() uint64 {
+	if x != nil {
+		return x.ModifyIndex
+	}
+	return 0
+}
+
+func (x *AdmissionPolicy) GetUpdateUnixNanos() int64 {
+	if x != nil {
+		return x.UpdateUnixNanos
+	}
+	return 0
+}
+
 // QuotaUsage is a quota with what its tenant (or the cluster) runs now.
 type QuotaUsage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2139,7 +2320,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	mi := &file_megaflow_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2332,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[13]
+	mi := &file_megaflow_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2345,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QuotaUsage) GetQuota() *Quota {
@@ -2214,7 +2395,7 @@ type PoolTarget struct {
 
 func (x *PoolTarget) Reset() {
 	*x = PoolTarget{}
-	mi := &file_megaflow_v1_types_proto_msgTypes[14]
+	mi := &file_megaflow_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2407,7 @@ func (x *PoolTarget) String() string {
 func (*PoolTarget) ProtoMessage() {}
 
 func (x *PoolTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_types_proto_msgTypes[14]
+	mi := &file_megaflow_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2420,7 @@ func (x *PoolTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTarget.ProtoReflect.Descriptor instead.
 func (*PoolTarget) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PoolTarget) GetImage() string {
@@ -2496,7 +2677,16 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x04 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04gpus\x18\x05 \x01(\x05R\x04gpus\x12!\n" +
 	"\fmodify_index\x18\x06 \x01(\x04R\vmodifyIndex\x12*\n" +
-	"\x11update_unix_nanos\x18\a \x01(\x03R\x0fupdateUnixNanos\"|\n" +
+	"\x11update_unix_nanos\x18\a \x01(\x03R\x0fupdateUnixNanos\"\xbc\x02\n" +
+	"\x0fAdmissionPolicy\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12)\n" +
+	"\x10allowed_networks\x18\x02 \x03(\tR\x0fallowedNetworks\x121\n" +
+	"\x14allowed_capabilities\x18\x03 \x03(\tR\x13allowedCapabilities\x12)\n" +
+	"\x11read_only_root_fs\x18\x04 \x01(\bR\x0ereadOnlyRootFs\x12\x1e\n" +
+	"\vrun_as_user\x18\x05 \x01(\tR\trunAsUser\x12\x19\n" +
+	"\bmax_pids\x18\x06 \x01(\x03R\amaxPids\x12!\n" +
+	"\fmodify_index\x18\a \x01(\x04R\vmodifyIndex\x12*\n" +
+	"\x11update_unix_nanos\x18\b \x01(\x03R\x0fupdateUnixNanos\"|\n" +
 	"\n" +
 	"QuotaUsage\x12(\n" +
 	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x18\n" +
@@ -2568,7 +2758,12 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x18REASON_CODE_SERVICE_GONE\x10\x15\x12\x1d\n" +
 	"\x19REASON_CODE_NOT_ON_WORKER\x10\x16\x12\x1c\n" +
 	"\x18REASON_CODE_SANDBOX_LOST\x10\x17\x12\x1c\n" +
-	"\x18REASON_CODE_SANDBOX_IDLE\x10\x18B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\x18REASON_CODE_SANDBOX_IDLE\x10\x18*\xae\x01\n" +
+	"\x15AdmissionPolicySource\x12'\n" +
+	"#ADMISSION_POLICY_SOURCE_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eADMISSION_POLICY_SOURCE_TENANT\x10\x01\x12#\n" +
+	"\x1fADMISSION_POLICY_SOURCE_CLUSTER\x10\x02\x12#\n" +
+	"\x1fADMISSION_POLICY_SOURCE_DEFAULT\x10\x03B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_types_proto_rawDescOnce sync.Once
@@ -2582,61 +2777,63 @@ func file_megaflow_v1_types_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_types_proto_rawDescData
 }
 
-var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_megaflow_v1_types_proto_goTypes = []any{
-	(TaskKind)(0),        // 0: megaflow.v1.TaskKind
-	(ExecutionMode)(0),   // 1: megaflow.v1.ExecutionMode
-	(TaskState)(0),       // 2: megaflow.v1.TaskState
-	(GraphState)(0),      // 3: megaflow.v1.GraphState
-	(ReasonCode)(0),      // 4: megaflow.v1.ReasonCode
-	(*Resources)(nil),    // 5: megaflow.v1.Resources
-	(*ServiceSpec)(nil),  // 6: megaflow.v1.ServiceSpec
-	(*TaskSpec)(nil),     // 7: megaflow.v1.TaskSpec
-	(*SandboxSpec)(nil),  // 8: megaflow.v1.SandboxSpec
-	(*GraphSpec)(nil),    // 9: megaflow.v1.GraphSpec
-	(*Attempt)(nil),      // 10: megaflow.v1.Attempt
-	(*Task)(nil),         // 11: megaflow.v1.Task
-	(*StateCounts)(nil),  // 12: megaflow.v1.StateCounts
-	(*Graph)(nil),        // 13: megaflow.v1.Graph
-	(*GraphMetrics)(nil), // 14: megaflow.v1.GraphMetrics
-	(*Event)(nil),        // 15: megaflow.v1.Event
-	(*HeadInfo)(nil),     // 16: megaflow.v1.HeadInfo
-	(*Quota)(nil),        // 17: megaflow.v1.Quota
-	(*QuotaUsage)(nil),   // 18: megaflow.v1.QuotaUsage
-	(*PoolTarget)(nil),   // 19: megaflow.v1.PoolTarget
-	nil,                  // 20: megaflow.v1.TaskSpec.EnvEntry
-	nil,                  // 21: megaflow.v1.TaskSpec.NodeSelectorEntry
-	nil,                  // 22: megaflow.v1.GraphSpec.LabelsEntry
-	nil,                  // 23: megaflow.v1.Graph.LabelsEntry
-	nil,                  // 24: megaflow.v1.PoolTarget.WorkerSelectorEntry
+	(TaskKind)(0),              // 0: megaflow.v1.TaskKind
+	(ExecutionMode)(0),         // 1: megaflow.v1.ExecutionMode
+	(TaskState)(0),             // 2: megaflow.v1.TaskState
+	(GraphState)(0),            // 3: megaflow.v1.GraphState
+	(ReasonCode)(0),            // 4: megaflow.v1.ReasonCode
+	(AdmissionPolicySource)(0), // 5: megaflow.v1.AdmissionPolicySource
+	(*Resources)(nil),          // 6: megaflow.v1.Resources
+	(*ServiceSpec)(nil),        // 7: megaflow.v1.ServiceSpec
+	(*TaskSpec)(nil),           // 8: megaflow.v1.TaskSpec
+	(*SandboxSpec)(nil),        // 9: megaflow.v1.SandboxSpec
+	(*GraphSpec)(nil),          // 10: megaflow.v1.GraphSpec
+	(*Attempt)(nil),            // 11: megaflow.v1.Attempt
+	(*Task)(nil),               // 12: megaflow.v1.Task
+	(*StateCounts)(nil),        // 13: megaflow.v1.StateCounts
+	(*Graph)(nil),              // 14: megaflow.v1.Graph
+	(*GraphMetrics)(nil),       // 15: megaflow.v1.GraphMetrics
+	(*Event)(nil),              // 16: megaflow.v1.Event
+	(*HeadInfo)(nil),           // 17: megaflow.v1.HeadInfo
+	(*Quota)(nil),              // 18: megaflow.v1.Quota
+	(*AdmissionPolicy)(nil),    // 19: megaflow.v1.AdmissionPolicy
+	(*QuotaUsage)(nil),         // 20: megaflow.v1.QuotaUsage
+	(*PoolTarget)(nil),         // 21: megaflow.v1.PoolTarget
+	nil,                        // 22: megaflow.v1.TaskSpec.EnvEntry
+	nil,                        // 23: megaflow.v1.TaskSpec.NodeSelectorEntry
+	nil,                        // 24: megaflow.v1.GraphSpec.LabelsEntry
+	nil,                        // 25: megaflow.v1.Graph.LabelsEntry
+	nil,                        // 26: megaflow.v1.PoolTarget.WorkerSelectorEntry
 }
 var file_megaflow_v1_types_proto_depIdxs = []int32{
-	20, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
-	5,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
+	22, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
+	6,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
 	1,  // 2: megaflow.v1.TaskSpec.mode:type_name -> megaflow.v1.ExecutionMode
-	21, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
+	23, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
 	0,  // 4: megaflow.v1.TaskSpec.kind:type_name -> megaflow.v1.TaskKind
-	6,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
-	8,  // 6: megaflow.v1.TaskSpec.sandbox:type_name -> megaflow.v1.SandboxSpec
-	22, // 7: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
-	7,  // 8: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
+	7,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
+	9,  // 6: megaflow.v1.TaskSpec.sandbox:type_name -> megaflow.v1.SandboxSpec
+	24, // 7: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
+	8,  // 8: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
 	2,  // 9: megaflow.v1.Attempt.state:type_name -> megaflow.v1.TaskState
 	4,  // 10: megaflow.v1.Attempt.reason_code:type_name -> megaflow.v1.ReasonCode
-	7,  // 11: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
+	8,  // 11: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
 	2,  // 12: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
-	10, // 13: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
+	11, // 13: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
 	4,  // 14: megaflow.v1.Task.reason_code:type_name -> megaflow.v1.ReasonCode
-	23, // 15: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
+	25, // 15: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
 	3,  // 16: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
-	12, // 17: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
-	14, // 18: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
+	13, // 17: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
+	15, // 18: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
 	2,  // 19: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
 	3,  // 20: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
 	4,  // 21: megaflow.v1.Event.reason_code:type_name -> megaflow.v1.ReasonCode
-	17, // 22: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
-	5,  // 23: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
-	24, // 24: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
+	18, // 22: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
+	6,  // 23: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
+	26, // 24: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
 	25, // [25:25] is the sub-list for method output_type
 	25, // [25:25] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
@@ -2654,8 +2851,8 @@ func file_megaflow_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_types_proto_rawDesc), len(file_megaflow_v1_types_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   20,
+			NumEnums:      6,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1009,8 +1009,15 @@ type Assignment struct {
 	// task's input directory before it starts: parent task name -> the
 	// parent's succeeded attempt number.
 	ArtifactInputs map[string]uint32 `protobuf:"bytes,100,rep,name=artifact_inputs,json=artifactInputs,proto3" json:"artifact_inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tenant's effective admission policy when the leader committed the
+	// assignment (rules 5), and where it comes from; absent from a leader
+	// below rules 5 (nothing to enforce). The worker refuses a spec beyond
+	// it (the attempt fails, not retried) and applies its user, read-only
+	// root and process limit to the container.
+	AdmissionPolicy *AdmissionPolicy      `protobuf:"bytes,240,opt,name=admission_policy,json=admissionPolicy,proto3" json:"admission_policy,omitempty"`
+	AdmissionSource AdmissionPolicySource `protobuf:"varint,241,opt,name=admission_source,json=admissionSource,proto3,enum=megaflow.v1.AdmissionPolicySource" json:"admission_source,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -1111,6 +1118,20 @@ func (x *Assignment) GetArtifactInputs() map[string]uint32 {
 		return x.ArtifactInputs
 	}
 	return nil
+}
+
+func (x *Assignment) GetAdmissionPolicy() *AdmissionPolicy {
+	if x != nil {
+		return x.AdmissionPolicy
+	}
+	return nil
+}
+
+func (x *Assignment) GetAdmissionSource() AdmissionPolicySource {
+	if x != nil {
+		return x.AdmissionSource
+	}
+	return AdmissionPolicySource_ADMISSION_POLICY_SOURCE_UNSPECIFIED
 }
 
 // StopAttempt tells a worker to stop (kill) one attempt.
@@ -1767,7 +1788,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\theartbeat\x18\x03 \x01(\v2\x16.megaflow.v1.HeartbeatH\x00R\theartbeat\x12>\n" +
 	"\n" +
 	"gpu_health\x18\x8c\x01 \x01(\v2\x1c.megaflow.v1.GpuHealthReportH\x00R\tgpuHealthB\x05\n" +
-	"\x03msg\"\x83\x04\n" +
+	"\x03msg\"\x9d\x05\n" +
 	"\n" +
 	"Assignment\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
@@ -1780,7 +1801,9 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\tgpu_uuids\x18\a \x03(\tR\bgpuUuids\x122\n" +
 	"\x03env\x18\b \x03(\v2 .megaflow.v1.Assignment.EnvEntryR\x03env\x12!\n" +
 	"\fsession_ends\x18\t \x01(\bR\vsessionEnds\x12T\n" +
-	"\x0fartifact_inputs\x18d \x03(\v2+.megaflow.v1.Assignment.ArtifactInputsEntryR\x0eartifactInputs\x1a6\n" +
+	"\x0fartifact_inputs\x18d \x03(\v2+.megaflow.v1.Assignment.ArtifactInputsEntryR\x0eartifactInputs\x12H\n" +
+	"\x10admission_policy\x18\xf0\x01 \x01(\v2\x1c.megaflow.v1.AdmissionPolicyR\x0fadmissionPolicy\x12N\n" +
+	"\x10admission_source\x18\xf1\x01 \x01(\x0e2\".megaflow.v1.AdmissionPolicySourceR\x0fadmissionSource\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
@@ -1856,34 +1879,36 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_megaflow_v1_worker_proto_goTypes = []any{
-	(WorkerStatus)(0),       // 0: megaflow.v1.WorkerStatus
-	(AttemptEventKind)(0),   // 1: megaflow.v1.AttemptEventKind
-	(*WorkerInfo)(nil),      // 2: megaflow.v1.WorkerInfo
-	(*GpuDevice)(nil),       // 3: megaflow.v1.GpuDevice
-	(*Worker)(nil),          // 4: megaflow.v1.Worker
-	(*RunningAttempt)(nil),  // 5: megaflow.v1.RunningAttempt
-	(*WorkerHello)(nil),     // 6: megaflow.v1.WorkerHello
-	(*AttemptEvent)(nil),    // 7: megaflow.v1.AttemptEvent
-	(*EventBatch)(nil),      // 8: megaflow.v1.EventBatch
-	(*Heartbeat)(nil),       // 9: megaflow.v1.Heartbeat
-	(*WorkerMessage)(nil),   // 10: megaflow.v1.WorkerMessage
-	(*Assignment)(nil),      // 11: megaflow.v1.Assignment
-	(*StopAttempt)(nil),     // 12: megaflow.v1.StopAttempt
-	(*Welcome)(nil),         // 13: megaflow.v1.Welcome
-	(*LeaseAck)(nil),        // 14: megaflow.v1.LeaseAck
-	(*Ack)(nil),             // 15: megaflow.v1.Ack
-	(*HeadMessage)(nil),     // 16: megaflow.v1.HeadMessage
-	(*WorkerSnapshots)(nil), // 17: megaflow.v1.WorkerSnapshots
-	(*PoolTargets)(nil),     // 18: megaflow.v1.PoolTargets
-	(*GpuHealthReport)(nil), // 19: megaflow.v1.GpuHealthReport
-	nil,                     // 20: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                     // 21: megaflow.v1.Assignment.EnvEntry
-	nil,                     // 22: megaflow.v1.Assignment.ArtifactInputsEntry
-	nil,                     // 23: megaflow.v1.GpuHealthReport.UnhealthyEntry
-	(*Resources)(nil),       // 24: megaflow.v1.Resources
-	(ReasonCode)(0),         // 25: megaflow.v1.ReasonCode
-	(*TaskSpec)(nil),        // 26: megaflow.v1.TaskSpec
-	(*PoolTarget)(nil),      // 27: megaflow.v1.PoolTarget
+	(WorkerStatus)(0),          // 0: megaflow.v1.WorkerStatus
+	(AttemptEventKind)(0),      // 1: megaflow.v1.AttemptEventKind
+	(*WorkerInfo)(nil),         // 2: megaflow.v1.WorkerInfo
+	(*GpuDevice)(nil),          // 3: megaflow.v1.GpuDevice
+	(*Worker)(nil),             // 4: megaflow.v1.Worker
+	(*RunningAttempt)(nil),     // 5: megaflow.v1.RunningAttempt
+	(*WorkerHello)(nil),        // 6: megaflow.v1.WorkerHello
+	(*AttemptEvent)(nil),       // 7: megaflow.v1.AttemptEvent
+	(*EventBatch)(nil),         // 8: megaflow.v1.EventBatch
+	(*Heartbeat)(nil),          // 9: megaflow.v1.Heartbeat
+	(*WorkerMessage)(nil),      // 10: megaflow.v1.WorkerMessage
+	(*Assignment)(nil),         // 11: megaflow.v1.Assignment
+	(*StopAttempt)(nil),        // 12: megaflow.v1.StopAttempt
+	(*Welcome)(nil),            // 13: megaflow.v1.Welcome
+	(*LeaseAck)(nil),           // 14: megaflow.v1.LeaseAck
+	(*Ack)(nil),                // 15: megaflow.v1.Ack
+	(*HeadMessage)(nil),        // 16: megaflow.v1.HeadMessage
+	(*WorkerSnapshots)(nil),    // 17: megaflow.v1.WorkerSnapshots
+	(*PoolTargets)(nil),        // 18: megaflow.v1.PoolTargets
+	(*GpuHealthReport)(nil),    // 19: megaflow.v1.GpuHealthReport
+	nil,                        // 20: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                        // 21: megaflow.v1.Assignment.EnvEntry
+	nil,                        // 22: megaflow.v1.Assignment.ArtifactInputsEntry
+	nil,                        // 23: megaflow.v1.GpuHealthReport.UnhealthyEntry
+	(*Resources)(nil),          // 24: megaflow.v1.Resources
+	(ReasonCode)(0),            // 25: megaflow.v1.ReasonCode
+	(*TaskSpec)(nil),           // 26: megaflow.v1.TaskSpec
+	(*AdmissionPolicy)(nil),    // 27: megaflow.v1.AdmissionPolicy
+	(AdmissionPolicySource)(0), // 28: megaflow.v1.AdmissionPolicySource
+	(*PoolTarget)(nil),         // 29: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	24, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
@@ -1905,23 +1930,25 @@ var file_megaflow_v1_worker_proto_depIdxs = []int32{
 	26, // 16: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
 	21, // 17: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
 	22, // 18: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
-	12, // 19: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
-	13, // 20: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
-	11, // 21: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
-	12, // 22: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
-	15, // 23: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	18, // 24: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
-	14, // 25: megaflow.v1.HeadMessage.lease_ack:type_name -> megaflow.v1.LeaseAck
-	17, // 26: megaflow.v1.HeadMessage.snapshots:type_name -> megaflow.v1.WorkerSnapshots
-	27, // 27: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
-	23, // 28: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
-	10, // 29: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	16, // 30: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	30, // [30:31] is the sub-list for method output_type
-	29, // [29:30] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	27, // 19: megaflow.v1.Assignment.admission_policy:type_name -> megaflow.v1.AdmissionPolicy
+	28, // 20: megaflow.v1.Assignment.admission_source:type_name -> megaflow.v1.AdmissionPolicySource
+	12, // 21: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
+	13, // 22: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
+	11, // 23: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
+	12, // 24: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
+	15, // 25: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
+	18, // 26: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	14, // 27: megaflow.v1.HeadMessage.lease_ack:type_name -> megaflow.v1.LeaseAck
+	17, // 28: megaflow.v1.HeadMessage.snapshots:type_name -> megaflow.v1.WorkerSnapshots
+	29, // 29: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	23, // 30: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 31: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	16, // 32: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	32, // [32:33] is the sub-list for method output_type
+	31, // [31:32] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }

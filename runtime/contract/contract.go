@@ -60,6 +60,14 @@ type Spec struct {
 	MemoryBytes int64
 	// PidsLimit bounds the processes in the container; 0: the runtime's default.
 	PidsLimit int64
+	// User is who the command runs as: "uid" or "uid:gid", numeric; "":
+	// the image's user. The process runtime cannot switch users and
+	// refuses a Spec that sets it.
+	User string
+	// ReadOnlyRootfs makes the container's root file system read-only, with
+	// a small writable tmpfs at /tmp (mounts stay as they are). The process
+	// runtime cannot and refuses a Spec that sets it.
+	ReadOnlyRootfs bool
 	// Network mode: "none" (default), "bridge", "host" or a network name.
 	Network string
 	// Capabilities kept; every other Linux capability is dropped.

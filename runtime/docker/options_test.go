@@ -147,3 +147,18 @@ func TestCreateOptionsWithLeaseInit(t *testing.T) {
 		t.Fatalf("mounts %v", mounts)
 	}
 }
+
+// An admission policy's confinement (contract.Spec.User, ReadOnlyRootfs,
+// PidsLimit) maps to the engine's Config.User, HostConfig.ReadonlyRootfs
+// with a tmpfs at /tmp, and PidsLimit; without it, none of them is set.
+func TestCreateOptionsConfinement(t *testing.T) {
+	o := createOptions(contract.Spec{Name: "c", Image: "img", Command: []string{"sh"}, User: "65534:65534", ReadOnlyRootfs: true, PidsLimit: 64}, 1024)
+	if o.Config.User != "65534:65534" || !o.HostConfig.ReadonlyRootfs || o.HostConfig.Tmpfs["/tmp"] != ReadOnlyTmpfsOptions ||
+		o.HostConfig.PidsLimit == nil || *o.HostConfig.PidsLimit != 64 {
+		t.Fatalf("confined: user %q, read-only %v, tmpfs %v, pids %v", o.Config.User, o.HostConfig.ReadonlyRootfs, o.HostConfig.Tmpfs, o.HostConfig.PidsLimit)
+	}
+	o = createOptions(contract.Spec{Name: "c", Image: "img", Command: []string{"sh"}}, 1024)
+	if o.Config.User != "" || o.HostConfig.ReadonlyRootfs || len(o.HostConfig.Tmpfs) != 0 {
+		t.Fatalf("unconfined: user %q, read-only %v, tmpfs %v", o.Config.User, o.HostConfig.ReadonlyRootfs, o.HostConfig.Tmpfs)
+	}
+}

@@ -154,6 +154,11 @@ func (r *Runtime) removeQuietly(ctx context.Context, idOrName string) {
 	}
 }
 
+// ReadOnlyTmpfsOptions are the mount options of the tmpfs at /tmp of a
+// container with a read-only root (contract.Spec.ReadOnlyRootfs): 64 MiB,
+// writable by every user (sticky, like /tmp), no devices or set-uid files.
+const ReadOnlyTmpfsOptions = "rw,nosuid,nodev,size=64m,mode=1777"
+
 // createOptions maps spec to the engine's create request. It is pure;
 // defaultPids applies when spec.PidsLimit is 0.
 func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreateOptions {
@@ -166,6 +171,7 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 		Env:        env,
 		WorkingDir: spec.WorkingDir,
 		Labels:     maps.Clone(spec.Labels),
+		User:       spec.User,
 	}
 	command := spec.Command
 	if spec.Init != nil {
@@ -215,6 +221,11 @@ func createOptions(spec contract.Spec, defaultPids int64) client.ContainerCreate
 		CapDrop:     []string{"ALL"},
 		CapAdd:      slices.Clone(spec.Capabilities),
 		Init:        &init,
+	}
+	if spec.ReadOnlyRootfs {
+		host.ReadonlyRootfs = true
+		// Shells and most programs need a writable /tmp.
+		host.Tmpfs = map[string]string{"/tmp": ReadOnlyTmpfsOptions}
 	}
 	for _, m := range spec.Mounts {
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})

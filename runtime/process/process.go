@@ -15,7 +15,8 @@
 // worker starts again on the same Config.StateDir, which kills them
 // (orphans.go), or until they write output (its pipe has no reader any
 // more: SIGPIPE); their tasks are re-run. There is no isolation: Image,
-// Network, Capabilities and PidsLimit are ignored, and CPUMillis and
+// Network, Capabilities and PidsLimit are ignored (User and ReadOnlyRootfs
+// are refused: ErrInvalidSpec), and CPUMillis and
 // MemoryBytes are not enforced. (RLIMIT_AS would bound address space, not
 // memory, and breaks runtimes that reserve large virtual ranges, such as
 // Go, the JVM and CUDA; a cgroup would need privileges a worker without
@@ -155,6 +156,10 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	}
 	if len(spec.Command) == 0 {
 		return "", fmt.Errorf("process start %s: Spec.Command is empty", spec.Name)
+	}
+	if spec.User != "" || spec.ReadOnlyRootfs {
+		return "", fmt.Errorf("process start %s: the process runtime cannot run a task as another user or on a read-only root (an admission policy asks for it): run it on a docker worker: %w",
+			spec.Name, contract.ErrInvalidSpec)
 	}
 	var copier *output
 	var out *os.File // the child's stdout and stderr

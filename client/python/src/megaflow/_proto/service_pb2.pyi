@@ -143,6 +143,24 @@ class DeleteGraphResponse(_message.Message):
     tasks: int
     def __init__(self, index: _Optional[int] = ..., tasks: _Optional[int] = ..., artifacts: _Optional[int] = ...) -> None: ...
 
+class GetAdmissionPolicyRequest(_message.Message):
+    __slots__ = ["read", "tenant"]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    read: ReadOptions
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class GetAdmissionPolicyResponse(_message.Message):
+    __slots__ = ["meta", "policy", "source"]
+    META_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    meta: ReadMeta
+    policy: _types_pb2.AdmissionPolicy
+    source: _types_pb2.AdmissionPolicySource
+    def __init__(self, policy: _Optional[_Union[_types_pb2.AdmissionPolicy, _Mapping]] = ..., source: _Optional[_Union[_types_pb2.AdmissionPolicySource, str]] = ..., meta: _Optional[_Union[ReadMeta, _Mapping]] = ...) -> None: ...
+
 class GetGraphRequest(_message.Message):
     __slots__ = ["graph_id", "read"]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +232,20 @@ class GetTaskResponse(_message.Message):
     meta: ReadMeta
     task: _types_pb2.Task
     def __init__(self, task: _Optional[_Union[_types_pb2.Task, _Mapping]] = ..., meta: _Optional[_Union[ReadMeta, _Mapping]] = ...) -> None: ...
+
+class ListAdmissionPoliciesRequest(_message.Message):
+    __slots__ = ["read"]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    read: ReadOptions
+    def __init__(self, read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class ListAdmissionPoliciesResponse(_message.Message):
+    __slots__ = ["meta", "policies"]
+    META_FIELD_NUMBER: _ClassVar[int]
+    POLICIES_FIELD_NUMBER: _ClassVar[int]
+    meta: ReadMeta
+    policies: _containers.RepeatedCompositeFieldContainer[_types_pb2.AdmissionPolicy]
+    def __init__(self, policies: _Optional[_Iterable[_Union[_types_pb2.AdmissionPolicy, _Mapping]]] = ..., meta: _Optional[_Union[ReadMeta, _Mapping]] = ...) -> None: ...
 
 class ListGraphsRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "read", "state", "tenant"]
@@ -408,6 +440,22 @@ class ServiceStatus(_message.Message):
     name: str
     task_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, name: _Optional[str] = ..., endpoints: _Optional[_Iterable[_Union[ServiceEndpoint, _Mapping]]] = ..., task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetAdmissionPolicyRequest(_message.Message):
+    __slots__ = ["cluster", "policy"]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    cluster: bool
+    policy: _types_pb2.AdmissionPolicy
+    def __init__(self, policy: _Optional[_Union[_types_pb2.AdmissionPolicy, _Mapping]] = ..., cluster: bool = ...) -> None: ...
+
+class SetAdmissionPolicyResponse(_message.Message):
+    __slots__ = ["index", "removed"]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    removed: bool
+    def __init__(self, index: _Optional[int] = ..., removed: bool = ...) -> None: ...
 
 class SetQuotaRequest(_message.Message):
     __slots__ = ["cluster", "quota"]

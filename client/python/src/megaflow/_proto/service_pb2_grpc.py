@@ -82,6 +82,21 @@ class MegaflowServiceStub(object):
                 request_serializer=megaflow_dot_v1_dot_service__pb2.GetQuotasRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_service__pb2.GetQuotasResponse.FromString,
                 )
+        self.SetAdmissionPolicy = channel.unary_unary(
+                '/megaflow.v1.MegaflowService/SetAdmissionPolicy',
+                request_serializer=megaflow_dot_v1_dot_service__pb2.SetAdmissionPolicyRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_service__pb2.SetAdmissionPolicyResponse.FromString,
+                )
+        self.GetAdmissionPolicy = channel.unary_unary(
+                '/megaflow.v1.MegaflowService/GetAdmissionPolicy',
+                request_serializer=megaflow_dot_v1_dot_service__pb2.GetAdmissionPolicyRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_service__pb2.GetAdmissionPolicyResponse.FromString,
+                )
+        self.ListAdmissionPolicies = channel.unary_unary(
+                '/megaflow.v1.MegaflowService/ListAdmissionPolicies',
+                request_serializer=megaflow_dot_v1_dot_service__pb2.ListAdmissionPoliciesRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_service__pb2.ListAdmissionPoliciesResponse.FromString,
+                )
         self.GetLimits = channel.unary_unary(
                 '/megaflow.v1.MegaflowService/GetLimits',
                 request_serializer=megaflow_dot_v1_dot_service__pb2.GetLimitsRequest.SerializeToString,
@@ -217,6 +232,34 @@ class MegaflowServiceServicer(object):
 
     def GetQuotas(self, request, context):
         """GetQuotas returns every quota and the cluster limit with current usage.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetAdmissionPolicy(self, request, context):
+        """SetAdmissionPolicy sets a tenant's container admission policy (or, with
+        cluster, the cluster row) in the replicated table; a policy that allows
+        nothing beyond the built-in default removes the row. Errors:
+        INVALID_ARGUMENT (a field out of its bounds, no tenant without
+        cluster), FAILED_PRECONDITION (the cluster is below rules 5),
+        UNAVAILABLE (no leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAdmissionPolicy(self, request, context):
+        """GetAdmissionPolicy returns a tenant's effective admission policy and
+        where it comes from (its row, the cluster row, the built-in default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAdmissionPolicies(self, request, context):
+        """ListAdmissionPolicies returns every admission policy row, the cluster
+        row first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -364,6 +407,21 @@ def add_MegaflowServiceServicer_to_server(servicer, server):
                     servicer.GetQuotas,
                     request_deserializer=megaflow_dot_v1_dot_service__pb2.GetQuotasRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_service__pb2.GetQuotasResponse.SerializeToString,
+            ),
+            'SetAdmissionPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetAdmissionPolicy,
+                    request_deserializer=megaflow_dot_v1_dot_service__pb2.SetAdmissionPolicyRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_service__pb2.SetAdmissionPolicyResponse.SerializeToString,
+            ),
+            'GetAdmissionPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAdmissionPolicy,
+                    request_deserializer=megaflow_dot_v1_dot_service__pb2.GetAdmissionPolicyRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_service__pb2.GetAdmissionPolicyResponse.SerializeToString,
+            ),
+            'ListAdmissionPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAdmissionPolicies,
+                    request_deserializer=megaflow_dot_v1_dot_service__pb2.ListAdmissionPoliciesRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_service__pb2.ListAdmissionPoliciesResponse.SerializeToString,
             ),
             'GetLimits': grpc.unary_unary_rpc_method_handler(
                     servicer.GetLimits,
@@ -636,6 +694,57 @@ class MegaflowService(object):
         return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/GetQuotas',
             megaflow_dot_v1_dot_service__pb2.GetQuotasRequest.SerializeToString,
             megaflow_dot_v1_dot_service__pb2.GetQuotasResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetAdmissionPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/SetAdmissionPolicy',
+            megaflow_dot_v1_dot_service__pb2.SetAdmissionPolicyRequest.SerializeToString,
+            megaflow_dot_v1_dot_service__pb2.SetAdmissionPolicyResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetAdmissionPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/GetAdmissionPolicy',
+            megaflow_dot_v1_dot_service__pb2.GetAdmissionPolicyRequest.SerializeToString,
+            megaflow_dot_v1_dot_service__pb2.GetAdmissionPolicyResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListAdmissionPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/ListAdmissionPolicies',
+            megaflow_dot_v1_dot_service__pb2.ListAdmissionPoliciesRequest.SerializeToString,
+            megaflow_dot_v1_dot_service__pb2.ListAdmissionPoliciesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

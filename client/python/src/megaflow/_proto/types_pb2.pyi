@@ -4,6 +4,10 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+ADMISSION_POLICY_SOURCE_CLUSTER: AdmissionPolicySource
+ADMISSION_POLICY_SOURCE_DEFAULT: AdmissionPolicySource
+ADMISSION_POLICY_SOURCE_TENANT: AdmissionPolicySource
+ADMISSION_POLICY_SOURCE_UNSPECIFIED: AdmissionPolicySource
 DESCRIPTOR: _descriptor.FileDescriptor
 EXECUTION_MODE_EPHEMERAL: ExecutionMode
 EXECUTION_MODE_PERSISTENT: ExecutionMode
@@ -50,6 +54,26 @@ TASK_STATE_RUNNING: TaskState
 TASK_STATE_SUCCEEDED: TaskState
 TASK_STATE_TIMED_OUT: TaskState
 TASK_STATE_UNSPECIFIED: TaskState
+
+class AdmissionPolicy(_message.Message):
+    __slots__ = ["allowed_capabilities", "allowed_networks", "max_pids", "modify_index", "read_only_root_fs", "run_as_user", "tenant", "update_unix_nanos"]
+    ALLOWED_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_NETWORKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PIDS_FIELD_NUMBER: _ClassVar[int]
+    MODIFY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_ROOT_FS_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    allowed_capabilities: _containers.RepeatedScalarFieldContainer[str]
+    allowed_networks: _containers.RepeatedScalarFieldContainer[str]
+    max_pids: int
+    modify_index: int
+    read_only_root_fs: bool
+    run_as_user: str
+    tenant: str
+    update_unix_nanos: int
+    def __init__(self, tenant: _Optional[str] = ..., allowed_networks: _Optional[_Iterable[str]] = ..., allowed_capabilities: _Optional[_Iterable[str]] = ..., read_only_root_fs: bool = ..., run_as_user: _Optional[str] = ..., max_pids: _Optional[int] = ..., modify_index: _Optional[int] = ..., update_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ["artifacts_pending", "assign_unix_nanos", "endpoint", "exit_code", "finish_unix_nanos", "gpu_uuids", "leader_term", "number", "paused", "ready_unix_nanos", "reason", "reason_code", "start_unix_nanos", "state", "worker_id"]
@@ -469,4 +493,7 @@ class GraphState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ReasonCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class AdmissionPolicySource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -26,7 +26,7 @@ class Ack(_message.Message):
     def __init__(self, seq: _Optional[int] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ["artifact_inputs", "attempt", "env", "gpu_uuids", "graph_id", "leader_term", "session_ends", "spec", "task_id", "tenant"]
+    __slots__ = ["admission_policy", "admission_source", "artifact_inputs", "attempt", "env", "gpu_uuids", "graph_id", "leader_term", "session_ends", "spec", "task_id", "tenant"]
     class ArtifactInputsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,8 @@ class Assignment(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ADMISSION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_SOURCE_FIELD_NUMBER: _ClassVar[int]
     ARTIFACT_INPUTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +53,8 @@ class Assignment(_message.Message):
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    admission_policy: _types_pb2.AdmissionPolicy
+    admission_source: _types_pb2.AdmissionPolicySource
     artifact_inputs: _containers.ScalarMap[str, int]
     attempt: int
     env: _containers.ScalarMap[str, str]
@@ -61,7 +65,7 @@ class Assignment(_message.Message):
     spec: _types_pb2.TaskSpec
     task_id: str
     tenant: str
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., leader_term: _Optional[int] = ..., graph_id: _Optional[str] = ..., tenant: _Optional[str] = ..., spec: _Optional[_Union[_types_pb2.TaskSpec, _Mapping]] = ..., gpu_uuids: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., session_ends: bool = ..., artifact_inputs: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., leader_term: _Optional[int] = ..., graph_id: _Optional[str] = ..., tenant: _Optional[str] = ..., spec: _Optional[_Union[_types_pb2.TaskSpec, _Mapping]] = ..., gpu_uuids: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., session_ends: bool = ..., artifact_inputs: _Optional[_Mapping[str, int]] = ..., admission_policy: _Optional[_Union[_types_pb2.AdmissionPolicy, _Mapping]] = ..., admission_source: _Optional[_Union[_types_pb2.AdmissionPolicySource, str]] = ...) -> None: ...
 
 class AttemptEvent(_message.Message):
     __slots__ = ["artifacts_pending", "attempt", "container_id", "endpoint", "exit_code", "kind", "not_retryable", "oom_killed", "reason", "reason_code", "result", "task_id", "unix_nanos"]

@@ -1,0 +1,289 @@
+// Package admission owns the container admission policy's pure logic: its
+// bounds and normal form, a tenant's effective policy, and the check of a
+// task's spec against it (docs/security.md). The head's state store and
+// service, and the worker, import it; it does no I/O.
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/spec"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// Bounds on a policy's fields.
+const (
+	// MaxNetworks bounds AdmissionPolicy.allowed_networks.
+	MaxNetworks = 32
+	// MaxCapabilities bounds AdmissionPolicy.allowed_capabilities (Linux
+	// has about 41).
+	MaxCapabilities = 64
+	// MaxPids bounds AdmissionPolicy.max_pids (the kernel's pid_max limit).
+	MaxPids = 1 << 22
+	// MaxUserBytes bounds AdmissionPolicy.run_as_user ("4294967294:4294967294"
+	// is 21 bytes).
+	MaxUserBytes = 32
+	// MaxTenantBytes bounds AdmissionPolicy.tenant, as every tenant.
+	MaxTenantBytes = spec.MaxIDBytes
+)
+
+// AnyNetwork in allowed_networks allows "bridge" and every named network,
+// but not "host": the built-in default.
+const AnyNetwork = "*"
+
+// Reasons (errs.Error.Reason) of a refusal, one per field; the head counts
+// refusals by field (megaflow_admission_refusals_total{field}).
+const (
+	ReasonNetwork    = "ADMISSION_DENIED_NETWORK"
+	ReasonCapability = "ADMISSION_DENIED_CAPABILITY"
+	// ReasonRuntime is the worker's refusal of a policy its runtime cannot
+	// enforce (the process runtime and run_as_user, read_only_root_fs or
+	// max_pids).
+	ReasonRuntime = "ADMISSION_DENIED_RUNTIME"
+)
+
+// Field names the field of a refusal's reason: "network", "capabilities",
+// "runtime", or "" for a reason that is not a refusal.
+func Field(reason string) string {
+	switch reason {
+	case ReasonNetwork:
+		return "network"
+	case ReasonCapability:
+		return "capabilities"
+	case ReasonRuntime:
+		return "runtime"
+	}
+	return ""
+}
+
+// Default returns the built-in default policy, a new value each call:
+// "bridge" and every named network but not "host", no added capabilities,
+// the image's user, no process limit, a writable root.
+func Default() *wire.AdmissionPolicy {
+	return &wire.AdmissionPolicy{AllowedNetworks: []string{AnyNetwork}}
+}
+
+// IsDefault reports whether p (in normal form) allows exactly what the
+// built-in default allows and forces nothing: such a row is removed.
+func IsDefault(p *wire.AdmissionPolicy) bool {
+	return slices.Equal(p.GetAllowedNetworks(), []string{AnyNetwork}) && len(p.GetAllowedCapabilities()) == 0 &&
+		!p.GetReadOnlyRootFs() && p.GetRunAsUser() == "" && p.GetMaxPids() == 0
+}
+
+// Normalize checks p against the bounds and returns its normal form, a new
+// value (p is not modified): capabilities canonical (no "CAP_"), both
+// lists sorted without duplicates, "none" dropped from the networks (it is
+// always allowed). Errors: InvalidArgument naming the field, its value and
+// the bound.
+func Normalize(p *wire.AdmissionPolicy) (*wire.AdmissionPolicy, error) {
+	who := "admission policy of the cluster"
+	if p.GetTenant() != "" {
+		who = fmt.Sprintf("admission policy of tenant %q", p.GetTenant())
+	}
+	bad := func(format string, args ...any) error {
+		return errs.New(errs.InvalidArgument, "%s: %s", who, fmt.Sprintf(format, args...))
+	}
+	if n := len(p.GetTenant()); n > MaxTenantBytes {
+		return nil, bad("tenant is %d bytes long; the limit is %d", n, MaxTenantBytes)
+	}
+	if n := len(p.GetAllowedNetworks()); n > MaxNetworks {
+		return nil, bad("allowed_networks has %d entries; the limit is %d", n, MaxNetworks)
+	}
+	if n := len(p.GetAllowedCapabilities()); n > MaxCapabilities {
+		return nil, bad("allowed_capabilities has %d entries; the limit is %d", n, MaxCapabilities)
+	}
+	out := &wire.AdmissionPolicy{Tenant: p.GetTenant(), ReadOnlyRootFs: p.GetReadOnlyRootFs(), RunAsUser: p.GetRunAsUser(),
+		MaxPids: p.GetMaxPids(), ModifyIndex: p.GetModifyIndex(), UpdateUnixNanos: p.GetUpdateUnixNanos()}
+	for _, n := range p.GetAllowedNetworks() {
+		if n == "" {
+			return nil, bad("allowed_networks has an empty name; give \"bridge\", \"host\", a network's name or %q", AnyNetwork)
+		}
+		if n == spec.NetworkNone {
+			continue
+		}
+		if n != AnyNetwork {
+			if prob := spec.NetworkProblem(n); prob != "" {
+				return nil, bad("allowed_networks %q %s, or %q for bridge and every named network", n, prob, AnyNetwork)
+			}
+		}
+		out.AllowedNetworks = append(out.AllowedNetworks, n)
+	}
+	for _, c := range p.GetAllowedCapabilities() {
+		if prob := spec.CapabilityProblem(c); prob != "" {
+			return nil, bad("allowed_capabilities: %s", prob)
+		}
+		out.AllowedCapabilities = append(out.AllowedCapabilities, spec.CanonicalCapability(c))
+	}
+	slices.Sort(out.AllowedNetworks)
+	out.AllowedNetworks = slices.Compact(out.AllowedNetworks)
+	slices.Sort(out.AllowedCapabilities)
+	out.AllowedCapabilities = slices.Compact(out.AllowedCapabilities)
+	if err := CheckUser(out.RunAsUser); err != nil {
+		return nil, bad("%v", err)
+	}
+	if m := out.MaxPids; m < 0 || m > MaxPids {
+		return nil, bad("max_pids %d is out of range; give 0 (no limit) to %d", m, MaxPids)
+	}
+	return out, nil
+}
+
+// CheckUser checks a run_as_user value: "" (the image's user), "uid" or
+// "uid:gid", each a decimal number below 4294967295. It returns an error
+// saying what is wrong, or nil.
+func CheckUser(u string) error {
+	if u == "" {
+		return nil
+	}
+	if len(u) > MaxUserBytes {
+		return fmt.Errorf("run_as_user is %d bytes long; the limit is %d", len(u), MaxUserBytes)
+	}
+	uid, gid, hasGid := strings.Cut(u, ":")
+	ids := []string{uid}
+	if hasGid {
+		ids = append(ids, gid)
+	}
+	for _, id := range ids {
+		n, err := strconv.ParseUint(id, 10, 32)
+		if err != nil || n == 1<<32-1 || id != strconv.FormatUint(n, 10) {
+			return fmt.Errorf("run_as_user %q is not \"uid\" or \"uid:gid\" in decimal (e.g. \"65534:65534\"); user names are not accepted", u)
+		}
+	}
+	return nil
+}
+
+// Effective returns the policy in force for a tenant: its own row (tenant,
+// nil if none), else the cluster row (cluster, nil if none), else Default,
+// with where it comes from. The rows are returned as given, not copied.
+func Effective(tenant, cluster *wire.AdmissionPolicy) (*wire.AdmissionPolicy, wire.AdmissionPolicySource) {
+	switch {
+	case tenant != nil:
+		return tenant, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT
+	case cluster != nil:
+		return cluster, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER
+	}
+	return Default(), wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT
+}
+
+// SourceName names where a policy comes from in a message: "tenant
+// team-a's policy", "the cluster policy", "the built-in default policy".
+func SourceName(src wire.AdmissionPolicySource, tenant string) string {
+	switch src {
+	case wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT:
+		return fmt.Sprintf("tenant %s's policy", tenant)
+	case wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER:
+		return "the cluster policy"
+	}
+	return "the built-in default policy"
+}
+
+// AllowsNetwork reports whether p lets a task ask for network n ("" and
+// "none" always).
+func AllowsNetwork(p *wire.AdmissionPolicy, n string) bool {
+	if n == "" || n == spec.NetworkNone {
+		return true
+	}
+	allowed := p.GetAllowedNetworks()
+	return slices.Contains(allowed, n) || n != "host" && slices.Contains(allowed, AnyNetwork)
+}
+
+// Check returns nil if task (its name, for messages) of tenant may run
+// under policy p, which comes from src; else a PermissionDenied *errs.Error
+// whose reason names the field (ReasonNetwork, ReasonCapability) and whose
+// message names the task, the field, the value and the policy, and gives
+// the command that allows it. It reads the spec's network and
+// capabilities (canonical or with "CAP_").
+func Check(task string, t *wire.TaskSpec, tenant string, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource) *errs.Error {
+	if n := t.GetNetwork(); !AllowsNetwork(p, n) {
+		fix := clone(p)
+		fix.AllowedNetworks = append(fix.AllowedNetworks, n)
+		return refuse(ReasonNetwork, task, "network", n, tenant, p, src, fix)
+	}
+	for _, c := range t.GetCapabilities() {
+		c = spec.CanonicalCapability(c)
+		if !slices.Contains(p.GetAllowedCapabilities(), c) {
+			fix := clone(p)
+			fix.AllowedCapabilities = append(fix.AllowedCapabilities, c)
+			return refuse(ReasonCapability, task, "capabilities", c, tenant, p, src, fix)
+		}
+	}
+	return nil
+}
+
+// CheckGraph checks every task of a graph of tenant (Check) and returns the
+// first refusal, or nil. Task names are the graph's ("<graph id>/<name>").
+func CheckGraph(graphID, tenant string, tasks []*wire.TaskSpec, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource) *errs.Error {
+	for _, t := range tasks {
+		if err := Check(graphID+"/"+t.GetName(), t, tenant, p, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func refuse(reason, task, field, value, tenant string, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource, fix *wire.AdmissionPolicy) *errs.Error {
+	allowed := "nothing"
+	switch field {
+	case "network":
+		names := []string{spec.NetworkNone}
+		for _, n := range p.GetAllowedNetworks() {
+			if n == AnyNetwork {
+				n = "bridge and any named network (\"*\")"
+			}
+			names = append(names, n)
+		}
+		allowed = strings.Join(names, ", ")
+	case "capabilities":
+		if len(p.GetAllowedCapabilities()) > 0 {
+			allowed = strings.Join(p.GetAllowedCapabilities(), ", ")
+		}
+	}
+	e := errs.New(errs.PermissionDenied,
+		"task %q: %s %q is not allowed by %s (allowed: %s); an admin can allow it: megaflow policy set %s%s",
+		task, field, value, SourceName(src, tenant), allowed, tenant, Flags(fix))
+	e.Reason = reason
+	return e
+}
+
+func clone(p *wire.AdmissionPolicy) *wire.AdmissionPolicy {
+	return &wire.AdmissionPolicy{Tenant: p.GetTenant(), AllowedNetworks: slices.Clone(p.GetAllowedNetworks()),
+		AllowedCapabilities: slices.Clone(p.GetAllowedCapabilities()), ReadOnlyRootFs: p.GetReadOnlyRootFs(),
+		RunAsUser: p.GetRunAsUser(), MaxPids: p.GetMaxPids()}
+}
+
+// Flags returns the `megaflow policy set` flags that set p, each with a
+// leading space (" --allow-network '*' --allow-network host"); "" for a
+// policy that allows no network but "none" and forces nothing.
+func Flags(p *wire.AdmissionPolicy) string {
+	var b strings.Builder
+	for _, n := range p.GetAllowedNetworks() {
+		if n == AnyNetwork {
+			n = "'*'"
+		}
+		b.WriteString(" --allow-network " + n)
+	}
+	for _, c := range p.GetAllowedCapabilities() {
+		b.WriteString(" --allow-cap " + c)
+	}
+	if p.GetReadOnlyRootFs() {
+		b.WriteString(" --read-only-root")
+	}
+	if u := p.GetRunAsUser(); u != "" {
+		b.WriteString(" --user " + u)
+	}
+	if n := p.GetMaxPids(); n > 0 {
+		b.WriteString(" --max-pids " + strconv.FormatInt(n, 10))
+	}
+	return b.String()
+}
+
+// Confines reports whether p forces something on the container beyond
+// what the spec asks: a user, a read-only root or a process limit. A
+// runtime that cannot do these (the process runtime) refuses a task whose
+// policy confines it.
+func Confines(p *wire.AdmissionPolicy) bool {
+	return p.GetRunAsUser() != "" || p.GetReadOnlyRootFs() || p.GetMaxPids() > 0
+}

@@ -1,0 +1,98 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/worker/attempt"
+)
+
+// An assignment whose spec asks for more than the admission policy
+// attached to it fails, not retryable, with a reason naming the field,
+// the value and the policy, and starts no container; one within it starts
+// with the policy's user, read-only root and pids limit; one without a
+// policy (a leader below rules 5) starts as before.
+func TestWorkerEnforcesAdmissionPolicy(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	policy := &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, AllowedCapabilities: []string{"NET_ADMIN"},
+		RunAsUser: "65534:65534", ReadOnlyRootFs: true, MaxPids: 64}
+	send := func(id, network string, caps []string, p *wire.AdmissionPolicy) {
+		s := spec("busybox", "hang")
+		s.Network, s.Capabilities = network, caps
+		m := assignMsg(id, 1, s)
+		m.GetAssign().Tenant = "team-a"
+		m.GetAssign().AdmissionPolicy = p
+		m.GetAssign().AdmissionSource = wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER
+		head.send(m)
+	}
+	for _, tc := range []struct {
+		id, network string
+		caps        []string
+		want        []string
+	}{
+		{"g/host", "host", nil, []string{`task "g/host"`, `network "host"`, "the cluster policy"}},
+		{"g/cap", "bridge", []string{"SYS_ADMIN"}, []string{`task "g/cap"`, `capabilities "SYS_ADMIN"`, "the cluster policy", "--allow-cap SYS_ADMIN"}},
+	} {
+		send(tc.id, tc.network, tc.caps, policy)
+		e := head.waitEvent(tc.id, 1, kindFailed)
+		for _, w := range append(tc.want, "worker refused the start") {
+			if !strings.Contains(e.GetReason(), w) {
+				t.Fatalf("%s: reason %q; want it to contain %q", tc.id, e.GetReason(), w)
+			}
+		}
+		if !e.GetNotRetryable() {
+			t.Fatalf("%s: the refusal is retryable; want not", tc.id)
+		}
+		if _, ok := rt.startSpec(ContainerName("w1", attempt.Key{TaskID: tc.id, Attempt: 1})); ok {
+			t.Fatalf("%s: a container was started beyond the policy", tc.id)
+		}
+	}
+
+	send("g/ok", "trainnet", []string{"NET_ADMIN"}, policy)
+	head.waitEvent("g/ok", 1, kindStarted)
+	s, ok := rt.startSpec(ContainerName("w1", attempt.Key{TaskID: "g/ok", Attempt: 1}))
+	if !ok || s.User != "65534:65534" || !s.ReadOnlyRootfs || s.PidsLimit != 64 || s.Network != "trainnet" {
+		t.Fatalf("the container within the policy: %+v; want user 65534:65534, a read-only root, pids 64, network trainnet", s)
+	}
+	send("g/old", "host", []string{"SYS_ADMIN"}, nil)
+	head.waitEvent("g/old", 1, kindStarted)
+	if s, _ := rt.startSpec(ContainerName("w1", attempt.Key{TaskID: "g/old", Attempt: 1})); s.User != "" || s.ReadOnlyRootfs || s.PidsLimit != 0 {
+		t.Fatalf("the container without a policy: %+v; want it unconfined", s)
+	}
+}
+
+// processRT is the fake runtime under the process runtime's name: the
+// worker treats it as a runtime without isolation.
+type processRT struct{ *fakeRT }
+
+func (processRT) Name() string { return "process" }
+
+// A worker whose runtime cannot confine a container (the process runtime)
+// refuses an assignment whose policy asks it to, not retryable, saying
+// what it cannot enforce; a policy that confines nothing runs.
+func TestProcessWorkerRefusesConfinement(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	startWorker(t, testConfig(t, processRT{rt}, t.TempDir(), head.addr))
+	m := assignMsg("g/ro", 1, spec("busybox", "hang"))
+	m.GetAssign().Tenant = "team-a"
+	m.GetAssign().AdmissionPolicy = &wire.AdmissionPolicy{Tenant: "team-a", AllowedNetworks: []string{"*"}, ReadOnlyRootFs: true}
+	m.GetAssign().AdmissionSource = wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT
+	head.send(m)
+	e := head.waitEvent("g/ro", 1, kindFailed)
+	for _, w := range []string{"tenant team-a's policy", "--read-only-root", "process runtime", "cannot enforce"} {
+		if !strings.Contains(e.GetReason(), w) {
+			t.Fatalf("reason %q; want it to contain %q", e.GetReason(), w)
+		}
+	}
+	if !e.GetNotRetryable() {
+		t.Fatal("the refusal is retryable; want not")
+	}
+	ok := assignMsg("g/plain", 1, spec("busybox", "hang"))
+	ok.GetAssign().AdmissionPolicy = &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}}
+	head.send(ok)
+	head.waitEvent("g/plain", 1, kindStarted)
+}
