@@ -28,11 +28,12 @@ import (
 //	recQuota   wire.Quota (a tenant's quota, or the cluster limit)
 //	recPool    wire.PoolTarget (a pre-warm target)
 //	recSnapshot wire.Snapshot (a sandbox snapshot; rules 3)
+//	recArchive wire.Graph (an archived graph's summary; rules 5)
 //	recEnd     uvarint number of records before it
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
 // id, quotas by tenant, pre-warm targets by image and tenant, snapshots by
-// id, end. A worker's GPUs in use are not written: the restore derives them
+// id, archived summaries by id, end. A worker's GPUs in use are not written: the restore derives them
 // from the tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
 // workers existed have no worker records and read the same. The end
@@ -57,7 +58,9 @@ const (
 	recPool   byte = 15 // the scheduling branch's number, clear of the others'
 	// recSnapshot is the sandbox branch's number, as its op (20).
 	recSnapshot byte = 20
-	recEnd      byte = 0xff
+	// recArchive is the archive branch's number, as its op (25).
+	recArchive byte = 25
+	recEnd     byte = 0xff
 )
 
 const (
@@ -140,6 +143,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for g := range v.ArchivedGraphs() {
+			if !add(g) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -174,6 +182,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recPool, r)
 			case *wire.Snapshot:
 				buf, err = appendMessage(buf, recSnapshot, r)
+			case *wire.Graph: // an archived summary
+				buf, err = appendMessage(buf, recArchive, r)
 			}
 			if err != nil {
 				return encoded{}, err
@@ -220,6 +230,8 @@ type rawBatch struct {
 type (
 	metaRow struct{ index, nextQueueSeq, clusterID, rules uint64 }
 	endRow  struct{ count uint64 }
+	// archivedRow is an archived graph's summary.
+	archivedRow struct{ g *wire.Graph }
 )
 
 // ReadSnapshot reads a snapshot written by WriteSnapshot into r, finishes it
@@ -313,6 +325,9 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				err = r.PoolTarget(x)
 			case *wire.Snapshot:
 				err = r.Snapshot(x)
+			case archivedRow:
+				x.g.Tenant = internTenant(tenants, x.g.Tenant)
+				err = r.Archived(x.g)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -442,6 +457,12 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 				return nil, fmt.Errorf("record %d: snapshot: %w", n, err)
 			}
 			rows = append(rows, w)
+		case recArchive:
+			w := &wire.Graph{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: archived graph: %w", n, err)
+			}
+			rows = append(rows, archivedRow{w})
 		case recEnd:
 			want, k := binary.Uvarint(buf)
 			if k <= 0 {

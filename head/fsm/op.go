@@ -63,6 +63,9 @@ const (
 	// OpSandboxSetDeadline carries a wire.SandboxSetDeadlineCommand
 	// (rules 3).
 	OpSandboxSetDeadline Op = 23
+	// OpArchiveGraphs carries a wire.ArchiveGraphsCommand (rules 5). The
+	// result is an *ArchiveGraphsResult.
+	OpArchiveGraphs Op = 25
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -88,6 +91,7 @@ var opNames = map[Op]string{
 	OpSnapshotDelete:     "SnapshotDelete",
 	OpSandboxSetDeadline: "SandboxSetDeadline",
 	OpSandboxPause:       "SandboxPause",
+	OpArchiveGraphs:      "ArchiveGraphs",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
@@ -135,6 +139,7 @@ var commands = map[Op]func() proto.Message{
 	OpSnapshotDelete:     func() proto.Message { return &wire.SnapshotDeleteCommand{} },
 	OpSandboxSetDeadline: func() proto.Message { return &wire.SandboxSetDeadlineCommand{} },
 	OpSandboxPause:       func() proto.Message { return &wire.SandboxPauseCommand{} },
+	OpArchiveGraphs:      func() proto.Message { return &wire.ArchiveGraphsCommand{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command

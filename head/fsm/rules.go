@@ -43,7 +43,14 @@ import (
 //   - 4: sandbox pause: the op OpSandboxPause applies (refused, changing
 //     nothing, below 4), marking a RUNNING sandbox task's running attempt
 //     paused (Attempt.paused) or unmarking it.
-const RulesCurrent uint64 = 4
+//   - 5: the graph archive: the op OpArchiveGraphs applies (refused,
+//     changing nothing, below 5), moving finished graphs past their
+//     retention from the live table to a summary in the archive
+//     (state.Txn.ArchiveGraphs) and dropping old summaries; a submission
+//     of an archived graph's id answers that it existed, and
+//     OpDeleteGraph of an archived graph removes its summary (the archive
+//     is empty below 5, so these two change nothing there).
+const RulesCurrent uint64 = 5
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.
