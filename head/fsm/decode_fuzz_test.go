@@ -36,6 +36,7 @@ func seedCommands() map[Op]proto.Message {
 		OpSnapshotDelete:     &wire.SnapshotDeleteCommand{Id: "snap-a1"},
 		OpSandboxSetDeadline: &wire.SandboxSetDeadlineCommand{GraphId: "sbx-a", DeadlineSeconds: 60, UnixNanos: 5},
 		OpSandboxPause:       &wire.SandboxPauseCommand{GraphId: "sbx-a", Attempt: 1, Paused: true, UnixNanos: 5},
+		OpArchiveGraphs:      &wire.ArchiveGraphsCommand{GraphIds: []string{"g"}, DropIds: []string{"h"}, UnixNanos: 5},
 	}
 }
 
