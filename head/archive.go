@@ -43,11 +43,10 @@ func archiveCommands(view *state.View, now time.Time, graphKeep, archiveKeep tim
 	due = view.Archivable(due)
 	var drop []string
 	if archiveKeep > 0 {
-		for g := range view.ArchivedByAge() {
-			if now.UnixNano()-g.GetArchivedUnixNanos() <= int64(archiveKeep) {
-				break // the rest were archived later
+		for g := range view.ArchivedGraphs() {
+			if now.UnixNano()-g.GetArchivedUnixNanos() > int64(archiveKeep) {
+				drop = append(drop, g.GetId())
 			}
-			drop = append(drop, g.GetId())
 		}
 	}
 	var out []*wire.ArchiveGraphsCommand

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -183,4 +184,62 @@ func TestArchiveInBatch(t *testing.T) {
 		t.Fatal("g is not archived after the batch, or ran again")
 	}
 	restoredEqual(t, batched)
+}
+
+// TestListGraphsWithArchive: pages of every size walk the live graphs by
+// id, then the archived ones by id, each once; a tenant filter applies to
+// both; a page that ends the live part exactly continues into the
+// archive.
+func TestListGraphsWithArchive(t *testing.T) {
+	f := newTestFSM(t, 0)
+	f.ok(OpSetRules, wrapperspb.UInt64(5))
+	for _, id := range []string{"a1", "b2", "c3", "d4", "e5"} {
+		g := graphSpec(id, spec("x"))
+		if id == "b2" || id == "d4" {
+			g.Tenant = "other"
+		}
+		f.submit(g)
+	}
+	for _, id := range []string{"a1", "b2", "d4"} {
+		f.ok(OpCancel, &wire.CancelCommand{GraphId: id, Reason: "done", UnixNanos: f.now()})
+	}
+	f.ok(OpArchiveGraphs, &wire.ArchiveGraphsCommand{GraphIds: []string{"a1", "b2", "d4"}, UnixNanos: f.now()})
+	for _, tc := range []struct {
+		tenant string
+		want   string
+	}{
+		{"", "c3 e5 | a1 b2 d4"},
+		{"other", "| b2 d4"},
+		{"default", "c3 e5 | a1"},
+	} {
+		for size := 1; size <= 6; size++ {
+			var got []string
+			token, pages := "", 0
+			for {
+				rows, next, err := f.View().ListGraphsWithArchive(state.GraphFilter{Tenant: tc.tenant}, token, size)
+				if err != nil {
+					t.Fatalf("tenant %q, page size %d: %v", tc.tenant, size, err)
+				}
+				if len(rows) > size {
+					t.Fatalf("tenant %q: a page of %d rows, over %d", tc.tenant, len(rows), size)
+				}
+				for _, g := range rows {
+					if g.GetArchivedUnixNanos() != 0 && !slices.Contains(got, "|") {
+						got = append(got, "|")
+					}
+					got = append(got, g.GetId())
+				}
+				if pages++; next == "" || pages > 10 {
+					break
+				}
+				token = next
+			}
+			if !slices.Contains(got, "|") {
+				got = append(got, "|")
+			}
+			if s := strings.Join(got, " "); s != tc.want {
+				t.Errorf("tenant %q, page size %d: %s, want %s", tc.tenant, size, s, tc.want)
+			}
+		}
+	}
 }

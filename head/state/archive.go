@@ -1,7 +1,6 @@
 package state
 
 import (
-	"encoding/binary"
 	"iter"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -27,12 +26,11 @@ const RulesArchive uint64 = 5
 // tableArchive holds the archived graphs' summaries (*wire.Graph rows).
 const tableArchive = "archive"
 
-// indexArchivedAt orders the archive by archived_unix_nanos, then id: the
-// leader's expiry scan stops at the first summary young enough to stay.
-const indexArchivedAt = "archived_at"
-
-// archiveSchema returns the archive table's schema: by id (unique, as the
-// graphs' table), by tenant, by archived time.
+// archiveSchema returns the archive table's schema: by id only (unique,
+// as the graphs' table). Each index entry costs about 400 bytes of heap,
+// as much as the rest of a summary (bench/results/retention.md), so the
+// archive has no index by tenant or by age: the tenant listing and the
+// leader's expiry sweep walk the ids.
 func archiveSchema() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableArchive,
@@ -40,22 +38,6 @@ func archiveSchema() *memdb.TableSchema {
 			indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
 				object: func(o any) ([]byte, bool) { return stringKey(o.(*wire.Graph).GetId(), 0), true },
 				args:   stringArgs, prefix: stringPrefixArgs,
-			}},
-			indexTenant: {Name: indexTenant, Indexer: &funcIndexer{
-				object: func(o any) ([]byte, bool) {
-					g := o.(*wire.Graph)
-					return stringKey(g.GetTenant(), len(g.GetId())+1), true
-				},
-				args: stringArgs,
-			}},
-			indexArchivedAt: {Name: indexArchivedAt, Indexer: &funcIndexer{
-				object: func(o any) ([]byte, bool) {
-					g := o.(*wire.Graph)
-					b := make([]byte, 8, 8+len(g.GetId())+1)
-					binary.BigEndian.PutUint64(b, uint64(max(g.GetArchivedUnixNanos(), 0)))
-					return b, true
-				},
-				args: func(args []any) ([]byte, bool) { return nil, len(args) == 0 },
 			}},
 		},
 	}
@@ -176,13 +158,6 @@ func (v *View) ArchivedGraphs() iter.Seq[*wire.Graph] {
 	return rows[*wire.Graph](func(txn *memdb.Txn) memdb.ResultIterator { return get(txn, tableArchive, indexID) }, v)
 }
 
-// ArchivedByAge yields every archived summary, the oldest archived first
-// (ties by id). The leader's expiry scan calls it and stops at the first
-// summary young enough to stay.
-func (v *View) ArchivedByAge() iter.Seq[*wire.Graph] {
-	return rows[*wire.Graph](func(txn *memdb.Txn) memdb.ResultIterator { return get(txn, tableArchive, indexArchivedAt) }, v)
-}
-
 // ArchivedCount returns how many summaries the archive holds.
 func (v *View) ArchivedCount() int {
 	n := 0
@@ -192,9 +167,9 @@ func (v *View) ArchivedCount() int {
 	return n
 }
 
-// listArchived returns up to limit archived summaries matching f, by id
-// (within a tenant when f.Tenant is set), from pageToken, and the next
-// page's token; as ListGraphs, with the tag 'a'.
+// listArchived returns up to limit archived summaries matching f, by id,
+// from pageToken, and the next page's token; as ListGraphs, with the tag
+// 'a'. A filter walks the ids (the archive has no other index).
 func (v *View) listArchived(f GraphFilter, pageToken string, limit int) ([]*wire.Graph, string, error) {
 	match := func(g *wire.Graph) bool {
 		return (f.Tenant == "" || g.GetTenant() == f.Tenant) && (f.State == 0 || g.GetState() == f.State)
@@ -202,25 +177,20 @@ func (v *View) listArchived(f GraphFilter, pageToken string, limit int) ([]*wire
 	s := scan[*wire.Graph]{table: tableArchive, index: indexID, tag: 'a', match: match,
 		inRange: func(*wire.Graph) bool { return true },
 		key:     func(g *wire.Graph) []byte { return stringKey(g.GetId(), 0) }}
-	if f.Tenant != "" {
-		s = scan[*wire.Graph]{table: tableArchive, index: indexTenant, tag: 'A', start: stringKey(f.Tenant, 0), match: match,
-			inRange: func(g *wire.Graph) bool { return g.GetTenant() == f.Tenant },
-			key:     func(g *wire.Graph) []byte { return append(stringKey(g.GetTenant(), 0), stringKey(g.GetId(), 0)...) }}
-	}
 	return s.page(v.txn(), pageToken, limit)
 }
 
 // ListGraphsWithArchive returns up to limit graphs matching f in their
 // wire form, the live ones first (as ListGraphs), then the archived
 // summaries (archived_unix_nanos set) by id, and the next page's token
-// ("" after the last). A token from the archived part carries the tag 'a'
-// (or 'A' with a tenant); any other token continues the live part. gRPC
+// ("" after the last). A token from the archived part carries the tag
+// 'a'; any other token continues the live part. gRPC
 // handlers call it for ListGraphs with include_archived.
 func (v *View) ListGraphsWithArchive(f GraphFilter, pageToken string, limit int) ([]*wire.Graph, string, error) {
 	if limit <= 0 {
 		return nil, "", errs.New(errs.InvalidArgument, "page size %d: must be positive", limit)
 	}
-	if raw, err := tokenEncoding.DecodeString(pageToken); err == nil && len(raw) > 0 && (raw[0] == 'a' || raw[0] == 'A') {
+	if raw, err := tokenEncoding.DecodeString(pageToken); err == nil && len(raw) > 0 && raw[0] == 'a' {
 		return v.listArchived(f, pageToken, limit)
 	}
 	live, next, err := v.ListGraphs(f, pageToken, limit)
@@ -240,15 +210,7 @@ func (v *View) ListGraphsWithArchive(f GraphFilter, pageToken string, limit int)
 		if more, _, err := v.listArchived(f, "", 1); err != nil || len(more) == 0 {
 			return out, "", err
 		}
-		tag := byte('a')
-		if f.Tenant != "" {
-			tag = 'A'
-		}
-		start := []byte{tag}
-		if f.Tenant != "" {
-			start = append(start, stringKey(f.Tenant, 0)...)
-		}
-		return out, tokenEncoding.EncodeToString(start), nil
+		return out, tokenEncoding.EncodeToString([]byte{'a'}), nil
 	}
 	arch, next, err := v.listArchived(f, "", limit-len(out))
 	if err != nil {
