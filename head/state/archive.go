@@ -43,8 +43,8 @@ func archiveSchema() *memdb.TableSchema {
 	}
 }
 
-// Archivable reports why graph g (a row of this transaction's table) may
-// not be archived now, or nil when it may: it must be finished (not
+// archivable reports why graph g (a row of txn's table) may not be
+// archived now, or nil when it may: it must be finished (not
 // RUNNING, a finish time set), every task terminal with no attempt still
 // holding a worker (DeleteGraph's guard), no attempt's artifacts still
 // uploading (artifacts_pending), and no sandbox snapshot taken of it
@@ -153,18 +153,9 @@ func archived(txn *memdb.Txn, id string) *wire.Graph {
 }
 
 // ArchivedGraphs yields every archived summary by id. The snapshot writer
-// calls it. The rows are shared: do not modify them.
+// and the leader's expiry sweep call it. The rows are shared: do not modify them.
 func (v *View) ArchivedGraphs() iter.Seq[*wire.Graph] {
 	return rows[*wire.Graph](func(txn *memdb.Txn) memdb.ResultIterator { return get(txn, tableArchive, indexID) }, v)
-}
-
-// ArchivedCount returns how many summaries the archive holds.
-func (v *View) ArchivedCount() int {
-	n := 0
-	for range v.ArchivedGraphs() {
-		n++
-	}
-	return n
 }
 
 // listArchived returns up to limit archived summaries matching f, by id,
