@@ -107,7 +107,7 @@ func archivedError(view *state.View, id string) error {
 	if g == nil {
 		return nil
 	}
-	return errs.New(errs.NotFound, "graph %q was archived at %s: its tasks, logs and artifacts are no longer kept (the head's --graph-retention, "+
+	return errs.New(errs.NotFound, "graph %q was archived at %s: its tasks are no longer kept, nor can its logs and artifacts be read (the head's --graph-retention, "+
 		"or the graph's label %s); its summary is in `megaflow status %s`",
 		id, time.Unix(0, g.GetArchivedUnixNanos()).UTC().Format(time.RFC3339), LabelGraphRetention, id)
 }

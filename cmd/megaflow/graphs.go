@@ -21,9 +21,10 @@ func graphsCmd(g *globals) *cobra.Command {
 		Short: "List graphs, sorted by id",
 		Long: `graphs lists the graphs in the head's live table, sorted by id. A finished
 graph leaves the live table after the head's --graph-retention (default 6h;
-a graph's label megaflow.io/graph-retention overrides it): its tasks, logs
-and artifacts are no longer kept, its summary (counts, metrics, labels,
-times) stays in the archive for --archive-retention (default 30 days).
+a graph's label megaflow.io/graph-retention overrides it): its tasks are
+no longer kept, nor can its logs and artifacts be read; its summary
+(counts, metrics, labels, times) stays in the archive for
+--archive-retention (default 30 days).
 --all lists the archived graphs too, after the live ones, with the time
 since they were archived in the ARCHIVED column; megaflow status GRAPH shows
 one.`,
@@ -173,7 +174,7 @@ func statusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "reason: %s\n", gr.Reason)
 			}
 			if at := gr.GetArchivedUnixNanos(); at != 0 {
-				fmt.Fprintf(g.stdout, "archived %s (%s ago): this is its summary; its tasks, logs and artifacts are no longer kept\n",
+				fmt.Fprintf(g.stdout, "archived %s (%s ago): this is its summary; its tasks are no longer kept, nor can its logs and artifacts be read\n",
 					time.Unix(0, at).UTC().Format(time.RFC3339), age(at))
 			}
 			return nil

@@ -1486,8 +1486,9 @@ type Graph struct {
 	// When the graph left the live table for the archive (leader time, in
 	// nanoseconds since the Unix epoch); 0 while it is live. An archived
 	// graph is a summary: its counts, metrics, labels and times stay, its
-	// tasks, logs and artifacts are no longer kept (the head's
-	// --graph-retention, or the graph's label megaflow.io/graph-retention).
+	// tasks are no longer kept, nor can its logs and artifacts be read (the
+	// head's --graph-retention, or the graph's label
+	// megaflow.io/graph-retention).
 	ArchivedUnixNanos int64 `protobuf:"varint,17,opt,name=archived_unix_nanos,json=archivedUnixNanos,proto3" json:"archived_unix_nanos,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
