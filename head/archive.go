@@ -15,17 +15,24 @@ import (
 // ("72h"), overriding Config.GraphRetention; "0" keeps it live.
 const LabelGraphRetention = "megaflow.io/graph-retention"
 
+// archiveBatchTasks bounds the task rows one archive command removes
+// (a graph with more goes in a command of its own), so that no apply
+// holds the table long whatever the graphs' sizes.
+const archiveBatchTasks = 1 << 16
+
 // archiveCommands returns the commands that archive the graphs of view
 // whose retention has passed at now (graphKeep, or the graph's label
 // LabelGraphRetention; 0: kept) and that may be archived now
 // (state.View.Archivable: finished, nothing pending on them), and that
 // drop the archived summaries older than archiveKeep (0: kept), in
-// commands of at most fsm.MaxArchiveBatch graphs and drops each, stamped
+// commands of at most fsm.MaxArchiveBatch graphs and drops each and of at
+// most archiveBatchTasks tasks (but for a bigger graph alone), stamped
 // with now. A label that does not parse is ignored (graphKeep applies).
 // Nil when there is nothing to do. It is pure: the leader's archive loop
 // proposes what it returns.
 func archiveCommands(view *state.View, now time.Time, graphKeep, archiveKeep time.Duration) []*wire.ArchiveGraphsCommand {
 	var due []string
+	tasks := map[string]uint32{}
 	for g := range view.Graphs() {
 		if g.State == wire.GraphState_GRAPH_STATE_RUNNING || g.FinishUnixNanos == 0 {
 			continue
@@ -38,6 +45,7 @@ func archiveCommands(view *state.View, now time.Time, graphKeep, archiveKeep tim
 		}
 		if keep > 0 && now.UnixNano()-g.FinishUnixNanos > int64(keep) {
 			due = append(due, g.ID)
+			tasks[g.ID] = g.TaskCount
 		}
 	}
 	due = view.Archivable(due)
@@ -52,7 +60,11 @@ func archiveCommands(view *state.View, now time.Time, graphKeep, archiveKeep tim
 	var out []*wire.ArchiveGraphsCommand
 	for len(due) > 0 || len(drop) > 0 {
 		cmd := &wire.ArchiveGraphsCommand{UnixNanos: now.UnixNano()}
-		n := min(len(due), fsm.MaxArchiveBatch)
+		n, sum := 0, 0
+		for n < len(due) && n < fsm.MaxArchiveBatch && (n == 0 || sum+int(tasks[due[n]]) <= archiveBatchTasks) {
+			sum += int(tasks[due[n]])
+			n++
+		}
 		cmd.GraphIds, due = due[:n:n], due[n:]
 		n = min(len(drop), fsm.MaxArchiveBatch)
 		cmd.DropIds, drop = drop[:n:n], drop[n:]

@@ -143,3 +143,27 @@ func TestArchiveCommandsBatches(t *testing.T) {
 		t.Fatalf("%d graphs in the commands, want %d", next, n)
 	}
 }
+
+// TestArchiveCommandsTaskBound: graphs whose tasks add up past
+// archiveBatchTasks go in several commands, a graph bigger than the bound
+// in one of its own.
+func TestArchiveCommandsTaskBound(t *testing.T) {
+	s := newArchiveSim(t)
+	big := func(id string, n int) {
+		g := &wire.GraphSpec{Id: id}
+		for i := range n {
+			g.Tasks = append(g.Tasks, &wire.TaskSpec{Name: fmt.Sprintf("t%d", i), Image: "img"})
+		}
+		s.must(fsm.OpSubmitGraph, &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: id}, Tasks: g.Tasks, Chunks: 1, SpecDigest: []byte(id),
+			UnixNanos: s.epoch.UnixNano(), TaskCount: uint32(n)})
+		s.must(fsm.OpCancel, &wire.CancelCommand{GraphId: id, Reason: "done", UnixNanos: s.epoch.UnixNano()})
+	}
+	big("a", archiveBatchTasks/2)
+	big("b", archiveBatchTasks/2)
+	big("c", 1)
+	big("d", archiveBatchTasks+1)
+	big("e", 1)
+	if got, want := ids(archiveCommands(s.f.View(), s.epoch.Add(time.Hour), time.Minute, 0)), "[a b |] [c |] [d |] [e |]"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+}
