@@ -85,15 +85,20 @@ type GraphFilter struct {
 	// PageToken continues a previous listing (its NextPageToken).
 	PageToken string
 	Read      ReadOptions
+	// IncludeArchived also lists the archived graphs (summaries with
+	// ArchivedUnixNanos set, their tasks no longer kept), after the live
+	// ones.
+	IncludeArchived bool
 }
 
-// ListGraphs returns one page of graphs, sorted by id, and the token of the
-// next page ("" at the end).
+// ListGraphs returns one page of graphs, sorted by id (the live ones, then
+// with f.IncludeArchived the archived ones), and the token of the next
+// page ("" at the end).
 func (c *Client) ListGraphs(ctx context.Context, f GraphFilter) ([]*Graph, string, error) {
 	var res *wire.ListGraphsResponse
 	err := c.call(ctx, func(ctx context.Context, s wire.MegaflowServiceClient) (err error) {
 		res, err = s.ListGraphs(ctx, &wire.ListGraphsRequest{Tenant: f.Tenant, State: f.State,
-			PageSize: f.PageSize, PageToken: f.PageToken, Read: c.readOptions(f.Read)})
+			PageSize: f.PageSize, PageToken: f.PageToken, Read: c.readOptions(f.Read), IncludeArchived: f.IncludeArchived})
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/megaflow/megaflow/head/fsm"
@@ -41,6 +42,11 @@ func (h *Head) artifactAttempt(view *state.View, taskID string, number uint32) (
 	}
 	t := view.Task(taskID)
 	if t == nil {
+		if graph, _, ok := strings.Cut(taskID, "/"); ok {
+			if err := archivedError(view, graph); err != nil {
+				return nil, nil, artifact.Attempt{}, err
+			}
+		}
 		return nil, nil, artifact.Attempt{}, errs.New(errs.NotFound, "task %q not found; task ids are <graph id>/<task name>", taskID)
 	}
 	if len(t.Attempts) == 0 {
@@ -303,6 +309,9 @@ func (s *service) DeleteGraph(ctx context.Context, req *wire.DeleteGraphRequest)
 func (h *Head) deleteGraph(ctx context.Context, id string) (*wire.DeleteGraphResponse, error) {
 	view := h.fsm.View()
 	g := view.Graph(id)
+	if a := view.Archived(id); g == nil && a != nil {
+		g = state.GraphFromWire(a) // its artifacts, then its summary, go
+	}
 	if g == nil {
 		return nil, errs.New(errs.NotFound, "graph %q not found", id)
 	}

@@ -77,6 +77,18 @@ type Config struct {
 	// artifacts, and for attempts whose artifacts landed in the store
 	// without their worker saying so (retention.go). Default 10 min.
 	ArtifactSweepInterval time.Duration
+	// GraphRetention is how long a finished graph stays in the live table
+	// before the leader archives it: its tasks leave the table, its
+	// summary (counts, metrics, labels, times) stays in the archive
+	// (archive.go); a graph's label megaflow.io/graph-retention overrides
+	// it. 0: kept live until deleted. Default 6 h.
+	GraphRetention time.Duration
+	// ArchiveRetention is how long an archived graph's summary stays in
+	// the archive. 0: kept until the graph is deleted. Default 30 days.
+	ArchiveRetention time.Duration
+	// ArchiveSweepInterval is how often the leader looks for graphs to
+	// archive and summaries to drop. Default 1 min.
+	ArchiveSweepInterval time.Duration
 
 	// MaxEntryBytes bounds the encoded size of one Raft log entry; graphs
 	// larger than this are committed in several entries, atomically.
@@ -163,6 +175,9 @@ func DefaultConfig() Config {
 		EventRetention:        100_000,
 		StagedTTL:             5 * time.Minute,
 		ArtifactSweepInterval: 10 * time.Minute,
+		GraphRetention:        6 * time.Hour,
+		ArchiveRetention:      30 * 24 * time.Hour,
+		ArchiveSweepInterval:  time.Minute,
 		Lease:                 lease.DefaultConfig(),
 		Scheduler:             scheduler.DefaultPolicy(),
 		ScheduleInterval:      5 * time.Millisecond,
@@ -236,6 +251,10 @@ func (c *Config) Validate() error {
 	if c.ArtifactRetention < 0 || c.ArtifactSweepInterval < 10*time.Millisecond {
 		errsList = append(errsList, fmt.Errorf("ArtifactRetention %v must not be negative and ArtifactSweepInterval %v must be at least 10ms",
 			c.ArtifactRetention, c.ArtifactSweepInterval))
+	}
+	if c.GraphRetention < 0 || c.ArchiveRetention < 0 || c.ArchiveSweepInterval < 10*time.Millisecond || c.ArchiveSweepInterval > time.Hour {
+		errsList = append(errsList, fmt.Errorf("GraphRetention %v and ArchiveRetention %v must not be negative (0: keep), and ArchiveSweepInterval %v must be 10ms to 1h",
+			c.GraphRetention, c.ArchiveRetention, c.ArchiveSweepInterval))
 	}
 	if c.StagedTTL <= 0 {
 		errsList = append(errsList, fmt.Errorf("StagedTTL %v must be positive", c.StagedTTL))

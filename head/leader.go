@@ -58,6 +58,12 @@ func (h *Head) leaderLoop(ctx context.Context) {
 		h.retentionLoop(ctx)
 	}()
 	defer func() { <-retentionDone }()
+	archiveDone := make(chan struct{})
+	go func() {
+		defer close(archiveDone)
+		h.archiveLoop(ctx)
+	}()
+	defer func() { <-archiveDone }()
 	leaseDone := make(chan struct{})
 	go func() {
 		defer close(leaseDone)

@@ -39,6 +39,24 @@ func expiredArtifacts(graphs iter.Seq[*state.Graph], now time.Time, def time.Dur
 	return out
 }
 
+// graphsWithArchive yields the live graphs of view, then the archived
+// ones (their summaries as rows, shared with the archive: read only), so
+// that an archived graph's artifacts still expire.
+func graphsWithArchive(view *state.View) iter.Seq[*state.Graph] {
+	return func(yield func(*state.Graph) bool) {
+		for g := range view.Graphs() {
+			if !yield(g) {
+				return
+			}
+		}
+		for g := range view.ArchivedGraphs() {
+			if !yield(state.GraphFromWire(g)) {
+				return
+			}
+		}
+	}
+}
+
 // retentionLoop runs on the leader while it leads (the leader loop owns
 // it): every ArtifactSweepInterval it clears the artifacts_pending flags
 // whose artifacts are in the store (landPendingArtifacts) and deletes the
@@ -55,7 +73,7 @@ func (h *Head) retentionLoop(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		h.landPendingArtifacts(ctx)
-		for _, g := range expiredArtifacts(h.fsm.View().Graphs(), h.clock.Now(), h.cfg.ArtifactRetention, done) {
+		for _, g := range expiredArtifacts(graphsWithArchive(h.fsm.View()), h.clock.Now(), h.cfg.ArtifactRetention, done) {
 			n, err := h.cfg.Artifacts.DeletePrefix(ctx, artifact.GraphPrefix(g.Tenant, g.ID))
 			if err != nil {
 				if ctx.Err() == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"math"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -82,6 +83,12 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 		}
 		return &wire.SubmitGraphResponse{GraphId: g.Id, Index: existing.CreateIndex, Existed: true}, nil
 	}
+	if a := view.Archived(g.Id); a != nil { // archived: the id stays taken, nothing runs again
+		if string(a.GetSpecDigest()) != string(digest) {
+			return nil, errs.New(errs.AlreadyExists, "graph %q already exists (archived) with a different spec; submit under another id", g.Id)
+		}
+		return &wire.SubmitGraphResponse{GraphId: g.Id, Index: a.GetCreateIndex(), Existed: true}, nil
+	}
 	if err := h.checkAdmission(view, g); err != nil {
 		return nil, err
 	}
@@ -105,6 +112,8 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 	if r.Existed {
 		if existing := h.fsm.View().Graph(g.Id); existing != nil {
 			index = existing.CreateIndex
+		} else if a := h.fsm.View().Archived(g.Id); a != nil {
+			index = a.GetCreateIndex()
 		}
 	}
 	return &wire.SubmitGraphResponse{GraphId: g.Id, Index: index, Existed: r.Existed}, nil
@@ -270,6 +279,9 @@ func (s *service) GetGraph(ctx context.Context, req *wire.GetGraphRequest) (*wir
 	}
 	g := view.Graph(req.GraphId)
 	if g == nil {
+		if a := view.Archived(req.GraphId); a != nil {
+			return &wire.GetGraphResponse{Graph: a, Meta: meta}, nil // archived: its summary
+		}
 		return nil, errs.ToStatus(errs.New(errs.NotFound, "graph %q not found (at index %d of head %s)", req.GraphId, meta.Index, meta.HeadId))
 	}
 	return &wire.GetGraphResponse{Graph: g.ToWire(), Meta: meta}, nil
@@ -290,11 +302,26 @@ func (s *service) ListGraphs(ctx context.Context, req *wire.ListGraphsRequest) (
 		return nil, errs.ToStatus(err)
 	}
 	filter := state.GraphFilter{Tenant: req.Tenant, State: req.State}
+	out := &wire.ListGraphsResponse{Meta: meta}
+	if req.IncludeArchived {
+		graphs, next, err := view.ListGraphsWithArchive(filter, req.PageToken, limit)
+		if err != nil {
+			return nil, errs.ToStatus(err)
+		}
+		out.Graphs, next, err = pageBySize(graphs, next, func(g *wire.Graph) *wire.Graph { return g }, func(n int) (string, error) {
+			_, next, err := view.ListGraphsWithArchive(filter, req.PageToken, n)
+			return next, err
+		})
+		if err != nil {
+			return nil, errs.ToStatus(err)
+		}
+		out.NextPageToken = next
+		return out, nil
+	}
 	graphs, next, err := view.ListGraphs(filter, req.PageToken, limit)
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	out := &wire.ListGraphsResponse{Meta: meta}
 	out.Graphs, next, err = pageBySize(graphs, next, (*state.Graph).ToWire, func(n int) (string, error) {
 		_, next, err := view.ListGraphs(filter, req.PageToken, n)
 		return next, err
@@ -318,6 +345,11 @@ func (s *service) GetTask(ctx context.Context, req *wire.GetTaskRequest) (*wire.
 	}
 	t := view.Task(req.TaskId)
 	if t == nil {
+		if graph, _, ok := strings.Cut(req.TaskId, "/"); ok {
+			if err := archivedError(view, graph); err != nil {
+				return nil, errs.ToStatus(err)
+			}
+		}
 		return nil, errs.ToStatus(errs.New(errs.NotFound, "task %q not found (at index %d of head %s); task ids are <graph id>/<task name>",
 			req.TaskId, meta.Index, meta.HeadId))
 	}
@@ -337,6 +369,11 @@ func (s *service) ListTasks(ctx context.Context, req *wire.ListTasksRequest) (*w
 	limit, err := pageSize(req.PageSize, 100, 5000)
 	if err != nil {
 		return nil, errs.ToStatus(err)
+	}
+	if req.GraphId != "" {
+		if err := archivedError(view, req.GraphId); err != nil {
+			return nil, errs.ToStatus(err)
+		}
 	}
 	filter := state.TaskFilter{GraphID: req.GraphId, State: req.State, Tenant: req.Tenant, WorkerID: req.WorkerId}
 	tasks, next, err := view.ListTasks(filter, req.PageToken, limit)

@@ -136,6 +136,9 @@ Raft cluster together. A head started later with --join and no
 	_ = f.MarkHidden("worker-grace")
 	f.StringVar(&artifactsURL, "artifacts", "", "artifact store the workers upload to, read by megaflow logs/artifacts: file:///path or s3://bucket/prefix?endpoint=...&region=...&path_style=true (default file://<data-dir>/artifacts; a cluster of several machines needs shared storage such as S3)")
 	f.DurationVar(&cfg.ArtifactRetention, "artifact-retention", 0, "delete the artifacts of a finished graph this long after it ended (0: keep them until the graph is deleted; a graph's label megaflow.io/artifact-retention overrides it)")
+	f.DurationVar(&cfg.GraphRetention, "graph-retention", cfg.GraphRetention, "archive a finished graph this long after it ended: its tasks leave the head's memory, its summary stays "+
+		"(megaflow status, megaflow graphs --all) (0: keep it live until deleted; a graph's label megaflow.io/graph-retention overrides it)")
+	f.DurationVar(&cfg.ArchiveRetention, "archive-retention", cfg.ArchiveRetention, "drop an archived graph's summary this long after it was archived (0: keep it until deleted)")
 	f.StringVar(&tlsFiles.CA, "tls-ca", "", "CA certificate (PEM) of the cluster: turns on mutual TLS for gRPC, Raft, forwarding and sandbox calls, with --tls-cert and --tls-key (docs/security.md; reloaded on SIGHUP)")
 	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "this head's certificate (PEM, from megaflow tls cert create --head --node-id <this head's --node-id>)")
 	f.StringVar(&tlsFiles.Key, "tls-key", "", "the private key of --tls-cert (PEM)")

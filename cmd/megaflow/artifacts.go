@@ -200,7 +200,11 @@ func deleteCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete GRAPH",
 		Short: "Delete a finished graph: its artifacts, then its tasks and the graph",
-		Args:  cobra.ExactArgs(1),
+		Long: `delete removes a finished graph for good: its artifacts from the store,
+then its tasks and the graph from the table. An archived graph (past the
+head's --graph-retention) loses its artifacts and its summary. Its id is
+free again afterwards.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, c, done, err := g.dialSynced(cmd)
 			if err != nil {

@@ -19,7 +19,16 @@ func graphsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graphs",
 		Short: "List graphs, sorted by id",
-		Args:  cobra.NoArgs,
+		Long: `graphs lists the graphs in the head's live table, sorted by id. A finished
+graph leaves the live table after the head's --graph-retention (default 6h;
+a graph's label megaflow.io/graph-retention overrides it): its tasks are
+no longer kept, nor can its logs and artifacts be read; its summary
+(counts, metrics, labels, times) stays in the archive for
+--archive-retention (default 30 days).
+--all lists the archived graphs too, after the live ones, with the time
+since they were archived in the ARCHIVED column; megaflow status GRAPH shows
+one.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, c, done, err := g.dial(cmd)
 			if err != nil {
@@ -35,11 +44,19 @@ func graphsCmd(g *globals) *cobra.Command {
 				return g.printJSON(map[string]any{"graphs": protoList(graphs), "next_page_token": next})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "GRAPH\tTENANT\tSTATE\tTASKS\tSUCCEEDED\tFAILED\tSUCCESS\tREWARD\tAGE")
+			header := "GRAPH\tTENANT\tSTATE\tTASKS\tSUCCEEDED\tFAILED\tSUCCESS\tREWARD\tAGE"
+			if f.IncludeArchived {
+				header += "\tARCHIVED"
+			}
+			fmt.Fprintln(tw, header)
 			for _, gr := range graphs {
 				cn, m := gr.Counts, gr.GetMetrics()
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,
 					cn.GetSucceeded(), cn.GetFailed()+cn.GetTimedOut(), successRate(m), meanMetric(m), age(gr.CreateUnixNanos))
+				if f.IncludeArchived {
+					fmt.Fprintf(tw, "\t%s", age(gr.GetArchivedUnixNanos()))
+				}
+				fmt.Fprintln(tw)
 			}
 			if next != "" {
 				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
@@ -48,6 +65,7 @@ func graphsCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's graphs")
+	cmd.Flags().BoolVar(&f.IncludeArchived, "all", false, "include the archived graphs (finished graphs past the head's --graph-retention), after the live ones")
 	cmd.Flags().Int32Var(&f.PageSize, "limit", 100, "at most this many")
 	cmd.Flags().StringVar(&f.PageToken, "page-token", "", "continue a previous listing")
 	return cmd
@@ -154,6 +172,10 @@ func statusCmd(g *globals) *cobra.Command {
 			}
 			if gr.Reason != "" {
 				fmt.Fprintf(g.stdout, "reason: %s\n", gr.Reason)
+			}
+			if at := gr.GetArchivedUnixNanos(); at != 0 {
+				fmt.Fprintf(g.stdout, "archived %s (%s ago): this is its summary; its tasks are no longer kept, nor can its logs and artifacts be read\n",
+					time.Unix(0, at).UTC().Format(time.RFC3339), age(at))
 			}
 			return nil
 		},

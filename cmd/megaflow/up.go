@@ -54,6 +54,10 @@ type localOptions struct {
 	MaxConcurrentStarts int
 	// LogLevel of the log file: debug, info, warn or error.
 	LogLevel string
+	// GraphRetention and ArchiveRetention set the head's
+	// (head.Config.GraphRetention, ArchiveRetention); nil: the head's
+	// defaults.
+	GraphRetention, ArchiveRetention *time.Duration
 }
 
 // validate checks what can be checked before anything is written: every
@@ -72,6 +76,10 @@ func (o *localOptions) validate() error {
 		return errs.New(errs.InvalidArgument, "--pool-max %d: must be 0 (the worker's default) or more", o.PoolMax)
 	case o.MaxConcurrentStarts < 0:
 		return errs.New(errs.InvalidArgument, "--max-concurrent-starts %d: must be 0 (the worker's default) or more", o.MaxConcurrentStarts)
+	case o.GraphRetention != nil && *o.GraphRetention < 0:
+		return errs.New(errs.InvalidArgument, "--graph-retention %v: give how long a finished graph stays live, or 0 to keep it", *o.GraphRetention)
+	case o.ArchiveRetention != nil && *o.ArchiveRetention < 0:
+		return errs.New(errs.InvalidArgument, "--archive-retention %v: give how long an archived summary stays, or 0 to keep it", *o.ArchiveRetention)
 	}
 	if _, err := logging.New(io.Discard, "text", o.LogLevel); err != nil {
 		return errs.New(errs.InvalidArgument, "--log-level: %v", err)
@@ -210,6 +218,12 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 			hc.BootstrapExpect = 1
 			hc.Version = version.Get().Short()
 			hc.Artifacts = store
+			if o.GraphRetention != nil {
+				hc.GraphRetention = *o.GraphRetention
+			}
+			if o.ArchiveRetention != nil {
+				hc.ArchiveRetention = *o.ArchiveRetention
+			}
 		}})
 	if err != nil {
 		closeAll()
@@ -374,12 +388,23 @@ keeps the task table.`,
 		},
 	}
 	addLocalFlags(cmd, &o)
+	def := head.DefaultConfig()
+	o.GraphRetention, o.ArchiveRetention = &def.GraphRetention, &def.ArchiveRetention
+	cmd.Flags().DurationVar(o.GraphRetention, "graph-retention", def.GraphRetention, graphRetentionHelp)
+	cmd.Flags().DurationVar(o.ArchiveRetention, "archive-retention", def.ArchiveRetention, archiveRetentionHelp)
 	cmd.Flags().StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, "host:port of the head's gRPC API")
 	cmd.Flags().StringVar(&o.RaftAddr, "raft-addr", o.RaftAddr, "host:port of the head's Raft transport")
 	cmd.Flags().StringVar(&o.GossipAddr, "gossip-addr", o.GossipAddr, "host:port of the head's gossip member")
 	cmd.Flags().StringVar(&o.WorkerGossipAddr, "worker-gossip-addr", o.WorkerGossipAddr, "host:port of the worker's gossip member")
 	return cmd
 }
+
+// The help of the retention flags, shared with megaflow-head's.
+const (
+	graphRetentionHelp = "archive a finished graph this long after it ended: its tasks leave the head's memory, its summary stays " +
+		"(megaflow status, megaflow graphs --all) (0: keep it live until deleted; a graph's label megaflow.io/graph-retention overrides it)"
+	archiveRetentionHelp = "drop an archived graph's summary this long after it was archived (0: keep it until deleted)"
+)
 
 // addLocalFlags adds the flags up and demo share.
 func addLocalFlags(cmd *cobra.Command, o *localOptions) {

@@ -37,6 +37,7 @@ func seedCommands() map[Op]proto.Message {
 		OpSandboxSetDeadline: &wire.SandboxSetDeadlineCommand{GraphId: "sbx-a", DeadlineSeconds: 60, UnixNanos: 5},
 		OpSandboxPause:       &wire.SandboxPauseCommand{GraphId: "sbx-a", Attempt: 1, Paused: true, UnixNanos: 5},
 		OpSetAdmissionPolicy: &wire.SetAdmissionPolicyCommand{Policy: &wire.AdmissionPolicy{Tenant: "acme", AllowedNetworks: []string{"host"}}, UnixNanos: 5},
+		OpArchiveGraphs:      &wire.ArchiveGraphsCommand{GraphIds: []string{"g"}, DropIds: []string{"h"}, UnixNanos: 5},
 	}
 }
 

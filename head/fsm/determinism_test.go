@@ -187,10 +187,38 @@ func (g *logGen) entries(n int) [][]byte {
 // rare appends one of the ops that come seldom: a deletion (of a finished
 // graph mostly; of a new graph cancelled at once, so that submit, cancel and
 // delete may share a batch; of an unfinished or unknown graph, refused), a
-// quota, a failure of queued tasks, a pre-warm target, a GPU health report.
+// quota, a failure of queued tasks, a pre-warm target, a GPU health report,
+// an archiving (rules 5: refused below; finished graphs mostly, some not
+// archivable, some archived summaries dropped, an archived graph
+// resubmitted).
 func (g *logGen) rare() {
 	v := g.ref.View()
-	switch k := g.rng.Intn(8); {
+	switch k := g.rng.Intn(9); {
+	case k == 8:
+		cmd := &wire.ArchiveGraphsCommand{UnixNanos: g.nanos}
+		for gr := range v.Graphs() {
+			if g.rng.Intn(2) == 0 {
+				cmd.GraphIds = append(cmd.GraphIds, gr.ID) // running ones are skipped
+			}
+		}
+		var archived []string
+		for gr := range v.ArchivedGraphs() {
+			archived = append(archived, gr.GetId())
+		}
+		for _, id := range archived {
+			if g.rng.Intn(4) == 0 {
+				cmd.DropIds = append(cmd.DropIds, id)
+			}
+		}
+		cmd.GraphIds, cmd.DropIds = cmd.GraphIds[:min(len(cmd.GraphIds), MaxArchiveBatch)], cmd.DropIds[:min(len(cmd.DropIds), MaxArchiveBatch)]
+		g.cmd(OpArchiveGraphs, cmd)
+		if len(archived) > 0 { // a retry of an archived graph: existed, nothing runs
+			for _, gs := range g.graphs {
+				if gs.Id == archived[0] {
+					g.cmd(OpSubmitGraph, submitCmd(gs, g.nanos))
+				}
+			}
+		}
 	case k < 2: // delete a finished graph, or try an unfinished or unknown one
 		var done []string
 		for gr := range v.Graphs() {

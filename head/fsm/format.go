@@ -29,11 +29,12 @@ import (
 //	recPool    wire.PoolTarget (a pre-warm target)
 //	recSnapshot wire.Snapshot (a sandbox snapshot; rules 3)
 //	recAdmission wire.AdmissionPolicy (an admission policy; rules 5)
+//	recArchive wire.Graph (an archived graph's summary; rules 5)
 //	recEnd     uvarint number of records before it
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
 // id, quotas by tenant, pre-warm targets by image and tenant, snapshots by
-// id, admission policies by tenant (the cluster row first), end. A
+// id, admission policies by tenant (the cluster row first), archived summaries by id, end. A
 // worker's GPUs in use are not written: the restore derives them from the
 // tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
@@ -61,7 +62,9 @@ const (
 	recSnapshot byte = 20
 	// recAdmission is the admission branch's number, as its op (24).
 	recAdmission byte = 24
-	recEnd       byte = 0xff
+	// recArchive is the archive branch's number, as its op (25).
+	recArchive byte = 25
+	recEnd     byte = 0xff
 )
 
 const (
@@ -149,6 +152,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for g := range v.ArchivedGraphs() {
+			if !add(g) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -185,6 +193,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recSnapshot, r)
 			case *state.AdmissionPolicy:
 				buf, err = appendMessage(buf, recAdmission, r.P)
+			case *wire.Graph: // an archived summary
+				buf, err = appendMessage(buf, recArchive, r)
 			}
 			if err != nil {
 				return encoded{}, err
@@ -231,6 +241,8 @@ type rawBatch struct {
 type (
 	metaRow struct{ index, nextQueueSeq, clusterID, rules uint64 }
 	endRow  struct{ count uint64 }
+	// archivedRow is an archived graph's summary.
+	archivedRow struct{ g *wire.Graph }
 )
 
 // ReadSnapshot reads a snapshot written by WriteSnapshot into r, finishes it
@@ -326,6 +338,9 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 				err = r.Snapshot(x)
 			case *state.AdmissionPolicy:
 				err = r.AdmissionPolicy(x.P)
+			case archivedRow:
+				x.g.Tenant = internTenant(tenants, x.g.Tenant)
+				err = r.Archived(x.g)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -461,6 +476,12 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 				return nil, fmt.Errorf("record %d: admission policy: %w", n, err)
 			}
 			rows = append(rows, &state.AdmissionPolicy{P: w})
+		case recArchive:
+			w := &wire.Graph{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: archived graph: %w", n, err)
+			}
+			rows = append(rows, archivedRow{w})
 		case recEnd:
 			want, k := binary.Uvarint(buf)
 			if k <= 0 {

@@ -71,7 +71,7 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 // DropStagedResult, WorkerUpsertResult, WorkerDownResult, PlanResult,
 // TaskEventsResult, AttemptsLostResult, SetQuotaResult,
 // FailQueuedResult, SnapshotAddResult, SnapshotDeleteResult,
-// SetAdmissionPolicyResult, a bool for
+// SetAdmissionPolicyResult, ArchiveGraphsResult, a bool for
 // OpSandboxSetDeadline and OpSandboxPause; a uint64 for OpSetClusterID and OpSetRules), an *errs.Error for a command refused at apply time, or
 // nil for an ignorable op this version does not know. It panics on an entry
 // that cannot be decoded, an unknown op without OpIgnorable, or an
@@ -173,6 +173,8 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		res, err = applySandboxPause(txn, cmd)
 	case *wire.SetAdmissionPolicyCommand:
 		res, err = applySetAdmissionPolicy(txn, cmd)
+	case *wire.ArchiveGraphsCommand:
+		res, err = applyArchiveGraphs(txn, cmd)
 	case *wrapperspb.UInt64Value: // OpSetClusterID, OpSetRules
 		if op == OpSetRules {
 			res = applySetRules(txn, index, cmd.GetValue())

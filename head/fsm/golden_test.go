@@ -65,9 +65,11 @@ type goldenLog struct {
 // admission policies (refused) and graphs asking for the host network and
 // capabilities (committed), OpSetRules 5, the same policies (set) and
 // graphs (refused or committed as they allow), 300 more random entries
-// and a pause of each running sandbox, with the rare and the
-// sandbox ops (seed 49: one whose log ends with a sandbox running). The
-// lead regenerates it when the rules-5 branches merge.
+// and a pause of each running sandbox, with the rare ops (archives of
+// finished graphs among them) and the sandbox ops (seed 49: one whose log
+// ends with a sandbox running and some graphs archived). Written again
+// when the two rules-5 branches (admission, archive) merged, before rules
+// 5 was released.
 var goldenLogs = []goldenLog{
 	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
 		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
@@ -175,6 +177,13 @@ func checkRules45Coverage(t *testing.T, v *state.View) {
 		if got := v.Graph(id) != nil; got != want {
 			t.Errorf("graph %s committed: %v; want %v", id, got, want)
 		}
+	}
+	archived := 0
+	for range v.ArchivedGraphs() {
+		archived++
+	}
+	if archived == 0 {
+		t.Error("the rules4-5 log replays to no archived graph; want the rare OpArchiveGraphs to have archived some (pick another seed)")
 	}
 }
 

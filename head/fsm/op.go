@@ -66,6 +66,9 @@ const (
 	// OpSetAdmissionPolicy carries a wire.SetAdmissionPolicyCommand
 	// (rules 5). The result is a SetAdmissionPolicyResult.
 	OpSetAdmissionPolicy Op = 24
+	// OpArchiveGraphs carries a wire.ArchiveGraphsCommand (rules 5). The
+	// result is an *ArchiveGraphsResult.
+	OpArchiveGraphs Op = 25
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -92,6 +95,7 @@ var opNames = map[Op]string{
 	OpSandboxSetDeadline: "SandboxSetDeadline",
 	OpSandboxPause:       "SandboxPause",
 	OpSetAdmissionPolicy: "SetAdmissionPolicy",
+	OpArchiveGraphs:      "ArchiveGraphs",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
@@ -140,6 +144,7 @@ var commands = map[Op]func() proto.Message{
 	OpSandboxSetDeadline: func() proto.Message { return &wire.SandboxSetDeadlineCommand{} },
 	OpSandboxPause:       func() proto.Message { return &wire.SandboxPauseCommand{} },
 	OpSetAdmissionPolicy: func() proto.Message { return &wire.SetAdmissionPolicyCommand{} },
+	OpArchiveGraphs:      func() proto.Message { return &wire.ArchiveGraphsCommand{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command

@@ -242,6 +242,11 @@ func snapshotWireTrip(t *testing.T, f *filler) {
 	// not stored. They are set in the input all the same (the conversions
 	// get them), and expected here as the read recomputes them.
 	wantGraph := proto.CloneOf(graph)
+	// An archived summary is the graph's whole wire form, archived time
+	// included (recArchive); a live row has no archived time.
+	archived := proto.CloneOf(graph)
+	archived.Id += "-archived"
+	wantGraph.ArchivedUnixNanos = 0
 	// Ratios computed on each read from the stored counts and times
 	// (state.GraphMetrics.toWire), never stored.
 	wm := wantGraph.Metrics
@@ -280,6 +285,7 @@ func snapshotWireTrip(t *testing.T, f *filler) {
 	check(r.Quota(qr))
 	check(r.PoolTarget(proto.CloneOf(pool)))
 	check(r.Snapshot(proto.CloneOf(snap)))
+	check(r.Archived(proto.CloneOf(archived)))
 	check(r.Staged(&state.StagedChunk{GraphID: staged.GetHeader().GetId(), Chunk: staged.GetChunk(), Command: proto.CloneOf(staged)}))
 	check(r.Finish())
 	r.Commit()
@@ -341,6 +347,7 @@ func snapshotWireTrip(t *testing.T, f *filler) {
 	}
 	same("PoolTarget", pool, gotPool)
 	same("Snapshot", snap, v.Snapshot(snap.Id))
+	same("Archived", archived, v.Archived(archived.Id))
 	for c := range v.StagedChunks() {
 		gotStaged = c.Command
 	}

@@ -47,7 +47,14 @@ import (
 //     applies (refused, changing nothing, below 5), and OpSubmitGraph
 //     refuses (PermissionDenied) a graph with a task that its tenant's
 //     effective policy does not allow (state.Txn.CheckAdmission: its
-//     network or an added capability).
+//     network or an added capability);
+//     and the graph archive: the op OpArchiveGraphs applies (refused,
+//     changing nothing, below 5), moving finished graphs past their
+//     retention from the live table to a summary in the archive
+//     (state.Txn.ArchiveGraphs) and dropping old summaries; a submission
+//     of an archived graph's id answers that it existed, and
+//     OpDeleteGraph of an archived graph removes its summary (the archive
+//     is empty below 5, so these two change nothing there).
 const RulesCurrent uint64 = 5
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a

@@ -14,7 +14,7 @@ import (
 // n-1 commits the graph with the tasks of every chunk, in chunk order, and
 // drops the staging. Chunks of a graph already committed with the same
 // digest change nothing (Existed); with another digest they are refused
-// (AlreadyExists). A chunk whose digest differs from the staged ones starts a
+// (AlreadyExists); so do those of a graph in the archive (rules 5). A chunk whose digest differs from the staged ones starts a
 // new submission attempt and replaces them. A last chunk that finds a chunk
 // missing is refused (FailedPrecondition) and drops the staging, so that the
 // leader resends every chunk; so does a graph refused as invalid. From
@@ -38,6 +38,15 @@ func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, e
 				"graph %q already exists with a different spec; choose another id", id)
 		}
 		return &SubmitResult{GraphID: id, Committed: true, Existed: true, Index: g.CreateIndex}, nil
+	}
+	// An archived graph's id stays taken (rules 5; the archive is empty
+	// below): its summary answers, nothing runs again.
+	if g := txn.Archived(id); g != nil {
+		if !bytes.Equal(g.GetSpecDigest(), cmd.GetSpecDigest()) {
+			return nil, errs.New(errs.AlreadyExists,
+				"graph %q already exists (archived) with a different spec; choose another id", id)
+		}
+		return &SubmitResult{GraphID: id, Committed: true, Existed: true, Index: g.GetCreateIndex()}, nil
 	}
 	// The chunk's specs are still private to this apply: the last moment
 	// to make them share strings. Staged specs are visible to snapshots.

@@ -5,12 +5,16 @@ import "github.com/megaflow/megaflow/internal/errs"
 // DeleteGraph removes graph id and its tasks from the table and returns
 // how many tasks it removed. Only a finished graph may go: every task
 // terminal and no attempt still holding a worker, so no accounting moves.
-// The FSM calls it for OpDeleteGraph. Errors: NotFound (no such graph),
-// FailedPrecondition (naming the first task that is not done); nothing
-// changes then.
+// An archived graph (archive.go) loses its summary, with no task to
+// remove. The FSM calls it for OpDeleteGraph. Errors: NotFound (no such
+// graph, live or archived), FailedPrecondition (naming the first task that
+// is not done); nothing changes then.
 func (t *Txn) DeleteGraph(id string) (uint32, error) {
 	g := t.Graph(id)
 	if g == nil {
+		if t.DropArchived([]string{id}) == 1 {
+			return 0, nil
+		}
 		return 0, errs.New(errs.NotFound, "graph %q not found", id)
 	}
 	tasks := t.TasksOfGraph(id)

@@ -231,6 +231,7 @@ func schema() *memdb.DBSchema {
 				}},
 			},
 		},
+		tableArchive: archiveSchema(),
 		tableMeta: {
 			Name: tableMeta,
 			Indexes: map[string]*memdb.IndexSchema{

@@ -1055,6 +1055,73 @@ func (x *DeleteGraphCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// ArchiveGraphsCommand moves finished graphs past their retention from the
+// live table to the archive (a summary each, their tasks removed) and drops
+// the archived summaries older than the archive's retention (rules 5). The
+// FSM re-checks each graph: one no longer archivable is skipped.
+type ArchiveGraphsCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The graphs to archive, at most 256.
+	GraphIds []string `protobuf:"bytes,1,rep,name=graph_ids,json=graphIds,proto3" json:"graph_ids,omitempty"`
+	// The archived graphs whose summaries to drop, at most 256.
+	DropIds []string `protobuf:"bytes,2,rep,name=drop_ids,json=dropIds,proto3" json:"drop_ids,omitempty"`
+	// Leader time, stamped into each summary as archived_unix_nanos.
+	UnixNanos     int64 `protobuf:"varint,3,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveGraphsCommand) Reset() {
+	*x = ArchiveGraphsCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveGraphsCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveGraphsCommand) ProtoMessage() {}
+
+func (x *ArchiveGraphsCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveGraphsCommand.ProtoReflect.Descriptor instead.
+func (*ArchiveGraphsCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ArchiveGraphsCommand) GetGraphIds() []string {
+	if x != nil {
+		return x.GraphIds
+	}
+	return nil
+}
+
+func (x *ArchiveGraphsCommand) GetDropIds() []string {
+	if x != nil {
+		return x.DropIds
+	}
+	return nil
+}
+
+func (x *ArchiveGraphsCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
@@ -1156,7 +1223,12 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\x12DeleteGraphCommand\x12\x19\n" +
 	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x02 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"m\n" +
+	"\x14ArchiveGraphsCommand\x12\x1b\n" +
+	"\tgraph_ids\x18\x01 \x03(\tR\bgraphIds\x12\x19\n" +
+	"\bdrop_ids\x18\x02 \x03(\tR\adropIds\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_command_proto_rawDescOnce sync.Once
@@ -1170,7 +1242,7 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_megaflow_v1_command_proto_goTypes = []any{
 	(*SubmitGraphCommand)(nil),        // 0: megaflow.v1.SubmitGraphCommand
 	(*CancelCommand)(nil),             // 1: megaflow.v1.CancelCommand
@@ -1187,32 +1259,33 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 	(*PoolWarmCommand)(nil),           // 12: megaflow.v1.PoolWarmCommand
 	(*GpuHealthCommand)(nil),          // 13: megaflow.v1.GpuHealthCommand
 	(*DeleteGraphCommand)(nil),        // 14: megaflow.v1.DeleteGraphCommand
-	nil,                               // 15: megaflow.v1.PlanCommand.UnplacedEntry
-	nil,                               // 16: megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	(*GraphSpec)(nil),                 // 17: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),                  // 18: megaflow.v1.TaskSpec
-	(ReasonCode)(0),                   // 19: megaflow.v1.ReasonCode
-	(*WorkerInfo)(nil),                // 20: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),              // 21: megaflow.v1.AttemptEvent
-	(*Quota)(nil),                     // 22: megaflow.v1.Quota
-	(*AdmissionPolicy)(nil),           // 23: megaflow.v1.AdmissionPolicy
-	(*PoolTarget)(nil),                // 24: megaflow.v1.PoolTarget
+	(*ArchiveGraphsCommand)(nil),      // 15: megaflow.v1.ArchiveGraphsCommand
+	nil,                               // 16: megaflow.v1.PlanCommand.UnplacedEntry
+	nil,                               // 17: megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	(*GraphSpec)(nil),                 // 18: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),                  // 19: megaflow.v1.TaskSpec
+	(ReasonCode)(0),                   // 20: megaflow.v1.ReasonCode
+	(*WorkerInfo)(nil),                // 21: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),              // 22: megaflow.v1.AttemptEvent
+	(*Quota)(nil),                     // 23: megaflow.v1.Quota
+	(*AdmissionPolicy)(nil),           // 24: megaflow.v1.AdmissionPolicy
+	(*PoolTarget)(nil),                // 25: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	17, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	18, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	19, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	20, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
-	19, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	18, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	19, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	20, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	21, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	20, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
 	5,  // 5: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	15, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	21, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	16, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	22, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
 	5,  // 8: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	19, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	22, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	23, // 11: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
-	24, // 12: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
-	16, // 13: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	20, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	23, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	24, // 11: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
+	25, // 12: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	17, // 13: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
 	14, // [14:14] is the sub-list for method output_type
 	14, // [14:14] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
@@ -1233,7 +1306,7 @@ func file_megaflow_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

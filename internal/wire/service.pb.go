@@ -390,11 +390,15 @@ type ListGraphsRequest struct {
 	Tenant string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	State  GraphState             `protobuf:"varint,2,opt,name=state,proto3,enum=megaflow.v1.GraphState" json:"state,omitempty"`
 	// At most this many; 0: 100, at most 1,000.
-	PageSize      int32        `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string       `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	Read          *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PageSize  int32        `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string       `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	Read      *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	// Also list the archived graphs (their summaries, archived_unix_nanos
+	// set), after the live ones: the live graphs by id, then the archived
+	// ones by id. A state filter applies to both.
+	IncludeArchived bool `protobuf:"varint,6,opt,name=include_archived,json=includeArchived,proto3" json:"include_archived,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListGraphsRequest) Reset() {
@@ -460,6 +464,13 @@ func (x *ListGraphsRequest) GetRead() *ReadOptions {
 		return x.Read
 	}
 	return nil
+}
+
+func (x *ListGraphsRequest) GetIncludeArchived() bool {
+	if x != nil {
+		return x.IncludeArchived
+	}
+	return false
 }
 
 type ListGraphsResponse struct {
@@ -3194,14 +3205,15 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x04read\x18\x02 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"g\n" +
 	"\x10GetGraphResponse\x12(\n" +
 	"\x05graph\x18\x01 \x01(\v2\x12.megaflow.v1.GraphR\x05graph\x12)\n" +
-	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"\xc4\x01\n" +
+	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"\xef\x01\n" +
 	"\x11ListGraphsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.megaflow.v1.GraphStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12,\n" +
-	"\x04read\x18\x05 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"\x93\x01\n" +
+	"\x04read\x18\x05 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\x12)\n" +
+	"\x10include_archived\x18\x06 \x01(\bR\x0fincludeArchived\"\x93\x01\n" +
 	"\x12ListGraphsResponse\x12*\n" +
 	"\x06graphs\x18\x01 \x03(\v2\x12.megaflow.v1.GraphR\x06graphs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12)\n" +

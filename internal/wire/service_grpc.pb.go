@@ -58,6 +58,8 @@ type MegaflowServiceClient interface {
 	// INVALID_ARGUMENT (bad spec, names graph, task and field), ALREADY_EXISTS
 	// (same id, different spec), UNAVAILABLE (no leader).
 	SubmitGraph(ctx context.Context, in *SubmitGraphRequest, opts ...grpc.CallOption) (*SubmitGraphResponse, error)
+	// GetGraph returns a graph with its counts; an archived graph's summary
+	// has archived_unix_nanos set (its tasks are no longer kept).
 	GetGraph(ctx context.Context, in *GetGraphRequest, opts ...grpc.CallOption) (*GetGraphResponse, error)
 	ListGraphs(ctx context.Context, in *ListGraphsRequest, opts ...grpc.CallOption) (*ListGraphsResponse, error)
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
@@ -119,7 +121,8 @@ type MegaflowServiceClient interface {
 	// with INTERNAL on a mismatch. Errors as ArtifactList.
 	ArtifactGet(ctx context.Context, in *ArtifactGetRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ArtifactGetResponse], error)
 	// DeleteGraph deletes a finished graph's artifacts from the store, then
-	// the graph and its tasks from the table. Errors: NOT_FOUND,
+	// the graph and its tasks from the table; for an archived graph, its
+	// summary. Errors: NOT_FOUND,
 	// FAILED_PRECONDITION (a task is not terminal or an attempt still runs:
 	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
 	// not answer: nothing was deleted from the table; retry).
@@ -418,6 +421,8 @@ type MegaflowServiceServer interface {
 	// INVALID_ARGUMENT (bad spec, names graph, task and field), ALREADY_EXISTS
 	// (same id, different spec), UNAVAILABLE (no leader).
 	SubmitGraph(context.Context, *SubmitGraphRequest) (*SubmitGraphResponse, error)
+	// GetGraph returns a graph with its counts; an archived graph's summary
+	// has archived_unix_nanos set (its tasks are no longer kept).
 	GetGraph(context.Context, *GetGraphRequest) (*GetGraphResponse, error)
 	ListGraphs(context.Context, *ListGraphsRequest) (*ListGraphsResponse, error)
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
@@ -479,7 +484,8 @@ type MegaflowServiceServer interface {
 	// with INTERNAL on a mismatch. Errors as ArtifactList.
 	ArtifactGet(*ArtifactGetRequest, grpc.ServerStreamingServer[ArtifactGetResponse]) error
 	// DeleteGraph deletes a finished graph's artifacts from the store, then
-	// the graph and its tasks from the table. Errors: NOT_FOUND,
+	// the graph and its tasks from the table; for an archived graph, its
+	// summary. Errors: NOT_FOUND,
 	// FAILED_PRECONDITION (a task is not terminal or an attempt still runs:
 	// cancel the graph and wait), UNAVAILABLE (no leader, or the store did
 	// not answer: nothing was deleted from the table; retry).

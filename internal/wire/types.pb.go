@@ -1539,9 +1539,16 @@ type Graph struct {
 	SpecDigest []byte `protobuf:"bytes,14,opt,name=spec_digest,json=specDigest,proto3" json:"spec_digest,omitempty"`
 	Reason     string `protobuf:"bytes,15,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Aggregates over the graph's task results, kept as tasks end.
-	Metrics       *GraphMetrics `protobuf:"bytes,16,opt,name=metrics,proto3" json:"metrics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Metrics *GraphMetrics `protobuf:"bytes,16,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// When the graph left the live table for the archive (leader time, in
+	// nanoseconds since the Unix epoch); 0 while it is live. An archived
+	// graph is a summary: its counts, metrics, labels and times stay, its
+	// tasks are no longer kept, nor can its logs and artifacts be read (the
+	// head's --graph-retention, or the graph's label
+	// megaflow.io/graph-retention).
+	ArchivedUnixNanos int64 `protobuf:"varint,17,opt,name=archived_unix_nanos,json=archivedUnixNanos,proto3" json:"archived_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Graph) Reset() {
@@ -1684,6 +1691,13 @@ func (x *Graph) GetMetrics() *GraphMetrics {
 		return x.Metrics
 	}
 	return nil
+}
+
+func (x *Graph) GetArchivedUnixNanos() int64 {
+	if x != nil {
+		return x.ArchivedUnixNanos
+	}
+	return 0
 }
 
 // GraphMetrics aggregates a graph's task results, updated by the head each
@@ -2602,7 +2616,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\tsucceeded\x18\x05 \x01(\rR\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x06 \x01(\rR\x06failed\x12\x1c\n" +
 	"\tcancelled\x18\a \x01(\rR\tcancelled\x12\x1b\n" +
-	"\ttimed_out\x18\b \x01(\rR\btimedOut\"\x89\x05\n" +
+	"\ttimed_out\x18\b \x01(\rR\btimedOut\"\xb9\x05\n" +
 	"\x05Graph\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -2622,7 +2636,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\vspec_digest\x18\x0e \x01(\fR\n" +
 	"specDigest\x12\x16\n" +
 	"\x06reason\x18\x0f \x01(\tR\x06reason\x123\n" +
-	"\ametrics\x18\x10 \x01(\v2\x19.megaflow.v1.GraphMetricsR\ametrics\x1a9\n" +
+	"\ametrics\x18\x10 \x01(\v2\x19.megaflow.v1.GraphMetricsR\ametrics\x12.\n" +
+	"\x13archived_unix_nanos\x18\x11 \x01(\x03R\x11archivedUnixNanos\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x03\n" +

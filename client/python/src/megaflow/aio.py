@@ -212,13 +212,14 @@ class Client:
         return (await self.get_graph(graph_id, timeout=timeout)).metrics
 
     async def list_graphs(self, *, tenant: Optional[str] = None, state: int = 0,
+                          include_archived: bool = False,
                           timeout: Optional[float] = None) -> AsyncIterator[pb.Graph]:
         """As :meth:`megaflow.Client.list_graphs`, an async iterator."""
         token = ""
         while True:
             res = await self._call("ListGraphs", svc.ListGraphsRequest(
                 tenant=self.tenant if tenant is None else tenant, state=state, page_token=token,
-                read=self._read()), timeout)
+                read=self._read(), include_archived=include_archived), timeout)
             self._observe(res.meta.index)
             for g in res.graphs:
                 yield g

@@ -273,6 +273,7 @@ class Client:
         return self.get_graph(graph_id, timeout=timeout).metrics
 
     def list_graphs(self, *, tenant: Optional[str] = None, state: int = 0,
+                    include_archived: bool = False,
                     timeout: Optional[float] = None) -> Iterator[pb.Graph]:
         """Iterate over the graphs, sorted by id, page by page.
 
@@ -280,13 +281,16 @@ class Client:
             tenant: only this tenant's; None: the client's tenant, "" all.
             state: only graphs in this ``GraphState`` (e.g.
                 ``megaflow.GRAPH_STATE_RUNNING``); 0: any.
+            include_archived: also the archived graphs, after the live
+                ones: summaries with ``archived_unix_nanos`` set, whose
+                tasks are no longer kept (the head's --graph-retention).
             timeout: deadline of each page's call, in seconds.
         """
         token = ""
         while True:
             res = self._call("ListGraphs", svc.ListGraphsRequest(
                 tenant=self.tenant if tenant is None else tenant, state=state, page_token=token,
-                read=self._read()), timeout)
+                read=self._read(), include_archived=include_archived), timeout)
             self._observe(res.meta.index)
             yield from res.graphs
             token = res.next_page_token

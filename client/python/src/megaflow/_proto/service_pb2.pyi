@@ -248,18 +248,20 @@ class ListAdmissionPoliciesResponse(_message.Message):
     def __init__(self, policies: _Optional[_Iterable[_Union[_types_pb2.AdmissionPolicy, _Mapping]]] = ..., meta: _Optional[_Union[ReadMeta, _Mapping]] = ...) -> None: ...
 
 class ListGraphsRequest(_message.Message):
-    __slots__ = ["page_size", "page_token", "read", "state", "tenant"]
+    __slots__ = ["include_archived", "page_size", "page_token", "read", "state", "tenant"]
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    include_archived: bool
     page_size: int
     page_token: str
     read: ReadOptions
     state: _types_pb2.GraphState
     tenant: str
-    def __init__(self, tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.GraphState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+    def __init__(self, tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.GraphState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., include_archived: bool = ...) -> None: ...
 
 class ListGraphsResponse(_message.Message):
     __slots__ = ["graphs", "meta", "next_page_token"]

@@ -156,7 +156,9 @@ class MegaflowServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetGraph(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """GetGraph returns a graph with its counts; an archived graph's summary
+        has archived_unix_nanos set (its tasks are no longer kept).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -322,7 +324,8 @@ class MegaflowServiceServicer(object):
 
     def DeleteGraph(self, request, context):
         """DeleteGraph deletes a finished graph's artifacts from the store, then
-        the graph and its tasks from the table. Errors: NOT_FOUND,
+        the graph and its tasks from the table; for an archived graph, its
+        summary. Errors: NOT_FOUND,
         FAILED_PRECONDITION (a task is not terminal or an attempt still runs:
         cancel the graph and wait), UNAVAILABLE (no leader, or the store did
         not answer: nothing was deleted from the table; retry).

@@ -136,7 +136,7 @@ class Event(_message.Message):
     def __init__(self, index: _Optional[int] = ..., seq: _Optional[int] = ..., unix_nanos: _Optional[int] = ..., graph_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_state: _Optional[_Union[TaskState, str]] = ..., graph_state: _Optional[_Union[GraphState, str]] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., worker_id: _Optional[str] = ..., reason_code: _Optional[_Union[ReasonCode, str]] = ...) -> None: ...
 
 class Graph(_message.Message):
-    __slots__ = ["counts", "create_index", "create_unix_nanos", "deadline_seconds", "finish_unix_nanos", "id", "labels", "metrics", "modify_index", "name", "priority", "reason", "spec_digest", "state", "task_count", "tenant"]
+    __slots__ = ["archived_unix_nanos", "counts", "create_index", "create_unix_nanos", "deadline_seconds", "finish_unix_nanos", "id", "labels", "metrics", "modify_index", "name", "priority", "reason", "spec_digest", "state", "task_count", "tenant"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +144,7 @@ class Graph(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARCHIVED_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     CREATE_INDEX_FIELD_NUMBER: _ClassVar[int]
     CREATE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +161,7 @@ class Graph(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    archived_unix_nanos: int
     counts: StateCounts
     create_index: int
     create_unix_nanos: int
@@ -176,7 +178,7 @@ class Graph(_message.Message):
     state: GraphState
     task_count: int
     tenant: str
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[GraphState, str]] = ..., task_count: _Optional[int] = ..., counts: _Optional[_Union[StateCounts, _Mapping]] = ..., create_unix_nanos: _Optional[int] = ..., finish_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ..., modify_index: _Optional[int] = ..., deadline_seconds: _Optional[int] = ..., spec_digest: _Optional[bytes] = ..., reason: _Optional[str] = ..., metrics: _Optional[_Union[GraphMetrics, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[GraphState, str]] = ..., task_count: _Optional[int] = ..., counts: _Optional[_Union[StateCounts, _Mapping]] = ..., create_unix_nanos: _Optional[int] = ..., finish_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ..., modify_index: _Optional[int] = ..., deadline_seconds: _Optional[int] = ..., spec_digest: _Optional[bytes] = ..., reason: _Optional[str] = ..., metrics: _Optional[_Union[GraphMetrics, _Mapping]] = ..., archived_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class GraphMetrics(_message.Message):
     __slots__ = ["count", "field", "finished", "first_start_unix_nanos", "histogram", "last_finish_unix_nanos", "max", "mean", "min", "succeeded", "success_rate", "sum", "wall_millis"]
