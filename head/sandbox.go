@@ -152,6 +152,13 @@ func (s *sandboxService) get(view *state.View, id string) (*wire.Sandbox, error)
 		return nil, err
 	}
 	g, t := view.Graph(id), view.Task(spec.SandboxTaskID(id))
+	if a := view.Archived(id); g == nil && a != nil {
+		e := errs.New(errs.NotFound, "sandbox %s ended (%s) and was archived at %s: a finished sandbox is kept for the head's --graph-retention; "+
+			"its summary is in `megaflow status %s`", id, strings.TrimPrefix(a.GetState().String(), "GRAPH_STATE_"),
+			time.Unix(0, a.GetArchivedUnixNanos()).UTC().Format(time.RFC3339), id)
+		e.Reason = ReasonSandboxNotFound
+		return nil, e
+	}
 	if g == nil || t == nil || t.Spec.GetSandbox() == nil {
 		e := errs.New(errs.NotFound, "sandbox %s not found (at index %d of head %s): it was never created, or deleted; ListSandboxes lists them", id, view.Index(), s.h.cfg.NodeID)
 		e.Reason = ReasonSandboxNotFound

@@ -79,6 +79,24 @@ func TestFinishedGraphIsArchived(t *testing.T) {
 		t.Fatalf("%d container starts after the resubmission, %d before: the archived graph ran again", n, starts)
 	}
 
+	// A sandbox is a graph too (this one closed while it waits for a
+	// docker worker): once archived, GetSandbox says it ended and was
+	// archived, not that it never existed.
+	sb, err := cl.CreateSandbox(ctx, client.SandboxSpec{ID: "sbx-gone", Image: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "sbx-gone archived", func() bool {
+		g, _, err := cl.GetGraph(ctx, "sbx-gone", leader)
+		return err == nil && g.GetArchivedUnixNanos() != 0
+	})
+	if _, err := cl.GetSandbox(ctx, "sbx-gone"); errs.ClassOf(err) != errs.NotFound || !strings.Contains(err.Error(), "was archived") {
+		t.Fatalf("GetSandbox of an archived sandbox: %v; want NotFound saying it ended and was archived", err)
+	}
+
 	// A follower killed and restarted rebuilds the same table.
 	follower := (c.WaitLeader(10*time.Second) + 1) % 3
 	c.Kill(follower)
