@@ -122,7 +122,11 @@ func policyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(map[string]any{"tenant": tenant, "source": src.String(), "policy": p})
+				pv, err := protoValue(p)
+				if err != nil {
+					return err
+				}
+				return g.printJSON(map[string]any{"tenant": tenant, "source": src.String(), "policy": pv})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "tenant\t%s\n", tenant)
@@ -148,7 +152,7 @@ func policyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(map[string]any{"policies": ps})
+				return g.printJSON(map[string]any{"policies": protoList(ps)})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TENANT\tNETWORKS\tCAPABILITIES\tREAD-ONLY ROOT\tUSER\tMAX PIDS\tINDEX")
