@@ -96,3 +96,43 @@ func TestProcessWorkerRefusesConfinement(t *testing.T) {
 	head.send(ok)
 	head.waitEvent("g/plain", 1, kindStarted)
 }
+
+// A persistent session's container keeps the confinement it was started
+// with: once the tenant's policy confines containers (a user here), a
+// later task of the session is refused, not retryable, saying to start a
+// new session, instead of running in the unconfined container; a task of
+// a new session gets a confined container.
+func TestSessionKeepsItsConfinement(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newPoolRT(t)
+	startWorker(t, poolConfig(t, rt, head, 3))
+	send := func(id, session string, p *wire.AdmissionPolicy) {
+		m := assignMsg(id, 1, pspec(session, "true"))
+		m.GetAssign().Tenant = "team-k"
+		m.GetAssign().AdmissionPolicy = p
+		m.GetAssign().AdmissionSource = wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT
+		head.send(m)
+	}
+	open := &wire.AdmissionPolicy{Tenant: "team-k", AllowedNetworks: []string{"*"}}
+	confined := &wire.AdmissionPolicy{Tenant: "team-k", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}
+	send("g/s1", "one", open)
+	head.waitEvent("g/s1", 1, kindExited)
+	send("g/s2", "one", confined)
+	e := head.waitEvent("g/s2", 1, kindFailed)
+	for _, w := range []string{"session container", `user=""`, `user="65534:65534"`, "new session"} {
+		if !strings.Contains(e.GetReason(), w) {
+			t.Fatalf("reason %q; want it to contain %q", e.GetReason(), w)
+		}
+	}
+	if !e.GetNotRetryable() {
+		t.Fatal("the refusal is retryable; want not")
+	}
+	if rt.execIn("g/s2") != "" {
+		t.Fatal("g/s2 ran in the session's unconfined container")
+	}
+	send("g/t1", "two", confined)
+	head.waitEvent("g/t1", 1, kindExited)
+	if c := rt.execIn("g/t1"); c == "" || c == rt.execIn("g/s1") {
+		t.Fatalf("g/t1 of a new session ran in %q; want a new container", c)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/worker/attempt"
 )
 
 // Persistent mode (TaskSpec.mode EXECUTION_MODE_PERSISTENT).
@@ -85,6 +86,10 @@ var DefaultPoolKeeper = []string{"sh", "-c", `trap "exit 0" TERM; while :; do sl
 type poolKey struct {
 	image, tenant string
 	shape         string // limits, canonical
+	// confine is the admission policy's confinement (user, read-only
+	// root, pids limit), also within shape: a session's later tasks run
+	// in its container only under the confinement it was started with.
+	confine string
 }
 
 func (k poolKey) hash() string {
@@ -105,7 +110,8 @@ func keyOf(tenant string, s contract.Spec) poolKey {
 		// it (a pre-warmed one) must not serve a task that needs it.
 		shape += fmt.Sprintf(" user=%s ro=%t", s.User, s.ReadOnlyRootfs)
 	}
-	return poolKey{image: s.Image, tenant: tenant, shape: shape}
+	confine := fmt.Sprintf("user=%q read-only-root=%t pids=%d", s.User, s.ReadOnlyRootfs, s.PidsLimit)
+	return poolKey{image: s.Image, tenant: tenant, shape: shape, confine: confine}
 }
 
 // warm is one warm container.
@@ -224,6 +230,12 @@ func (p *pool) acquire(ctx context.Context, key poolKey, spec contract.Spec, ses
 				continue
 			}
 			if b := p.sessions[session]; b != nil {
+				if b.key.confine != key.confine {
+					p.mu.Unlock()
+					return nil, fmt.Errorf("session container %s was started as %s, and the tenant's admission policy now asks for %s: "+
+						"the session's later tasks cannot run in it (%w); submit them in a new session (another session name or graph)",
+						b.name, b.key.confine, key.confine, attempt.ErrNotRetryable)
+				}
 				if !b.busy {
 					b.busy = true
 					p.mu.Unlock()
