@@ -401,6 +401,13 @@ func runtimeErr(id string, err error) error {
 	if strings.Contains(msg, "not running") {
 		return errs.New(errs.FailedPrecondition, "sandbox %s: %v", id, err)
 	}
+	if strings.Contains(msg, "marked read-only") {
+		// The engine copies into the container's root filesystem only, and
+		// a tenant's admission policy made it read-only (its /tmp is a
+		// tmpfs the engine's copy does not see either).
+		return errs.New(errs.FailedPrecondition, "sandbox %s: its root filesystem is read-only (its tenant's admission policy forces it), and file copies write "+
+			"the root filesystem, so they cannot work here: move files with execs instead (e.g. `megaflow sandbox exec %s -- sh -c 'cat > /tmp/f' < f`): %v", id, id, err)
+	}
 	// Anything else is the engine's own failure, not the caller's request
 	// (Docker answers 500 to an exec attach now and then on a loaded
 	// host): retryable, like an engine that does not answer.

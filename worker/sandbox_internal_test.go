@@ -136,6 +136,9 @@ func TestRuntimeErrClasses(t *testing.T) {
 		{fmt.Errorf("read /x: %w", contract.ErrFileTooLarge), errs.FailedPrecondition, ReasonFileTooLarge},
 		{fmt.Errorf("exec: %w", contract.ErrNotFound), errs.FailedPrecondition, ""},
 		{errors.New("container abc is not running"), errs.FailedPrecondition, ""},
+		// A read-only root (an admission policy): the caller must use
+		// execs, so not the engine's retryable failure.
+		{errors.New("docker copy into abc: Error response from daemon: container rootfs is marked read-only"), errs.FailedPrecondition, ""},
 		{fmt.Errorf("dial: %w", contract.ErrUnavailable), errs.Unavailable, ReasonRuntimeUnavailable},
 		{errors.New("docker exec attach in abc: unable to upgrade to tcp, received 500"), errs.Unavailable, ReasonRuntimeUnavailable},
 	} {
