@@ -50,6 +50,12 @@ func TestCLIArchivedGraph(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "was archived at") || !strings.Contains(errOut, "--graph-retention") {
 		t.Fatalf("tasks of an archived graph: %d %q %q", code, out, errOut)
 	}
+	// A script retrying its submit with --wait gets the archived graph's
+	// summary and its exit code (4: cancelled), not an error.
+	code, out, errOut = cli(t, heads, "submit", file, "--wait")
+	if code != 4 || !strings.Contains(out, "graph g1 cancelled") || !strings.Contains(out, "no longer kept") || strings.Contains(errOut, "was archived at") {
+		t.Fatalf("submit --wait of an archived graph: %d %q %q; want its summary and exit 4 (cancelled)", code, out, errOut)
+	}
 	if code, out, errOut := cli(t, heads, "delete", "g1"); code != 0 || !strings.Contains(out, "deleted graph g1: 0 task(s)") {
 		t.Fatalf("delete of an archived graph: %d %q %q", code, out, errOut)
 	}

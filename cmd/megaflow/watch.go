@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/errs"
 )
 
 // Exit codes of `megaflow submit --wait|--watch` and `megaflow demo`
@@ -221,6 +222,10 @@ type Summary struct {
 	// more. Empty for a graph.
 	Mode    string        `json:"mode,omitempty"`
 	Sandbox *SandboxStats `json:"sandbox,omitempty"`
+	// ArchivedUnixNanos is set when the graph was archived (the head's
+	// --graph-retention): its tasks are no longer kept, so the task times,
+	// attempts and retries are unknown (zero).
+	ArchivedUnixNanos int64 `json:"archived_unix_nanos,omitempty"`
 }
 
 // SandboxStats is what `megaflow demo --mode sandbox` adds to its Summary.
@@ -284,8 +289,18 @@ func summarize(ctx context.Context, c *client.Client, g *client.Graph) (*Summary
 	s.WallSeconds = float64(m.GetWallMillis()) / 1000
 	var secs []float64
 	token := ""
-	for {
+	s.ArchivedUnixNanos = g.GetArchivedUnixNanos()
+	for s.ArchivedUnixNanos == 0 {
 		tasks, next, err := c.ListTasks(ctx, client.TaskFilter{GraphID: g.Id, PageSize: 1000, PageToken: token, OmitSpec: true})
+		if errs.ClassOf(err) == errs.NotFound {
+			// Archived since it was read (a short --graph-retention):
+			// the summary is all there is.
+			if ag, _, gerr := c.GetGraph(ctx, g.Id, client.ReadOptions{}); gerr == nil && ag.GetArchivedUnixNanos() != 0 {
+				s.ArchivedUnixNanos, s.Attempts, s.RetriedTasks, s.ServiceRestarts, s.ServicesStopped = ag.GetArchivedUnixNanos(), 0, 0, 0, 0
+				secs = nil
+				break
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -362,8 +377,13 @@ func printSummary(w io.Writer, s *Summary) {
 	} else {
 		fmt.Fprintf(tw, "mean %s\t-\t(no result carries it)\n", orDash(s.Metric))
 	}
-	fmt.Fprintf(tw, "task time p50 / p99\t%s / %s\t(last attempt of each task)\n", secs(s.TaskSecondsP50), secs(s.TaskSecondsP99))
-	fmt.Fprintf(tw, "attempts\t%d\t(%s retried)\n", s.Attempts, plural(s.RetriedTasks, "task"))
+	if s.ArchivedUnixNanos != 0 {
+		fmt.Fprintf(tw, "archived\t%s\t(its tasks are no longer kept: no task times or attempts)\n",
+			time.Unix(0, s.ArchivedUnixNanos).UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(tw, "task time p50 / p99\t%s / %s\t(last attempt of each task)\n", secs(s.TaskSecondsP50), secs(s.TaskSecondsP99))
+		fmt.Fprintf(tw, "attempts\t%d\t(%s retried)\n", s.Attempts, plural(s.RetriedTasks, "task"))
+	}
 	if s.ServiceRestarts > 0 {
 		fmt.Fprintf(tw, "service restarts\t%d\t(megaflow tasks %s shows why)\n", s.ServiceRestarts, s.GraphID)
 	}
