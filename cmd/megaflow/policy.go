@@ -100,7 +100,7 @@ func policyCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&caps, "allow-cap", nil, "a Linux capability tasks may add, e.g. NET_ADMIN (repeat; not given: none)")
 	f.BoolVar(&readOnly, "read-only-root", false, "give every container a read-only root file system (with a writable tmpfs at /tmp)")
 	f.StringVar(&user, "user", "", "run every container as this numeric uid or uid:gid, e.g. 65534:65534 (not given: the image's user)")
-	f.Int64Var(&maxPids, "max-pids", 0, fmt.Sprintf("most processes in one container, 1 to %d (0: no limit)", admission.MaxPids))
+	f.Int64Var(&maxPids, "max-pids", 0, fmt.Sprintf("most processes and threads in one container, %d to %d (0: the worker's default, 1024)", admission.MinPids, admission.MaxPids))
 	f.BoolVar(&cluster, "cluster", false, "set the cluster row (every tenant without a row of its own) instead of a tenant's")
 
 	get := &cobra.Command{

@@ -24,6 +24,11 @@ const (
 	MaxCapabilities = 64
 	// MaxPids bounds AdmissionPolicy.max_pids (the kernel's pid_max limit).
 	MaxPids = 1 << 22
+	// MinPids is the smallest nonzero max_pids: the container's init
+	// (megaflow-init, a Go program) needs about 8 threads, each counted as
+	// a process, before the task starts; below it every task fails to
+	// start ("newosproc").
+	MinPids = 32
 	// MaxUserBytes bounds AdmissionPolicy.run_as_user ("4294967294:4294967294"
 	// is 21 bytes).
 	MaxUserBytes = 32
@@ -116,7 +121,14 @@ func Normalize(p *wire.AdmissionPolicy) (*wire.AdmissionPolicy, error) {
 		if prob := spec.CapabilityProblem(c); prob != "" {
 			return nil, bad("allowed_capabilities: %s", prob)
 		}
-		out.AllowedCapabilities = append(out.AllowedCapabilities, spec.CanonicalCapability(c))
+		name := spec.CanonicalCapability(c)
+		if name == "ALL" {
+			return nil, bad("allowed_capabilities: %q would let the tenant's tasks ask for every capability at once; list the capabilities they need", c)
+		}
+		if !slices.Contains(linuxCapabilities, name) {
+			return nil, bad("allowed_capabilities: %q is not a Linux capability (capabilities(7): e.g. NET_ADMIN, SYS_PTRACE)", c)
+		}
+		out.AllowedCapabilities = append(out.AllowedCapabilities, name)
 	}
 	slices.Sort(out.AllowedNetworks)
 	out.AllowedNetworks = slices.Compact(out.AllowedNetworks)
@@ -125,8 +137,8 @@ func Normalize(p *wire.AdmissionPolicy) (*wire.AdmissionPolicy, error) {
 	if err := CheckUser(out.RunAsUser); err != nil {
 		return nil, bad("%v", err)
 	}
-	if m := out.MaxPids; m < 0 || m > MaxPids {
-		return nil, bad("max_pids %d is out of range; give 0 (no limit) to %d", m, MaxPids)
+	if m := out.MaxPids; m < 0 || m > MaxPids || m > 0 && m < MinPids {
+		return nil, bad("max_pids %d is out of range; give 0 (the worker's default) or %d to %d (the container's init needs a few)", m, MinPids, MaxPids)
 	}
 	return out, nil
 }
@@ -286,4 +298,17 @@ func Flags(p *wire.AdmissionPolicy) string {
 // policy confines it.
 func Confines(p *wire.AdmissionPolicy) bool {
 	return p.GetRunAsUser() != "" || p.GetReadOnlyRootFs() || p.GetMaxPids() > 0
+}
+
+// linuxCapabilities are the capabilities of Linux 5.9 and later
+// (capabilities(7), include/uapi/linux/capability.h), without "CAP_": what
+// a policy may allow. An unknown name would pass the head and fail at the
+// engine ("unknown capability").
+var linuxCapabilities = []string{
+	"AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN",
+	"DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER", "KILL", "LEASE",
+	"LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN", "NET_BIND_SERVICE", "NET_BROADCAST",
+	"NET_RAW", "PERFMON", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT",
+	"SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME",
+	"SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM",
 }

@@ -49,8 +49,22 @@ func TestNormalizeAndDefault(t *testing.T) {
 	if err != nil || strings.Join(p.GetAllowedCapabilities(), ",") != "NET_ADMIN,SYS_ADMIN" || in.AllowedCapabilities[0] != "CAP_SYS_ADMIN" {
 		t.Fatalf("Normalize: %v, %v (input %v); want canonical, sorted, deduplicated, the input untouched", p, err, in)
 	}
-	if _, err := Normalize(&wire.AdmissionPolicy{MaxPids: MaxPids + 1}); !strings.Contains(errString(err), "max_pids") || errs.ClassOf(err) != errs.InvalidArgument {
-		t.Fatalf("pids over the bound: %v", err)
+	for _, tc := range []struct {
+		p    *wire.AdmissionPolicy
+		want string
+	}{
+		{&wire.AdmissionPolicy{MaxPids: MaxPids + 1}, "max_pids"},
+		{&wire.AdmissionPolicy{MaxPids: 5}, "max_pids 5 is out of range"}, // megaflow-init could not start
+		{&wire.AdmissionPolicy{AllowedCapabilities: []string{"FOO_BAR"}}, `"FOO_BAR" is not a Linux capability`},
+		{&wire.AdmissionPolicy{AllowedCapabilities: []string{"CAP_ALL"}}, "every capability at once"},
+	} {
+		if _, err := Normalize(tc.p); !strings.Contains(errString(err), tc.want) || errs.ClassOf(err) != errs.InvalidArgument {
+			t.Errorf("Normalize(%v): %v; want InvalidArgument containing %q", tc.p, err, tc.want)
+		}
+	}
+	if p, err := Normalize(&wire.AdmissionPolicy{MaxPids: MinPids, AllowedCapabilities: []string{"WAKE_ALARM", "CAP_BPF"}}); err != nil ||
+		strings.Join(p.GetAllowedCapabilities(), ",") != "BPF,WAKE_ALARM" {
+		t.Errorf("Normalize at the pids floor with known capabilities: %v, %v", p, err)
 	}
 }
 
