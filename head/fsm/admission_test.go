@@ -208,7 +208,7 @@ func TestSubmitAdmission(t *testing.T) {
 func TestAdmissionSnapshotRecord(t *testing.T) {
 	f := newTestFSM(t, 0)
 	f.ok(OpSetRules, wrapperspb.UInt64(5))
-	f.setPolicy(&wire.AdmissionPolicy{Tenant: "acme", AllowedNetworks: []string{"host"}, MaxPids: 10})
+	f.setPolicy(&wire.AdmissionPolicy{Tenant: "acme", AllowedNetworks: []string{"host"}, MaxPids: 40})
 	snap := snapshotBytes(t, f.View())
 	row, _ := proto.MarshalOptions{Deterministic: true}.Marshal(f.View().AdmissionPolicies()[0])
 	bad, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&wire.AdmissionPolicy{Tenant: "acme", MaxPids: -3, ModifyIndex: 2})
