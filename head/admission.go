@@ -2,6 +2,7 @@ package head
 
 import (
 	"context"
+	"strings"
 
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
@@ -43,7 +44,7 @@ func (s *service) SetAdmissionPolicy(ctx context.Context, req *wire.SetAdmission
 			"SetAdmissionPolicy: cluster is set and the policy names tenant %q; set either the cluster row or a tenant's policy", p.GetTenant()))
 	case !req.GetCluster() && p.GetTenant() == "":
 		return nil, errs.ToStatus(errs.New(errs.InvalidArgument,
-			"SetAdmissionPolicy: the policy names no tenant; name one, or set cluster for the cluster-wide row"))
+			"SetAdmissionPolicy: the policy names no tenant; name one, or set the request's cluster field for the cluster-wide row (megaflow policy set --cluster)"))
 	}
 	if p.GetTenant() != "" {
 		if err := checkTenantName("SetAdmissionPolicy", p.GetTenant()); err != nil {
@@ -69,7 +70,7 @@ func (s *service) SetAdmissionPolicy(ctx context.Context, req *wire.SetAdmission
 	}
 	removed := res.(*fsm.SetAdmissionPolicyResult).Removed
 	s.h.logger.Info("admission policy changed", "tenant", p.GetTenant(), "cluster_row", p.GetTenant() == "",
-		"old", admission.SourceName(oldSrc, p.GetTenant())+":"+admission.Flags(old), "new", admission.Flags(norm), "removed", removed, "index", index)
+		"old", admission.SourceName(oldSrc, p.GetTenant())+":"+admission.Flags(old), "new", strings.TrimSpace(admission.Flags(norm)), "removed", removed, "index", index)
 	return &wire.SetAdmissionPolicyResponse{Index: index, Removed: removed}, nil
 }
 

@@ -22,7 +22,7 @@ func (s *service) SetQuota(ctx context.Context, req *wire.SetQuotaRequest) (*wir
 			"SetQuota: cluster is set and the quota names tenant %q; set either the cluster limit or a tenant's quota", q.GetTenant()))
 	case !req.GetCluster() && q.GetTenant() == "":
 		return nil, errs.ToStatus(errs.New(errs.InvalidArgument,
-			"SetQuota: the quota names no tenant; name one, or set cluster for the cluster-wide limit"))
+			"SetQuota: the quota names no tenant; name one, or set the request's cluster field for the cluster-wide limit (megaflow quota set --cluster)"))
 	}
 	if q.GetTenant() != "" {
 		if err := checkTenantName("SetQuota", q.GetTenant()); err != nil {

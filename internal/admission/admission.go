@@ -112,7 +112,7 @@ func Normalize(p *wire.AdmissionPolicy) (*wire.AdmissionPolicy, error) {
 		}
 		if n != AnyNetwork {
 			if prob := spec.NetworkProblem(n); prob != "" {
-				return nil, bad("allowed_networks %q %s, or %q for bridge and every named network", n, prob, AnyNetwork)
+				return nil, bad("allowed_networks: %s; give a network's name, or %q for bridge and every named network", prob, AnyNetwork)
 			}
 		}
 		out.AllowedNetworks = append(out.AllowedNetworks, n)
