@@ -123,3 +123,21 @@ func archivedError(view *state.View, id string) error {
 		"or the graph's label %s); its summary is in `megaflow status %s`",
 		id, time.Unix(0, g.GetArchivedUnixNanos()).UTC().Format(time.RFC3339), LabelGraphRetention, id)
 }
+
+// checkRetentionLabels checks a submitted graph's retention labels
+// (LabelGraphRetention, LabelArtifactRetention): each, when set, must be a
+// Go duration of 0 or more ("72h"; "0" keeps). Errors: InvalidArgument
+// naming the label and its value, nothing submitted. A graph committed
+// before this check with a bad value keeps the default retention.
+func checkRetentionLabels(labels map[string]string) error {
+	for _, l := range []string{LabelGraphRetention, LabelArtifactRetention} {
+		v, ok := labels[l]
+		if !ok {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return errs.New(errs.InvalidArgument, "label %s=%q: give a Go duration of 0 or more, such as \"72h\" or \"90m\" (\"0\" keeps it)", l, v)
+		}
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -165,5 +166,26 @@ func TestArchiveCommandsTaskBound(t *testing.T) {
 	big("e", 1)
 	if got, want := ids(archiveCommands(s.f.View(), s.epoch.Add(time.Hour), time.Minute, 0)), "[a b |] [c |] [d |] [e |]"; got != want {
 		t.Fatalf("%s, want %s", got, want)
+	}
+}
+
+// A retention label that is no duration of 0 or more is refused at
+// submission, naming the label; a good one, or none, passes.
+func TestCheckRetentionLabels(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string // "" passes
+	}{
+		{nil, ""},
+		{map[string]string{LabelGraphRetention: "72h", LabelArtifactRetention: "0"}, ""},
+		{map[string]string{LabelGraphRetention: "abc"}, `label megaflow.io/graph-retention="abc"`},
+		{map[string]string{LabelGraphRetention: "-5s"}, `label megaflow.io/graph-retention="-5s"`},
+		{map[string]string{LabelGraphRetention: "99999999h"}, `"99999999h"`}, // overflows a duration
+		{map[string]string{LabelArtifactRetention: "1 day"}, `label megaflow.io/artifact-retention="1 day"`},
+	} {
+		err := checkRetentionLabels(tc.labels)
+		if tc.want == "" && err != nil || tc.want != "" && (errs.ClassOf(err) != errs.InvalidArgument || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("checkRetentionLabels(%v) = %v; want %q", tc.labels, err, tc.want)
+		}
 	}
 }

@@ -66,6 +66,9 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 	if err := spec.Validate(g, spec.DefaultLimits()); err != nil {
 		return nil, err
 	}
+	if err := checkRetentionLabels(g.Labels); err != nil {
+		return nil, err
+	}
 	now := h.clock.Now()
 	if g.Id == "" {
 		g.Id = spec.NewGraphID(now, rand.Reader)
