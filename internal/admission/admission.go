@@ -205,38 +205,77 @@ func AllowsNetwork(p *wire.AdmissionPolicy, n string) bool {
 // Check returns nil if task (its name, for messages) of tenant may run
 // under policy p, which comes from src; else a PermissionDenied *errs.Error
 // whose reason names the field (ReasonNetwork, ReasonCapability) and whose
-// message names the task, the field, the value and the policy, and gives
-// the command that allows it. It reads the spec's network and
-// capabilities (canonical or with "CAP_").
+// message names the task, the first field and value refused and the
+// policy, and gives the command that allows everything the task asks
+// for. It reads the spec's network and capabilities (canonical or with
+// "CAP_").
 func Check(task string, t *wire.TaskSpec, tenant string, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource) *errs.Error {
+	reason, field, value, refused := problem(t, p)
+	if !refused {
+		return nil
+	}
+	return refuse(reason, task, field, value, tenant, p, src, widen(clone(p), t), 1)
+}
+
+// CheckGraph checks every task of a graph of tenant (Check) and returns
+// the first task's refusal, with a command that allows every refused task
+// at once (and how many there are), or nil. Task names are the graph's
+// ("<graph id>/<name>").
+func CheckGraph(graphID, tenant string, tasks []*wire.TaskSpec, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource) *errs.Error {
+	var reason, field, value, first string
+	n := 0
+	fix := clone(p)
+	for _, t := range tasks {
+		r, f, v, refused := problem(t, p)
+		if !refused {
+			continue
+		}
+		if n == 0 {
+			reason, field, value, first = r, f, v, graphID+"/"+t.GetName()
+		}
+		n++
+		fix = widen(fix, t)
+	}
+	if n == 0 {
+		return nil
+	}
+	return refuse(reason, first, field, value, tenant, p, src, fix, n)
+}
+
+// problem returns the first thing t asks for beyond p: the refusal's
+// reason, the field and the value; refused is false when t is within p.
+func problem(t *wire.TaskSpec, p *wire.AdmissionPolicy) (reason, field, value string, refused bool) {
 	if n := t.GetNetwork(); !AllowsNetwork(p, n) {
-		fix := clone(p)
-		fix.AllowedNetworks = append(fix.AllowedNetworks, n)
-		return refuse(ReasonNetwork, task, "network", n, tenant, p, src, fix)
+		return ReasonNetwork, "network", n, true
 	}
 	for _, c := range t.GetCapabilities() {
-		c = spec.CanonicalCapability(c)
-		if !slices.Contains(p.GetAllowedCapabilities(), c) {
-			fix := clone(p)
-			fix.AllowedCapabilities = append(fix.AllowedCapabilities, c)
-			return refuse(ReasonCapability, task, "capabilities", c, tenant, p, src, fix)
+		if c = spec.CanonicalCapability(c); !slices.Contains(p.GetAllowedCapabilities(), c) {
+			return ReasonCapability, "capabilities", c, true
 		}
 	}
-	return nil
+	return "", "", "", false
 }
 
-// CheckGraph checks every task of a graph of tenant (Check) and returns the
-// first refusal, or nil. Task names are the graph's ("<graph id>/<name>").
-func CheckGraph(graphID, tenant string, tasks []*wire.TaskSpec, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource) *errs.Error {
-	for _, t := range tasks {
-		if err := Check(graphID+"/"+t.GetName(), t, tenant, p, src); err != nil {
-			return err
-		}
+// widen returns fix (modified) allowing also everything t asks for, its
+// lists sorted without duplicates.
+func widen(fix *wire.AdmissionPolicy, t *wire.TaskSpec) *wire.AdmissionPolicy {
+	if n := t.GetNetwork(); !AllowsNetwork(fix, n) {
+		fix.AllowedNetworks = append(fix.AllowedNetworks, n)
 	}
-	return nil
+	for _, c := range t.GetCapabilities() {
+		fix.AllowedCapabilities = append(fix.AllowedCapabilities, spec.CanonicalCapability(c))
+	}
+	slices.Sort(fix.AllowedNetworks)
+	fix.AllowedNetworks = slices.Compact(fix.AllowedNetworks)
+	slices.Sort(fix.AllowedCapabilities)
+	fix.AllowedCapabilities = slices.Compact(fix.AllowedCapabilities)
+	return fix
 }
 
-func refuse(reason, task, field, value, tenant string, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource, fix *wire.AdmissionPolicy) *errs.Error {
+// refuse builds the refusal of task's field value under p (from src),
+// whose hint sets fix; n > 1 says that many tasks are refused and that
+// the hint allows them all.
+func refuse(reason, task, field, value, tenant string, p *wire.AdmissionPolicy, src wire.AdmissionPolicySource, fix *wire.AdmissionPolicy, n int) *errs.Error {
 	allowed := "nothing"
 	switch field {
 	case "network":
@@ -253,9 +292,13 @@ func refuse(reason, task, field, value, tenant string, p *wire.AdmissionPolicy, 
 			allowed = strings.Join(p.GetAllowedCapabilities(), ", ")
 		}
 	}
+	what := "it"
+	if n > 1 {
+		what = fmt.Sprintf("it and the graph's %d other refused tasks", n-1)
+	}
 	e := errs.New(errs.PermissionDenied,
-		"task %q: %s %q is not allowed by %s (allowed: %s); an admin can allow it: megaflow policy set %s%s",
-		task, field, value, SourceName(src, tenant), allowed, tenant, Flags(fix))
+		"task %q: %s %q is not allowed by %s (allowed: %s); an admin can allow %s: megaflow policy set %s%s",
+		task, field, value, SourceName(src, tenant), allowed, what, tenant, Flags(fix))
 	e.Reason = reason
 	return e
 }

@@ -69,24 +69,39 @@ func TestNormalizeAndDefault(t *testing.T) {
 }
 
 // Check names the task, field, value and policy, and gives a command that,
-// run, allows the task: the policy it sets passes Check.
+// run, allows the task: the policy it sets passes Check. CheckGraph's
+// command allows every refused task of the graph at once, and says how
+// many there are.
 func TestCheckHintAllows(t *testing.T) {
-	p := &wire.AdmissionPolicy{Tenant: "t", AllowedNetworks: []string{"*"}, ReadOnlyRootFs: true, MaxPids: 10}
+	p := &wire.AdmissionPolicy{Tenant: "t", AllowedNetworks: []string{"*"}, ReadOnlyRootFs: true, MaxPids: 64}
 	task := &wire.TaskSpec{Name: "x", Network: "host", Capabilities: []string{"CAP_NET_ADMIN"}}
 	e := Check("g/x", task, "t", p, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT)
 	want := `task "g/x": network "host" is not allowed by tenant t's policy (allowed: none, bridge and any named network ("*")); ` +
-		"an admin can allow it: megaflow policy set t --allow-network '*' --allow-network host --read-only-root --max-pids 10"
+		"an admin can allow it: megaflow policy set t --allow-network '*' --allow-network host --allow-cap NET_ADMIN --read-only-root --max-pids 64"
 	if e == nil || e.Message != want || e.Class != errs.PermissionDenied || Field(e.Reason) != "network" {
 		t.Fatalf("Check: %v\nwant %s", e, want)
 	}
 	p.AllowedNetworks = append(p.AllowedNetworks, "host")
 	e = Check("g/x", task, "t", p, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT)
-	if e == nil || !strings.HasSuffix(e.Message, "--allow-cap NET_ADMIN --read-only-root --max-pids 10") || Field(e.Reason) != "capabilities" {
+	if e == nil || !strings.HasSuffix(e.Message, "--allow-cap NET_ADMIN --read-only-root --max-pids 64") || Field(e.Reason) != "capabilities" {
 		t.Fatalf("Check after allowing host: %v", e)
 	}
 	p.AllowedCapabilities = []string{"NET_ADMIN"}
 	if e := Check("g/x", task, "t", p, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT); e != nil {
-		t.Fatalf("Check after following both hints: %v", e)
+		t.Fatalf("Check after following the hint: %v", e)
+	}
+
+	open := &wire.AdmissionPolicy{Tenant: "t", AllowedNetworks: []string{"*"}}
+	tasks := []*wire.TaskSpec{{Name: "ok"}, {Name: "a", Network: "host"}, {Name: "b", Capabilities: []string{"SYS_ADMIN", "NET_ADMIN"}}, {Name: "c", Network: "host"}}
+	e = CheckGraph("g", "t", tasks, open, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT)
+	want = `task "g/a": network "host" is not allowed by tenant t's policy (allowed: none, bridge and any named network ("*")); ` +
+		"an admin can allow it and the graph's 2 other refused tasks: megaflow policy set t --allow-network '*' --allow-network host --allow-cap NET_ADMIN --allow-cap SYS_ADMIN"
+	if e == nil || e.Message != want {
+		t.Fatalf("CheckGraph: %v\nwant %s", e, want)
+	}
+	fixed := &wire.AdmissionPolicy{Tenant: "t", AllowedNetworks: []string{"*", "host"}, AllowedCapabilities: []string{"NET_ADMIN", "SYS_ADMIN"}}
+	if e := CheckGraph("g", "t", tasks, fixed, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT); e != nil {
+		t.Fatalf("CheckGraph after following its hint: %v", e)
 	}
 }
 
