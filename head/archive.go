@@ -141,3 +141,19 @@ func checkRetentionLabels(labels map[string]string) error {
 	}
 	return nil
 }
+
+// archivedCancel reports whether a cancel of graph id (or of one of its
+// tasks) that the FSM answered err found the graph archived: it ended, so
+// there is nothing to cancel, and the call answers as for any finished
+// graph (nothing cancelled), at the table's index. ok is false for any
+// other outcome.
+func (h *Head) archivedCancel(err error, id string) (index uint64, ok bool) {
+	if errs.ClassOf(err) != errs.NotFound {
+		return 0, false
+	}
+	view := h.fsm.View()
+	if view.Archived(id) == nil {
+		return 0, false
+	}
+	return view.Index(), true
+}

@@ -150,6 +150,9 @@ func (s *service) CancelGraph(ctx context.Context, req *wire.CancelGraphRequest)
 	}
 	res, index, err := s.h.apply(ctx, fsm.OpCancel, &wire.CancelCommand{GraphId: req.GraphId, Reason: cancelReason(req.Reason),
 		ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: s.h.clock.Now().UnixNano()})
+	if index, ok := s.h.archivedCancel(err, req.GraphId); ok {
+		return &wire.CancelGraphResponse{Index: index}, nil
+	}
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
@@ -168,6 +171,9 @@ func (s *service) CancelTask(ctx context.Context, req *wire.CancelTaskRequest) (
 	}
 	res, index, err := s.h.apply(ctx, fsm.OpCancel, &wire.CancelCommand{GraphId: graphID, TaskId: req.TaskId,
 		Reason: cancelReason(req.Reason), ReasonCode: wire.ReasonCode_REASON_CODE_CANCELLED_BY_USER, UnixNanos: s.h.clock.Now().UnixNano()})
+	if index, ok := s.h.archivedCancel(err, graphID); ok {
+		return &wire.CancelTaskResponse{Index: index}, nil
+	}
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}

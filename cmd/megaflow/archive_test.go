@@ -50,6 +50,11 @@ func TestCLIArchivedGraph(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "was archived at") || !strings.Contains(errOut, "--graph-retention") {
 		t.Fatalf("tasks of an archived graph: %d %q %q", code, out, errOut)
 	}
+	// Cancelling an archived graph cancels nothing, as for any finished
+	// graph.
+	if code, out, errOut := cli(t, heads, "cancel", "g1"); code != 0 {
+		t.Fatalf("cancel of an archived graph: %d %q %q; want success, nothing cancelled", code, out, errOut)
+	}
 	// A script retrying its submit with --wait gets the archived graph's
 	// summary and its exit code (4: cancelled), not an error.
 	code, out, errOut = cli(t, heads, "submit", file, "--wait")
