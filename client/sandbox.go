@@ -228,7 +228,7 @@ func (c *Client) ListSandboxesPage(ctx context.Context, f SandboxFilter) ([]*San
 	var res *wire.ListSandboxesResponse
 	err := c.callConn(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
 		res, err = wire.NewSandboxServiceClient(cc).ListSandboxes(ctx, &wire.ListSandboxesRequest{Tenant: f.Tenant, All: f.All,
-			PageSize: f.PageSize, PageToken: f.PageToken})
+			PageSize: f.PageSize, PageToken: f.PageToken, MinIndex: c.sessionIndex()})
 		return err
 	})
 	if err != nil {

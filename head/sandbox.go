@@ -223,6 +223,9 @@ func (s *sandboxService) ListSandboxes(ctx context.Context, req *wire.ListSandbo
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
+	if err := s.h.waitApplied(ctx, req.GetMinIndex(), 0); err != nil {
+		return nil, errs.ToStatus(err)
+	}
 	var after *sandboxCursor
 	if req.GetPageToken() != "" {
 		c, err := parseSandboxCursor(req.GetPageToken())

@@ -994,7 +994,10 @@ def list_request(client: Any, tenant: Optional[str], all: bool, page_token: str 
     t = client.tenant if tenant is None else tenant
     if t and (p := _ident_problem(t)):
         raise InvalidArgument(f"megaflow: list_sandboxes: tenant: {p}")
-    return sbx.ListSandboxesRequest(tenant=t, all=bool(all), page_size=1000, page_token=page_token)
+    # min_index: the client's session index, so that a follower's answer
+    # is not older than this client's own writes (or its sync_session).
+    return sbx.ListSandboxesRequest(tenant=t, all=bool(all), page_size=1000, page_token=page_token,
+                                    min_index=client._read().min_index)
 
 
 def snapshot_id(field: str, snap: Any) -> str:

@@ -97,16 +97,18 @@ class GetSandboxResponse(_message.Message):
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class ListSandboxesRequest(_message.Message):
-    __slots__ = ["all", "page_size", "page_token", "tenant"]
+    __slots__ = ["all", "min_index", "page_size", "page_token", "tenant"]
     ALL_FIELD_NUMBER: _ClassVar[int]
+    MIN_INDEX_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     all: bool
+    min_index: int
     page_size: int
     page_token: str
     tenant: str
-    def __init__(self, tenant: _Optional[str] = ..., all: bool = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, tenant: _Optional[str] = ..., all: bool = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., min_index: _Optional[int] = ...) -> None: ...
 
 class ListSandboxesResponse(_message.Message):
     __slots__ = ["next_page_token", "sandboxes"]
