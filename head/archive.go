@@ -37,12 +37,7 @@ func archiveCommands(view *state.View, now time.Time, graphKeep, archiveKeep tim
 		if g.State == wire.GraphState_GRAPH_STATE_RUNNING || g.FinishUnixNanos == 0 {
 			continue
 		}
-		keep := graphKeep
-		if v, ok := g.Labels[LabelGraphRetention]; ok {
-			if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-				keep = d
-			}
-		}
+		keep, _ := labelRetention(g.Labels, LabelGraphRetention, graphKeep)
 		if keep > 0 && now.UnixNano()-g.FinishUnixNanos > int64(keep) {
 			due = append(due, g.ID)
 			tasks[g.ID] = g.TaskCount
@@ -131,12 +126,8 @@ func archivedError(view *state.View, id string) error {
 // before this check with a bad value keeps the default retention.
 func checkRetentionLabels(labels map[string]string) error {
 	for _, l := range []string{LabelGraphRetention, LabelArtifactRetention} {
-		v, ok := labels[l]
-		if !ok {
-			continue
-		}
-		if d, err := time.ParseDuration(v); err != nil || d < 0 {
-			return errs.New(errs.InvalidArgument, "label %s=%q: give a Go duration of 0 or more, such as \"72h\" or \"90m\" (\"0\" keeps it)", l, v)
+		if _, err := labelRetention(labels, l, 0); err != nil {
+			return err
 		}
 	}
 	return nil

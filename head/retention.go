@@ -8,6 +8,7 @@ import (
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/artifact"
+	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -26,17 +27,29 @@ func expiredArtifacts(graphs iter.Seq[*state.Graph], now time.Time, def time.Dur
 		if g.State == wire.GraphState_GRAPH_STATE_RUNNING || g.FinishUnixNanos == 0 || done[g.ID] {
 			continue
 		}
-		keep := def
-		if v, ok := g.Labels[LabelArtifactRetention]; ok {
-			if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-				keep = d
-			}
-		}
+		keep, _ := labelRetention(g.Labels, LabelArtifactRetention, def)
 		if keep > 0 && now.UnixNano()-g.FinishUnixNanos > int64(keep) {
 			out = append(out, g)
 		}
 	}
 	return out
+}
+
+// labelRetention returns the retention the graph label key sets in
+// labels: def when the label is absent, its Go duration ("72h"; 0 keeps)
+// when it is one of 0 or more, else def and an InvalidArgument error
+// naming the label and its value (submission refuses such a graph;
+// checkRetentionLabels; a graph committed before that check keeps def).
+func labelRetention(labels map[string]string, key string, def time.Duration) (time.Duration, error) {
+	v, ok := labels[key]
+	if !ok {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return def, errs.New(errs.InvalidArgument, "label %s=%q: give a Go duration of 0 or more, such as \"72h\" or \"90m\" (\"0\" keeps it)", key, v)
+	}
+	return d, nil
 }
 
 // graphsWithArchive yields the live graphs of view, then the archived
