@@ -121,6 +121,7 @@ type warm struct {
 	key      poolKey
 	session  string // the session bound to it; "" for none
 	busy     bool   // leased to an attempt
+	used     bool   // it was leased once: an exec ran in it (a sandbox takes only unused ones)
 	lastUsed time.Time
 }
 
@@ -381,6 +382,7 @@ func (p *pool) release(c *warm, healthy bool, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.busy = false
+	c.used = true
 	c.lastUsed = p.w.clock.Now()
 	if !healthy {
 		p.w.log.Info("removing a warm container", "container", c.id, "why", why)
