@@ -414,10 +414,10 @@ func BenchmarkSandboxCreate(b *testing.B) {
 						}
 					}
 					wall[arm] = append(wall[arm], d.Seconds())
-					p50[arm] = append(p50[arm], ms(percentile(each, 0.50)))
-					p99[arm] = append(p99[arm], ms(percentile(each, 0.99)))
+					p50[arm] = append(p50[arm], ms(percentile(each, 50)))
+					p99[arm] = append(p99[arm], ms(percentile(each, 99)))
 					b.Logf("rep %d %s: all %d in %.2f s, p50 %.0f ms, p99 %.0f ms (load %s)", rep+1, arm, n, d.Seconds(),
-						ms(percentile(each, 0.50)), ms(percentile(each, 0.99)), loadAvg())
+						ms(percentile(each, 50)), ms(percentile(each, 99)), loadAvg())
 					settle("after " + arm)
 				}
 			}
