@@ -62,7 +62,7 @@ import (
 // leaves the pool's own containers alone, removes any other container with
 // LabelPool, and drops idle pool containers it finds no longer running
 // (the health check). A restarted worker removes every warm container of
-// its previous run; an exec that ran there dies with it, and the head
+// its previous run that no sandbox claimed (warmbox.go); an exec that ran there dies with it, and the head
 // retries its attempt as lost. Runtimes without Execer run persistent
 // tasks as ephemeral ones.
 
