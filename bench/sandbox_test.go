@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -37,7 +38,7 @@ type sandboxBench struct {
 	cli     string
 }
 
-func newSandboxBench(b *testing.B) *sandboxBench {
+func newSandboxBench(b *testing.B, configure ...func(*worker.Config)) *sandboxBench {
 	b.Helper()
 	_, image := testimage.Require(b)
 	dockerCLI, err := exec.LookPath("docker")
@@ -55,7 +56,12 @@ func newSandboxBench(b *testing.B) *sandboxBench {
 	c.AddWorker(testcluster.WorkerOptions{
 		NewRuntime: func() contract.Runtime { return rt },
 		Capacity:   worker.Capacity{CPUMillis: 1000 * 300, MemoryBytes: 64 << 30}, // room for 256 one-core sandboxes: capacity is a number here
-		Configure:  func(cfg *worker.Config) { cfg.ClusterName = name },
+		Configure: func(cfg *worker.Config) {
+			cfg.ClusterName = name
+			for _, f := range configure {
+				f(cfg)
+			}
+		},
 	})
 	s := &sandboxBench{c: c, cl: c.Client(), rt: rt, image: image, cluster: name, cli: dockerCLI}
 	b.Cleanup(func() {
@@ -73,13 +79,25 @@ func newSandboxBench(b *testing.B) *sandboxBench {
 	return s
 }
 
+// The limits of every benchmark sandbox, and of the create benchmark's
+// `docker run -d` baseline.
+const (
+	sandboxCPU    = 1000     // millicores
+	sandboxMemory = 64 << 20 // bytes
+)
+
 // createSandbox creates one sandbox of the test image and waits until it
 // is READY: one core, like the baseline's unlimited container for a
 // command as small as `true` (a smaller CPU quota throttles the exec's
 // own runc init inside the sandbox's cgroup: at 10 millicores an exec of
 // `true` took seconds). Safe from any goroutine.
 func (s *sandboxBench) createSandbox(ctx context.Context) (*client.Sandbox, error) {
-	sb, err := s.cl.CreateSandbox(ctx, client.SandboxSpec{Image: s.image, CPUMillis: 1000, MemoryBytes: 64 << 20, WaitReady: 5 * time.Minute})
+	return s.createSandboxOf(ctx, "")
+}
+
+// createSandboxOf is createSandbox in tenant ("": the default tenant).
+func (s *sandboxBench) createSandboxOf(ctx context.Context, tenant string) (*client.Sandbox, error) {
+	sb, err := s.cl.CreateSandbox(ctx, client.SandboxSpec{Tenant: tenant, Image: s.image, CPUMillis: sandboxCPU, MemoryBytes: sandboxMemory, WaitReady: 5 * time.Minute})
 	if err != nil {
 		return nil, fmt.Errorf("CreateSandbox: %w", err)
 	}
@@ -87,11 +105,12 @@ func (s *sandboxBench) createSandbox(ctx context.Context) (*client.Sandbox, erro
 }
 
 // dockerRunIdle is the baseline's `docker run -d` of an idle container
-// like a sandbox's (the test image, no network, the same idle loop); it
+// like a sandbox's (the test image, no network, the same idle loop and
+// limits: one core, 64 MiB); it
 // returns the container's id once the CLI returns (started). Safe from
 // any goroutine.
 func (s *sandboxBench) dockerRunIdle() (string, error) {
-	out, err := exec.Command(s.cli, "run", "-d", "--network", "none", "--label", "mfsb="+s.cluster, s.image,
+	out, err := exec.Command(s.cli, "run", "-d", "--network", "none", "--cpus", "1", "--memory", "64m", "--label", "mfsb="+s.cluster, s.image,
 		"/bin/sh", "-c", "while :; do sleep 3600; done").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("docker run -d: %v: %s", err, out)
@@ -227,43 +246,110 @@ func BenchmarkSandboxExec(b *testing.B) {
 	summary(b, fmt.Sprintf("sandbox exec round trip of `true`, %d execs per arm and repetition, one at a time", n), &rows)
 }
 
-// BenchmarkSandboxCreate measures n sandboxes created at once, each a fresh
-// container (CreateSandbox with WaitReady from n goroutines: the time
-// until the last is READY), against n `docker run -d` of an idle container
-// of the same image from n goroutines (until the last CLI returns: the
-// container started). The sandbox arm runs first, then the baseline, then
-// the sandboxes are closed and the containers removed (untimed).
+// BenchmarkSandboxCreate measures n sandboxes created at once (n
+// CreateSandbox with WaitReady from n goroutines, timed until the last is
+// READY) in three arms, against the same n at once of the bare engine:
+//
+//   - warm: served from the worker's warm pool, full before the creates
+//     start (n idle warm containers of the sandboxes' key: a pre-warm
+//     target of the key, and the worker's PoolMin n because a target holds
+//     at most 64); the pool's refill runs during the creates, as it would
+//     in use, and the next arm waits until it is over (untimed);
+//   - fresh: the same sandboxes in another tenant, whose key has no warm
+//     containers: a container started for each;
+//   - docker run -d: n `docker run -d` of an idle container of the same
+//     image, limits (one core, 64 MiB) and idle loop, no network, from n
+//     goroutines, timed until the last CLI returns (the container started).
+//
+// 3 repetitions, the arms interleaved (the order rotates per repetition);
+// between arms (untimed) every sandbox is closed and every baseline
+// container removed, and the next arm starts once the engine holds only
+// the warm pool. Reported per arm: min / median / max over the
+// repetitions of the create-all wall time and of the per-create p50 and
+// p99, and the ratios of the wall times to docker run -d's.
 func BenchmarkSandboxCreate(b *testing.B) {
 	n := scaled(256, 8)
+	const reps = 3
+	arms := []string{"warm", "fresh", "docker run -d"}
 	var rows []row
 	b.Run(fmt.Sprintf("sandboxes=%d", n), func(b *testing.B) {
 		hideNsPerOp(b)
 		for range b.N {
-			s := newSandboxBench(b)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			s := newSandboxBench(b, func(cfg *worker.Config) {
+				cfg.PoolMin = n         // with the target below: n warm containers of the key
+				cfg.PoolMax = max(n, 4) // no effect on sandboxes; kept coherent
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 			defer cancel()
-			warm, err := s.createSandbox(ctx) // warm the image and the paths
-			if err != nil {
+			if _, err := s.cl.PoolWarm(ctx, &client.PoolTarget{Image: s.image, Tenant: "default", Size: 1,
+				CpuMillis: sandboxCPU, MemoryBytes: sandboxMemory}); err != nil {
 				b.Fatal(err)
 			}
-			_ = warm.Close(ctx)
-			if _, err := s.dockerRunIdle(); err != nil {
-				b.Fatal(err)
+			w := s.c.Workers()[0]
+			idle := func() int {
+				k := 0
+				for _, p := range w.Worker().Pool() {
+					if !p.Busy && p.Session == "" {
+						k++
+					}
+				}
+				return k
 			}
+			engineHolds := func() int {
+				cs, err := s.rt.List(ctx, map[string]string{worker.LabelCluster: s.cluster})
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, err := exec.Command(s.cli, "ps", "-aq", "--filter", "label=mfsb="+s.cluster).Output()
+				if err != nil {
+					b.Fatal(err)
+				}
+				return len(cs) + len(strings.Fields(string(out)))
+			}
+			settle := func(what string) {
+				deadline := time.Now().Add(20 * time.Minute)
+				for idle() != n || engineHolds() != n {
+					if time.Now().After(deadline) {
+						b.Fatalf("%s: the pool holds %d idle of %d and the engine %d containers after 20 min", what, idle(), n, engineHolds())
+					}
+					time.Sleep(200 * time.Millisecond) // polling the engine, not synchronization
+				}
+			}
+			settle("filling the pool")
+			// Warm the image and the paths (untimed): one of each.
+			for _, tenant := range []string{"default", "fresh"} {
+				sb, err := s.createSandboxOf(ctx, tenant)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := sb.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if id, err := s.dockerRunIdle(); err != nil {
+				b.Fatal(err)
+			} else {
+				_ = exec.Command(s.cli, "rm", "-f", id).Run()
+			}
+			settle("after warming up")
 
-			// at runs do from n goroutines at once and returns the time
-			// until the last ended; the first error fails the benchmark.
-			at := func(do func() error) time.Duration {
+			// at runs do(i) for i < n from n goroutines at once; it returns
+			// the time until the last ended and each one's duration. The
+			// first error fails the benchmark.
+			at := func(do func(i int) error) (time.Duration, []time.Duration) {
 				var wg sync.WaitGroup
 				errc := make(chan error, n)
+				each := make([]time.Duration, n)
 				t0 := time.Now()
-				for range n {
+				for i := range n {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if err := do(); err != nil {
+						t1 := time.Now()
+						if err := do(i); err != nil {
 							errc <- err
 						}
+						each[i] = time.Since(t1)
 					}()
 				}
 				wg.Wait()
@@ -272,38 +358,128 @@ func BenchmarkSandboxCreate(b *testing.B) {
 				if err := <-errc; err != nil {
 					b.Fatal(err)
 				}
-				return d
+				slices.Sort(each)
+				return d, each
 			}
-			var mu sync.Mutex
-			var boxes []*client.Sandbox
-			sbx := at(func() error {
-				sb, err := s.createSandbox(ctx)
-				if err != nil {
-					return err
-				}
-				mu.Lock()
-				boxes = append(boxes, sb)
-				mu.Unlock()
-				return nil
-			})
-			for _, sb := range boxes {
-				if sb.Info().GetState() != client.SandboxReady {
-					b.Fatalf("sandbox %s is %s; want READY", sb.ID(), sb.Info().GetState())
+			wall := map[string][]float64{}
+			p50 := map[string][]float64{}
+			p99 := map[string][]float64{}
+			warmServed := 0.0
+			for rep := range reps {
+				for k := range arms {
+					arm := arms[(rep+k)%len(arms)]
+					var d time.Duration
+					var each []time.Duration
+					switch arm {
+					case "warm", "fresh":
+						tenant := "default"
+						if arm == "fresh" {
+							tenant = "fresh"
+						}
+						boxes := make([]*client.Sandbox, n)
+						before := warmCount(w.Worker())
+						d, each = at(func(i int) error {
+							sb, err := s.createSandboxOf(ctx, tenant)
+							boxes[i] = sb
+							return err
+						})
+						served := warmCount(w.Worker()) - before
+						if arm == "warm" {
+							warmServed += served
+							if served != float64(n) {
+								b.Logf("rep %d: %v of %d warm creates were served warm", rep+1, served, n)
+							}
+						} else if served != 0 {
+							b.Fatalf("rep %d: %v fresh creates were served warm", rep+1, served)
+						}
+						for _, sb := range boxes {
+							if sb.Info().GetState() != client.SandboxReady {
+								b.Fatalf("sandbox %s is %s; want READY", sb.ID(), sb.Info().GetState())
+							}
+						}
+						for _, sb := range boxes {
+							if err := sb.Close(ctx); err != nil {
+								b.Fatal(err)
+							}
+						}
+					default:
+						ids := make([]string, n)
+						d, each = at(func(i int) error {
+							id, err := s.dockerRunIdle()
+							ids[i] = id
+							return err
+						})
+						if out, err := exec.Command(s.cli, append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
+							b.Fatalf("docker rm: %v: %s", err, out)
+						}
+					}
+					wall[arm] = append(wall[arm], d.Seconds())
+					p50[arm] = append(p50[arm], ms(percentile(each, 50)))
+					p99[arm] = append(p99[arm], ms(percentile(each, 99)))
+					b.Logf("rep %d %s: all %d in %.2f s, p50 %.0f ms, p99 %.0f ms (load %s)", rep+1, arm, n, d.Seconds(),
+						ms(percentile(each, 50)), ms(percentile(each, 99)), loadAvg())
+					settle("after " + arm)
 				}
 			}
-			run := at(func() error { _, err := s.dockerRunIdle(); return err })
-			for _, sb := range boxes {
-				if err := sb.Close(ctx); err != nil {
-					b.Fatal(err)
+			ratio := func(arm string) []float64 {
+				r := make([]float64, reps)
+				for i := range reps {
+					r[i] = wall[arm][i] / wall["docker run -d"][i]
 				}
+				return r
 			}
-			b.ReportMetric(sbx.Seconds(), "sandboxes-s")
-			b.ReportMetric(run.Seconds(), "docker-run-s")
-			b.ReportMetric(sbx.Seconds()/run.Seconds(), "ratio")
-			setRow(&rows, row{"sandboxes READY", fmt.Sprintf("%.2f s", sbx.Seconds()), fmt.Sprintf("%d CreateSandbox at once, fresh containers", n)})
-			setRow(&rows, row{"docker run -d", fmt.Sprintf("%.2f s", run.Seconds()), fmt.Sprintf("%d at once, the docker CLI", n)})
-			setRow(&rows, row{"ratio", fmt.Sprintf("%.2fx", sbx.Seconds()/run.Seconds()), "target <= 1.1x"})
+			for _, arm := range arms {
+				setRow(&rows, row{arm + ": all READY s", spread(wall[arm]), "min / median / max of 3"})
+				setRow(&rows, row{arm + ": per-create p50 ms", spread(p50[arm]), ""})
+				setRow(&rows, row{arm + ": per-create p99 ms", spread(p99[arm]), ""})
+			}
+			setRow(&rows, row{"ratio warm / docker run -d", spread(ratio("warm")), "target <= 1.1x"})
+			setRow(&rows, row{"ratio fresh / docker run -d", spread(ratio("fresh")), "target <= 1.1x"})
+			setRow(&rows, row{"warm creates served warm", fmt.Sprintf("%.0f of %d", warmServed, reps*n), ""})
+			b.ReportMetric(median(ratio("warm")), "warm-ratio")
+			b.ReportMetric(median(ratio("fresh")), "fresh-ratio")
 		}
 	})
-	summary(b, fmt.Sprintf("%d sandboxes created at once vs docker run -d", n), &rows)
+	summary(b, fmt.Sprintf("%d sandboxes created at once: warm pool, fresh, docker run -d", n), &rows)
+}
+
+// warmCount is the worker's megaflow_sandbox_creates_total{source="warm"}.
+func warmCount(w *worker.Worker) float64 {
+	mfs, err := w.Registry().Gather()
+	if err != nil {
+		return -1
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "megaflow_sandbox_creates_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "source" && l.GetValue() == "warm" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// median is the median of v.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// loadAvg is the host's 1-minute load average (/proc/loadavg), or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
 }

@@ -102,6 +102,9 @@
 // one after another. The events are those of an ephemeral attempt, with
 // the warm container's id. Pool sizes, idle removal, health checks,
 // session bindings and what a restart does are described in pool.go.
+// A sandbox's attempt may instead take an idle warm container of its key
+// for good (a claim recorded in the data dir before STARTED, adopted by a
+// restarted worker); warmbox.go describes it.
 //
 // # Stopping
 //

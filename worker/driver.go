@@ -37,6 +37,10 @@ type handle struct {
 	state       attempt.State
 	containerID string
 	started     bool
+	// execEnv and execDir are a warm-served sandbox's exec defaults
+	// (warmbox.go); nil, "" otherwise.
+	execEnv map[string]string
+	execDir string
 
 	// stopMu guards the stop request, apart from mu (which the driver
 	// holds while it applies events), so that the stream goroutine hands a
@@ -331,6 +335,11 @@ func (d *driver) start(deadline time.Time) {
 				return attempt.StartDone{Err: fmt.Errorf("waiting for attempt %d to stop: %w", p.key.Attempt, sctx.Err())}
 			}
 		}
+		if d.w.warmServes(d.assign) && sctx.Err() == nil {
+			if id, ok := d.w.claimWarm(sctx, d.assign, d.h, spec, d.log); ok {
+				return attempt.StartDone{ContainerID: id}
+			}
+		}
 		if dir := d.filesDir(); dir != "" {
 			if err := d.w.setupFiles(sctx, &spec, d.assign, dir, ""); err != nil {
 				return attempt.StartDone{Err: err}
@@ -367,6 +376,9 @@ func (d *driver) start(deadline time.Time) {
 		d.w.metrics.startSeconds.WithLabelValues(result).Observe(time.Since(began).Seconds())
 		if err == nil {
 			d.w.imageStarted(spec.Image)
+			if isSandbox(d.assign) {
+				d.w.metrics.sandboxCreates.WithLabelValues("fresh").Inc()
+			}
 		}
 		return attempt.StartDone{ContainerID: id, Err: err}
 	})
@@ -421,8 +433,10 @@ func (d *driver) removeNow(ctx context.Context, id string) error {
 	err := d.w.rt.Remove(ctx, id)
 	if err != nil {
 		d.log.Warn("removing container failed; reconciliation will retry", "container", id, "err", err)
+		return err
 	}
-	return err
+	d.w.dropClaim(id)
+	return nil
 }
 
 func (d *driver) report(r attempt.Report) {

@@ -28,6 +28,9 @@ type workerMetrics struct {
 	streamStalls   prometheus.Counter
 	backlog        prometheus.Gauge
 	backlogBytes   prometheus.Gauge
+	// sandboxCreates counts sandbox containers by source: "warm" (a
+	// warm container claimed, warmbox.go) or "fresh".
+	sandboxCreates *prometheus.CounterVec
 }
 
 func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
@@ -75,6 +78,13 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 			Help: "Bytes of the artifacts waiting to be uploaded from this worker.",
 		}),
 	}
+	m.sandboxCreates = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: obs.Namespace, Name: "sandbox_creates_total",
+		Help: "Sandbox containers this worker provided, by source: warm (an idle warm container of the sandbox's pool key claimed) or fresh (a container started for it; forks included).",
+	}, []string{"source"})
+	for _, src := range []string{"warm", "fresh"} {
+		m.sandboxCreates.WithLabelValues(src)
+	}
 	connected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: obs.Namespace, Subsystem: "worker", Name: "connected",
 		Help: "1 while the worker has a stream to the leader (after its Welcome), else 0.",
@@ -92,7 +102,7 @@ func newWorkerMetrics(reg *obs.Registry, w *Worker) *workerMetrics {
 		defer w.mu.Unlock()
 		return float64(len(w.attempts))
 	})
-	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.snapshotImages, m.leaseLapses, m.streamStalls, m.backlog, m.backlogBytes, connected, held)
+	reg.MustRegister(m.startSeconds, m.startSlotWait, m.startFailures, m.orphans, m.snapshotImages, m.leaseLapses, m.streamStalls, m.backlog, m.backlogBytes, m.sandboxCreates, connected, held)
 	return m
 }
 

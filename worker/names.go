@@ -199,7 +199,7 @@ func (w *Worker) startAfterConflict(ctx context.Context, spec contract.Spec, log
 		if c.Name != spec.Name {
 			continue
 		}
-		if f, ok := parseLabels(c.Labels); ok && f.key != (attempt.Key{}) {
+		if f, ok := parseLabels(w.labelsOf(c)); ok && f.key != (attempt.Key{}) {
 			if h := w.handleOf(f.key); h != nil && h.status().ContainerID == c.ID {
 				break // a live attempt's: not stale; take a fresh name
 			}

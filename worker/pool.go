@@ -62,7 +62,7 @@ import (
 // leaves the pool's own containers alone, removes any other container with
 // LabelPool, and drops idle pool containers it finds no longer running
 // (the health check). A restarted worker removes every warm container of
-// its previous run; an exec that ran there dies with it, and the head
+// its previous run that no sandbox claimed (warmbox.go); an exec that ran there dies with it, and the head
 // retries its attempt as lost. Runtimes without Execer run persistent
 // tasks as ephemeral ones.
 
@@ -121,6 +121,7 @@ type warm struct {
 	key      poolKey
 	session  string // the session bound to it; "" for none
 	busy     bool   // leased to an attempt
+	used     bool   // it was leased once: an exec ran in it (a sandbox takes only unused ones)
 	lastUsed time.Time
 }
 
@@ -381,6 +382,7 @@ func (p *pool) release(c *warm, healthy bool, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.busy = false
+	c.used = true
 	c.lastUsed = p.w.clock.Now()
 	if !healthy {
 		p.w.log.Info("removing a warm container", "container", c.id, "why", why)

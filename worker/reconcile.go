@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"maps"
+	"os"
 
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -32,15 +34,42 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 		}
 		backoff = min(2*backoff, w.cfg.ReconnectMax)
 	}
+	// The warm containers sandboxes claimed (warmbox.go) are theirs:
+	// adopted as their attempts' containers. A claim whose container is
+	// gone is dropped.
+	claims, bad := loadClaims(w.cfg.DataDir)
+	for _, b := range bad {
+		w.log.Warn("removing an unreadable warm container claim", "claim", b)
+	}
+	listed := map[string]bool{}
+	for _, c := range cs {
+		listed[c.ID] = true
+	}
+	for id := range claims {
+		if !listed[id] {
+			w.log.Info("dropping the claim of a warm container that is gone", "container", id)
+			_ = os.Remove(claimPath(w.cfg.DataDir, id))
+			delete(claims, id)
+		}
+	}
+	w.claimsMu.Lock()
+	maps.Copy(w.claims, claims)
+	w.claimsMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, c := range cs {
-		if _, warm := c.Labels[LabelPool]; warm {
+		cl := claims[c.ID]
+		if cl == nil && isWarm(c.Labels) {
 			w.log.Info("removing a warm container of this worker's previous run", "container", c.ID, "name", c.Name)
 			w.removeLeakAsync(ctx, c)
 			continue
 		}
-		f, ok := parseLabels(c.Labels)
+		labels := c.Labels
+		if cl != nil {
+			labels = cl.Labels
+			w.log.Info("found a warm container a sandbox claimed", "container", c.ID, "task", cl.Task, "attempt", cl.Attempt)
+		}
+		f, ok := parseLabels(labels)
 		if !ok {
 			w.log.Warn("removing a container of this worker without attempt labels", "container", c.ID, "name", c.Name)
 			w.removeLeakAsync(ctx, c)
@@ -62,7 +91,7 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 			}
 		}
 		cfg := attempt.Config{Key: f.key, Timeout: f.timeout, MemoryLimit: f.memory, StopGrace: w.cfg.StopGrace}
-		svc := serviceFromLabels(c.Labels)
+		svc := serviceFromLabels(labels)
 		if svc != nil {
 			cfg.Service = true
 			w.ports.claim(svc.hostPort)
@@ -72,6 +101,9 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 			// A paused container stays paused, and so does its mark: the
 			// table's PAUSED needs a resume to end it.
 			w.attempts[f.key].setSandbox(f.sandboxIdle, c.Paused)
+		}
+		if cl != nil {
+			w.attempts[f.key].setExecDefaults(cl.Env, cl.WorkingDir)
 		}
 	}
 	return true
@@ -115,13 +147,13 @@ func (w *Worker) reconcile(ctx context.Context) {
 		return
 	}
 	for _, c := range cs {
-		if _, warm := c.Labels[LabelPool]; warm && w.pool != nil && w.pool.owns(c) {
+		if isWarm(c.Labels) && w.pool != nil && w.pool.owns(c) {
 			if !c.Running {
 				w.pool.unhealthy(c.ID) // the health check: replaced by the next task
 			}
 			continue
 		}
-		if f, ok := parseLabels(c.Labels); ok && w.holds(f.key) {
+		if f, ok := parseLabels(w.labelsOf(c)); ok && w.holds(f.key) {
 			continue
 		}
 		w.log.Warn("removing a container whose attempt this worker does not hold", "container", c.ID, "name", c.Name,
@@ -181,6 +213,7 @@ func (w *Worker) removeLeak(ctx context.Context, c contract.Container) {
 		w.log.Warn("removing a leaked container failed", "container", c.ID, "err", err)
 		return
 	}
+	w.dropClaim(c.ID)
 	w.metrics.orphans.Inc()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -271,10 +272,26 @@ func (s *sandboxServer) Exec(req *wire.SandboxExecRequest, stream grpc.ServerStr
 	ctx, cancel := context.WithTimeout(stream.Context(), timeout)
 	defer cancel()
 	out := &execOut{send: stream.Send, limit: mfspec.SandboxMaxOutput}
+	env, cwd := req.GetEnv(), req.GetCwd()
+	if h := s.w.handleOf(attempt.Key{TaskID: mfspec.SandboxTaskID(req.GetSandboxId()), Attempt: req.GetAttempt()}); h != nil {
+		// A warm-served sandbox: its environment and working directory
+		// are each exec's defaults (warmbox.go).
+		if denv, dcwd := h.execDefaults(); denv != nil || dcwd != "" {
+			merged := maps.Clone(denv)
+			if merged == nil {
+				merged = map[string]string{}
+			}
+			maps.Copy(merged, env)
+			env = merged
+			if cwd == "" {
+				cwd = dcwd
+			}
+		}
+	}
 	exit, err := se.ExecStream(ctx, cid, contract.ExecRequest{
 		Command:    req.GetArgv(),
-		Env:        req.GetEnv(),
-		WorkingDir: req.GetCwd(),
+		Env:        env,
+		WorkingDir: cwd,
 		Stdin:      req.GetStdin(),
 		Stdout:     out.writer(false),
 		Stderr:     out.writer(true),

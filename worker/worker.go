@@ -93,6 +93,11 @@ type Worker struct {
 	refusedMu sync.Mutex
 	refused   map[attempt.Key]bool
 
+	// claims are the warm containers sandbox attempts claimed (warmbox.go),
+	// by container id.
+	claimsMu sync.Mutex
+	claims   map[string]*warmClaim
+
 	running  atomic.Bool
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by Shutdown or Kill: Run stops
@@ -157,6 +162,7 @@ func New(cfg Config) (*Worker, error) {
 		// restarts of the worker.
 		outbox:   newOutbox(uint64(clk.Now().UnixNano()), cfg.MaxBatchEvents),
 		attempts: make(map[attempt.Key]*handle),
+		claims:   map[string]*warmClaim{},
 		stopped:  make(chan struct{}),
 		runDone:  make(chan struct{}),
 

@@ -127,7 +127,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", cfg.ReconcileInterval, "how often containers are reconciled")
 	fl.DurationVar(&cfg.SnapshotGrace, "snapshot-grace", cfg.SnapshotGrace, "how old a snapshot image that no snapshot of the table names must be before reconciliation removes it")
 	fl.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", cfg.HeartbeatInterval, "how often a heartbeat (a lease renewal) goes to the leader; keep it well under the heads' --worker-lease")
-	fl.IntVar(&cfg.PoolMin, "pool-min", cfg.PoolMin, "warm containers kept per (image, tenant) for persistent tasks, even when idle")
+	fl.IntVar(&cfg.PoolMin, "pool-min", cfg.PoolMin, "warm containers kept per (image, tenant) for persistent tasks and sandbox creates, even when idle")
 	fl.IntVar(&cfg.PoolMax, "pool-max", cfg.PoolMax, "warm containers at most per (image, tenant) for persistent tasks")
 	fl.DurationVar(&cfg.PoolIdle, "pool-idle", cfg.PoolIdle, "how long an idle warm container beyond --pool-min, or an idle session's container, is kept")
 	fl.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host in the endpoints of this worker's service tasks, reachable from other workers and containers (default: the --gossip-addr host, or the first non-loopback IPv4 address when that is 0.0.0.0)")

@@ -52,7 +52,9 @@ func poolCmd(g *globals) *cobra.Command {
 		Short: "Keep N warm containers of IMAGE on each matching worker (persistent mode); --size 0 removes the target",
 		Long: "Ask the workers matching --workers (every worker by default) to keep N warm containers of IMAGE for\n" +
 			"persistent tasks of --tenant with --cpu-millis and --memory-bytes, ahead of a burst. The target is held in the\n" +
-			"replicated table (it survives leader changes) and replaces an earlier one of the same image and tenant.",
+			"replicated table (it survives leader changes) and replaces an earlier one of the same image and tenant.\n" +
+			"A sandbox create of the same image, tenant and limits (no --network) takes one of these containers\n" +
+			"instead of starting one (docs/sandboxes.md, \"Warm pool\"); the pool then refills.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("size") {

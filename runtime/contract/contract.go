@@ -333,6 +333,17 @@ type Pauser interface {
 	Unpause(ctx context.Context, id string) error
 }
 
+// Renamer is an optional extra of a Runtime: renaming a container (a
+// warm container claimed by a sandbox takes the sandbox attempt's name,
+// docs/sandboxes.md). The container's labels, processes and files are
+// unchanged.
+type Renamer interface {
+	// Rename gives container id the name name. Errors: ErrNotFound (no
+	// such container), ErrConflict (another container has the name),
+	// ErrUnavailable, ctx's error.
+	Rename(ctx context.Context, id, name string) error
+}
+
 // Image is an image a Snapshotter lists.
 type Image struct {
 	// ID is the engine's image id; Tags its references ("repo:tag").
