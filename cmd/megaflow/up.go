@@ -344,6 +344,16 @@ func (lc *localCluster) describe(w io.Writer) {
 	fmt.Fprintf(w, "logs: %s\n", lc.logPath)
 }
 
+// headsHint is the --heads flag a command in another shell needs to reach
+// a local cluster whose head listens at addr: none when addr is the CLI's
+// default head (127.0.0.1:7070), which a shell without MEGAFLOW_HEADS uses.
+func headsHint(addr string) string {
+	if addr == "127.0.0.1:7070" {
+		return ""
+	}
+	return " --heads " + addr
+}
+
 func defaultDataDir() string {
 	if home, err := os.UserHomeDir(); err == nil {
 		return filepath.Join(home, ".megaflow", "up")
@@ -375,7 +385,7 @@ keeps the task table.`,
 				return err
 			}
 			lc.describe(g.stdout)
-			fmt.Fprintf(g.stdout, "data: %s\nready: try `megaflow submit examples/hello-rollouts.yaml --watch` in another shell; Ctrl-C stops the cluster\n", o.DataDir)
+			fmt.Fprintf(g.stdout, "data: %s\nready: try `megaflow%s submit examples/hello-rollouts.yaml --watch` in another shell; Ctrl-C stops the cluster\n", o.DataDir, headsHint(lc.head.GRPCAddr()))
 			<-ctx.Done()
 			fmt.Fprintln(g.stdout, "\nmegaflow up: stopping the worker and the head")
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
