@@ -102,6 +102,10 @@ func TestArchiveCommands(t *testing.T) {
 	if got := ids(archiveCommands(s.f.View(), now, 6*time.Hour, 0)); got != "" {
 		t.Fatalf("after archiving: %s, want nothing to do", got)
 	}
+	// What `megaflow operator snapshot save` reports counts both.
+	if info := snapshotInfo(s.f.View(), 0, nil); info.GetGraphs() != 4 || info.GetArchivedGraphs() != 3 {
+		t.Errorf("snapshot info: %d graphs, %d archived; want 4 live (young, kept-by-label, running, sbx-snapped) and 3 archived", info.GetGraphs(), info.GetArchivedGraphs())
+	}
 	for _, tc := range []struct {
 		after, archiveKeep time.Duration
 		want               string

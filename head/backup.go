@@ -45,7 +45,7 @@ type operatorService struct {
 func snapshotInfo(v *state.View, size int64, sum []byte) *wire.SnapshotInfo {
 	info := &wire.SnapshotInfo{Index: v.Index(), Rules: v.Rules(), ClusterId: state.FormatClusterID(v.ClusterID()),
 		Workers: uint64(len(v.Workers())), SizeBytes: uint64(size), Sha256: hex.EncodeToString(sum)}
-	info.Graphs = uint64(countGraphs(v))
+	info.Graphs, info.ArchivedGraphs = uint64(countGraphs(v)), uint64(countArchived(v))
 	for range v.Tasks() {
 		info.Tasks++
 	}
@@ -95,7 +95,7 @@ func (s *operatorService) SnapshotSave(_ *wire.SnapshotSaveRequest, stream wire.
 		return errs.ToStatus(sendErr)
 	}
 	info := snapshotInfo(view, size, sum.Sum(nil))
-	h.logger.Info("table snapshot saved by an operator", "index", info.Index, "bytes", size, "graphs", info.Graphs, "tasks", info.Tasks)
+	h.logger.Info("table snapshot saved by an operator", "index", info.Index, "bytes", size, "graphs", info.Graphs, "archived_graphs", info.ArchivedGraphs, "tasks", info.Tasks)
 	return stream.Send(&wire.SnapshotChunk{Info: info})
 }
 
@@ -165,9 +165,9 @@ func (h *Head) restoreSnapshot(ctx context.Context, recv func() (*wire.SnapshotC
 	if err := h.votersApply(info.Rules); err != nil {
 		return nil, fmt.Errorf("snapshot restore: the snapshot is under rules %d: %w", info.Rules, err)
 	}
-	if n := countGraphs(h.fsm.View()); n > 0 && !force {
-		return nil, errs.New(errs.FailedPrecondition, "snapshot restore: this cluster's table holds %d graphs, which the restore would replace; "+
-			"restore into a fresh cluster, or pass --force to replace them", n)
+	if n, a := countGraphs(h.fsm.View()), countArchived(h.fsm.View()); n+a > 0 && !force {
+		return nil, errs.New(errs.FailedPrecondition, "snapshot restore: this cluster's table holds %d graphs and %d archived graph summaries, which the restore would replace; "+
+			"restore into a fresh cluster, or pass --force to replace them", n, a)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, errs.New(errs.Internal, "snapshot restore: %v", err)
@@ -190,12 +190,21 @@ func (h *Head) restoreSnapshot(ctx context.Context, recv func() (*wire.SnapshotC
 	if _, _, err := h.apply(ctx, fsm.OpSetRules, wrapperspb.UInt64(info.Rules)); err != nil {
 		h.logger.Warn("after a snapshot restore: committing an entry to catch the applied index up failed; the next write will", "err", err)
 	}
-	h.logger.Warn("table replaced by an operator's snapshot", "index", info.Index, "bytes", size, "graphs", info.Graphs,
+	h.logger.Warn("table replaced by an operator's snapshot", "index", info.Index, "bytes", size, "graphs", info.Graphs, "archived_graphs", info.ArchivedGraphs,
 		"tasks", info.Tasks, "cluster_id", info.ClusterId, "sha256", info.Sha256)
 	return info, nil
 }
 
-// countGraphs is how many graphs v holds.
+// countArchived is how many archived graph summaries v holds.
+func countArchived(v *state.View) int {
+	n := 0
+	for range v.ArchivedGraphs() {
+		n++
+	}
+	return n
+}
+
+// countGraphs is how many live graphs v holds.
 func countGraphs(v *state.View) int {
 	n := 0
 	for range v.Graphs() {

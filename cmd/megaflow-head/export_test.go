@@ -62,7 +62,7 @@ func TestExportSnapshotOfAStoppedHead(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("export-snapshot: %v", err)
 	}
-	if !strings.Contains(stdout.String(), "1 graphs, 3 tasks, 1 workers") {
+	if !strings.Contains(stdout.String(), "1 graphs (0 archived), 3 tasks, 1 workers") {
 		t.Fatalf("export-snapshot said %q", stdout.String())
 	}
 

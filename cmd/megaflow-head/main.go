@@ -187,8 +187,8 @@ cluster that lost its quorum (docs/operations.md). The head must be stopped.`,
 			if err := os.Rename(tmp.Name(), out); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "exported %s to %s: index %d, %d graphs, %d tasks, %d workers, rules %d, cluster %s, %d bytes, sha256 %s\n",
-				dataDir, out, info.GetIndex(), info.GetGraphs(), info.GetTasks(), info.GetWorkers(), info.GetRules(), info.GetClusterId(), info.GetSizeBytes(), info.GetSha256())
+			fmt.Fprintf(cmd.OutOrStdout(), "exported %s to %s: index %d, %d graphs (%d archived), %d tasks, %d workers, rules %d, cluster %s, %d bytes, sha256 %s\n",
+				dataDir, out, info.GetIndex(), info.GetGraphs(), info.GetArchivedGraphs(), info.GetTasks(), info.GetWorkers(), info.GetRules(), info.GetClusterId(), info.GetSizeBytes(), info.GetSha256())
 			return nil
 		},
 	}

@@ -125,8 +125,8 @@ func describeSnapshot(i *client.SnapshotInfo) string {
 	if i.GetSizeBytes() >= 1024 {
 		size = bytesIEC(int64(i.GetSizeBytes())) + "B"
 	}
-	return fmt.Sprintf("index %d, %d graphs, %d tasks, %d workers, rules %d, cluster %s, %s, sha256 %s",
-		i.GetIndex(), i.GetGraphs(), i.GetTasks(), i.GetWorkers(), i.GetRules(), orDash(i.GetClusterId()),
+	return fmt.Sprintf("index %d, %d graphs (%d archived), %d tasks, %d workers, rules %d, cluster %s, %s, sha256 %s",
+		i.GetIndex(), i.GetGraphs(), i.GetArchivedGraphs(), i.GetTasks(), i.GetWorkers(), i.GetRules(), orDash(i.GetClusterId()),
 		size, i.GetSha256())
 }
 

@@ -131,14 +131,18 @@ type SnapshotInfo struct {
 	Rules uint64 `protobuf:"varint,2,opt,name=rules,proto3" json:"rules,omitempty"`
 	// The cluster id (16 hex digits); a restored cluster takes this id.
 	ClusterId string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Graphs    uint64 `protobuf:"varint,4,opt,name=graphs,proto3" json:"graphs,omitempty"`
-	Tasks     uint64 `protobuf:"varint,5,opt,name=tasks,proto3" json:"tasks,omitempty"`
-	Workers   uint64 `protobuf:"varint,6,opt,name=workers,proto3" json:"workers,omitempty"`
+	// The live graphs (graphs), their tasks and the workers the table holds.
+	Graphs  uint64 `protobuf:"varint,4,opt,name=graphs,proto3" json:"graphs,omitempty"`
+	Tasks   uint64 `protobuf:"varint,5,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	Workers uint64 `protobuf:"varint,6,opt,name=workers,proto3" json:"workers,omitempty"`
 	// The snapshot's length in bytes and its SHA-256 (hex).
-	SizeBytes     uint64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	Sha256        string `protobuf:"bytes,8,opt,name=sha256,proto3" json:"sha256,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SizeBytes uint64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	Sha256    string `protobuf:"bytes,8,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The archived graphs' summaries the table holds (finished graphs past
+	// their retention: `megaflow graphs --all`), not counted in graphs.
+	ArchivedGraphs uint64 `protobuf:"varint,9,opt,name=archived_graphs,json=archivedGraphs,proto3" json:"archived_graphs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SnapshotInfo) Reset() {
@@ -227,6 +231,13 @@ func (x *SnapshotInfo) GetSha256() string {
 	return ""
 }
 
+func (x *SnapshotInfo) GetArchivedGraphs() uint64 {
+	if x != nil {
+		return x.ArchivedGraphs
+	}
+	return 0
+}
+
 type SnapshotRestoreResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What was restored.
@@ -281,7 +292,7 @@ const file_megaflow_v1_operator_proto_rawDesc = "" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12-\n" +
 	"\x04info\x18\x02 \x01(\v2\x19.megaflow.v1.SnapshotInfoR\x04info\x12\x14\n" +
-	"\x05force\x18\x03 \x01(\bR\x05force\"\xd8\x01\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\x81\x02\n" +
 	"\fSnapshotInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
 	"\x05rules\x18\x02 \x01(\x04R\x05rules\x12\x1d\n" +
@@ -292,7 +303,8 @@ const file_megaflow_v1_operator_proto_rawDesc = "" +
 	"\aworkers\x18\x06 \x01(\x04R\aworkers\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\a \x01(\x04R\tsizeBytes\x12\x16\n" +
-	"\x06sha256\x18\b \x01(\tR\x06sha256\"H\n" +
+	"\x06sha256\x18\b \x01(\tR\x06sha256\x12'\n" +
+	"\x0farchived_graphs\x18\t \x01(\x04R\x0earchivedGraphs\"H\n" +
 	"\x17SnapshotRestoreResponse\x12-\n" +
 	"\x04info\x18\x01 \x01(\v2\x19.megaflow.v1.SnapshotInfoR\x04info2\xb8\x01\n" +
 	"\x0fOperatorService\x12N\n" +
