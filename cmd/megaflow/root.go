@@ -36,9 +36,9 @@ type globals struct {
 	stale   bool
 	tls     tlsconfig.Files
 	// token is the API token secret (--token, MEGAFLOW_TOKEN); empty: none.
-	token string
-	stdout  io.Writer
-	stderr  io.Writer
+	token  string
+	stdout io.Writer
+	stderr io.Writer
 	// signalled reports whether the command was interrupted (Ctrl-C).
 	signalled func() bool
 }
