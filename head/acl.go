@@ -25,6 +25,10 @@ import (
 // NotFound, as if the object did not exist. A follower forwards the
 // caller's token to the leader, which decides again.
 
+// tokenCatchUp bounds how long a head waits to apply the entries it knows
+// are committed before it calls a token unknown.
+const tokenCatchUp = time.Second
+
 // callerKey is the context key of the authenticated token of a call.
 type callerKey struct{}
 
@@ -122,7 +126,11 @@ func (h *Head) authenticate(ctx context.Context, method string) (*wire.Token, ac
 	if v := md.Get(acl.MetadataKey); len(v) > 0 {
 		presented = true
 		if secret, ok := acl.BearerSecret(v[0]); ok {
-			tok = h.fsm.View().TokenByHash(acl.Hash(secret))
+			hash := acl.Hash(secret)
+			tok = h.fsm.View().TokenByHash(hash)
+			if tok == nil {
+				tok = h.awaitToken(ctx, hash)
+			}
 		} else {
 			malformed = true
 		}
@@ -147,6 +155,27 @@ func (h *Head) authenticate(ctx context.Context, method string) (*wire.Token, ac
 		return nil, rule, errs.ToStatus(ref.Err)
 	}
 	return tok, rule, nil
+}
+
+// awaitToken looks hash up again each time this head applies entries, for
+// at most tokenCatchUp: a token made a moment ago through the leader may
+// not be applied here yet. Nil when it never appears.
+func (h *Head) awaitToken(ctx context.Context, hash []byte) *wire.Token {
+	timer := h.clock.NewTimer(tokenCatchUp)
+	defer timer.Stop()
+	for {
+		changed := h.fsm.Changed()
+		if tok := h.fsm.View().TokenByHash(hash); tok != nil {
+			return tok
+		}
+		select {
+		case <-changed:
+		case <-timer.C():
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // refuse counts and logs a refused call.
