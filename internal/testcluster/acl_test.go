@@ -249,8 +249,14 @@ func TestACLCluster(t *testing.T) {
 			_, err := s.sb.SnapshotSandbox(ctx, &wire.SnapshotSandboxRequest{SandboxId: "sbx-a1", Name: "s"})
 			return err
 		}},
-		{"PauseSandbox", func(s stubs) error { _, err := s.sb.PauseSandbox(ctx, &wire.PauseSandboxRequest{Id: "sbx-a1"}); return err }},
-		{"ResumeSandbox", func(s stubs) error { _, err := s.sb.ResumeSandbox(ctx, &wire.ResumeSandboxRequest{Id: "sbx-a1"}); return err }},
+		{"PauseSandbox", func(s stubs) error {
+			_, err := s.sb.PauseSandbox(ctx, &wire.PauseSandboxRequest{Id: "sbx-a1"})
+			return err
+		}},
+		{"ResumeSandbox", func(s stubs) error {
+			_, err := s.sb.ResumeSandbox(ctx, &wire.ResumeSandboxRequest{Id: "sbx-a1"})
+			return err
+		}},
 		{"SetSandboxTimeout", func(s stubs) error {
 			_, err := s.sb.SetSandboxTimeout(ctx, &wire.SetSandboxTimeoutRequest{Id: "sbx-a1", TimeoutSeconds: 600})
 			return err
@@ -295,9 +301,18 @@ func TestACLCluster(t *testing.T) {
 	}
 	// Writes last: cancel and delete of a's graph, close of a's sandbox.
 	for _, rw := range []row{
-		{"CancelGraph", func(s stubs) error { _, err := s.m.CancelGraph(ctx, &wire.CancelGraphRequest{GraphId: "ga"}); return err }},
-		{"CloseSandbox", func(s stubs) error { _, err := s.sb.CloseSandbox(ctx, &wire.CloseSandboxRequest{Id: "sbx-a1"}); return err }},
-		{"DeleteGraph", func(s stubs) error { _, err := s.m.DeleteGraph(ctx, &wire.DeleteGraphRequest{GraphId: "ga"}); return err }},
+		{"CancelGraph", func(s stubs) error {
+			_, err := s.m.CancelGraph(ctx, &wire.CancelGraphRequest{GraphId: "ga"})
+			return err
+		}},
+		{"CloseSandbox", func(s stubs) error {
+			_, err := s.sb.CloseSandbox(ctx, &wire.CloseSandboxRequest{Id: "sbx-a1"})
+			return err
+		}},
+		{"DeleteGraph", func(s stubs) error {
+			_, err := s.m.DeleteGraph(ctx, &wire.DeleteGraphRequest{GraphId: "ga"})
+			return err
+		}},
 	} {
 		if err := rw.call(b); !refusedFor(err) {
 			t.Errorf("b %s: %v; want refused", rw.name, err)
@@ -323,7 +338,10 @@ func TestACLCluster(t *testing.T) {
 			_, err := s.m.ListAdmissionPolicies(ctx, &wire.ListAdmissionPoliciesRequest{})
 			return err
 		}},
-		{"RemoveHead", func(s stubs) error { _, err := s.m.RemoveHead(ctx, &wire.RemoveHeadRequest{HeadId: "nope"}); return err }},
+		{"RemoveHead", func(s stubs) error {
+			_, err := s.m.RemoveHead(ctx, &wire.RemoveHeadRequest{HeadId: "nope"})
+			return err
+		}},
 		{"ListWorkers", func(s stubs) error { _, err := s.m.ListWorkers(ctx, &wire.ListWorkersRequest{}); return err }},
 		{"CreateToken", func(s stubs) error {
 			_, err := s.m.CreateToken(ctx, &wire.CreateTokenRequest{Tenant: "a", Role: wire.TokenRole_TOKEN_ROLE_ADMIN})
