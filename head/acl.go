@@ -117,8 +117,13 @@ func (h *Head) authenticate(ctx context.Context, method string) (*wire.Token, ac
 	if r, ok := acl.Methods[method]; ok && r.Scope == acl.ScopePublic {
 		return nil, r, nil
 	}
-	if r, ok := acl.Methods[method]; ok && r.Scope == acl.ScopeWorker && h.cfg.TLS != nil && tlsconfig.PeerCertificate(ctx) != nil {
-		return nil, r, nil // tlsconfig's authorizer checked its worker role
+	if r, ok := acl.Methods[method]; ok && h.cfg.TLS != nil && (r.Scope == acl.ScopeWorker || r.Scope == acl.ScopeCluster) {
+		// A worker's certificate speaks for it: on its stream
+		// (tlsconfig's authorizer checked the role) and when it asks
+		// who leads.
+		if role, err := tlsconfig.RoleOf(tlsconfig.PeerCertificate(ctx)); err == nil && role == tlsconfig.RoleWorker {
+			return nil, r, nil
+		}
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	var tok *wire.Token

@@ -76,6 +76,7 @@ func TestAuthorize(t *testing.T) {
 		{"admin is no worker", tok(A, 0), true, workerM, acl.ReasonRole, errs.PermissionDenied, "needs role worker"},
 		{"worker connects", tok(W, 0), true, workerM, "", 0, ""},
 		{"worker cannot read", tok(W, 0), true, readM, acl.ReasonRole, errs.PermissionDenied, "has role worker"},
+		{"worker asks who leads", tok(W, 0), true, "/megaflow.v1.MegaflowService/ClusterStatus", "", 0, ""},
 		{"no token", nil, false, readM, acl.ReasonNoToken, errs.Unauthenticated, "--token or MEGAFLOW_TOKEN"},
 		{"unknown token", nil, true, readM, acl.ReasonUnknown, errs.Unauthenticated, "not one this cluster knows"},
 		{"expired", tok(A, now.UnixNano()), true, readM, acl.ReasonExpired, errs.Unauthenticated, "expired at"},

@@ -17,7 +17,7 @@ const (
 	// tenant (an admin token reaches every tenant).
 	ScopeTenant Scope = iota + 1
 	// ScopeCluster: the cluster's own state, nothing of a tenant's
-	// (ClusterStatus, GetLimits).
+	// (ClusterStatus, GetLimits): any role, worker tokens included.
 	ScopeCluster
 	// ScopeAdmin: every tenant at once, or the cluster's settings.
 	ScopeAdmin
@@ -149,6 +149,8 @@ func Authorize(tok *wire.Token, presented bool, method string, now time.Time) (R
 		return rule, &Refusal{errs.New(errs.Unauthenticated,
 			"%s: your token (accessor %s) expired at %s; ask an admin for a new one (megaflow token create --ttl)", name, Short(tok.GetAccessor()),
 			time.Unix(0, tok.GetExpireUnixNanos()).UTC().Format(time.RFC3339)), ReasonExpired}
+	case rule.Scope == ScopeCluster && tok.GetRole() == wire.TokenRole_TOKEN_ROLE_WORKER:
+		// A worker whose leader went silent asks the heads who leads.
 	case !Allows(tok.GetRole(), rule.Need):
 		return rule, &Refusal{errs.New(errs.PermissionDenied,
 			"%s needs role %s; your token (accessor %s) has role %s", name, RoleName(rule.Need), Short(tok.GetAccessor()), RoleName(tok.GetRole())), ReasonRole}

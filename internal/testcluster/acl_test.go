@@ -13,12 +13,15 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/internal/acl"
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/megaflow/megaflow/worker"
 )
 
 // offsetClock is the real clock moved forward by a settable offset: the
@@ -429,4 +432,58 @@ func tokenLines(dump string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// On a cluster with ACLs on and no TLS a worker's stream needs a token of
+// role worker: a worker without one is refused (and counted), one with it
+// connects and runs a graph submitted with a submit token.
+func TestACLWorkerToken(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { cfg.ACL = true }})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := c.Client()
+	_, adminSecret, err := cl.BootstrapACL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.Dial(ctx, c.GRPCAddrs(), client.WithToken(adminSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	_, workerSecret, err := admin.CreateToken(ctx, "", client.RoleWorker, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, submitSecret, err := admin.CreateToken(ctx, "a", client.RoleSubmit, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil)})
+	w := c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil), Configure: func(cfg *worker.Config) { cfg.Token = workerSecret }})
+	testcluster.WaitFor(t, 30*time.Second, "the worker with a token connects", func() bool {
+		for _, h := range c.Running() {
+			if h.WorkerConnected(w.ID) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, h := range c.Running() {
+		if h.WorkerConnected(bad.ID) {
+			t.Fatalf("worker %s without a token connected to %s", bad.ID, h.ID())
+		}
+	}
+	sub, err := client.Dial(ctx, c.GRPCAddrs(), client.WithToken(submitSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := sub.Submit(ctx, tlsGraph("wg", 2)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sub.Wait(ctx, "wg")
+	if err != nil || got.State != client.GraphSucceeded || got.Tenant != "a" {
+		t.Fatalf("graph wg: %+v %v; want SUCCEEDED, of tenant a", got, err)
+	}
 }
