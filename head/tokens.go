@@ -18,13 +18,14 @@ import (
 // nowhere else. Followers forward these calls, the caller's token with
 // them.
 
-// needTokens refuses token calls on a head without ACLs or below rules 6.
+// needTokens refuses token calls on a head without ACLs, and on the
+// leader below rules 6 (a follower forwards: its table may lag).
 func (h *Head) needTokens(call string) error {
 	if !h.cfg.ACL {
 		return errs.New(errs.FailedPrecondition,
 			"%s: head %s runs without ACLs; start every head with --acl (or acl: true in its config file) first (docs/operations.md)", call, h.cfg.NodeID)
 	}
-	if r := h.fsm.View().Rules(); r < state.RulesTokens {
+	if r := h.fsm.View().Rules(); r < state.RulesTokens && h.IsLeader() {
 		return errs.New(errs.FailedPrecondition,
 			"%s: the cluster is at rules %d and tokens need rules %d: upgrade every head to a build with them (megaflow-head --version prints a build's rules) and retry",
 			call, r, state.RulesTokens)

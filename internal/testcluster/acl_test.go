@@ -487,3 +487,40 @@ func TestACLWorkerToken(t *testing.T) {
 		t.Fatalf("graph wg: %+v %v; want SUCCEEDED, of tenant a", got, err)
 	}
 }
+
+// The revocation bound: a follower left without a leader (the two other
+// heads killed) refuses token calls with Unavailable once it has not heard
+// from a leader for ACLMaxStaleness, naming why, while it answered them
+// before; calls that need no token still work.
+func TestACLStaleFollowerRefusesTokens(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{NoReplayCheck: "two heads are killed", Configure: func(cfg *head.Config) {
+		cfg.ACL = true
+		cfg.ACLMaxStaleness = 500 * time.Millisecond
+	}})
+	leader := c.WaitLeader(10 * time.Second)
+	survivor := (leader + 1) % 3
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := dialStubs(t, c.Members[survivor].GRPCAddr, "")
+	boot, err := s.m.BootstrapACL(ctx, &wire.BootstrapACLRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitApplied(boot.GetIndex(), 10*time.Second)
+	admin := dialStubs(t, c.Members[survivor].GRPCAddr, boot.Secret)
+	if _, err := admin.m.ListTokens(ctx, &wire.ListTokensRequest{}); err != nil {
+		t.Fatalf("the follower with a leader: %v", err)
+	}
+	for i := range c.Members {
+		if i != survivor {
+			c.Kill(i)
+		}
+	}
+	testcluster.WaitFor(t, 10*time.Second, "the leaderless follower refuses the admin token", func() bool {
+		_, err := admin.m.GetLimits(ctx, &wire.GetLimitsRequest{})
+		return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "may have missed a token's revocation")
+	})
+	if _, err := s.m.BootstrapACL(ctx, &wire.BootstrapACLRequest{}); status.Code(err) == codes.Unauthenticated {
+		t.Fatalf("a call that needs no token: %v", err)
+	}
+}
