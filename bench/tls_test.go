@@ -45,7 +45,7 @@ func BenchmarkTLS(b *testing.B) {
 		for _, on := range []bool{false, true} {
 			b.Run(fmt.Sprintf("tls=%v/round=%d", on, round), func(b *testing.B) {
 				hideNsPerOp(b)
-				r := measureTLS(b, on)
+				r := measureTLS(b, on, false)
 				res[on] = append(res[on], r)
 				b.ReportMetric(r.tasksPerSec, "tasks/s")
 				b.ReportMetric(ms(r.p50), "p50-ms")
@@ -74,8 +74,9 @@ func BenchmarkTLS(b *testing.B) {
 	summary(b, "BenchmarkTLS (3 heads + 1 fake worker on 127.0.0.1, BoltDB fsync, one run)", &rows)
 }
 
-// measureTLS starts a cluster with TLS on or off and measures it.
-func measureTLS(b *testing.B, on bool) tlsResult {
+// measureTLS starts a cluster with TLS on or off (and, with acl, API
+// tokens on: the clients and the worker carry tokens) and measures it.
+func measureTLS(b *testing.B, on, acl bool) tlsResult {
 	var workerTLS *tlsconfig.Store
 	headTLS := map[string]*tlsconfig.Store{}
 	var cliOpts []client.Option
@@ -97,10 +98,15 @@ func measureTLS(b *testing.B, on bool) tlsResult {
 	}
 	c := testcluster.New(b, testcluster.Options{Heads: 3, RaftOnDisk: true, Configure: func(cfg *head.Config) {
 		cfg.TLS, cfg.GossipKey = headTLS[cfg.NodeID], key
+		cfg.ACL = acl
 	}})
 	defer c.Stop()
+	var workerToken string
+	if acl {
+		cliOpts, workerToken = aclTokens(b, c, cliOpts)
+	}
 	w := c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil), Capacity: worker.Capacity{CPUMillis: 1 << 20, MemoryBytes: 1 << 40},
-		Configure: func(cfg *worker.Config) { cfg.TLS, cfg.GossipKey = workerTLS, key }})
+		Configure: func(cfg *worker.Config) { cfg.TLS, cfg.GossipKey, cfg.Token = workerTLS, key, workerToken }})
 	testcluster.WaitFor(b, 30*time.Second, "the worker's stream", func() bool {
 		for _, h := range c.Running() {
 			if h.WorkerConnected(w.ID) {

@@ -23,7 +23,7 @@ func (s *service) ClusterStatus(ctx context.Context, _ *wire.ClusterStatusReques
 		LeaderId: leaderID, LeaderGrpcAddr: leaderAddr, Term: st.Term, CommitIndex: st.CommitIndex,
 		AppliedIndex: h.fsm.AppliedIndex(), LastLogIndex: st.LastLogIndex, RaftState: st.State,
 		HeadId: h.cfg.NodeID, LastSnapshotIndex: st.LastSnapshotIndex,
-		ClusterId: state.FormatClusterID(h.fsm.View().ClusterID()), Rules: h.fsm.View().Rules(),
+		ClusterId: state.FormatClusterID(h.fsm.View().ClusterID()), Rules: h.fsm.View().Rules(), AclEnabled: h.cfg.ACL,
 	}
 	gossipByID := map[string]gossip.Member{}
 	for _, m := range h.gossip.Members() {

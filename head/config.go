@@ -164,7 +164,21 @@ type Config struct {
 	// SecretKey: 16, 24 or 32 bytes, the same on every head and worker).
 	// Nil: plaintext gossip.
 	GossipKey []byte
+
+	// ACL, when set, turns on API tokens (docs/security.md): every gRPC
+	// call but health checks and the once-only BootstrapACL must carry a
+	// token of the role its method needs (internal/acl), and reaches only
+	// its token's tenant. Off: any caller may make any call, as before.
+	ACL bool
+	// ACLMaxStaleness bounds how long a revoked token may still be
+	// accepted by a follower cut off from the leader: a follower whose
+	// last contact with the leader is older refuses token-authenticated
+	// calls with Unavailable. 0: DefaultACLMaxStaleness.
+	ACLMaxStaleness time.Duration
 }
+
+// DefaultACLMaxStaleness is Config.ACLMaxStaleness's default.
+const DefaultACLMaxStaleness = 10 * time.Second
 
 // DefaultConfig returns a Config with production defaults and no identity
 // or addresses.
@@ -258,6 +272,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StagedTTL <= 0 {
 		errsList = append(errsList, fmt.Errorf("StagedTTL %v must be positive", c.StagedTTL))
+	}
+	if c.ACLMaxStaleness < 0 || c.ACLMaxStaleness > time.Hour {
+		errsList = append(errsList, fmt.Errorf("ACLMaxStaleness %v: use 0 (the default, %v) to 1h", c.ACLMaxStaleness, DefaultACLMaxStaleness))
 	}
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
 		errsList = append(errsList, fmt.Errorf("--rate-limit %v: give 0 (no limit) or a positive number of calls per second", c.RateLimit))

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/megaflow/megaflow/internal/acl"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/tlsconfig"
@@ -91,6 +92,13 @@ func (f *forwarder) leaderConn(ctx context.Context) (*grpc.ClientConn, context.C
 		f.conns[addr] = conn
 	}
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, f.h.cfg.NodeID)
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		// The caller's token goes along: the leader authorizes the same
+		// caller (head/acl.go).
+		if v := md.Get(acl.MetadataKey); len(v) > 0 {
+			out = metadata.AppendToOutgoingContext(out, acl.MetadataKey, v[0])
+		}
+	}
 	return conn, out, nil
 }
 

@@ -101,6 +101,9 @@ func New(cfg Config) (*Head, error) {
 	}
 	h := &Head{cfg: cfg, logger: logger, clock: clk, stopped: make(chan struct{})}
 	h.limiter = newRateLimiter(cfg.RateLimit, cfg.rateBurst())
+	if !cfg.ACL {
+		logger.Warn("ACLs are off: any caller that reaches the gRPC port can submit, read, cancel and delete any tenant's work and change quotas and policies; start every head with --acl (docs/security.md)")
+	}
 
 	table, err := fsm.New(fsm.Config{EventRingSize: cfg.EventRetention})
 	if err != nil {
@@ -180,6 +183,12 @@ func New(cfg Config) (*Head, error) {
 	unary := []grpc.UnaryServerInterceptor{h.rateLimitUnary, checkBoundsUnary}
 	stream := []grpc.StreamServerInterceptor{h.rateLimitStream, checkBoundsStream}
 	var creds []grpc.ServerOption
+	if cfg.ACL {
+		// After the certificate's role (below, with TLS), before the rate
+		// limit: the limit charges the token's tenant.
+		unary = append([]grpc.UnaryServerInterceptor{h.aclUnary}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{h.aclStream}, stream...)
+	}
 	if cfg.TLS != nil {
 		// Every peer shows a certificate of the cluster's CA at the
 		// handshake; its role is checked per service before anything else.

@@ -39,6 +39,11 @@ type headMetrics struct {
 	// admissionRefusals counts graphs this head (the leader) refused for
 	// its admission policy, by field (network, capabilities).
 	admissionRefusals *prometheus.CounterVec
+	// aclRefusals counts calls refused for their token, by method and
+	// reason (acl.Reason*).
+	aclRefusals *prometheus.CounterVec
+	// aclEnabled is 1 when the head authorizes calls by token, else 0.
+	aclEnabled prometheus.Gauge
 }
 
 // latencyBuckets are the histogram buckets of stage latencies, in seconds:
@@ -77,8 +82,20 @@ func newHeadMetrics(reg *obs.Registry, h *Head) *headMetrics {
 			Namespace: obs.Namespace, Name: "admission_refusals_total",
 			Help: "Graphs and sandboxes the leader refused because a task asked for more than its tenant's admission policy allows, by field (network, capabilities).",
 		}, []string{"field"}),
+		aclRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Name: "acl_refusals_total",
+			Help: "Calls this head refused for their API token (--acl), by method and reason (no_token, unknown_token, expired, role, tenant, stale, no_rule).",
+		}, []string{"method", "reason"}),
+		aclEnabled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Name: "acl_enabled",
+			Help: "1 when this head authorizes every call by API token (--acl); 0 when any caller may make any call.",
+		}),
 	}
-	reg.MustRegister(m.applySeconds, m.rateLimited, m.stageSeconds, m.attempts, m.eventsMissed, m.admissionRefusals, &tableCollector{h: h})
+	if h.cfg.ACL {
+		m.aclEnabled.Set(1)
+	}
+	reg.MustRegister(m.applySeconds, m.rateLimited, m.stageSeconds, m.attempts, m.eventsMissed, m.admissionRefusals,
+		m.aclRefusals, m.aclEnabled, &tableCollector{h: h})
 	return m
 }
 

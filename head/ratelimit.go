@@ -113,7 +113,11 @@ func (h *Head) checkRate(ctx context.Context, fullMethod string, req any) error 
 	if len(md.Get(forwardedKey)) > 0 {
 		return nil
 	}
-	if err := h.charge(callTenant(md, req), ""); err != nil {
+	tenant := callTenant(md, req)
+	if tok := callerToken(ctx); tok.GetTenant() != "" {
+		tenant = tok.GetTenant() // the authenticated tenant (head/acl.go)
+	}
+	if err := h.charge(tenant, ""); err != nil {
 		return errs.ToStatus(err)
 	}
 	return nil
@@ -139,7 +143,8 @@ func (h *Head) charge(tenant, what string) error {
 			" on head " + h.cfg.NodeID + what + "; retry after " + wait.Round(time.Millisecond).String()}
 }
 
-// callTenant is the tenant a call is charged to: the submitted graph's
+// callTenant is the tenant a call is charged to without ACLs (with them,
+// its token's tenant): the submitted graph's
 // tenant, else the tenant a list call filters on, else the "tenant"
 // metadata key, else spec.DefaultTenant.
 func callTenant(md metadata.MD, req any) string {

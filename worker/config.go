@@ -218,6 +218,10 @@ type Config struct {
 	// (memberlist's SecretKey), the same key as the heads'. Nil:
 	// plaintext gossip.
 	GossipKey []byte
+	// Token is an API token secret of role worker, sent on the stream to
+	// the heads: what a cluster with ACLs on and no TLS requires of a
+	// worker (with TLS, the worker certificate suffices). Empty: none.
+	Token string
 }
 
 // DefaultConfig returns a Config with the defaults and no identity,

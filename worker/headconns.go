@@ -15,14 +15,14 @@ import (
 // the leader is silent opens no new connection to a head already dialled.
 // Safe for concurrent use.
 type headConns struct {
-	creds grpc.DialOption
+	creds []grpc.DialOption // transport credentials, and the token's if any
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-func newHeadConns(creds grpc.DialOption) *headConns {
+func newHeadConns(creds ...grpc.DialOption) *headConns {
 	return &headConns{creds: creds, conns: map[string]*grpc.ClientConn{}}
 }
 
@@ -37,11 +37,11 @@ func (h *headConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := h.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, h.creds,
+	c, err := grpc.NewClient(addr, append(h.creds[:len(h.creds):len(h.creds)],
 		// A stream whose packets vanish (a firewall, a black-holing
 		// proxy) is noticed in Time+Timeout, not when TCP gives up.
 		// The head's EnforcementPolicy allows pings every 5 s.
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}))...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/megaflow/megaflow/internal/acl"
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/gossip"
@@ -50,7 +51,11 @@ func (w *Worker) headCreds() grpc.DialOption {
 // the stream. It is the stream goroutine: it alone sends on the stream and
 // handles what the head sends.
 func (w *Worker) runStream(ctx context.Context) {
-	conns := newHeadConns(w.headCreds())
+	creds := []grpc.DialOption{w.headCreds()}
+	if w.cfg.Token != "" {
+		creds = append(creds, grpc.WithPerRPCCredentials(acl.Credentials(w.cfg.Token)))
+	}
+	conns := newHeadConns(creds...)
 	defer conns.close()
 	backoff := w.cfg.ReconnectMin
 	hint := ""

@@ -143,6 +143,8 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "this head's certificate (PEM, from megaflow tls cert create --head --node-id <this head's --node-id>)")
 	f.StringVar(&tlsFiles.Key, "tls-key", "", "the private key of --tls-cert (PEM)")
 	f.StringVar(&gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the same on every head and worker (megaflow tls gossip-key)")
+	f.BoolVar(&cfg.ACL, "acl", false, "authorize every API call by token (docs/security.md): bootstrap the first admin token with megaflow acl bootstrap; every head of the cluster needs it")
+	f.DurationVar(&cfg.ACLMaxStaleness, "acl-max-staleness", head.DefaultACLMaxStaleness, "with --acl, a follower that has not heard from the leader for this long refuses token calls (the bound on a missed revocation)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")

@@ -143,6 +143,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.StringVar(&f.tls.Cert, "tls-cert", "", "this worker's certificate (PEM, from megaflow tls cert create --worker --node-id <this worker's --node-id>: the heads refuse another worker's)")
 	fl.StringVar(&f.tls.Key, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fl.StringVar(&f.gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the heads' key (megaflow tls gossip-key)")
+	fl.StringVar(&cfg.Token, "token", os.Getenv("MEGAFLOW_TOKEN"), "API token of role worker (megaflow token create --role worker), needed on a cluster with ACLs on and no TLS (env MEGAFLOW_TOKEN; docs/security.md)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("data-dir")

@@ -35,8 +35,10 @@ type globals struct {
 	timeout time.Duration
 	stale   bool
 	tls     tlsconfig.Files
-	stdout  io.Writer
-	stderr  io.Writer
+	// token is the API token secret (--token, MEGAFLOW_TOKEN); empty: none.
+	token  string
+	stdout io.Writer
+	stderr io.Writer
 	// signalled reports whether the command was interrupted (Ctrl-C).
 	signalled func() bool
 }
@@ -72,10 +74,11 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	root.PersistentFlags().StringVar(&g.tls.CA, "tls-ca", os.Getenv("MEGAFLOW_TLS_CA"), "CA certificate (PEM) of a cluster with TLS on, with --tls-cert and --tls-key (env MEGAFLOW_TLS_CA)")
 	root.PersistentFlags().StringVar(&g.tls.Cert, "tls-cert", os.Getenv("MEGAFLOW_TLS_CERT"), "client certificate (PEM, from megaflow tls cert create --client; env MEGAFLOW_TLS_CERT)")
 	root.PersistentFlags().StringVar(&g.tls.Key, "tls-key", os.Getenv("MEGAFLOW_TLS_KEY"), "the private key of --tls-cert (PEM; env MEGAFLOW_TLS_KEY)")
+	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv(client.EnvToken), "API token secret of a cluster with ACLs on (env "+client.EnvToken+"; docs/security.md)")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(upCmd(g), demoCmd(g), submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g), policyCmd(g))
+	root.AddCommand(upCmd(g), demoCmd(g), submitCmd(g), clusterCmd(g), workersCmd(g), graphsCmd(g), tasksCmd(g), statusCmd(g), cancelCmd(g), quotaCmd(g), limitsCmd(g), policyCmd(g), aclCmd(g), tokenCmd(g))
 	root.AddCommand(logsCmd(g), artifactsCmd(g), deleteCmd(g), servicesCmd(g), poolCmd(g), sandboxCmd(g), operatorCmd(g), tlsCmd(g))
 	// Flag errors are bad usage; cobra's argument-count and unknown-command
 	// errors carry no type, so their text is what identifies them.
@@ -134,6 +137,9 @@ func (g *globals) dial(cmd *cobra.Command) (context.Context, *client.Client, fun
 			return nil, nil, nil, errs.New(errs.InvalidArgument, "%v", err)
 		}
 		opts = append(opts, client.WithTLS(cfg))
+	}
+	if g.token != "" {
+		opts = append(opts, client.WithToken(g.token))
 	}
 	c, err := client.Dial(ctx, heads, opts...)
 	if err != nil {

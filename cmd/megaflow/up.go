@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +59,10 @@ type localOptions struct {
 	// (head.Config.GraphRetention, ArchiveRetention); nil: the head's
 	// defaults.
 	GraphRetention, ArchiveRetention *time.Duration
+	// ACL turns API tokens on (head.Config.ACL): the first start
+	// bootstraps an admin token and makes a worker token for the local
+	// worker, kept in DataDir/acl-tokens.json (mode 0600) for later starts.
+	ACL bool
 }
 
 // validate checks what can be checked before anything is written: every
@@ -104,6 +109,8 @@ type localCluster struct {
 	closeRT, closeArtifacts func()
 	// lock keeps other processes off DataDir until Stop.
 	lock *dirlock.Lock
+	// adminToken is the admin token's secret with ACLs on; "" without.
+	adminToken string
 }
 
 // chooseRuntime builds the runtime named by name ("auto" tries docker
@@ -224,6 +231,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 			if o.ArchiveRetention != nil {
 				hc.ArchiveRetention = *o.ArchiveRetention
 			}
+			hc.ACL = o.ACL
 		}})
 	if err != nil {
 		closeAll()
@@ -238,6 +246,20 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		return nil, fmt.Errorf("the local cluster's head did not start: %w (see %s)", err, lc.logPath)
 	}
 	h := c.Members[0].Head()
+	var toks localTokens
+	if o.ACL {
+		// Tokens need the rules the new leader commits after its barrier.
+		err = cluster.WaitUntil(ctx, 30*time.Second, "the head to apply this build's rules", func() bool { return h.FSM().View().Rules() >= fsm.RulesCurrent })
+		if err == nil {
+			toks, err = loadLocalTokens(ctx, filepath.Join(o.DataDir, "acl-tokens.json"), h.GRPCAddr())
+		}
+		if err != nil {
+			c.Stop()
+			closeAll()
+			return nil, fmt.Errorf("acl: %w", err)
+		}
+		lc.adminToken = toks.Admin
+	}
 	workerID, err := localWorkerID(filepath.Join(o.DataDir, "worker"))
 	if err != nil {
 		c.Stop()
@@ -248,6 +270,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		Runtime: rt, Capacity: worker.Capacity{CPUMillis: o.CPUMillis, MemoryBytes: o.MemoryBytes},
 		Configure: func(wc *worker.Config) {
 			wc.Heads = []string{h.GRPCAddr()}
+			wc.Token = toks.Worker
 			wc.Version = version.Get().Short()
 			wc.Artifacts, wc.Spool = store, sp
 			if o.PoolMax > 0 {
@@ -291,7 +314,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 // rules (fsm.RulesCurrent: admission policies can be set at once) and it
 // lists the worker alive.
 func (lc *localCluster) waitReady(ctx context.Context) error {
-	c, err := client.Dial(ctx, []string{lc.head.GRPCAddr()}, client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
+	c, err := client.Dial(ctx, []string{lc.head.GRPCAddr()}, client.WithBackoff(20*time.Millisecond, 200*time.Millisecond), client.WithToken(lc.adminToken))
 	if err != nil {
 		return err
 	}
@@ -342,6 +365,51 @@ func (lc *localCluster) describe(w io.Writer) {
 		lc.head.ID(), lc.head.GRPCAddr(), lc.head.GossipAddr(), lc.worker.ID(), float64(c.CPUMillis)/1000, bytesIEC(c.MemoryBytes))
 	fmt.Fprintf(w, "runtime: %s (%s)\n", lc.runtime, lc.why)
 	fmt.Fprintf(w, "logs: %s\n", lc.logPath)
+	if lc.adminToken != "" {
+		fmt.Fprintf(w, "ACLs on: every command needs a token; the admin token (kept in the data directory): export MEGAFLOW_TOKEN=%s\n", lc.adminToken)
+	}
+}
+
+// localTokens are the secrets `megaflow up --acl` keeps in its data
+// directory.
+type localTokens struct {
+	Admin  string `json:"admin"`
+	Worker string `json:"worker"`
+}
+
+// loadLocalTokens reads the tokens file, or, on the first start with ACLs
+// on, bootstraps the head at addr, makes a worker token and writes them
+// there (mode 0600).
+func loadLocalTokens(ctx context.Context, path, addr string) (localTokens, error) {
+	var t localTokens
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &t); err != nil || t.Admin == "" || t.Worker == "" {
+			return t, fmt.Errorf("%s: not the tokens file megaflow up --acl writes (%v); move it away only with a new --data-dir", path, err)
+		}
+		return t, nil
+	} else if !os.IsNotExist(err) {
+		return t, err
+	}
+	c, err := client.Dial(ctx, []string{addr}, client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		return t, err
+	}
+	defer c.Close()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, t.Admin, err = c.BootstrapACL(wctx); err != nil {
+		return t, fmt.Errorf("bootstrap (%s is missing: was this data directory started with --acl before?): %w", path, err)
+	}
+	admin, err := client.Dial(ctx, []string{addr}, client.WithBackoff(20*time.Millisecond, 200*time.Millisecond), client.WithToken(t.Admin))
+	if err != nil {
+		return t, err
+	}
+	defer admin.Close()
+	if _, t.Worker, err = admin.CreateToken(wctx, "", client.RoleWorker, 0); err != nil {
+		return t, err
+	}
+	b, _ := json.Marshal(t)
+	return t, os.WriteFile(path, b, 0o600)
 }
 
 // headsHint is the --heads flag a command in another shell needs to reach
@@ -402,6 +470,7 @@ keeps the task table.`,
 	o.GraphRetention, o.ArchiveRetention = &def.GraphRetention, &def.ArchiveRetention
 	cmd.Flags().DurationVar(o.GraphRetention, "graph-retention", def.GraphRetention, graphRetentionHelp)
 	cmd.Flags().DurationVar(o.ArchiveRetention, "archive-retention", def.ArchiveRetention, archiveRetentionHelp)
+	cmd.Flags().BoolVar(&o.ACL, "acl", false, "turn API tokens on (docs/security.md): the first start bootstraps an admin token and prints it; it is kept, with the worker's, in --data-dir/acl-tokens.json")
 	cmd.Flags().StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, "host:port of the head's gRPC API")
 	cmd.Flags().StringVar(&o.RaftAddr, "raft-addr", o.RaftAddr, "host:port of the head's Raft transport")
 	cmd.Flags().StringVar(&o.GossipAddr, "gossip-addr", o.GossipAddr, "host:port of the head's gossip member")

@@ -38,6 +38,8 @@ func seedCommands() map[Op]proto.Message {
 		OpSandboxPause:       &wire.SandboxPauseCommand{GraphId: "sbx-a", Attempt: 1, Paused: true, UnixNanos: 5},
 		OpSetAdmissionPolicy: &wire.SetAdmissionPolicyCommand{Policy: &wire.AdmissionPolicy{Tenant: "acme", AllowedNetworks: []string{"host"}}, UnixNanos: 5},
 		OpArchiveGraphs:      &wire.ArchiveGraphsCommand{GraphIds: []string{"g"}, DropIds: []string{"h"}, UnixNanos: 5},
+		OpTokenCreate:        &wire.TokenCreateCommand{Token: &wire.Token{Accessor: "0123456789abcdef", Role: wire.TokenRole_TOKEN_ROLE_ADMIN}, Bootstrap: true},
+		OpTokenRevoke:        &wire.TokenRevokeCommand{Accessor: "0123456789abcdef", UnixNanos: 6},
 	}
 }
 

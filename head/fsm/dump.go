@@ -11,7 +11,7 @@ import (
 // Dump renders every row of v canonically as text, one row a line, in the
 // snapshot's order (format.go): the next queue_seq, graphs and tasks by id,
 // staged chunks, workers by id with the GPUs they hold, quotas, pre-warm
-// targets, sandbox snapshots, admission policies, archived summaries. It leaves out the applied index, so that two tables built by
+// targets, sandbox snapshots, admission policies, archived summaries, tokens. It leaves out the applied index, so that two tables built by
 // different routes (one entry at a time, in batches, from a snapshot and the
 // rest of the log) dump equal exactly when they hold the same rows. Tests
 // compare dumps to check replay (the FSM's own and internal/testcluster's);
@@ -48,6 +48,9 @@ func Dump(v *state.View) string {
 	}
 	for g := range v.ArchivedGraphs() {
 		fmt.Fprintf(&b, "archived %s\n", opts.Format(g))
+	}
+	for _, t := range v.TokenRows() {
+		fmt.Fprintf(&b, "token %s\n", opts.Format(t))
 	}
 	return b.String()
 }

@@ -30,11 +30,14 @@ import (
 //	recSnapshot wire.Snapshot (a sandbox snapshot; rules 3)
 //	recAdmission wire.AdmissionPolicy (an admission policy; rules 5)
 //	recArchive wire.Graph (an archived graph's summary; rules 5)
+//	recToken   wire.Token (an API token's row or the bootstrap marker;
+//	           rules 6)
 //	recEnd     uvarint number of records before it
 //
 // in that order: meta, graphs and tasks by id, staged chunks, workers by
 // id, quotas by tenant, pre-warm targets by image and tenant, snapshots by
-// id, admission policies by tenant (the cluster row first), archived summaries by id, end. A
+// id, admission policies by tenant (the cluster row first), archived summaries by id, tokens by
+// accessor (the bootstrap marker first), end. A
 // worker's GPUs in use are not written: the restore derives them from the
 // tasks' active attempts and checks the workers' accounting
 // against those attempts (state.Restore.Finish). Snapshots written before
@@ -64,7 +67,9 @@ const (
 	recAdmission byte = 24
 	// recArchive is the archive branch's number, as its op (25).
 	recArchive byte = 25
-	recEnd     byte = 0xff
+	// recToken is the token branch's number, as its first op (26).
+	recToken byte = 26
+	recEnd   byte = 0xff
 )
 
 const (
@@ -157,6 +162,11 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				return nil
 			}
 		}
+		for _, t := range v.TokenRows() {
+			if !add(t) {
+				return nil
+			}
+		}
 		if len(batch) > 0 {
 			send(batch)
 		}
@@ -195,6 +205,8 @@ func WriteSnapshot(w io.Writer, v *state.View) error {
 				buf, err = appendMessage(buf, recAdmission, r.P)
 			case *wire.Graph: // an archived summary
 				buf, err = appendMessage(buf, recArchive, r)
+			case *wire.Token:
+				buf, err = appendMessage(buf, recToken, r)
 			}
 			if err != nil {
 				return encoded{}, err
@@ -341,6 +353,8 @@ func ReadSnapshot(rd io.Reader, r *state.Restore) (uint64, error) {
 			case archivedRow:
 				x.g.Tenant = internTenant(tenants, x.g.Tenant)
 				err = r.Archived(x.g)
+			case *wire.Token:
+				err = r.Token(x)
 			case endRow:
 				if x.count != count {
 					return fmt.Errorf("end record: %d records read, end says %d", count, x.count)
@@ -482,6 +496,12 @@ func decodeBatch(b *rawBatch) ([]any, error) {
 				return nil, fmt.Errorf("record %d: archived graph: %w", n, err)
 			}
 			rows = append(rows, archivedRow{w})
+		case recToken:
+			w := &wire.Token{}
+			if err := proto.Unmarshal(buf, w); err != nil {
+				return nil, fmt.Errorf("record %d: token: %w", n, err)
+			}
+			rows = append(rows, w)
 		case recEnd:
 			want, k := binary.Uvarint(buf)
 			if k <= 0 {

@@ -71,7 +71,8 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 // DropStagedResult, WorkerUpsertResult, WorkerDownResult, PlanResult,
 // TaskEventsResult, AttemptsLostResult, SetQuotaResult,
 // FailQueuedResult, SnapshotAddResult, SnapshotDeleteResult,
-// SetAdmissionPolicyResult, ArchiveGraphsResult, a bool for
+// SetAdmissionPolicyResult, ArchiveGraphsResult, a *wire.Token for
+// OpTokenCreate (the row as stored), a bool for OpTokenRevoke, a bool for
 // OpSandboxSetDeadline and OpSandboxPause; a uint64 for OpSetClusterID and OpSetRules), an *errs.Error for a command refused at apply time, or
 // nil for an ignorable op this version does not know. It panics on an entry
 // that cannot be decoded, an unknown op without OpIgnorable, or an
@@ -175,6 +176,10 @@ func (f *FSM) apply(txn *state.Txn, index uint64, data []byte) any {
 		res, err = applySetAdmissionPolicy(txn, cmd)
 	case *wire.ArchiveGraphsCommand:
 		res, err = applyArchiveGraphs(txn, cmd)
+	case *wire.TokenCreateCommand:
+		res, err = applyTokenCreate(txn, cmd)
+	case *wire.TokenRevokeCommand:
+		res, err = applyTokenRevoke(txn, cmd)
 	case *wrapperspb.UInt64Value: // OpSetClusterID, OpSetRules
 		if op == OpSetRules {
 			res = applySetRules(txn, index, cmd.GetValue())

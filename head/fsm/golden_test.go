@@ -9,8 +9,10 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -115,6 +117,68 @@ var goldenLogs = []goldenLog{
 		entries = append(entries, withoutRules(gen.entries(300))...)
 		return append(entries, pauseRunning(t, gen)...)
 	}, check: checkRules45Coverage},
+	{name: "rules5-6", rules: 6, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(56)), tb: t, rareEvery: 6, sandboxEvery: 3, ref: newTestFSM(t, 0)}
+		var entries [][]byte
+		for _, r := range []uint64{2, 3, 4, 5} {
+			entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(r)))
+			gen.cmd(OpSetRules, wrapperspb.UInt64(r))
+		}
+		entries = append(entries, withoutRules(gen.entries(200))...)
+		entries = append(entries, tokenEntries(t, gen, 'a')...) // refused: rules 5
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(6)))
+		gen.cmd(OpSetRules, wrapperspb.UInt64(6))
+		entries = append(entries, tokenEntries(t, gen, 'b')...)
+		return append(entries, withoutRules(gen.entries(200))...)
+	}, check: checkRules56Coverage},
+}
+
+// tokenEntries appends to gen, and returns, token ops (under rules 6; under
+// 5 every one is refused): a bootstrap, a second bootstrap (refused), a
+// read token of acme with a lifetime, a submit token of beta, a token with
+// a taken accessor and one out of bounds (refused), and a revocation of
+// the submit token. c makes the accessors unique.
+func tokenEntries(t *testing.T, gen *logGen, c byte) [][]byte {
+	t.Helper()
+	gen.out = nil
+	n := 0
+	create := func(tenant string, role wire.TokenRole, ttl int64, bootstrap bool, acc string) {
+		n++
+		gen.nanos++
+		if acc == "" {
+			acc = strings.Repeat(string(c), 15) + strconv.Itoa(n%10)
+		}
+		exp := int64(0)
+		if ttl != 0 {
+			exp = gen.nanos + ttl
+		}
+		gen.cmd(OpTokenCreate, &wire.TokenCreateCommand{Bootstrap: bootstrap, Token: &wire.Token{Accessor: acc,
+			SecretHash: bytes.Repeat([]byte{c, byte(n)}, 16), Tenant: tenant, Role: role, CreateUnixNanos: gen.nanos, ExpireUnixNanos: exp}})
+	}
+	create("", wire.TokenRole_TOKEN_ROLE_ADMIN, 0, true, "")
+	create("", wire.TokenRole_TOKEN_ROLE_ADMIN, 0, true, "") // bootstrapped already
+	create("acme", wire.TokenRole_TOKEN_ROLE_READ, int64(time.Hour), false, "")
+	create("beta", wire.TokenRole_TOKEN_ROLE_SUBMIT, 0, false, "")
+	create("beta", wire.TokenRole_TOKEN_ROLE_SUBMIT, 0, false, strings.Repeat(string(c), 15)+"3") // accessor taken
+	create("", wire.TokenRole_TOKEN_ROLE_READ, 0, false, "")                                      // no tenant
+	gen.cmd(OpTokenRevoke, &wire.TokenRevokeCommand{Accessor: strings.Repeat(string(c), 15) + "4", UnixNanos: gen.nanos})
+	out := gen.out
+	gen.out = nil
+	return out
+}
+
+// checkRules56Coverage checks that the rules5-6 log's table holds what
+// rules 6 changed: the bootstrap marker and the two tokens left (the
+// admin and acme's), none of the tokens proposed under rules 5.
+func checkRules56Coverage(t *testing.T, v *state.View) {
+	t.Helper()
+	var got []string
+	for _, tok := range v.Tokens() {
+		got = append(got, tok.GetAccessor()+":"+tok.GetTenant())
+	}
+	if v.ACLBootstrap() == nil || strings.Join(got, " ") != "bbbbbbbbbbbbbbb1: bbbbbbbbbbbbbbb3:acme" {
+		t.Fatalf("the rules5-6 log replays to tokens %v, bootstrap marker %v; want the admin's and acme's, and the marker", got, v.ACLBootstrap())
+	}
 }
 
 // goldenRules45Seed is the generator's seed of the rules4-5 log.

@@ -69,6 +69,10 @@ const (
 	// OpArchiveGraphs carries a wire.ArchiveGraphsCommand (rules 5). The
 	// result is an *ArchiveGraphsResult.
 	OpArchiveGraphs Op = 25
+	// OpTokenCreate carries a wire.TokenCreateCommand (rules 6).
+	OpTokenCreate Op = 26
+	// OpTokenRevoke carries a wire.TokenRevokeCommand (rules 6).
+	OpTokenRevoke Op = 27
 
 	// OpIgnorable is the bit that marks an op safe to skip when unknown.
 	OpIgnorable Op = 0x80
@@ -96,6 +100,8 @@ var opNames = map[Op]string{
 	OpSandboxPause:       "SandboxPause",
 	OpSetAdmissionPolicy: "SetAdmissionPolicy",
 	OpArchiveGraphs:      "ArchiveGraphs",
+	OpTokenCreate:        "TokenCreate",
+	OpTokenRevoke:        "TokenRevoke",
 }
 
 // String names the op, e.g. "SubmitGraph", or "op(131)" if unknown.
@@ -145,6 +151,8 @@ var commands = map[Op]func() proto.Message{
 	OpSandboxPause:       func() proto.Message { return &wire.SandboxPauseCommand{} },
 	OpSetAdmissionPolicy: func() proto.Message { return &wire.SetAdmissionPolicyCommand{} },
 	OpArchiveGraphs:      func() proto.Message { return &wire.ArchiveGraphsCommand{} },
+	OpTokenCreate:        func() proto.Message { return &wire.TokenCreateCommand{} },
+	OpTokenRevoke:        func() proto.Message { return &wire.TokenRevokeCommand{} },
 }
 
 // DecodeEntry decodes a log entry made by Encode into its op and command

@@ -189,7 +189,7 @@ func TestFillerCoversOneofs(t *testing.T) {
 // TestSnapshotWireRoundTrip fills every field of every kind of row the
 // table holds (a graph; its task, a sandbox's, with spec and attempts; a
 // worker with its info; a quota; a pre-warm target; a sandbox snapshot; a
-// staged chunk) and the snapshot's meta, puts them in an FSM's table
+// staged chunk; an API token and the bootstrap marker) and the snapshot's meta, puts them in an FSM's table
 // through the conversions a restore uses (state.*FromWire), takes the
 // FSM's snapshot (Snapshot, Persist: ToWire and FillWire), restores it
 // into a fresh FSM (Restore: decode, *FromWire, Finish) and reads each
@@ -215,6 +215,12 @@ func snapshotWireTrip(t *testing.T, f *filler) {
 	pool := filled(f, &wire.PoolTarget{})
 	snap := filled(f, &wire.Snapshot{})
 	staged := filled(f, &wire.SubmitGraphCommand{})
+	token := filled(f, &wire.Token{})
+	// A token's accessor is 16 hex digits, its hash a SHA-256, and it
+	// expires after it was made.
+	token.Accessor, token.SecretHash = "0123456789abcdef", bytes.Repeat([]byte{7}, 32)
+	token.CreateUnixNanos, token.ExpireUnixNanos = 1000, 2000
+	marker := &wire.Token{CreateIndex: 3, CreateUnixNanos: 4}
 
 	// Relations the table requires between rows. Each value set here is
 	// still not its field's zero, so a conversion that drops it fails.
@@ -286,6 +292,8 @@ func snapshotWireTrip(t *testing.T, f *filler) {
 	check(r.PoolTarget(proto.CloneOf(pool)))
 	check(r.Snapshot(proto.CloneOf(snap)))
 	check(r.Archived(proto.CloneOf(archived)))
+	check(r.Token(proto.CloneOf(token)))
+	check(r.Token(proto.CloneOf(marker)))
 	check(r.Staged(&state.StagedChunk{GraphID: staged.GetHeader().GetId(), Chunk: staged.GetChunk(), Command: proto.CloneOf(staged)}))
 	check(r.Finish())
 	r.Commit()
@@ -348,6 +356,8 @@ func snapshotWireTrip(t *testing.T, f *filler) {
 	same("PoolTarget", pool, gotPool)
 	same("Snapshot", snap, v.Snapshot(snap.Id))
 	same("Archived", archived, v.Archived(archived.Id))
+	same("Token", token, v.Token(token.Accessor))
+	same("ACLBootstrap", marker, v.ACLBootstrap())
 	for c := range v.StagedChunks() {
 		gotStaged = c.Command
 	}

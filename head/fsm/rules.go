@@ -55,7 +55,10 @@ import (
 //     of an archived graph's id answers that it existed, and
 //     OpDeleteGraph of an archived graph removes its summary (the archive
 //     is empty below 5, so these two change nothing there).
-const RulesCurrent uint64 = 5
+//   - 6: API tokens: the ops OpTokenCreate and OpTokenRevoke apply
+//     (refused, changing nothing, below 6), adding and removing rows of
+//     the token table (state.Txn.CreateToken, RevokeToken).
+const RulesCurrent uint64 = 6
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"encoding/hex"
+
 	memdb "github.com/hashicorp/go-memdb"
 )
 
@@ -17,6 +19,10 @@ const (
 	tableSnapshots = "snapshots"
 	// tableAdmission holds the admission policies by tenant (admission.go).
 	tableAdmission = "admission"
+	// tableTokens holds the API tokens by accessor (token.go).
+	tableTokens = "tokens"
+	// indexHash holds the tokens by the hex SHA-256 of their secret.
+	indexHash = "hash"
 
 	indexID     = "id"
 	indexTenant = "tenant"
@@ -205,6 +211,21 @@ func schema() *memdb.DBSchema {
 				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
 					object: func(o any) ([]byte, bool) { return stringKey(o.(*AdmissionPolicy).P.GetTenant(), 0), true },
 					args:   stringArgs,
+				}},
+			},
+		},
+		tableTokens: {
+			Name: tableTokens,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) { return stringKey(o.(*Token).T.GetAccessor(), 0), true },
+					args:   stringArgs,
+				}},
+				indexHash: {Name: indexHash, Unique: true, Indexer: &funcIndexer{
+					object: func(o any) ([]byte, bool) {
+						return stringKey(hex.EncodeToString(o.(*Token).T.GetSecretHash()), 0), true
+					},
+					args: stringArgs,
 				}},
 			},
 		},

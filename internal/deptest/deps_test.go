@@ -56,6 +56,8 @@ func TestImportsFlowOneWay(t *testing.T) {
 			"validation is pure and shared by the head and the client"},
 		{"internal/admission", []string{"github.com/hashicorp/", module + "head", module + "worker", module + "client", module + "runtime"},
 			"the admission policy's logic is pure and shared by the head's state store, its service and the worker"},
+		{"internal/acl", []string{"github.com/hashicorp/", module + "head", module + "worker", module + "client", module + "runtime"},
+			"the ACL decision is pure: roles, the method table and Authorize; the head keeps the tokens"},
 		{"internal/blob/spool", []string{"github.com/aws/", module + "internal/blob/s3blob"},
 			"the blob contract, the file store and the spool link no S3 SDK; only composition roots pick s3blob"},
 		{"internal/blob/fileblob", []string{"github.com/aws/", module + "internal/blob/s3blob"},

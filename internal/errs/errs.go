@@ -47,10 +47,13 @@ const (
 	// PermissionDenied: the caller is known but may not do this (its
 	// certificate's role does not allow the call); retrying cannot help.
 	PermissionDenied
+	// Unauthenticated: the call came without a valid credential (no API
+	// token, an unknown or an expired one, on a cluster with ACLs on).
+	Unauthenticated
 )
 
 var classNames = [...]string{"unknown", "invalid argument", "not found", "already exists",
-	"failed precondition", "unavailable", "not leader", "resource exhausted", "out of range", "internal", "permission denied"}
+	"failed precondition", "unavailable", "not leader", "resource exhausted", "out of range", "internal", "permission denied", "unauthenticated"}
 
 // String names the class in lower case, e.g. "invalid argument".
 func (c Class) String() string {
@@ -154,6 +157,7 @@ var classCodes = map[Class]codes.Code{
 	OutOfRange:         codes.OutOfRange,
 	Internal:           codes.Internal,
 	PermissionDenied:   codes.PermissionDenied,
+	Unauthenticated:    codes.Unauthenticated,
 }
 
 const (
@@ -233,6 +237,8 @@ func FromStatus(err error) error {
 		e.Class = Internal
 	case codes.PermissionDenied:
 		e.Class = PermissionDenied
+	case codes.Unauthenticated:
+		e.Class = Unauthenticated
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", st.Message(), context.Canceled)
 	case codes.DeadlineExceeded:

@@ -1122,6 +1122,115 @@ func (x *ArchiveGraphsCommand) GetUnixNanos() int64 {
 	return 0
 }
 
+// TokenCreateCommand (fsm.OpTokenCreate, rules 6) adds an API token's row
+// (its accessor and the SHA-256 of its secret, never the secret). With
+// bootstrap, it is the cluster's first admin token: refused if the cluster
+// was bootstrapped before.
+type TokenCreateCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Bootstrap     bool                   `protobuf:"varint,2,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenCreateCommand) Reset() {
+	*x = TokenCreateCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenCreateCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenCreateCommand) ProtoMessage() {}
+
+func (x *TokenCreateCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenCreateCommand.ProtoReflect.Descriptor instead.
+func (*TokenCreateCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TokenCreateCommand) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *TokenCreateCommand) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+// TokenRevokeCommand (fsm.OpTokenRevoke, rules 6) removes a token's row.
+type TokenRevokeCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accessor      string                 `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenRevokeCommand) Reset() {
+	*x = TokenRevokeCommand{}
+	mi := &file_megaflow_v1_command_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenRevokeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenRevokeCommand) ProtoMessage() {}
+
+func (x *TokenRevokeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_command_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenRevokeCommand.ProtoReflect.Descriptor instead.
+func (*TokenRevokeCommand) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_command_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TokenRevokeCommand) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
+func (x *TokenRevokeCommand) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
@@ -1228,7 +1337,14 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\tgraph_ids\x18\x01 \x03(\tR\bgraphIds\x12\x19\n" +
 	"\bdrop_ids\x18\x02 \x03(\tR\adropIds\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\\\n" +
+	"\x12TokenCreateCommand\x12(\n" +
+	"\x05token\x18\x01 \x01(\v2\x12.megaflow.v1.TokenR\x05token\x12\x1c\n" +
+	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\"O\n" +
+	"\x12TokenRevokeCommand\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanosB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_command_proto_rawDescOnce sync.Once
@@ -1242,7 +1358,7 @@ func file_megaflow_v1_command_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_command_proto_rawDescData
 }
 
-var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_megaflow_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_megaflow_v1_command_proto_goTypes = []any{
 	(*SubmitGraphCommand)(nil),        // 0: megaflow.v1.SubmitGraphCommand
 	(*CancelCommand)(nil),             // 1: megaflow.v1.CancelCommand
@@ -1260,37 +1376,41 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 	(*GpuHealthCommand)(nil),          // 13: megaflow.v1.GpuHealthCommand
 	(*DeleteGraphCommand)(nil),        // 14: megaflow.v1.DeleteGraphCommand
 	(*ArchiveGraphsCommand)(nil),      // 15: megaflow.v1.ArchiveGraphsCommand
-	nil,                               // 16: megaflow.v1.PlanCommand.UnplacedEntry
-	nil,                               // 17: megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	(*GraphSpec)(nil),                 // 18: megaflow.v1.GraphSpec
-	(*TaskSpec)(nil),                  // 19: megaflow.v1.TaskSpec
-	(ReasonCode)(0),                   // 20: megaflow.v1.ReasonCode
-	(*WorkerInfo)(nil),                // 21: megaflow.v1.WorkerInfo
-	(*AttemptEvent)(nil),              // 22: megaflow.v1.AttemptEvent
-	(*Quota)(nil),                     // 23: megaflow.v1.Quota
-	(*AdmissionPolicy)(nil),           // 24: megaflow.v1.AdmissionPolicy
-	(*PoolTarget)(nil),                // 25: megaflow.v1.PoolTarget
+	(*TokenCreateCommand)(nil),        // 16: megaflow.v1.TokenCreateCommand
+	(*TokenRevokeCommand)(nil),        // 17: megaflow.v1.TokenRevokeCommand
+	nil,                               // 18: megaflow.v1.PlanCommand.UnplacedEntry
+	nil,                               // 19: megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	(*GraphSpec)(nil),                 // 20: megaflow.v1.GraphSpec
+	(*TaskSpec)(nil),                  // 21: megaflow.v1.TaskSpec
+	(ReasonCode)(0),                   // 22: megaflow.v1.ReasonCode
+	(*WorkerInfo)(nil),                // 23: megaflow.v1.WorkerInfo
+	(*AttemptEvent)(nil),              // 24: megaflow.v1.AttemptEvent
+	(*Quota)(nil),                     // 25: megaflow.v1.Quota
+	(*AdmissionPolicy)(nil),           // 26: megaflow.v1.AdmissionPolicy
+	(*PoolTarget)(nil),                // 27: megaflow.v1.PoolTarget
+	(*Token)(nil),                     // 28: megaflow.v1.Token
 }
 var file_megaflow_v1_command_proto_depIdxs = []int32{
-	18, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
-	19, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	20, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	21, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
-	20, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	20, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
+	21, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
+	22, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	23, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	22, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
 	5,  // 5: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	16, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	22, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	18, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	24, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
 	5,  // 8: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	20, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	23, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	24, // 11: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
-	25, // 12: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
-	17, // 13: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	22, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	25, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	26, // 11: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
+	27, // 12: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	19, // 13: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	28, // 14: megaflow.v1.TokenCreateCommand.token:type_name -> megaflow.v1.Token
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }
@@ -1306,7 +1426,7 @@ func file_megaflow_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_command_proto_rawDesc), len(file_megaflow_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

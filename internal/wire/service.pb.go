@@ -1188,7 +1188,9 @@ type ClusterStatusResponse struct {
 	// The rules version in force: which version of the apply rules the log's
 	// entries apply under (0 before the leader first commits one). It rises
 	// once every voter advertises a newer one (HeadInfo.rules).
-	Rules         uint64 `protobuf:"varint,161,opt,name=rules,proto3" json:"rules,omitempty"`
+	Rules uint64 `protobuf:"varint,161,opt,name=rules,proto3" json:"rules,omitempty"`
+	// Whether this head authorizes calls by API token (megaflow-head --acl).
+	AclEnabled    bool `protobuf:"varint,162,opt,name=acl_enabled,json=aclEnabled,proto3" json:"acl_enabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1305,6 +1307,13 @@ func (x *ClusterStatusResponse) GetRules() uint64 {
 		return x.Rules
 	}
 	return 0
+}
+
+func (x *ClusterStatusResponse) GetAclEnabled() bool {
+	if x != nil {
+		return x.AclEnabled
+	}
+	return false
 }
 
 type RemoveHeadRequest struct {
@@ -3176,6 +3185,344 @@ func (x *ServiceListResponse) GetMeta() *ReadMeta {
 	return nil
 }
 
+type BootstrapACLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BootstrapACLRequest) Reset() {
+	*x = BootstrapACLRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BootstrapACLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BootstrapACLRequest) ProtoMessage() {}
+
+func (x *BootstrapACLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BootstrapACLRequest.ProtoReflect.Descriptor instead.
+func (*BootstrapACLRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{53}
+}
+
+type CreateTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant of a read or submit token; empty for admin and worker.
+	Tenant string    `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Role   TokenRole `protobuf:"varint,2,opt,name=role,proto3,enum=megaflow.v1.TokenRole" json:"role,omitempty"`
+	// Lifetime in seconds; 0: never expires.
+	TtlSeconds    int64 `protobuf:"varint,3,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CreateTokenRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetRole() TokenRole {
+	if x != nil {
+		return x.Role
+	}
+	return TokenRole_TOKEN_ROLE_UNSPECIFIED
+}
+
+func (x *CreateTokenRequest) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+type CreateTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The row as stored (no secret_hash).
+	Token *Token `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// The secret, shown this once: "mft_" and 64 hex digits.
+	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// Log index of the write.
+	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *CreateTokenResponse) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CreateTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type ListTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListTokensRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type ListTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By accessor, without secret_hash.
+	Tokens        []*Token `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListTokensResponse) GetTokens() []*Token {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accessor      string                 `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *RevokeTokenRequest) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_megaflow_v1_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *RevokeTokenResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_megaflow_v1_service_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_service_proto_rawDesc = "" +
@@ -3259,7 +3606,7 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\x12CancelTaskResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1c\n" +
 	"\tcancelled\x18\x02 \x01(\rR\tcancelled\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xac\x03\n" +
+	"\x14ClusterStatusRequest\"\xce\x03\n" +
 	"\x15ClusterStatusResponse\x12+\n" +
 	"\x05heads\x18\x01 \x03(\v2\x15.megaflow.v1.HeadInfoR\x05heads\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12(\n" +
@@ -3275,7 +3622,9 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	" \x01(\x04R\x11lastSnapshotIndex\x12\x1e\n" +
 	"\n" +
 	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\x12\x15\n" +
-	"\x05rules\x18\xa1\x01 \x01(\x04R\x05rules\",\n" +
+	"\x05rules\x18\xa1\x01 \x01(\x04R\x05rules\x12 \n" +
+	"\vacl_enabled\x18\xa2\x01 \x01(\bR\n" +
+	"aclEnabled\",\n" +
 	"\x11RemoveHeadRequest\x12\x17\n" +
 	"\ahead_id\x18\x01 \x01(\tR\x06headId\"*\n" +
 	"\x12RemoveHeadResponse\x12\x14\n" +
@@ -3390,7 +3739,25 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\btask_ids\x18\x03 \x03(\tR\ataskIds\"x\n" +
 	"\x13ServiceListResponse\x126\n" +
 	"\bservices\x18\x01 \x03(\v2\x1a.megaflow.v1.ServiceStatusR\bservices\x12)\n" +
-	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta2\xa7\x0f\n" +
+	"\x04meta\x18\x02 \x01(\v2\x15.megaflow.v1.ReadMetaR\x04meta\"\x15\n" +
+	"\x13BootstrapACLRequest\"y\n" +
+	"\x12CreateTokenRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12*\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x16.megaflow.v1.TokenRoleR\x04role\x12\x1f\n" +
+	"\vttl_seconds\x18\x03 \x01(\x03R\n" +
+	"ttlSeconds\"m\n" +
+	"\x13CreateTokenResponse\x12(\n" +
+	"\x05token\x18\x01 \x01(\v2\x12.megaflow.v1.TokenR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"A\n" +
+	"\x11ListTokensRequest\x12,\n" +
+	"\x04read\x18\x01 \x01(\v2\x18.megaflow.v1.ReadOptionsR\x04read\"@\n" +
+	"\x12ListTokensResponse\x12*\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x12.megaflow.v1.TokenR\x06tokens\"0\n" +
+	"\x12RevokeTokenRequest\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\"+\n" +
+	"\x13RevokeTokenResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index2\xee\x11\n" +
 	"\x0fMegaflowService\x12P\n" +
 	"\vSubmitGraph\x12\x1f.megaflow.v1.SubmitGraphRequest\x1a .megaflow.v1.SubmitGraphResponse\x12G\n" +
 	"\bGetGraph\x12\x1c.megaflow.v1.GetGraphRequest\x1a\x1d.megaflow.v1.GetGraphResponse\x12M\n" +
@@ -3418,7 +3785,12 @@ const file_megaflow_v1_service_proto_rawDesc = "" +
 	"\fArtifactList\x12 .megaflow.v1.ArtifactListRequest\x1a!.megaflow.v1.ArtifactListResponse\x12R\n" +
 	"\vArtifactGet\x12\x1f.megaflow.v1.ArtifactGetRequest\x1a .megaflow.v1.ArtifactGetResponse0\x01\x12P\n" +
 	"\vDeleteGraph\x12\x1f.megaflow.v1.DeleteGraphRequest\x1a .megaflow.v1.DeleteGraphResponse\x12Q\n" +
-	"\fListServices\x12\x1f.megaflow.v1.ServiceListRequest\x1a .megaflow.v1.ServiceListResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\fListServices\x12\x1f.megaflow.v1.ServiceListRequest\x1a .megaflow.v1.ServiceListResponse\x12R\n" +
+	"\fBootstrapACL\x12 .megaflow.v1.BootstrapACLRequest\x1a .megaflow.v1.CreateTokenResponse\x12P\n" +
+	"\vCreateToken\x12\x1f.megaflow.v1.CreateTokenRequest\x1a .megaflow.v1.CreateTokenResponse\x12M\n" +
+	"\n" +
+	"ListTokens\x12\x1e.megaflow.v1.ListTokensRequest\x1a\x1f.megaflow.v1.ListTokensResponse\x12P\n" +
+	"\vRevokeToken\x12\x1f.megaflow.v1.RevokeTokenRequest\x1a .megaflow.v1.RevokeTokenResponseB1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_service_proto_rawDescOnce sync.Once
@@ -3432,7 +3804,7 @@ func file_megaflow_v1_service_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_service_proto_rawDescData
 }
 
-var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_megaflow_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ReadOptions)(nil),                   // 0: megaflow.v1.ReadOptions
 	(*ReadMeta)(nil),                      // 1: megaflow.v1.ReadMeta
@@ -3487,61 +3859,70 @@ var file_megaflow_v1_service_proto_goTypes = []any{
 	(*ServiceEndpoint)(nil),               // 50: megaflow.v1.ServiceEndpoint
 	(*ServiceStatus)(nil),                 // 51: megaflow.v1.ServiceStatus
 	(*ServiceListResponse)(nil),           // 52: megaflow.v1.ServiceListResponse
-	(*GraphSpec)(nil),                     // 53: megaflow.v1.GraphSpec
-	(*Graph)(nil),                         // 54: megaflow.v1.Graph
-	(GraphState)(0),                       // 55: megaflow.v1.GraphState
-	(*Task)(nil),                          // 56: megaflow.v1.Task
-	(TaskState)(0),                        // 57: megaflow.v1.TaskState
-	(*Event)(nil),                         // 58: megaflow.v1.Event
-	(*HeadInfo)(nil),                      // 59: megaflow.v1.HeadInfo
-	(*Worker)(nil),                        // 60: megaflow.v1.Worker
-	(*Quota)(nil),                         // 61: megaflow.v1.Quota
-	(*QuotaUsage)(nil),                    // 62: megaflow.v1.QuotaUsage
-	(*AdmissionPolicy)(nil),               // 63: megaflow.v1.AdmissionPolicy
-	(AdmissionPolicySource)(0),            // 64: megaflow.v1.AdmissionPolicySource
-	(*PoolTarget)(nil),                    // 65: megaflow.v1.PoolTarget
+	(*BootstrapACLRequest)(nil),           // 53: megaflow.v1.BootstrapACLRequest
+	(*CreateTokenRequest)(nil),            // 54: megaflow.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),           // 55: megaflow.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),             // 56: megaflow.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),            // 57: megaflow.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),            // 58: megaflow.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),           // 59: megaflow.v1.RevokeTokenResponse
+	(*GraphSpec)(nil),                     // 60: megaflow.v1.GraphSpec
+	(*Graph)(nil),                         // 61: megaflow.v1.Graph
+	(GraphState)(0),                       // 62: megaflow.v1.GraphState
+	(*Task)(nil),                          // 63: megaflow.v1.Task
+	(TaskState)(0),                        // 64: megaflow.v1.TaskState
+	(*Event)(nil),                         // 65: megaflow.v1.Event
+	(*HeadInfo)(nil),                      // 66: megaflow.v1.HeadInfo
+	(*Worker)(nil),                        // 67: megaflow.v1.Worker
+	(*Quota)(nil),                         // 68: megaflow.v1.Quota
+	(*QuotaUsage)(nil),                    // 69: megaflow.v1.QuotaUsage
+	(*AdmissionPolicy)(nil),               // 70: megaflow.v1.AdmissionPolicy
+	(AdmissionPolicySource)(0),            // 71: megaflow.v1.AdmissionPolicySource
+	(*PoolTarget)(nil),                    // 72: megaflow.v1.PoolTarget
+	(TokenRole)(0),                        // 73: megaflow.v1.TokenRole
+	(*Token)(nil),                         // 74: megaflow.v1.Token
 }
 var file_megaflow_v1_service_proto_depIdxs = []int32{
-	53, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
+	60, // 0: megaflow.v1.SubmitGraphRequest.graph:type_name -> megaflow.v1.GraphSpec
 	0,  // 1: megaflow.v1.GetGraphRequest.read:type_name -> megaflow.v1.ReadOptions
-	54, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
+	61, // 2: megaflow.v1.GetGraphResponse.graph:type_name -> megaflow.v1.Graph
 	1,  // 3: megaflow.v1.GetGraphResponse.meta:type_name -> megaflow.v1.ReadMeta
-	55, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
+	62, // 4: megaflow.v1.ListGraphsRequest.state:type_name -> megaflow.v1.GraphState
 	0,  // 5: megaflow.v1.ListGraphsRequest.read:type_name -> megaflow.v1.ReadOptions
-	54, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
+	61, // 6: megaflow.v1.ListGraphsResponse.graphs:type_name -> megaflow.v1.Graph
 	1,  // 7: megaflow.v1.ListGraphsResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 8: megaflow.v1.GetTaskRequest.read:type_name -> megaflow.v1.ReadOptions
-	56, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
+	63, // 9: megaflow.v1.GetTaskResponse.task:type_name -> megaflow.v1.Task
 	1,  // 10: megaflow.v1.GetTaskResponse.meta:type_name -> megaflow.v1.ReadMeta
-	57, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
+	64, // 11: megaflow.v1.ListTasksRequest.state:type_name -> megaflow.v1.TaskState
 	0,  // 12: megaflow.v1.ListTasksRequest.read:type_name -> megaflow.v1.ReadOptions
-	56, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
+	63, // 13: megaflow.v1.ListTasksResponse.tasks:type_name -> megaflow.v1.Task
 	1,  // 14: megaflow.v1.ListTasksResponse.meta:type_name -> megaflow.v1.ReadMeta
-	58, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
-	59, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
+	65, // 15: megaflow.v1.WatchResponse.events:type_name -> megaflow.v1.Event
+	66, // 16: megaflow.v1.ClusterStatusResponse.heads:type_name -> megaflow.v1.HeadInfo
 	0,  // 17: megaflow.v1.ListWorkersRequest.read:type_name -> megaflow.v1.ReadOptions
-	60, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
+	67, // 18: megaflow.v1.ListWorkersResponse.workers:type_name -> megaflow.v1.Worker
 	1,  // 19: megaflow.v1.ListWorkersResponse.meta:type_name -> megaflow.v1.ReadMeta
-	61, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
+	68, // 20: megaflow.v1.SetQuotaRequest.quota:type_name -> megaflow.v1.Quota
 	0,  // 21: megaflow.v1.GetQuotasRequest.read:type_name -> megaflow.v1.ReadOptions
-	62, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
-	62, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
-	62, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
+	69, // 22: megaflow.v1.GetQuotasResponse.quotas:type_name -> megaflow.v1.QuotaUsage
+	69, // 23: megaflow.v1.GetQuotasResponse.cluster:type_name -> megaflow.v1.QuotaUsage
+	69, // 24: megaflow.v1.GetQuotasResponse.unlimited:type_name -> megaflow.v1.QuotaUsage
 	1,  // 25: megaflow.v1.GetQuotasResponse.meta:type_name -> megaflow.v1.ReadMeta
-	63, // 26: megaflow.v1.SetAdmissionPolicyRequest.policy:type_name -> megaflow.v1.AdmissionPolicy
+	70, // 26: megaflow.v1.SetAdmissionPolicyRequest.policy:type_name -> megaflow.v1.AdmissionPolicy
 	0,  // 27: megaflow.v1.GetAdmissionPolicyRequest.read:type_name -> megaflow.v1.ReadOptions
-	63, // 28: megaflow.v1.GetAdmissionPolicyResponse.policy:type_name -> megaflow.v1.AdmissionPolicy
-	64, // 29: megaflow.v1.GetAdmissionPolicyResponse.source:type_name -> megaflow.v1.AdmissionPolicySource
+	70, // 28: megaflow.v1.GetAdmissionPolicyResponse.policy:type_name -> megaflow.v1.AdmissionPolicy
+	71, // 29: megaflow.v1.GetAdmissionPolicyResponse.source:type_name -> megaflow.v1.AdmissionPolicySource
 	1,  // 30: megaflow.v1.GetAdmissionPolicyResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 31: megaflow.v1.ListAdmissionPoliciesRequest.read:type_name -> megaflow.v1.ReadOptions
-	63, // 32: megaflow.v1.ListAdmissionPoliciesResponse.policies:type_name -> megaflow.v1.AdmissionPolicy
+	70, // 32: megaflow.v1.ListAdmissionPoliciesResponse.policies:type_name -> megaflow.v1.AdmissionPolicy
 	1,  // 33: megaflow.v1.ListAdmissionPoliciesResponse.meta:type_name -> megaflow.v1.ReadMeta
 	0,  // 34: megaflow.v1.GetLimitsRequest.read:type_name -> megaflow.v1.ReadOptions
-	61, // 35: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
+	68, // 35: megaflow.v1.GetLimitsResponse.cluster:type_name -> megaflow.v1.Quota
 	1,  // 36: megaflow.v1.GetLimitsResponse.meta:type_name -> megaflow.v1.ReadMeta
-	65, // 37: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
+	72, // 37: megaflow.v1.PoolWarmRequest.target:type_name -> megaflow.v1.PoolTarget
 	0,  // 38: megaflow.v1.PoolListRequest.read:type_name -> megaflow.v1.ReadOptions
-	65, // 39: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
+	72, // 39: megaflow.v1.PoolListResponse.targets:type_name -> megaflow.v1.PoolTarget
 	0,  // 40: megaflow.v1.LogsRequest.read:type_name -> megaflow.v1.ReadOptions
 	0,  // 41: megaflow.v1.ArtifactListRequest.read:type_name -> megaflow.v1.ReadOptions
 	42, // 42: megaflow.v1.ArtifactListResponse.files:type_name -> megaflow.v1.ArtifactFile
@@ -3551,59 +3932,71 @@ var file_megaflow_v1_service_proto_depIdxs = []int32{
 	50, // 46: megaflow.v1.ServiceStatus.endpoints:type_name -> megaflow.v1.ServiceEndpoint
 	51, // 47: megaflow.v1.ServiceListResponse.services:type_name -> megaflow.v1.ServiceStatus
 	1,  // 48: megaflow.v1.ServiceListResponse.meta:type_name -> megaflow.v1.ReadMeta
-	2,  // 49: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
-	4,  // 50: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
-	6,  // 51: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
-	8,  // 52: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
-	10, // 53: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
-	12, // 54: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
-	14, // 55: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
-	16, // 56: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
-	18, // 57: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
-	20, // 58: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
-	22, // 59: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
-	24, // 60: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
-	26, // 61: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
-	28, // 62: megaflow.v1.MegaflowService.SetAdmissionPolicy:input_type -> megaflow.v1.SetAdmissionPolicyRequest
-	30, // 63: megaflow.v1.MegaflowService.GetAdmissionPolicy:input_type -> megaflow.v1.GetAdmissionPolicyRequest
-	32, // 64: megaflow.v1.MegaflowService.ListAdmissionPolicies:input_type -> megaflow.v1.ListAdmissionPoliciesRequest
-	34, // 65: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
-	36, // 66: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
-	38, // 67: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
-	40, // 68: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
-	43, // 69: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
-	45, // 70: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
-	47, // 71: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
-	49, // 72: megaflow.v1.MegaflowService.ListServices:input_type -> megaflow.v1.ServiceListRequest
-	3,  // 73: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
-	5,  // 74: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
-	7,  // 75: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
-	9,  // 76: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
-	11, // 77: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
-	13, // 78: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
-	15, // 79: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
-	17, // 80: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
-	19, // 81: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
-	21, // 82: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
-	23, // 83: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
-	25, // 84: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
-	27, // 85: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
-	29, // 86: megaflow.v1.MegaflowService.SetAdmissionPolicy:output_type -> megaflow.v1.SetAdmissionPolicyResponse
-	31, // 87: megaflow.v1.MegaflowService.GetAdmissionPolicy:output_type -> megaflow.v1.GetAdmissionPolicyResponse
-	33, // 88: megaflow.v1.MegaflowService.ListAdmissionPolicies:output_type -> megaflow.v1.ListAdmissionPoliciesResponse
-	35, // 89: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
-	37, // 90: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
-	39, // 91: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
-	41, // 92: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
-	44, // 93: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
-	46, // 94: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
-	48, // 95: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
-	52, // 96: megaflow.v1.MegaflowService.ListServices:output_type -> megaflow.v1.ServiceListResponse
-	73, // [73:97] is the sub-list for method output_type
-	49, // [49:73] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	73, // 49: megaflow.v1.CreateTokenRequest.role:type_name -> megaflow.v1.TokenRole
+	74, // 50: megaflow.v1.CreateTokenResponse.token:type_name -> megaflow.v1.Token
+	0,  // 51: megaflow.v1.ListTokensRequest.read:type_name -> megaflow.v1.ReadOptions
+	74, // 52: megaflow.v1.ListTokensResponse.tokens:type_name -> megaflow.v1.Token
+	2,  // 53: megaflow.v1.MegaflowService.SubmitGraph:input_type -> megaflow.v1.SubmitGraphRequest
+	4,  // 54: megaflow.v1.MegaflowService.GetGraph:input_type -> megaflow.v1.GetGraphRequest
+	6,  // 55: megaflow.v1.MegaflowService.ListGraphs:input_type -> megaflow.v1.ListGraphsRequest
+	8,  // 56: megaflow.v1.MegaflowService.GetTask:input_type -> megaflow.v1.GetTaskRequest
+	10, // 57: megaflow.v1.MegaflowService.ListTasks:input_type -> megaflow.v1.ListTasksRequest
+	12, // 58: megaflow.v1.MegaflowService.Watch:input_type -> megaflow.v1.WatchRequest
+	14, // 59: megaflow.v1.MegaflowService.CancelGraph:input_type -> megaflow.v1.CancelGraphRequest
+	16, // 60: megaflow.v1.MegaflowService.CancelTask:input_type -> megaflow.v1.CancelTaskRequest
+	18, // 61: megaflow.v1.MegaflowService.ClusterStatus:input_type -> megaflow.v1.ClusterStatusRequest
+	20, // 62: megaflow.v1.MegaflowService.RemoveHead:input_type -> megaflow.v1.RemoveHeadRequest
+	22, // 63: megaflow.v1.MegaflowService.ListWorkers:input_type -> megaflow.v1.ListWorkersRequest
+	24, // 64: megaflow.v1.MegaflowService.SetQuota:input_type -> megaflow.v1.SetQuotaRequest
+	26, // 65: megaflow.v1.MegaflowService.GetQuotas:input_type -> megaflow.v1.GetQuotasRequest
+	28, // 66: megaflow.v1.MegaflowService.SetAdmissionPolicy:input_type -> megaflow.v1.SetAdmissionPolicyRequest
+	30, // 67: megaflow.v1.MegaflowService.GetAdmissionPolicy:input_type -> megaflow.v1.GetAdmissionPolicyRequest
+	32, // 68: megaflow.v1.MegaflowService.ListAdmissionPolicies:input_type -> megaflow.v1.ListAdmissionPoliciesRequest
+	34, // 69: megaflow.v1.MegaflowService.GetLimits:input_type -> megaflow.v1.GetLimitsRequest
+	36, // 70: megaflow.v1.MegaflowService.PoolWarm:input_type -> megaflow.v1.PoolWarmRequest
+	38, // 71: megaflow.v1.MegaflowService.PoolList:input_type -> megaflow.v1.PoolListRequest
+	40, // 72: megaflow.v1.MegaflowService.Logs:input_type -> megaflow.v1.LogsRequest
+	43, // 73: megaflow.v1.MegaflowService.ArtifactList:input_type -> megaflow.v1.ArtifactListRequest
+	45, // 74: megaflow.v1.MegaflowService.ArtifactGet:input_type -> megaflow.v1.ArtifactGetRequest
+	47, // 75: megaflow.v1.MegaflowService.DeleteGraph:input_type -> megaflow.v1.DeleteGraphRequest
+	49, // 76: megaflow.v1.MegaflowService.ListServices:input_type -> megaflow.v1.ServiceListRequest
+	53, // 77: megaflow.v1.MegaflowService.BootstrapACL:input_type -> megaflow.v1.BootstrapACLRequest
+	54, // 78: megaflow.v1.MegaflowService.CreateToken:input_type -> megaflow.v1.CreateTokenRequest
+	56, // 79: megaflow.v1.MegaflowService.ListTokens:input_type -> megaflow.v1.ListTokensRequest
+	58, // 80: megaflow.v1.MegaflowService.RevokeToken:input_type -> megaflow.v1.RevokeTokenRequest
+	3,  // 81: megaflow.v1.MegaflowService.SubmitGraph:output_type -> megaflow.v1.SubmitGraphResponse
+	5,  // 82: megaflow.v1.MegaflowService.GetGraph:output_type -> megaflow.v1.GetGraphResponse
+	7,  // 83: megaflow.v1.MegaflowService.ListGraphs:output_type -> megaflow.v1.ListGraphsResponse
+	9,  // 84: megaflow.v1.MegaflowService.GetTask:output_type -> megaflow.v1.GetTaskResponse
+	11, // 85: megaflow.v1.MegaflowService.ListTasks:output_type -> megaflow.v1.ListTasksResponse
+	13, // 86: megaflow.v1.MegaflowService.Watch:output_type -> megaflow.v1.WatchResponse
+	15, // 87: megaflow.v1.MegaflowService.CancelGraph:output_type -> megaflow.v1.CancelGraphResponse
+	17, // 88: megaflow.v1.MegaflowService.CancelTask:output_type -> megaflow.v1.CancelTaskResponse
+	19, // 89: megaflow.v1.MegaflowService.ClusterStatus:output_type -> megaflow.v1.ClusterStatusResponse
+	21, // 90: megaflow.v1.MegaflowService.RemoveHead:output_type -> megaflow.v1.RemoveHeadResponse
+	23, // 91: megaflow.v1.MegaflowService.ListWorkers:output_type -> megaflow.v1.ListWorkersResponse
+	25, // 92: megaflow.v1.MegaflowService.SetQuota:output_type -> megaflow.v1.SetQuotaResponse
+	27, // 93: megaflow.v1.MegaflowService.GetQuotas:output_type -> megaflow.v1.GetQuotasResponse
+	29, // 94: megaflow.v1.MegaflowService.SetAdmissionPolicy:output_type -> megaflow.v1.SetAdmissionPolicyResponse
+	31, // 95: megaflow.v1.MegaflowService.GetAdmissionPolicy:output_type -> megaflow.v1.GetAdmissionPolicyResponse
+	33, // 96: megaflow.v1.MegaflowService.ListAdmissionPolicies:output_type -> megaflow.v1.ListAdmissionPoliciesResponse
+	35, // 97: megaflow.v1.MegaflowService.GetLimits:output_type -> megaflow.v1.GetLimitsResponse
+	37, // 98: megaflow.v1.MegaflowService.PoolWarm:output_type -> megaflow.v1.PoolWarmResponse
+	39, // 99: megaflow.v1.MegaflowService.PoolList:output_type -> megaflow.v1.PoolListResponse
+	41, // 100: megaflow.v1.MegaflowService.Logs:output_type -> megaflow.v1.LogsResponse
+	44, // 101: megaflow.v1.MegaflowService.ArtifactList:output_type -> megaflow.v1.ArtifactListResponse
+	46, // 102: megaflow.v1.MegaflowService.ArtifactGet:output_type -> megaflow.v1.ArtifactGetResponse
+	48, // 103: megaflow.v1.MegaflowService.DeleteGraph:output_type -> megaflow.v1.DeleteGraphResponse
+	52, // 104: megaflow.v1.MegaflowService.ListServices:output_type -> megaflow.v1.ServiceListResponse
+	55, // 105: megaflow.v1.MegaflowService.BootstrapACL:output_type -> megaflow.v1.CreateTokenResponse
+	55, // 106: megaflow.v1.MegaflowService.CreateToken:output_type -> megaflow.v1.CreateTokenResponse
+	57, // 107: megaflow.v1.MegaflowService.ListTokens:output_type -> megaflow.v1.ListTokensResponse
+	59, // 108: megaflow.v1.MegaflowService.RevokeToken:output_type -> megaflow.v1.RevokeTokenResponse
+	81, // [81:109] is the sub-list for method output_type
+	53, // [53:81] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_service_proto_init() }
@@ -3619,7 +4012,7 @@ func file_megaflow_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_service_proto_rawDesc), len(file_megaflow_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   53,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,10 @@ const (
 	MegaflowService_ArtifactGet_FullMethodName           = "/megaflow.v1.MegaflowService/ArtifactGet"
 	MegaflowService_DeleteGraph_FullMethodName           = "/megaflow.v1.MegaflowService/DeleteGraph"
 	MegaflowService_ListServices_FullMethodName          = "/megaflow.v1.MegaflowService/ListServices"
+	MegaflowService_BootstrapACL_FullMethodName          = "/megaflow.v1.MegaflowService/BootstrapACL"
+	MegaflowService_CreateToken_FullMethodName           = "/megaflow.v1.MegaflowService/CreateToken"
+	MegaflowService_ListTokens_FullMethodName            = "/megaflow.v1.MegaflowService/ListTokens"
+	MegaflowService_RevokeToken_FullMethodName           = "/megaflow.v1.MegaflowService/RevokeToken"
 )
 
 // MegaflowServiceClient is the client API for MegaflowService service.
@@ -131,6 +135,18 @@ type MegaflowServiceClient interface {
 	// ended) by name, with their ready endpoints. Errors: INVALID_ARGUMENT
 	// (bad name filter).
 	ListServices(ctx context.Context, in *ServiceListRequest, opts ...grpc.CallOption) (*ServiceListResponse, error)
+	// BootstrapACL creates the cluster's first admin token, once per cluster
+	// (docs/security.md). Errors: FAILED_PRECONDITION (ACLs off, or the
+	// cluster was bootstrapped already), UNAVAILABLE (no leader).
+	BootstrapACL(ctx context.Context, in *BootstrapACLRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	// CreateToken creates an API token (admin). The secret is in the answer
+	// only. Errors: INVALID_ARGUMENT (a field out of its bounds),
+	// RESOURCE_EXHAUSTED (too many tokens), FAILED_PRECONDITION (ACLs off).
+	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	// ListTokens lists the tokens (admin), never their secrets.
+	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
+	// RevokeToken removes a token (admin). Errors: NOT_FOUND.
+	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 }
 
 type megaflowServiceClient struct {
@@ -408,6 +424,46 @@ func (c *megaflowServiceClient) ListServices(ctx context.Context, in *ServiceLis
 	return out, nil
 }
 
+func (c *megaflowServiceClient) BootstrapACL(ctx context.Context, in *BootstrapACLRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTokenResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_BootstrapACL_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTokenResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_CreateToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTokensResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_ListTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *megaflowServiceClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeTokenResponse)
+	err := c.cc.Invoke(ctx, MegaflowService_RevokeToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MegaflowServiceServer is the server API for MegaflowService service.
 // All implementations must embed UnimplementedMegaflowServiceServer
 // for forward compatibility.
@@ -494,6 +550,18 @@ type MegaflowServiceServer interface {
 	// ended) by name, with their ready endpoints. Errors: INVALID_ARGUMENT
 	// (bad name filter).
 	ListServices(context.Context, *ServiceListRequest) (*ServiceListResponse, error)
+	// BootstrapACL creates the cluster's first admin token, once per cluster
+	// (docs/security.md). Errors: FAILED_PRECONDITION (ACLs off, or the
+	// cluster was bootstrapped already), UNAVAILABLE (no leader).
+	BootstrapACL(context.Context, *BootstrapACLRequest) (*CreateTokenResponse, error)
+	// CreateToken creates an API token (admin). The secret is in the answer
+	// only. Errors: INVALID_ARGUMENT (a field out of its bounds),
+	// RESOURCE_EXHAUSTED (too many tokens), FAILED_PRECONDITION (ACLs off).
+	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	// ListTokens lists the tokens (admin), never their secrets.
+	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
+	// RevokeToken removes a token (admin). Errors: NOT_FOUND.
+	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	mustEmbedUnimplementedMegaflowServiceServer()
 }
 
@@ -575,6 +643,18 @@ func (UnimplementedMegaflowServiceServer) DeleteGraph(context.Context, *DeleteGr
 }
 func (UnimplementedMegaflowServiceServer) ListServices(context.Context, *ServiceListRequest) (*ServiceListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListServices not implemented")
+}
+func (UnimplementedMegaflowServiceServer) BootstrapACL(context.Context, *BootstrapACLRequest) (*CreateTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BootstrapACL not implemented")
+}
+func (UnimplementedMegaflowServiceServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
+}
+func (UnimplementedMegaflowServiceServer) ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTokens not implemented")
+}
+func (UnimplementedMegaflowServiceServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
 }
 func (UnimplementedMegaflowServiceServer) mustEmbedUnimplementedMegaflowServiceServer() {}
 func (UnimplementedMegaflowServiceServer) testEmbeddedByValue()                         {}
@@ -1008,6 +1088,78 @@ func _MegaflowService_ListServices_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MegaflowService_BootstrapACL_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BootstrapACLRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).BootstrapACL(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_BootstrapACL_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).BootstrapACL(ctx, req.(*BootstrapACLRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).CreateToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_CreateToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).CreateToken(ctx, req.(*CreateTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_ListTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).ListTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_ListTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).ListTokens(ctx, req.(*ListTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MegaflowService_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MegaflowServiceServer).RevokeToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MegaflowService_RevokeToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MegaflowServiceServer).RevokeToken(ctx, req.(*RevokeTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MegaflowService_ServiceDesc is the grpc.ServiceDesc for MegaflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1098,6 +1250,22 @@ var MegaflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListServices",
 			Handler:    _MegaflowService_ListServices_Handler,
+		},
+		{
+			MethodName: "BootstrapACL",
+			Handler:    _MegaflowService_BootstrapACL_Handler,
+		},
+		{
+			MethodName: "CreateToken",
+			Handler:    _MegaflowService_CreateToken_Handler,
+		},
+		{
+			MethodName: "ListTokens",
+			Handler:    _MegaflowService_ListTokens_Handler,
+		},
+		{
+			MethodName: "RevokeToken",
+			Handler:    _MegaflowService_RevokeToken_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -427,6 +427,67 @@ func (AdmissionPolicySource) EnumDescriptor() ([]byte, []int) {
 	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
+// TokenRole is what an API token may do (docs/security.md). read < submit <
+// admin; worker is apart: only the worker service.
+type TokenRole int32
+
+const (
+	TokenRole_TOKEN_ROLE_UNSPECIFIED TokenRole = 0
+	// Reads of its tenant's graphs, tasks, logs, artifacts, sandboxes.
+	TokenRole_TOKEN_ROLE_READ TokenRole = 1
+	// read, and submits, cancels, deletes and sandbox calls of its tenant.
+	TokenRole_TOKEN_ROLE_SUBMIT TokenRole = 2
+	// Everything, for every tenant: quotas, policies, heads, tokens.
+	TokenRole_TOKEN_ROLE_ADMIN TokenRole = 3
+	// A worker's connection (WorkerService) on a cluster without TLS.
+	TokenRole_TOKEN_ROLE_WORKER TokenRole = 4
+)
+
+// Enum value maps for TokenRole.
+var (
+	TokenRole_name = map[int32]string{
+		0: "TOKEN_ROLE_UNSPECIFIED",
+		1: "TOKEN_ROLE_READ",
+		2: "TOKEN_ROLE_SUBMIT",
+		3: "TOKEN_ROLE_ADMIN",
+		4: "TOKEN_ROLE_WORKER",
+	}
+	TokenRole_value = map[string]int32{
+		"TOKEN_ROLE_UNSPECIFIED": 0,
+		"TOKEN_ROLE_READ":        1,
+		"TOKEN_ROLE_SUBMIT":      2,
+		"TOKEN_ROLE_ADMIN":       3,
+		"TOKEN_ROLE_WORKER":      4,
+	}
+)
+
+func (x TokenRole) Enum() *TokenRole {
+	p := new(TokenRole)
+	*p = x
+	return p
+}
+
+func (x TokenRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TokenRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_megaflow_v1_types_proto_enumTypes[6].Descriptor()
+}
+
+func (TokenRole) Type() protoreflect.EnumType {
+	return &file_megaflow_v1_types_proto_enumTypes[6]
+}
+
+func (x TokenRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TokenRole.Descriptor instead.
+func (TokenRole) EnumDescriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
 // Resources is what a task asks for or what a worker offers.
 type Resources struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2493,6 +2554,109 @@ func (x *PoolTarget) GetUpdateUnixNanos() int64 {
 	return 0
 }
 
+// Token is an API token's row in the replicated table (rules 6). The
+// secret itself is never stored: only its SHA-256.
+type Token struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Public id of the token, 16 lowercase hex digits: named in lists, audit
+	// lines and revocations. The row with accessor "" is the cluster's
+	// bootstrap marker (it has no secret and authenticates nothing).
+	Accessor string `protobuf:"bytes,1,opt,name=accessor,proto3" json:"accessor,omitempty"`
+	// SHA-256 of the secret (32 bytes).
+	SecretHash []byte `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	// The tenant whose objects the token reaches (read and submit); empty
+	// for admin and worker tokens.
+	Tenant string    `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Role   TokenRole `protobuf:"varint,4,opt,name=role,proto3,enum=megaflow.v1.TokenRole" json:"role,omitempty"`
+	// Leader time when the token was created.
+	CreateUnixNanos int64 `protobuf:"varint,5,opt,name=create_unix_nanos,json=createUnixNanos,proto3" json:"create_unix_nanos,omitempty"`
+	// When the token stops being accepted; 0: never.
+	ExpireUnixNanos int64 `protobuf:"varint,6,opt,name=expire_unix_nanos,json=expireUnixNanos,proto3" json:"expire_unix_nanos,omitempty"`
+	// Log index that created the row (set by the FSM).
+	CreateIndex   uint64 `protobuf:"varint,7,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Token) Reset() {
+	*x = Token{}
+	mi := &file_megaflow_v1_types_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Token) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Token) ProtoMessage() {}
+
+func (x *Token) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_types_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Token.ProtoReflect.Descriptor instead.
+func (*Token) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_types_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Token) GetAccessor() string {
+	if x != nil {
+		return x.Accessor
+	}
+	return ""
+}
+
+func (x *Token) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+func (x *Token) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Token) GetRole() TokenRole {
+	if x != nil {
+		return x.Role
+	}
+	return TokenRole_TOKEN_ROLE_UNSPECIFIED
+}
+
+func (x *Token) GetCreateUnixNanos() int64 {
+	if x != nil {
+		return x.CreateUnixNanos
+	}
+	return 0
+}
+
+func (x *Token) GetExpireUnixNanos() int64 {
+	if x != nil {
+		return x.ExpireUnixNanos
+	}
+	return 0
+}
+
+func (x *Token) GetCreateIndex() uint64 {
+	if x != nil {
+		return x.CreateIndex
+	}
+	return 0
+}
+
 var File_megaflow_v1_types_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_types_proto_rawDesc = "" +
@@ -2720,7 +2884,16 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x11update_unix_nanos\x18\b \x01(\x03R\x0fupdateUnixNanos\x1aA\n" +
 	"\x13WorkerSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*Q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x02\n" +
+	"\x05Token\x12\x1a\n" +
+	"\baccessor\x18\x01 \x01(\tR\baccessor\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\fR\n" +
+	"secretHash\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12*\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x16.megaflow.v1.TokenRoleR\x04role\x12*\n" +
+	"\x11create_unix_nanos\x18\x05 \x01(\x03R\x0fcreateUnixNanos\x12*\n" +
+	"\x11expire_unix_nanos\x18\x06 \x01(\x03R\x0fexpireUnixNanos\x12!\n" +
+	"\fcreate_index\x18\a \x01(\x04R\vcreateIndex*Q\n" +
 	"\bTaskKind\x12\x19\n" +
 	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTASK_KIND_BATCH\x10\x01\x12\x15\n" +
@@ -2778,7 +2951,13 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"#ADMISSION_POLICY_SOURCE_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eADMISSION_POLICY_SOURCE_TENANT\x10\x01\x12#\n" +
 	"\x1fADMISSION_POLICY_SOURCE_CLUSTER\x10\x02\x12#\n" +
-	"\x1fADMISSION_POLICY_SOURCE_DEFAULT\x10\x03B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
+	"\x1fADMISSION_POLICY_SOURCE_DEFAULT\x10\x03*\x80\x01\n" +
+	"\tTokenRole\x12\x1a\n" +
+	"\x16TOKEN_ROLE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fTOKEN_ROLE_READ\x10\x01\x12\x15\n" +
+	"\x11TOKEN_ROLE_SUBMIT\x10\x02\x12\x14\n" +
+	"\x10TOKEN_ROLE_ADMIN\x10\x03\x12\x15\n" +
+	"\x11TOKEN_ROLE_WORKER\x10\x04B1Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3"
 
 var (
 	file_megaflow_v1_types_proto_rawDescOnce sync.Once
@@ -2792,8 +2971,8 @@ func file_megaflow_v1_types_proto_rawDescGZIP() []byte {
 	return file_megaflow_v1_types_proto_rawDescData
 }
 
-var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_megaflow_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_megaflow_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_megaflow_v1_types_proto_goTypes = []any{
 	(TaskKind)(0),              // 0: megaflow.v1.TaskKind
 	(ExecutionMode)(0),         // 1: megaflow.v1.ExecutionMode
@@ -2801,59 +2980,62 @@ var file_megaflow_v1_types_proto_goTypes = []any{
 	(GraphState)(0),            // 3: megaflow.v1.GraphState
 	(ReasonCode)(0),            // 4: megaflow.v1.ReasonCode
 	(AdmissionPolicySource)(0), // 5: megaflow.v1.AdmissionPolicySource
-	(*Resources)(nil),          // 6: megaflow.v1.Resources
-	(*ServiceSpec)(nil),        // 7: megaflow.v1.ServiceSpec
-	(*TaskSpec)(nil),           // 8: megaflow.v1.TaskSpec
-	(*SandboxSpec)(nil),        // 9: megaflow.v1.SandboxSpec
-	(*GraphSpec)(nil),          // 10: megaflow.v1.GraphSpec
-	(*Attempt)(nil),            // 11: megaflow.v1.Attempt
-	(*Task)(nil),               // 12: megaflow.v1.Task
-	(*StateCounts)(nil),        // 13: megaflow.v1.StateCounts
-	(*Graph)(nil),              // 14: megaflow.v1.Graph
-	(*GraphMetrics)(nil),       // 15: megaflow.v1.GraphMetrics
-	(*Event)(nil),              // 16: megaflow.v1.Event
-	(*HeadInfo)(nil),           // 17: megaflow.v1.HeadInfo
-	(*Quota)(nil),              // 18: megaflow.v1.Quota
-	(*AdmissionPolicy)(nil),    // 19: megaflow.v1.AdmissionPolicy
-	(*QuotaUsage)(nil),         // 20: megaflow.v1.QuotaUsage
-	(*PoolTarget)(nil),         // 21: megaflow.v1.PoolTarget
-	nil,                        // 22: megaflow.v1.TaskSpec.EnvEntry
-	nil,                        // 23: megaflow.v1.TaskSpec.NodeSelectorEntry
-	nil,                        // 24: megaflow.v1.GraphSpec.LabelsEntry
-	nil,                        // 25: megaflow.v1.Graph.LabelsEntry
-	nil,                        // 26: megaflow.v1.PoolTarget.WorkerSelectorEntry
+	(TokenRole)(0),             // 6: megaflow.v1.TokenRole
+	(*Resources)(nil),          // 7: megaflow.v1.Resources
+	(*ServiceSpec)(nil),        // 8: megaflow.v1.ServiceSpec
+	(*TaskSpec)(nil),           // 9: megaflow.v1.TaskSpec
+	(*SandboxSpec)(nil),        // 10: megaflow.v1.SandboxSpec
+	(*GraphSpec)(nil),          // 11: megaflow.v1.GraphSpec
+	(*Attempt)(nil),            // 12: megaflow.v1.Attempt
+	(*Task)(nil),               // 13: megaflow.v1.Task
+	(*StateCounts)(nil),        // 14: megaflow.v1.StateCounts
+	(*Graph)(nil),              // 15: megaflow.v1.Graph
+	(*GraphMetrics)(nil),       // 16: megaflow.v1.GraphMetrics
+	(*Event)(nil),              // 17: megaflow.v1.Event
+	(*HeadInfo)(nil),           // 18: megaflow.v1.HeadInfo
+	(*Quota)(nil),              // 19: megaflow.v1.Quota
+	(*AdmissionPolicy)(nil),    // 20: megaflow.v1.AdmissionPolicy
+	(*QuotaUsage)(nil),         // 21: megaflow.v1.QuotaUsage
+	(*PoolTarget)(nil),         // 22: megaflow.v1.PoolTarget
+	(*Token)(nil),              // 23: megaflow.v1.Token
+	nil,                        // 24: megaflow.v1.TaskSpec.EnvEntry
+	nil,                        // 25: megaflow.v1.TaskSpec.NodeSelectorEntry
+	nil,                        // 26: megaflow.v1.GraphSpec.LabelsEntry
+	nil,                        // 27: megaflow.v1.Graph.LabelsEntry
+	nil,                        // 28: megaflow.v1.PoolTarget.WorkerSelectorEntry
 }
 var file_megaflow_v1_types_proto_depIdxs = []int32{
-	22, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
-	6,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
+	24, // 0: megaflow.v1.TaskSpec.env:type_name -> megaflow.v1.TaskSpec.EnvEntry
+	7,  // 1: megaflow.v1.TaskSpec.resources:type_name -> megaflow.v1.Resources
 	1,  // 2: megaflow.v1.TaskSpec.mode:type_name -> megaflow.v1.ExecutionMode
-	23, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
+	25, // 3: megaflow.v1.TaskSpec.node_selector:type_name -> megaflow.v1.TaskSpec.NodeSelectorEntry
 	0,  // 4: megaflow.v1.TaskSpec.kind:type_name -> megaflow.v1.TaskKind
-	7,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
-	9,  // 6: megaflow.v1.TaskSpec.sandbox:type_name -> megaflow.v1.SandboxSpec
-	24, // 7: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
-	8,  // 8: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
+	8,  // 5: megaflow.v1.TaskSpec.service:type_name -> megaflow.v1.ServiceSpec
+	10, // 6: megaflow.v1.TaskSpec.sandbox:type_name -> megaflow.v1.SandboxSpec
+	26, // 7: megaflow.v1.GraphSpec.labels:type_name -> megaflow.v1.GraphSpec.LabelsEntry
+	9,  // 8: megaflow.v1.GraphSpec.tasks:type_name -> megaflow.v1.TaskSpec
 	2,  // 9: megaflow.v1.Attempt.state:type_name -> megaflow.v1.TaskState
 	4,  // 10: megaflow.v1.Attempt.reason_code:type_name -> megaflow.v1.ReasonCode
-	8,  // 11: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
+	9,  // 11: megaflow.v1.Task.spec:type_name -> megaflow.v1.TaskSpec
 	2,  // 12: megaflow.v1.Task.state:type_name -> megaflow.v1.TaskState
-	11, // 13: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
+	12, // 13: megaflow.v1.Task.attempts:type_name -> megaflow.v1.Attempt
 	4,  // 14: megaflow.v1.Task.reason_code:type_name -> megaflow.v1.ReasonCode
-	25, // 15: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
+	27, // 15: megaflow.v1.Graph.labels:type_name -> megaflow.v1.Graph.LabelsEntry
 	3,  // 16: megaflow.v1.Graph.state:type_name -> megaflow.v1.GraphState
-	13, // 17: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
-	15, // 18: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
+	14, // 17: megaflow.v1.Graph.counts:type_name -> megaflow.v1.StateCounts
+	16, // 18: megaflow.v1.Graph.metrics:type_name -> megaflow.v1.GraphMetrics
 	2,  // 19: megaflow.v1.Event.task_state:type_name -> megaflow.v1.TaskState
 	3,  // 20: megaflow.v1.Event.graph_state:type_name -> megaflow.v1.GraphState
 	4,  // 21: megaflow.v1.Event.reason_code:type_name -> megaflow.v1.ReasonCode
-	18, // 22: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
-	6,  // 23: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
-	26, // 24: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	19, // 22: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
+	7,  // 23: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
+	28, // 24: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
+	6,  // 25: megaflow.v1.Token.role:type_name -> megaflow.v1.TokenRole
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_types_proto_init() }
@@ -2866,8 +3048,8 @@ func file_megaflow_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_types_proto_rawDesc), len(file_megaflow_v1_types_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   21,
+			NumEnums:      7,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

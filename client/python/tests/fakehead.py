@@ -56,6 +56,8 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
     def __init__(self, server_credentials: Any = None) -> None:
         self.lock = threading.Lock()
         self.calls: Dict[str, List[Any]] = collections.defaultdict(list)
+        # The metadata of each call, by method: {key: value}.
+        self.metadata: Dict[str, List[Dict[str, str]]] = collections.defaultdict(list)
         self.failures: Dict[str, Deque[Failure]] = collections.defaultdict(collections.deque)
         self.handlers: Dict[str, Callable[[Any, grpc.ServicerContext], Any]] = {}
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
@@ -82,6 +84,7 @@ class FakeHead(svc_grpc.MegaflowServiceServicer):
     def _enter(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
         with self.lock:
             self.calls[method].append(request)
+            self.metadata[method].append({k: v for k, v in context.invocation_metadata()})
             f = self.failures[method].popleft() if self.failures[method] else None
         if f is not None:
             _abort(context, *f)

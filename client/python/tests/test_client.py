@@ -356,3 +356,37 @@ def test_tls_files_go_together():
         megaflow.Client(["127.0.0.1:1"], tls_ca=os.path.join(TLS_DIR, "ca.pem"))
     with pytest.raises(megaflow.InvalidArgument):
         megaflow.Client(["127.0.0.1:1"], tls_ca="/no/such", tls_cert="/no/such", tls_key="/no/such")
+
+
+def test_token_is_sent_with_every_call(heads, api, monkeypatch):
+    (h,) = heads(1)
+    h.handlers["SubmitGraph"] = submitted
+    h.handlers["GetGraph"] = lambda req, ctx: graph_row("step-1", pb.GRAPH_STATE_RUNNING)
+    with api.Client([h.addr], token="mft_abc", **FAST) as c:
+        c.submit(small_graph())
+        c.get_graph("step-1")
+    assert [m.get("authorization") for m in h.metadata["SubmitGraph"] + h.metadata["GetGraph"]] == ["Bearer mft_abc"] * 2
+    # From the environment when the argument is not given; none without.
+    monkeypatch.setenv("MEGAFLOW_TOKEN", "mft_env")
+    with api.Client([h.addr], **FAST) as c:
+        c.get_graph("step-1")
+    monkeypatch.delenv("MEGAFLOW_TOKEN")
+    with api.Client([h.addr], **FAST) as c:
+        c.get_graph("step-1")
+    assert [m.get("authorization") for m in h.metadata["GetGraph"][1:]] == ["Bearer mft_env", None]
+
+
+def test_token_refusal_says_what_to_do(heads, api):
+    (h,) = heads(1)
+    msg = "SubmitGraph needs role submit; your token (accessor 0123abcd…) has role read"
+    h.fail_next("SubmitGraph", fail(grpc.StatusCode.PERMISSION_DENIED, msg))
+    with api.Client([h.addr], token="mft_abc", **FAST) as c:
+        with pytest.raises(megaflow.PermissionDenied, match="needs role submit"):
+            c.submit(small_graph())
+    h.fail_next("SubmitGraph", fail(grpc.StatusCode.UNAUTHENTICATED, "SubmitGraph needs a token of role submit"))
+    with api.Client([h.addr], **FAST) as c:
+        with pytest.raises(megaflow.PermissionDenied, match="needs a token"):
+            c.submit(small_graph())
+    assert h.count("SubmitGraph") == 2  # refusals are not retried
+    with pytest.raises(megaflow.InvalidArgument, match="token"):
+        api.Client([h.addr], token="mft_abc\n")

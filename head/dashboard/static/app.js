@@ -111,6 +111,7 @@ function showMeta(meta, cluster) {
 }
 
 function renderCluster(c) {
+  $("#acl-off").classList.toggle("hidden", !!c.acl_enabled);
   const kv = $("#raft");
   kv.replaceChildren(
     el("div", {}, el("span", { text: "leader" }), el("b", { id: "leader-id", text: c.leader_id || "none" })),

@@ -39,7 +39,7 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Dict, Generator, Li
 import grpc
 import grpc.aio
 
-from . import _archive, _core
+from . import _archive, _core, _token
 from . import sandbox as _sbx
 from ._archive import Source
 from ._core import Cursor, TaskResult, check_attempt, check_id, check_task_id
@@ -61,8 +61,8 @@ class Client:
     """An asyncio connection to a MegaFlow head cluster.
 
     Args:
-        heads, tenant, timeout, backoff, credentials, options: as
-            :class:`megaflow.Client`.
+        heads, tenant, timeout, backoff, credentials, tls_ca, tls_cert,
+            tls_key, token, options: as :class:`megaflow.Client`.
 
     Raises:
         InvalidArgument: no head address given, or a malformed one.
@@ -73,10 +73,11 @@ class Client:
     def __init__(self, heads: Optional[Sequence[str]] = None, *, tenant: Optional[str] = None,
                  timeout: float = 30.0, backoff: Tuple[float, float] = (0.05, 2.0),
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 options: Sequence[Tuple[str, Any]] = ()) -> None:
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
+                 token: Optional[str] = None, options: Sequence[Tuple[str, Any]] = ()) -> None:
         self._core = _core.Core(heads, tenant, timeout, backoff)
-        self._credentials = credentials
-        self._options = list(options)
+        self._credentials, self._options = _token.tls_credentials(credentials, tls_ca, tls_cert, tls_key, options)
+        self._interceptors = _token.aio_interceptors(_token.resolve(token))
         self._channels: Dict[str, grpc.aio.Channel] = {}
         self._stubs: Dict[str, svc_grpc.MegaflowServiceStub] = {}
         self._sbx_stubs: Dict[str, sbx_grpc.SandboxServiceStub] = {}
@@ -104,9 +105,10 @@ class Client:
         ch = self._channels.get(addr)
         if ch is None:
             if self._credentials is not None:
-                ch = grpc.aio.secure_channel(addr, self._credentials, options=self._options)
+                ch = grpc.aio.secure_channel(addr, self._credentials, options=self._options,
+                                             interceptors=self._interceptors or None)
             else:
-                ch = grpc.aio.insecure_channel(addr, options=self._options)
+                ch = grpc.aio.insecure_channel(addr, options=self._options, interceptors=self._interceptors or None)
             self._channels[addr] = ch
             self._stubs[addr] = svc_grpc.MegaflowServiceStub(ch)
             self._sbx_stubs[addr] = sbx_grpc.SandboxServiceStub(ch)

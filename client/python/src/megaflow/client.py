@@ -27,6 +27,7 @@ from ._proto import service_pb2 as svc
 from ._proto import service_pb2_grpc as svc_grpc
 from ._proto import types_pb2 as pb
 from .errors import ChecksumMismatch, DeadlineExceeded, InvalidArgument, MegaflowError, OutOfRange, from_rpc_error
+from . import _token
 from .graph import Graph
 from . import sandbox as _sbx
 from .sandbox import Sandbox, SandboxInfo, Seconds, SnapshotInfo
@@ -54,6 +55,10 @@ class Client:
             create --client``), all three or none: mutual TLS with heads
             whose certificates name ``head.megaflow`` (docs/security.md).
             Not with ``credentials``.
+        token: API token secret of a cluster with ACLs on (megaflow-head
+            --acl), sent with every call as ``authorization: Bearer``
+            metadata; None: env MEGAFLOW_TOKEN, else none. A refused call
+            raises with what to do (docs/security.md).
         options: extra gRPC channel options.
 
     Raises:
@@ -70,28 +75,10 @@ class Client:
                  timeout: float = 30.0, backoff: Tuple[float, float] = (0.05, 2.0),
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
-                 options: Sequence[Tuple[str, Any]] = ()) -> None:
+                 token: Optional[str] = None, options: Sequence[Tuple[str, Any]] = ()) -> None:
         self._core = _core.Core(heads, tenant, timeout, backoff)
-        self._credentials = credentials
-        self._options = list(options)
-        tls_files = {"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key}
-        if any(tls_files.values()):
-            missing = [k for k, v in tls_files.items() if not v]
-            if missing:
-                raise InvalidArgument(f"megaflow: TLS needs tls_ca, tls_cert and tls_key together: {', '.join(missing)} missing")
-            if credentials is not None:
-                raise InvalidArgument("megaflow: give credentials or tls_ca/tls_cert/tls_key, not both")
-            pem = {}
-            for k, path in tls_files.items():
-                try:
-                    with open(path, "rb") as f:
-                        pem[k] = f.read(1 << 20)
-                except OSError as e:
-                    raise InvalidArgument(f"megaflow: {k} {path!r}: {e}") from None
-            self._credentials = grpc.ssl_channel_credentials(
-                root_certificates=pem["tls_ca"], private_key=pem["tls_key"], certificate_chain=pem["tls_cert"])
-            # The heads' certificates name their role, not their address.
-            self._options.append(("grpc.ssl_target_name_override", "head.megaflow"))
+        self._token = _token.resolve(token)
+        self._credentials, self._options = _token.tls_credentials(credentials, tls_ca, tls_cert, tls_key, options)
         self._lock = threading.Lock()
         self._channels: Dict[str, grpc.Channel] = {}
         self._stubs: Dict[str, svc_grpc.MegaflowServiceStub] = {}
@@ -120,6 +107,8 @@ class Client:
                     ch = grpc.secure_channel(addr, self._credentials, options=self._options)
                 else:
                     ch = grpc.insecure_channel(addr, options=self._options)
+                if self._token:
+                    ch = grpc.intercept_channel(ch, _token.Interceptor(self._token))
                 self._channels[addr] = ch
                 self._stubs[addr] = svc_grpc.MegaflowServiceStub(ch)
                 self._sbx_stubs[addr] = sbx_grpc.SandboxServiceStub(ch)

@@ -63,6 +63,10 @@ class ArtifactListResponse(_message.Message):
     notes: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, attempt: _Optional[int] = ..., files: _Optional[_Iterable[_Union[ArtifactFile, _Mapping]]] = ..., log_bytes: _Optional[int] = ..., log_chunks: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class BootstrapACLRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class CancelGraphRequest(_message.Message):
     __slots__ = ["graph_id", "reason"]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
@@ -100,7 +104,8 @@ class ClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterStatusResponse(_message.Message):
-    __slots__ = ["applied_index", "cluster_id", "commit_index", "head_id", "heads", "last_log_index", "last_snapshot_index", "leader_grpc_addr", "leader_id", "raft_state", "rules", "term"]
+    __slots__ = ["acl_enabled", "applied_index", "cluster_id", "commit_index", "head_id", "heads", "last_log_index", "last_snapshot_index", "leader_grpc_addr", "leader_id", "raft_state", "rules", "term"]
+    ACL_ENABLED_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +118,7 @@ class ClusterStatusResponse(_message.Message):
     RAFT_STATE_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
+    acl_enabled: bool
     applied_index: int
     cluster_id: str
     commit_index: int
@@ -125,7 +131,27 @@ class ClusterStatusResponse(_message.Message):
     raft_state: str
     rules: int
     term: int
-    def __init__(self, heads: _Optional[_Iterable[_Union[_types_pb2.HeadInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., leader_grpc_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_log_index: _Optional[int] = ..., raft_state: _Optional[str] = ..., head_id: _Optional[str] = ..., last_snapshot_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., rules: _Optional[int] = ...) -> None: ...
+    def __init__(self, heads: _Optional[_Iterable[_Union[_types_pb2.HeadInfo, _Mapping]]] = ..., leader_id: _Optional[str] = ..., leader_grpc_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_log_index: _Optional[int] = ..., raft_state: _Optional[str] = ..., head_id: _Optional[str] = ..., last_snapshot_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., rules: _Optional[int] = ..., acl_enabled: bool = ...) -> None: ...
+
+class CreateTokenRequest(_message.Message):
+    __slots__ = ["role", "tenant", "ttl_seconds"]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    role: _types_pb2.TokenRole
+    tenant: str
+    ttl_seconds: int
+    def __init__(self, tenant: _Optional[str] = ..., role: _Optional[_Union[_types_pb2.TokenRole, str]] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+
+class CreateTokenResponse(_message.Message):
+    __slots__ = ["index", "secret", "token"]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    secret: str
+    token: _types_pb2.Token
+    def __init__(self, token: _Optional[_Union[_types_pb2.Token, _Mapping]] = ..., secret: _Optional[str] = ..., index: _Optional[int] = ...) -> None: ...
 
 class DeleteGraphRequest(_message.Message):
     __slots__ = ["graph_id"]
@@ -303,6 +329,18 @@ class ListTasksResponse(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[_types_pb2.Task]
     def __init__(self, tasks: _Optional[_Iterable[_Union[_types_pb2.Task, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., meta: _Optional[_Union[ReadMeta, _Mapping]] = ...) -> None: ...
 
+class ListTokensRequest(_message.Message):
+    __slots__ = ["read"]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    read: ReadOptions
+    def __init__(self, read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class ListTokensResponse(_message.Message):
+    __slots__ = ["tokens"]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[_types_pb2.Token]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[_types_pb2.Token, _Mapping]]] = ...) -> None: ...
+
 class ListWorkersRequest(_message.Message):
     __slots__ = ["read"]
     READ_FIELD_NUMBER: _ClassVar[int]
@@ -398,6 +436,18 @@ class RemoveHeadRequest(_message.Message):
     def __init__(self, head_id: _Optional[str] = ...) -> None: ...
 
 class RemoveHeadResponse(_message.Message):
+    __slots__ = ["index"]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    def __init__(self, index: _Optional[int] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ["accessor"]
+    ACCESSOR_FIELD_NUMBER: _ClassVar[int]
+    accessor: str
+    def __init__(self, accessor: _Optional[str] = ...) -> None: ...
+
+class RevokeTokenResponse(_message.Message):
     __slots__ = ["index"]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     index: int

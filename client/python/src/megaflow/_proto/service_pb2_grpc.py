@@ -137,6 +137,26 @@ class MegaflowServiceStub(object):
                 request_serializer=megaflow_dot_v1_dot_service__pb2.ServiceListRequest.SerializeToString,
                 response_deserializer=megaflow_dot_v1_dot_service__pb2.ServiceListResponse.FromString,
                 )
+        self.BootstrapACL = channel.unary_unary(
+                '/megaflow.v1.MegaflowService/BootstrapACL',
+                request_serializer=megaflow_dot_v1_dot_service__pb2.BootstrapACLRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_service__pb2.CreateTokenResponse.FromString,
+                )
+        self.CreateToken = channel.unary_unary(
+                '/megaflow.v1.MegaflowService/CreateToken',
+                request_serializer=megaflow_dot_v1_dot_service__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_service__pb2.CreateTokenResponse.FromString,
+                )
+        self.ListTokens = channel.unary_unary(
+                '/megaflow.v1.MegaflowService/ListTokens',
+                request_serializer=megaflow_dot_v1_dot_service__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_service__pb2.ListTokensResponse.FromString,
+                )
+        self.RevokeToken = channel.unary_unary(
+                '/megaflow.v1.MegaflowService/RevokeToken',
+                request_serializer=megaflow_dot_v1_dot_service__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=megaflow_dot_v1_dot_service__pb2.RevokeTokenResponse.FromString,
+                )
 
 
 class MegaflowServiceServicer(object):
@@ -343,6 +363,38 @@ class MegaflowServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BootstrapACL(self, request, context):
+        """BootstrapACL creates the cluster's first admin token, once per cluster
+        (docs/security.md). Errors: FAILED_PRECONDITION (ACLs off, or the
+        cluster was bootstrapped already), UNAVAILABLE (no leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateToken(self, request, context):
+        """CreateToken creates an API token (admin). The secret is in the answer
+        only. Errors: INVALID_ARGUMENT (a field out of its bounds),
+        RESOURCE_EXHAUSTED (too many tokens), FAILED_PRECONDITION (ACLs off).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """ListTokens lists the tokens (admin), never their secrets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """RevokeToken removes a token (admin). Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MegaflowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -465,6 +517,26 @@ def add_MegaflowServiceServicer_to_server(servicer, server):
                     servicer.ListServices,
                     request_deserializer=megaflow_dot_v1_dot_service__pb2.ServiceListRequest.FromString,
                     response_serializer=megaflow_dot_v1_dot_service__pb2.ServiceListResponse.SerializeToString,
+            ),
+            'BootstrapACL': grpc.unary_unary_rpc_method_handler(
+                    servicer.BootstrapACL,
+                    request_deserializer=megaflow_dot_v1_dot_service__pb2.BootstrapACLRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_service__pb2.CreateTokenResponse.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=megaflow_dot_v1_dot_service__pb2.CreateTokenRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_service__pb2.CreateTokenResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=megaflow_dot_v1_dot_service__pb2.ListTokensRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_service__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=megaflow_dot_v1_dot_service__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=megaflow_dot_v1_dot_service__pb2.RevokeTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -884,5 +956,73 @@ class MegaflowService(object):
         return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/ListServices',
             megaflow_dot_v1_dot_service__pb2.ServiceListRequest.SerializeToString,
             megaflow_dot_v1_dot_service__pb2.ServiceListResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def BootstrapACL(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/BootstrapACL',
+            megaflow_dot_v1_dot_service__pb2.BootstrapACLRequest.SerializeToString,
+            megaflow_dot_v1_dot_service__pb2.CreateTokenResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/CreateToken',
+            megaflow_dot_v1_dot_service__pb2.CreateTokenRequest.SerializeToString,
+            megaflow_dot_v1_dot_service__pb2.CreateTokenResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/ListTokens',
+            megaflow_dot_v1_dot_service__pb2.ListTokensRequest.SerializeToString,
+            megaflow_dot_v1_dot_service__pb2.ListTokensResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/megaflow.v1.MegaflowService/RevokeToken',
+            megaflow_dot_v1_dot_service__pb2.RevokeTokenRequest.SerializeToString,
+            megaflow_dot_v1_dot_service__pb2.RevokeTokenResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
