@@ -456,3 +456,36 @@ func TestGPUCheckBeforeStart(t *testing.T) {
 		t.Fatalf("checked %v, want the two GPU attempts only, with their devices", checked)
 	}
 }
+
+// A container the engine created but never started (the worker was killed
+// between Docker's create and start) is not adopted at restart: its
+// command never ran, so it has no exit of its own (the engine reports code
+// 0). It is removed and left out of the hello, so the head re-queues its
+// attempt; adopted, it read as EXITED 0 and its task succeeded without
+// running (found by a kill -9 of megaflow up during a burst of starts).
+func TestRestartRemovesAContainerThatNeverStarted(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	rt.OnCommand("hour", fake.Behavior{Duration: time.Hour})
+	dir := t.TempDir()
+	w1 := startWorker(t, testConfig(t, rt, dir, head.addr))
+	head.send(assignMsg("g/ran", 1, spec("busybox", "hour")))
+	head.waitEvent("g/ran", 1, kindStarted)
+	w1.kill()
+	never := rt.LeaveCreated(leftSpec(dir, "g/never", 1, "exit-3"))
+
+	hellos := head.helloCount()
+	startWorker(t, testConfig(t, rt, dir, head.addr))
+	waitFor(t, 10*time.Second, "the restarted worker's hello", func() bool { return head.helloCount() > hellos })
+	var got []string
+	for _, r := range head.hello(hellos).GetRunning() {
+		got = append(got, r.GetTaskId())
+	}
+	if !slices.Equal(got, []string{"g/ran"}) {
+		t.Fatalf("hello after restart holds %q; want only g/ran (g/never's container never started)", got)
+	}
+	waitFor(t, 5*time.Second, "the never-started container removed", func() bool { return !rt.exists(never) })
+	if evs := head.eventsOf("g/never", 1); len(evs) != 0 {
+		t.Fatalf("events of the never-started attempt: %s; want none", kinds(evs))
+	}
+}

@@ -64,6 +64,16 @@ func (w *Worker) adoptExisting(ctx context.Context) bool {
 			w.removeLeakAsync(ctx, c)
 			continue
 		}
+		if c.NeverStarted && cl == nil {
+			// Its command never ran (the worker died between the engine's
+			// create and start), so its attempt never reported STARTED:
+			// not adopted, the head re-queues the attempt as lost. Adopted,
+			// the engine's exit code 0 for it read as a success.
+			w.log.Info("removing a container of this worker's previous run that was created but never started; the head re-queues its attempt",
+				"container", c.ID, "name", c.Name)
+			w.removeLeakAsync(ctx, c)
+			continue
+		}
 		labels := c.Labels
 		if cl != nil {
 			labels = cl.Labels

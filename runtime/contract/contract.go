@@ -160,6 +160,12 @@ type Container struct {
 	// Paused is true while its processes are frozen (Pauser.Pause);
 	// Running is true then too.
 	Paused bool
+	// NeverStarted is true for a container the engine created but never
+	// started (Docker's "created" state: a worker killed between the
+	// create and the start of Runtime.Start). Running is false and Exit
+	// nil then: the container's command never ran, so it has no exit (the
+	// engine reports exit code 0 for it, which is not a success).
+	NeverStarted bool
 }
 
 // Errors a runtime returns (wrapped, with context); test with errors.Is.

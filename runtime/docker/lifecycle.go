@@ -92,7 +92,13 @@ func (r *Runtime) inspectExit(ctx context.Context, id string) (contract.Exit, bo
 }
 
 // exitFromState maps the engine's state of a stopped container to an Exit.
+// A container that never started (created, never run) has no exit of its
+// own: the engine says exit code 0, which would read as a success; it is
+// code -1 with a reason instead.
 func exitFromState(st *container.State) contract.Exit {
+	if st.Status == container.StateCreated {
+		return contract.Exit{Code: -1, Reason: "the container was created but never started"}
+	}
 	e := contract.Exit{
 		Code:       st.ExitCode,
 		OOMKilled:  st.OOMKilled,
@@ -201,6 +207,8 @@ func (r *Runtime) List(ctx context.Context, match map[string]string) ([]contract
 			c.Running, c.Paused = true, s.State == container.StatePaused
 		case container.StateExited, container.StateDead:
 			c.Exit = &contract.Exit{Code: exitCodeFromStatus(s.Status)}
+		case container.StateCreated:
+			c.NeverStarted = true
 		}
 		out = append(out, c)
 	}

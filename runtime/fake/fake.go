@@ -122,6 +122,7 @@ type ctr struct {
 	exit    contract.Exit
 	files   map[string]fakeFile // WriteFile's, guarded by Runtime.mu
 	paused  bool                // Pause's, guarded by Runtime.mu
+	created bool                // LeaveCreated's: never started
 }
 
 // New returns an empty fake on clk; nil means the wall clock (use small
@@ -337,6 +338,21 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (id string, err
 	return c.id, nil
 }
 
+// LeaveCreated adds a container that was created but never started, as a
+// worker killed between Docker's create and start leaves one: List reports
+// it NeverStarted, and Wait and Inspect answer what the engine answers for
+// it, exit code 0 (with no start time). It returns its id.
+func (r *Runtime) LeaveCreated(spec contract.Spec) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	c := &ctr{id: fmt.Sprintf("fake-%06d", r.seq), name: spec.Name, labels: maps.Clone(spec.Labels),
+		kill: make(chan int, 1), done: make(chan struct{}), created: true}
+	close(c.done)
+	r.ctrs[c.id] = c
+	return c.id
+}
+
 // delay waits d on the Clock, or until ctx ends (its error).
 func (r *Runtime) delay(ctx context.Context, d time.Duration) error {
 	select {
@@ -474,6 +490,11 @@ func (r *Runtime) List(ctx context.Context, match map[string]string) (out []cont
 			continue
 		}
 		k := contract.Container{ID: c.id, Name: c.name, Labels: maps.Clone(c.labels), Running: true, Paused: c.paused}
+		if c.created {
+			k.Running, k.NeverStarted = false, true
+			out = append(out, k)
+			continue
+		}
 		select {
 		case <-c.done:
 			exit := c.exit
