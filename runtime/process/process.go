@@ -87,6 +87,9 @@ type Runtime struct {
 	stateDir string
 	clock    clock.Clock
 
+	// sweep signals and kills what left a task's process group (tree.go).
+	sweep sweeper
+
 	mu    sync.Mutex
 	procs map[string]*proc  // id -> process, until Remove
 	names map[string]string // name -> id, from Start (before the fork) until Remove
@@ -285,7 +288,7 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output) {
 	}
 	// Descendants that left the group (setsid, a double fork) end with
 	// the task too, as in a container.
-	killTree(p.id)
+	r.sweep.killTree(p.id)
 	if out != nil {
 		out.drain()
 	}
@@ -348,7 +351,7 @@ func (r *Runtime) signal(p *proc, sig syscall.Signal) {
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		r.log.Warn("cannot signal process group", "id", p.id, "pgid", p.pid, "signal", sig, "err", err)
 	}
-	killMarked(p.id, sig) // and those that left it (tree.go)
+	r.sweep.signal(p.id, sig) // and those that left it (tree.go)
 }
 
 // Remove kills process id's group if it still runs, waits for it, and
