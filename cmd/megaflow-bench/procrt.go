@@ -57,6 +57,9 @@ result. The baseline runs the same true the same number of times with
 warm-up graph; the report gives min/median/max of each arm's tasks/s and of
 their ratio (target >= 0.5).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.full && !cmd.Flags().Changed("tasks") {
+				o.tasks = 10_000
+			}
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -64,7 +67,7 @@ their ratio (target >= 0.5).`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.tasks, "tasks", o.tasks, "true tasks per arm and repetition")
+	f.IntVar(&o.tasks, "tasks", o.tasks, "true tasks per arm and repetition (--full: 10000)")
 	f.IntSliceVar(&o.concurrency, "concurrency", o.concurrency, "the worker's slots and xargs' -P, one cluster each")
 	f.IntVar(&o.batch, "batch", o.batch, "tasks per graph")
 	f.IntVar(&o.reps, "reps", o.reps, "repetitions of each arm at each concurrency")
