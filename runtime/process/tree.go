@@ -65,6 +65,9 @@ type sweeper struct {
 	pending []*treeReq // queued for the next scan
 	running bool       // the goroutine runs
 	scans   uint64     // scans run (tests read it)
+	// sc is the goroutine's, kept between its runs (only the running
+	// goroutine uses it).
+	sc *scanner
 }
 
 // killTree SIGKILLs every marked process of id, scan after scan until a
@@ -98,7 +101,12 @@ func (s *sweeper) do(id string, sig syscall.Signal, rounds int) {
 // (until its rounds are spent), the others are answered.
 func (s *sweeper) run() {
 	var batch []*treeReq
-	sc := newScanner()
+	s.mu.Lock()
+	if s.sc == nil {
+		s.sc = newScanner()
+	}
+	sc := s.sc
+	s.mu.Unlock()
 	for {
 		s.mu.Lock()
 		batch = append(batch, s.pending...)
@@ -111,6 +119,9 @@ func (s *sweeper) run() {
 		s.scans++
 		s.mu.Unlock()
 		sc.scan(batch)
+		if len(sc.buf) > maxKeptBuffer { // one process had a huge environment
+			sc.buf = make([]byte, initialBuffer)
+		}
 		next := batch[:0]
 		for _, r := range batch {
 			r.rounds--
@@ -140,8 +151,15 @@ type scanner struct {
 	names []string
 }
 
+// The scanner's environ buffer: its first size, and the most it keeps
+// between scans (Linux allows environments of several MiB).
+const (
+	initialBuffer = 16 << 10
+	maxKeptBuffer = 1 << 20
+)
+
 func newScanner() *scanner {
-	return &scanner{self: os.Getpid(), buf: make([]byte, 16<<10), byID: map[string][]*treeReq{}}
+	return &scanner{self: os.Getpid(), buf: make([]byte, initialBuffer), byID: map[string][]*treeReq{}}
 }
 
 // markerPrefix starts the environment entry that marks a task's processes.
