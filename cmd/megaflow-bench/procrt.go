@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -273,7 +274,7 @@ func writeProcrt(out string, o procrtOptions, initPath, trueBin string, results 
 		r0, r1, r2 := minMedMax(ratio)
 		trows = append(trows, []string{strconv.Itoa(c),
 			fmt.Sprintf("%.0f / %.0f / %.0f", m0, m1, m2), fmt.Sprintf("%.0f / %.0f / %.0f", x0, x1, x2),
-			fmt.Sprintf("%.3f / **%.3f** / %.3f", r0, r1, r2), fmt.Sprint(loads)})
+			fmt.Sprintf("%.3f / **%.3f** / %.3f", r0, r1, r2), strings.Join(loads, "; ")})
 	}
 	if err := writeCSV(filepath.Join(out, "procrt.csv"), []string{"concurrency", "rep", "tasks", "megaflow_wall_s", "xargs_wall_s", "megaflow_tasks_per_s", "xargs_tasks_per_s", "ratio", "loadavg"}, rows); err != nil {
 		return err
