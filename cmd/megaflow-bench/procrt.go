@@ -140,9 +140,6 @@ func procrtAt(ctx context.Context, log *slog.Logger, o procrtOptions, c int, ini
 	if err != nil {
 		return nil, err
 	}
-	if cl, ok := any(rt).(interface{ Close() error }); ok {
-		defer cl.Close()
-	}
 	cls, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Heads: 1, Logger: log, LeaderTimeout: 60 * time.Second,
 		StopTimeout: 30 * time.Second,
 		ConfigureHead: func(_ int, hc *head.Config) {

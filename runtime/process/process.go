@@ -24,7 +24,9 @@
 // runtime. GPUs are pinned by environment only (CUDA_VISIBLE_DEVICES,
 // NVIDIA_VISIBLE_DEVICES).
 //
-// Only worker/ (and cmd/megaflow-worker, which builds it) imports it.
+// Only the programs that build a worker on it import it (cmd/megaflow-worker,
+// `megaflow up` in cmd/megaflow, and `megaflow-bench procrt`, which
+// measures it).
 package process
 
 import (
