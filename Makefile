@@ -234,6 +234,7 @@ bench-harness: build
 	$(BIN)/megaflow-bench throughput --out $(BENCH_OUT) $(BENCH_FLAGS)
 	$(BIN)/megaflow-bench failover --out $(BENCH_OUT) $(BENCH_FLAGS)
 	$(BIN)/megaflow-bench replay --out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(BIN)/megaflow-bench procrt --out $(BENCH_OUT) $(BENCH_FLAGS)
 
 # Fault drills on real head and worker processes in their own network
 # namespaces (docs/reliability.md); root, iproute2 and iptables needed.

@@ -77,6 +77,6 @@ func rootCmd() *cobra.Command {
 	pf.BoolVar(&g.full, "full", false, "the full runs (longer; see bench/README.md) instead of the short defaults")
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write this process's CPU profile to this file (go tool pprof)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log the system under test at info level (into <out>/<subcommand>.log)")
-	root.AddCommand(scaleCmd(g), throughputCmd(g), failoverCmd(g), replayCmd(g), chaosCmd(g), sandboxesCmd())
+	root.AddCommand(scaleCmd(g), throughputCmd(g), failoverCmd(g), replayCmd(g), chaosCmd(g), procrtCmd(g), sandboxesCmd())
 	return root
 }

@@ -76,10 +76,11 @@ func Main(args []string, stderr io.Writer) int {
 		}
 	}
 	pid1 := os.Getpid() == 1
+	subreaper := false
 	if !pid1 {
 		// Orphans of the task are reparented to the init, not to the
 		// host's init, so that they can be reaped and killed with it.
-		_ = setChildSubreaper()
+		subreaper = setChildSubreaper() == nil
 	}
 
 	sigs := make(chan os.Signal, 32)
@@ -113,8 +114,7 @@ func Main(args []string, stderr io.Writer) int {
 			if s == syscall.SIGCHLD {
 				if code, done := reap(child); done {
 					// The task is over: what it left behind goes with it.
-					killTree(child, pid1, syscall.SIGKILL)
-					reapAll()
+					finish(child, pid1, subreaper)
 					return code
 				}
 				continue
@@ -138,8 +138,7 @@ func Main(args []string, stderr io.Writer) int {
 			}
 		}
 		if code, done := reap(child); done { // a SIGCHLD merged with another
-			killTree(child, pid1, syscall.SIGKILL)
-			reapAll()
+			finish(child, pid1, subreaper)
 			return code
 		}
 	}
@@ -164,6 +163,40 @@ func reap(child int) (code int, done bool) {
 			default:
 				code = 1
 			}
+		}
+	}
+}
+
+// finish kills and reaps what the task left behind, once its own process
+// (child) is reaped. An init that is a subreaper (not PID 1) and has no
+// child left has no descendant left either: a process's children are
+// reparented to the nearest subreaper before the process itself can be
+// reaped, so every live descendant has a chain of live parents up to a
+// child of the init. It then skips the scan of /proc (every process's
+// stat), the common case of a task that leaves nothing (issue 17: a scan
+// per task end, on top of the worker's).
+func finish(child int, pid1, subreaper bool) {
+	if subreaper && !pid1 && !hasChildren() {
+		return
+	}
+	killTree(child, pid1, syscall.SIGKILL)
+	reapAll()
+}
+
+// hasChildren reaps the children that already exited and reports whether
+// any child is left (true as well when wait4 fails otherwise: the caller
+// then scans).
+func hasChildren() bool {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.ECHILD):
+			return false
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil || pid == 0:
+			return true
 		}
 	}
 }

@@ -191,3 +191,50 @@ func TestNoLeaseNoStart(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskEndKillsWhatItLeft: when the task exits by itself, the init
+// kills what it left below it (a setsid'd child, a double fork's orphan,
+// a child the task never waited for) and returns the task's own code;
+// a task that leaves nothing ends the same way (the init skips its scan
+// of /proc then: issue 17).
+func TestTaskEndKillsWhatItLeft(t *testing.T) {
+	cases := []struct {
+		name, script string
+		pids         int // lines of pids the script prints
+		code         int
+	}{
+		{"setsid child", `setsid sleep 302 & echo $!; exit 3`, 1, 3},
+		{"double fork", `sh -c 'setsid sleep 303 & echo $!'; exit 0`, 1, 0},
+		{"plain child", `sleep 304 & echo $!; exit 4`, 1, 4},
+		{"nothing left", `exit 5`, 0, 5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd, out, _ := start(t, time.Minute, c.script)
+			var pids []int
+			for range c.pids {
+				line, err := out.ReadString('\n')
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid, err := strconv.Atoi(strings.TrimSpace(line))
+				if err != nil {
+					t.Fatalf("the script printed %q, not a pid", line)
+				}
+				pids = append(pids, pid)
+			}
+			if code := waitExit(t, cmd, 5*time.Second); code != c.code {
+				t.Fatalf("exit %d, want the task's %d", code, c.code)
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for _, pid := range pids {
+				for alive(pid) {
+					if time.Now().After(deadline) {
+						t.Fatalf("process %d the task left survived its end", pid)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+}

@@ -24,7 +24,9 @@
 // runtime. GPUs are pinned by environment only (CUDA_VISIBLE_DEVICES,
 // NVIDIA_VISIBLE_DEVICES).
 //
-// Only worker/ (and cmd/megaflow-worker, which builds it) imports it.
+// Only the programs that build a worker on it import it (cmd/megaflow-worker,
+// `megaflow up` in cmd/megaflow, and `megaflow-bench procrt`, which
+// measures it).
 package process
 
 import (
@@ -86,6 +88,9 @@ type Runtime struct {
 	log      *slog.Logger
 	stateDir string
 	clock    clock.Clock
+
+	// sweep signals and kills what left a task's process group (tree.go).
+	sweep sweeper
 
 	mu    sync.Mutex
 	procs map[string]*proc  // id -> process, until Remove
@@ -285,7 +290,7 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output) {
 	}
 	// Descendants that left the group (setsid, a double fork) end with
 	// the task too, as in a container.
-	killTree(p.id)
+	r.sweep.killTree(p.id)
 	if out != nil {
 		out.drain()
 	}
@@ -348,7 +353,7 @@ func (r *Runtime) signal(p *proc, sig syscall.Signal) {
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		r.log.Warn("cannot signal process group", "id", p.id, "pgid", p.pid, "signal", sig, "err", err)
 	}
-	killMarked(p.id, sig) // and those that left it (tree.go)
+	r.sweep.signal(p.id, sig) // and those that left it (tree.go)
 }
 
 // Remove kills process id's group if it still runs, waits for it, and
