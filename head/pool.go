@@ -8,6 +8,7 @@ import (
 	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -18,6 +19,9 @@ import (
 func (s *service) PoolWarm(ctx context.Context, req *wire.PoolWarmRequest) (*wire.PoolWarmResponse, error) {
 	tg := req.GetTarget()
 	if err := state.CheckPoolTarget(tg); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	if err := checkPoolTask(tg); err != nil {
 		return nil, errs.ToStatus(err)
 	}
 	if !s.h.IsLeader() {
@@ -63,4 +67,21 @@ func poolTargetsMessage(view *state.View, id string, last *wire.PoolTargets) *wi
 		return nil // nothing to say yet
 	}
 	return cur
+}
+
+// checkPoolTask checks a pre-warm target as the task its warm containers
+// stand in for: its tenant, image and resources as a submitted task's
+// (spec.Validate; the request bounds, spec's wire bounds, cap its
+// resources at a worker's largest), so that a target no task could use (a
+// tenant "../x") is refused here with the field named, not retried for
+// ever by the workers. It is the head's check of the
+// request only: the FSM applies state.CheckPoolTarget, whose rules a
+// stricter check there would change for logs already written.
+func checkPoolTask(tg *wire.PoolTarget) error {
+	task := &wire.TaskSpec{Name: "warm", Image: tg.GetImage(), Command: []string{"true"},
+		Resources: &wire.Resources{CpuMillis: tg.GetCpuMillis(), MemoryBytes: tg.GetMemoryBytes()}}
+	if err := spec.Validate(&wire.GraphSpec{Id: "pool", Tenant: tg.GetTenant(), Tasks: []*wire.TaskSpec{task}}, spec.DefaultLimits()); err != nil {
+		return errs.New(errs.InvalidArgument, "pool warm %s: the target is not one a task could use: %v", tg.GetImage(), err)
+	}
+	return nil
 }

@@ -46,8 +46,15 @@ func TestPoolWarmThroughTheAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	if _, err := cl.PoolWarm(ctx, &client.PoolTarget{Image: "swe/django:1", Size: 65}); errs.ClassOf(err) != errs.InvalidArgument {
-		t.Fatalf("size 65: err = %v, want InvalidArgument", err)
+	for _, bad := range []*client.PoolTarget{
+		{Image: "swe/django:1", Size: 65},
+		{Image: "swe/django:1", Size: 1, Tenant: "../x"},
+		{Image: "swe/django:1", Size: 1, MemoryBytes: 100 << 50},
+		{Image: "swe/django:1", Size: 1, CpuMillis: 999_999_999},
+	} {
+		if _, err := cl.PoolWarm(ctx, bad); errs.ClassOf(err) != errs.InvalidArgument {
+			t.Fatalf("PoolWarm(%v): err = %v, want InvalidArgument (a target no task could use)", bad, err)
+		}
 	}
 	if _, err := cl.PoolWarm(ctx, &client.PoolTarget{Image: "swe/django:1", Size: 3, WorkerSelector: map[string]string{"zone": "a"}}); err != nil {
 		t.Fatal(err)

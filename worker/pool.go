@@ -338,15 +338,24 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 		}),
 		LogPath: filepath.Join(w.cfg.DataDir, "logs", "_pool", name+".log"),
 	}
+	files := ""
 	if w.artifactsOn() && contract.Isolated(w.rt) {
 		// Its execs' output and input directories live below this one.
-		files := poolFilesDir(w.cfg.DataDir, name)
+		files = poolFilesDir(w.cfg.DataDir, name)
 		if err := os.MkdirAll(files, 0o755); err != nil {
 			return nil, fmt.Errorf("warm container files directory: %w", err)
 		}
 		spec.Mounts = []contract.Mount{{Source: files, Target: ContainerAttemptsDir}}
 	}
+	// A start that fails leaves no files directory behind (a target the
+	// engine refuses is retried on every tick).
+	dropFiles := func() {
+		if files != "" {
+			_ = os.RemoveAll(files)
+		}
+	}
 	if err := w.sem.acquire(ctx); err != nil {
+		dropFiles()
 		return nil, fmt.Errorf("waiting for a start slot: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
@@ -354,6 +363,7 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 	cancel()
 	w.sem.release()
 	if err != nil {
+		dropFiles()
 		return nil, fmt.Errorf("start warm container: %w", err)
 	}
 	c := &warm{id: id, name: name, key: key, busy: busy, lastUsed: w.clock.Now()}

@@ -178,7 +178,9 @@ func (w *Worker) dropClaim(id string) {
 	_ = os.Remove(claimPath(w.cfg.DataDir, id))
 	if cl.PoolName != "" {
 		_ = os.Remove(filepath.Join(w.cfg.DataDir, "logs", "_pool", cl.PoolName+".log"))
-		_ = os.Remove(poolFilesDir(w.cfg.DataDir, cl.PoolName))
+		// What the sandbox wrote under the warm container's files mount
+		// (ContainerAttemptsDir) goes with it: its files are the user's.
+		_ = os.RemoveAll(poolFilesDir(w.cfg.DataDir, cl.PoolName))
 	}
 }
 

@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/megaflow/megaflow/internal/clock"
@@ -95,5 +98,32 @@ func TestPoolTakeOnlyUnused(t *testing.T) {
 	}
 	if len(claimed) != 2 {
 		t.Fatalf("claimed %v", claimed)
+	}
+}
+
+// dropClaim removes what a warm-served sandbox wrote under its files mount
+// (the warm container's files directory) with the claim: its files are the
+// user's, and a non-empty directory survived os.Remove (found by a tester:
+// a note written under /megaflow/attempts stayed on the worker's disk).
+func TestDropClaimRemovesTheSandboxsFiles(t *testing.T) {
+	dir := t.TempDir()
+	w := &Worker{cfg: Config{DataDir: dir}, claims: map[string]*warmClaim{}}
+	cl := &warmClaim{ContainerID: "c1", PoolName: "mf-w1-p1", Task: "sbx-a/box", Attempt: 1}
+	files := poolFilesDir(dir, cl.PoolName)
+	if err := os.MkdirAll(filepath.Join(files, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(files, "note"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeClaim(dir, cl); err != nil {
+		t.Fatal(err)
+	}
+	w.claims[cl.ContainerID] = cl
+	w.dropClaim(cl.ContainerID)
+	for _, p := range []string{files, claimPath(dir, cl.ContainerID)} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after dropClaim: %v; want it gone", p, err)
+		}
 	}
 }

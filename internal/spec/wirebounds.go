@@ -116,6 +116,8 @@ var wireBounds = map[protoreflect.FullName]bound{
 	"megaflow.v1.PoolTarget.image":                     text(MaxImageBytes),
 	"megaflow.v1.PoolTarget.worker_selector":           labels(),
 	"megaflow.v1.PoolTarget.tenant":                    text(MaxIDBytes),
+	"megaflow.v1.PoolTarget.cpu_millis":                between(0, MaxWorkerCPUMillis),
+	"megaflow.v1.PoolTarget.memory_bytes":              between(0, MaxWorkerMemoryBytes),
 	"megaflow.v1.LogsRequest.task_id":                  text(MaxTaskIDBytes),
 	"megaflow.v1.ArtifactListRequest.task_id":          text(MaxTaskIDBytes),
 	"megaflow.v1.ArtifactGetRequest.task_id":           text(MaxTaskIDBytes),
