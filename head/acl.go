@@ -54,7 +54,11 @@ func (h *Head) aclUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 		return nil, err
 	}
 	if tok == nil {
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		if info.FullMethod == bootstrapMethod {
+			h.audit(ctx, nil, info.FullMethod, req, err) // public, and the first admin token's birth
+		}
+		return resp, err
 	}
 	ctx = context.WithValue(ctx, callerKey{}, tok)
 	if rule.Scope == acl.ScopeTenant {
@@ -141,22 +145,25 @@ func (h *Head) authenticate(ctx context.Context, method string) (*wire.Token, ac
 		}
 	}
 	rule, ref := acl.Authorize(tok, presented, method, h.clock.Now())
-	if ref == nil && malformed {
-		ref = &acl.Refusal{Err: errs.New(errs.Unauthenticated, "%s: the authorization metadata is not \"Bearer <token>\"", method), Reason: acl.ReasonBadToken}
+	if malformed {
+		ref = &acl.Refusal{Err: errs.New(errs.Unauthenticated, "%s: the authorization metadata is not \"Bearer <token>\"; pass the token as --token or MEGAFLOW_TOKEN gives it", method), Reason: acl.ReasonBadToken}
 	}
-	if ref == nil && !h.IsLeader() {
+	if (ref == nil || ref.Reason == acl.ReasonUnknown) && !h.IsLeader() {
 		// The revocation bound: a follower that has not heard from the
 		// leader for longer than ACLMaxStaleness may have missed a
-		// revocation, so it trusts no token.
+		// revocation, so it trusts no token; nor can it tell a token it
+		// has not applied yet (a head just restarted, still replaying)
+		// from an unknown one, so that is Unavailable too, not
+		// Unauthenticated.
 		lc := h.node.Raft().LastContact()
 		if lc.IsZero() || time.Since(lc) > h.aclMaxStaleness() { // Raft's time, as LastContact
 			ref = &acl.Refusal{Err: errs.New(errs.Unavailable,
-				"head %s has not heard from a leader for more than %s, so it may have missed a token's revocation and accepts no token; retry (another head, or once the cluster has a leader)",
+				"head %s has not heard from a leader for more than %s, so it may have missed a token's creation or revocation and accepts no token; retry (another head, or once the cluster has a leader)",
 				h.cfg.NodeID, h.aclMaxStaleness()), Reason: acl.ReasonStale}
 		}
 	}
 	if ref != nil {
-		h.refuse(md, tok, method, ref)
+		h.refuse(ctx, tok, method, ref)
 		return nil, rule, errs.ToStatus(ref.Err)
 	}
 	return tok, rule, nil
@@ -183,19 +190,29 @@ func (h *Head) awaitToken(ctx context.Context, hash []byte) *wire.Token {
 	}
 }
 
-// refuse counts and logs a refused call.
-func (h *Head) refuse(md metadata.MD, tok *wire.Token, method string, ref *acl.Refusal) {
+// refuse counts and logs a refused call. The forwarding mark is logged as
+// forwarded_by when it can be trusted (forwardedByHead), else as
+// forwarded_mark_untrusted: a client can write any.
+func (h *Head) refuse(ctx context.Context, tok *wire.Token, method string, ref *acl.Refusal) {
 	h.metrics.aclRefusals.WithLabelValues(method, ref.Reason).Inc()
+	md, _ := metadata.FromIncomingContext(ctx)
+	fwd := "forwarded_mark_untrusted"
+	if h.forwardedByHead(ctx) {
+		fwd = "forwarded_by"
+	}
 	h.logger.Warn("acl: refused a call", "method", method, "reason", ref.Reason, "accessor", tok.GetAccessor(),
-		"role", acl.RoleName(tok.GetRole()), "tenant", tok.GetTenant(), "forwarded_by", strings.Join(md.Get(forwardedKey), ","), "err", ref.Err.Message)
+		"role", acl.RoleName(tok.GetRole()), "tenant", tok.GetTenant(), fwd, strings.Join(md.Get(forwardedKey), ","), "err", ref.Err.Message)
 }
 
 // refuseScope is a tenant refusal of an authenticated call.
 func (h *Head) refuseScope(ctx context.Context, tok *wire.Token, method string, err *errs.Error) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	h.refuse(md, tok, method, &acl.Refusal{Err: err, Reason: acl.ReasonTenant})
+	h.refuse(ctx, tok, method, &acl.Refusal{Err: err, Reason: acl.ReasonTenant})
 	return errs.ToStatus(err)
 }
+
+// bootstrapMethod is the once-only, public BootstrapACL, audited although
+// it needs no token.
+const bootstrapMethod = "/megaflow.v1.MegaflowService/BootstrapACL"
 
 // auditedMethods are the admin writes the head logs at info when they
 // succeed, with the caller's accessor.
@@ -205,13 +222,15 @@ var auditedMethods = map[string]bool{
 }
 
 // audit logs an admin write (auditedMethods) by its caller, once: on the
-// head the client called, not again on the leader it forwarded to.
+// head the client called, not again on the leader it forwarded to when
+// the forwarding can be trusted (forwardedByHead; with ACLs on and no TLS
+// both heads log it, so a client's forged mark never skips the audit).
 func (h *Head) audit(ctx context.Context, tok *wire.Token, method string, req any, err error) {
 	name := method[strings.LastIndex(method, "/")+1:]
 	if !auditedMethods[name] {
 		return
 	}
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) > 0 {
+	if h.forwardedByHead(ctx) {
 		return
 	}
 	attrs := []any{"method", method, "accessor", tok.GetAccessor(), "role", acl.RoleName(tok.GetRole())}

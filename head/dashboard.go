@@ -16,6 +16,7 @@ import (
 
 	"github.com/megaflow/megaflow/head/dashboard"
 	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/acl"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 )
@@ -46,14 +47,65 @@ const dashboardTaskLimit = 2000
 // registerDashboard adds the dashboard and its API to mux.
 func (h *Head) registerDashboard(mux *http.ServeMux) {
 	mux.Handle("GET /", dashboard.Handler())
-	mux.HandleFunc("GET /api/cluster", h.apiCluster)
-	mux.HandleFunc("GET /api/workers", h.apiWorkers)
-	mux.HandleFunc("GET /api/queues", h.apiQueues)
-	mux.HandleFunc("GET /api/graphs", h.apiGraphs)
-	mux.HandleFunc("GET /api/graphs/{id}", h.apiGraph)
-	mux.HandleFunc("GET /api/tasks/{id...}", h.apiTask)
-	mux.HandleFunc("GET /api/events", h.apiEvents)
-	mux.HandleFunc("GET /api/sandboxes", h.apiSandboxes)
+	mux.HandleFunc("GET /api/cluster", h.dashboardAdmin(h.apiCluster))
+	mux.HandleFunc("GET /api/workers", h.dashboardAdmin(h.apiWorkers))
+	mux.HandleFunc("GET /api/queues", h.dashboardAdmin(h.apiQueues))
+	mux.HandleFunc("GET /api/graphs", h.dashboardAdmin(h.apiGraphs))
+	mux.HandleFunc("GET /api/graphs/{id}", h.dashboardAdmin(h.apiGraph))
+	mux.HandleFunc("GET /api/tasks/{id...}", h.dashboardAdmin(h.apiTask))
+	mux.HandleFunc("GET /api/events", h.apiEvents) // the applied index only
+	mux.HandleFunc("GET /api/sandboxes", h.dashboardAdmin(h.apiSandboxes))
+}
+
+// dashboardAdmin guards a dashboard API handler on a head with ACLs on: the
+// dashboard shows every tenant's graphs, tasks (their specs, env included)
+// and sandboxes, so it needs an admin token in an "Authorization: Bearer"
+// header (the page asks for one and keeps it in the browser's session
+// storage). Refusals are 401 with {"error"}, counted in
+// megaflow_acl_refusals_total{method="dashboard"} and logged as the
+// gRPC ones are. Without ACLs it is f.
+func (h *Head) dashboardAdmin(f http.HandlerFunc) http.HandlerFunc {
+	if !h.cfg.ACL {
+		return f
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		var tok *wire.Token
+		presented, malformed := false, false
+		if v := r.Header.Get("Authorization"); v != "" {
+			presented = true
+			if secret, ok := acl.BearerSecret(v); ok {
+				tok = h.fsm.View().TokenByHash(acl.Hash(secret))
+			} else {
+				malformed = true
+			}
+		}
+		ref := dashboardRefusal(tok, presented, malformed, h.clock.Now())
+		if ref != nil {
+			h.refuse(r.Context(), tok, "dashboard", ref)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": ref.Err.Message})
+			return
+		}
+		f(w, r)
+	}
+}
+
+// dashboardRefusal decides a dashboard API call: nil for an admin token
+// that has not expired.
+func dashboardRefusal(tok *wire.Token, presented, malformed bool, now time.Time) *acl.Refusal {
+	switch {
+	case malformed:
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard: the Authorization header is not \"Bearer <token>\""), Reason: acl.ReasonBadToken}
+	case !presented:
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard shows every tenant's work: this cluster has ACLs on, so it needs an admin token (megaflow token create --role admin)"), Reason: acl.ReasonNoToken}
+	case tok == nil:
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard: the token is not one this cluster knows (revoked, mistyped, or from another cluster)"), Reason: acl.ReasonUnknown}
+	case tok.GetExpireUnixNanos() != 0 && now.UnixNano() >= tok.GetExpireUnixNanos():
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard: your token (accessor %s) expired", acl.Short(tok.GetAccessor())), Reason: acl.ReasonExpired}
+	case tok.GetRole() != wire.TokenRole_TOKEN_ROLE_ADMIN:
+		return &acl.Refusal{Err: errs.New(errs.PermissionDenied, "the dashboard shows every tenant's work and needs role admin; your token (accessor %s) has role %s",
+			acl.Short(tok.GetAccessor()), acl.RoleName(tok.GetRole())), Reason: acl.ReasonRole}
+	}
+	return nil
 }
 
 // pj renders a wire message as JSON with proto field names.

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/runtime/fake"
 	"github.com/megaflow/megaflow/worker"
@@ -238,4 +239,63 @@ func TestDashboardInABrowser(t *testing.T) {
 		body.LogsURL != "/api/tasks/dash/t00/logs" {
 		t.Errorf("/api/tasks/dash/t00 from %s: %+v", follower.ID(), body)
 	}
+}
+
+// With ACLs on, the dashboard's API needs an admin token (it shows every
+// tenant's task specs, env included): none, a malformed header and a read
+// token are refused 401 with a reason; an admin token reads. In a real
+// browser, the page asks for the token and then loads.
+func TestDashboardNeedsAnAdminTokenWithACLs(t *testing.T) {
+	bctx := browser(t)
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { withHTTP(cfg); cfg.ACL = true }})
+	lh := c.Members[c.WaitLeader(30*time.Second)].Head()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, adminSecret, err := c.Client().BootstrapACL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.Dial(ctx, c.GRPCAddrs(), client.WithToken(adminSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	_, readSecret, err := admin.CreateToken(ctx, "a", client.RoleRead, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(auth string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+lh.HTTPAddr()+"/api/graphs", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Error
+	}
+	for _, tc := range []struct{ auth, want string }{
+		{"", "needs an admin token"},
+		{"Basic " + adminSecret, "not \"Bearer <token>\""},
+		{"Bearer mft_" + strings.Repeat("0", 64), "not one this cluster knows"},
+		{"Bearer " + readSecret, "needs role admin"},
+	} {
+		if code, msg := get(tc.auth); code != http.StatusUnauthorized || !strings.Contains(msg, tc.want) {
+			t.Errorf("GET /api/graphs with %q: %d %q; want 401 saying %q", tc.auth, code, msg, tc.want)
+		}
+	}
+	testcluster.WaitFor(t, 10*time.Second, "the admin token read on the leader", func() bool {
+		code, _ := get("Bearer " + adminSecret)
+		return code == http.StatusOK
+	})
+
+	step(t, bctx, "the page asks for a token", 20*time.Second, chromedp.Navigate("http://"+lh.HTTPAddr()+"/"),
+		chromedp.WaitVisible(css(`#token-form`)))
+	step(t, bctx, "the page loads with the admin token", 20*time.Second,
+		chromedp.SendKeys(css(`#token-input`), adminSecret), chromedp.Click(css(`#token-form button`)),
+		chromedp.WaitVisible(css(`body[data-loaded="true"]`)), chromedp.WaitNotVisible(css(`#token-form`)))
 }

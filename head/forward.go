@@ -19,6 +19,30 @@ import (
 // forwarding loops while heads disagree about the leader.
 const forwardedKey = "megaflow-forwarded"
 
+// forwardedByHead reports whether the call in ctx is one a follower
+// forwarded, as far as this head can trust it: the forwardedKey metadata
+// and, with TLS, a head certificate on the connection. A client can set
+// the metadata too: with ACLs on and no TLS nothing proves a caller is a
+// head, so the mark is not trusted there (false). The rate limit and the
+// audit use it (a forwarded call was charged and audited by the follower);
+// the loop guard (leader) uses the bare mark, which a client forging it
+// only turns into a NotLeader answer.
+func (h *Head) forwardedByHead(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(forwardedKey)) == 0 {
+		return false
+	}
+	if h.cfg.TLS != nil {
+		cert := tlsconfig.PeerCertificate(ctx)
+		if cert == nil {
+			return false
+		}
+		role, err := tlsconfig.RoleOf(cert)
+		return err == nil && role == tlsconfig.RoleHead
+	}
+	return !h.cfg.ACL
+}
+
 // forwarder keeps one gRPC connection per leader address for followers to
 // forward writes on. Owned by Head; closed by Shutdown and Kill.
 type forwarder struct {

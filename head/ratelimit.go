@@ -83,8 +83,9 @@ var exemptFromRateLimit = map[string]bool{
 // rateLimitUnary is the unary interceptor of the head's gRPC server: it
 // charges each client call to its tenant (callTenant) and answers
 // ResourceExhausted with a RetryAfter when the tenant is over its rate.
-// Calls a follower forwarded were charged by that follower, and worker
-// calls are never limited.
+// Calls a follower forwarded were charged by that follower (when the mark
+// can be trusted: forwardedByHead; with ACLs on and no TLS a write sent to
+// a follower is charged by both heads), and worker calls are never limited.
 func (h *Head) rateLimitUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := h.checkRate(ctx, info.FullMethod, req); err != nil {
 		return nil, err
@@ -110,7 +111,7 @@ func (h *Head) checkRate(ctx context.Context, fullMethod string, req any) error 
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get(forwardedKey)) > 0 {
+	if h.forwardedByHead(ctx) {
 		return nil
 	}
 	tenant := callTenant(md, req)

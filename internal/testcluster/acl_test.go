@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -518,9 +519,59 @@ func TestACLStaleFollowerRefusesTokens(t *testing.T) {
 	}
 	testcluster.WaitFor(t, 10*time.Second, "the leaderless follower refuses the admin token", func() bool {
 		_, err := admin.m.GetLimits(ctx, &wire.GetLimitsRequest{})
-		return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "may have missed a token's revocation")
+		return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "may have missed a token's")
 	})
+	// A token it does not know is Unavailable there too, not
+	// Unauthenticated: it cannot tell one made since from a wrong one (a
+	// head just restarted answered a valid token "not one this cluster
+	// knows").
+	unknown := dialStubs(t, c.Members[survivor].GRPCAddr, "mft_"+strings.Repeat("0", 64))
+	if _, err := unknown.m.GetLimits(ctx, &wire.GetLimitsRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("an unknown token on the leaderless follower: %v; want Unavailable", err)
+	}
 	if _, err := s.m.BootstrapACL(ctx, &wire.BootstrapACLRequest{}); status.Code(err) == codes.Unauthenticated {
 		t.Fatalf("a call that needs no token: %v", err)
+	}
+}
+
+// What a client may write in its metadata is not trusted: a forged
+// forwarding mark (megaflow-forwarded) skips neither the tenant's rate
+// limit nor the audit with ACLs on and no TLS, and a malformed
+// authorization header is answered as malformed, not as an unknown token.
+func TestACLClientMetadataIsNotTrusted(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+		cfg.ACL = true
+		cfg.RateLimit, cfg.RateBurst = 0.2, 3
+	}})
+	leader := c.WaitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	boot, err := dialStubs(t, c.Members[leader].GRPCAddr, "").m.BootstrapACL(ctx, &wire.BootstrapACLRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitApplied(boot.GetIndex(), 10*time.Second)
+	admin := dialStubs(t, c.Members[leader].GRPCAddr, boot.Secret)
+	tb, err := admin.m.CreateToken(ctx, &wire.CreateTokenRequest{Tenant: "b", Role: wire.TokenRole_TOKEN_ROLE_READ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitApplied(tb.GetIndex(), 10*time.Second)
+	b := dialStubs(t, c.Members[leader].GRPCAddr, tb.GetSecret())
+	forged := metadata.AppendToOutgoingContext(ctx, "megaflow-forwarded", "h-fake")
+	limited := 0
+	for range 10 {
+		if _, err := b.m.ListGraphs(forged, &wire.ListGraphsRequest{}); status.Code(err) == codes.ResourceExhausted {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatalf("10 calls with a forged forwarding mark at 0.2/s with a burst of 3: none refused; the mark skipped the rate limit")
+	}
+
+	noBearer := metadata.AppendToOutgoingContext(ctx, "authorization", "Basic "+tb.GetSecret())
+	_, err = dialStubs(t, c.Members[leader].GRPCAddr, "").m.ListGraphs(noBearer, &wire.ListGraphsRequest{})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "Bearer <token>") {
+		t.Fatalf("a Basic authorization header: %v; want Unauthenticated saying it is not \"Bearer <token>\"", err)
 	}
 }

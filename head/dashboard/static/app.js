@@ -83,12 +83,33 @@ function bar(used, cap, label) {
     el("span", { text: label }));
 }
 
+// With ACLs on, the API needs an admin token: the page asks for it once
+// (#token-form) and keeps it in this tab's session storage.
+const tokenKey = "megaflow-token";
+
 async function getJSON(path) {
-  const r = await fetch(path, { headers: { Accept: "application/json" } });
+  const headers = { Accept: "application/json" };
+  const tok = sessionStorage.getItem(tokenKey);
+  if (tok) headers.Authorization = "Bearer " + tok;
+  const r = await fetch(path, { headers });
   const body = await r.json().catch(() => ({ error: r.statusText }));
+  if (r.status === 401) {
+    $("#token-why").textContent = body.error || "this cluster needs an admin token";
+    $("#token-form").classList.remove("hidden");
+  }
   if (!r.ok) throw new Error(path + ": " + (body.error || r.status));
+  $("#token-form").classList.add("hidden");
   return body;
 }
+
+$("#token-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const v = $("#token-input").value.trim();
+  if (v) sessionStorage.setItem(tokenKey, v);
+  else sessionStorage.removeItem(tokenKey);
+  $("#token-input").value = "";
+  refresh();
+});
 
 function showMeta(meta, cluster) {
   const served = $("#served");
