@@ -133,6 +133,15 @@ func (w *Worker) runStream(ctx context.Context) {
 		}
 		if len(addrs) == 0 {
 			level("no head known yet; waiting for gossip", "retry_in", backoff)
+			// Gossip may hold every head dead for good: heads that all
+			// restarted rejoined one another, not this worker, and
+			// memberlist never contacts a member it holds dead. Join the
+			// seeds (--join and the heads saved by the last run) again.
+			if n, err := w.gossip.JoinOnce(); n > 0 {
+				w.log.Info("joined the heads' gossip pool again after losing every head", "seeds_contacted", n)
+			} else if err != nil {
+				w.log.Debug("rejoining the heads' gossip pool", "err", err)
+			}
 		} else {
 			level("no leader took the stream; retrying", "heads", addrs, "err", lastErr, "retry_in", backoff)
 		}

@@ -189,6 +189,35 @@ func (g *Gossip) Join(ctx context.Context) error {
 	}
 }
 
+// JoinOnce contacts the configured seeds (Config.Join) once, and returns
+// how many answered. A member whose pool lost every seed (a worker whose
+// heads all restarted at once: they rejoin one another, not the worker,
+// and the worker holds them dead) calls it while it knows no live seed:
+// memberlist never contacts members it holds dead again, so without a new
+// join the two sides stay apart. It takes up to Timing.TCPTimeout per
+// unreachable seed. Errors: ErrShutdown, memberlist's join error when no
+// seed answered.
+func (g *Gossip) JoinOnce() (int, error) {
+	if g.shut.Load() {
+		return 0, ErrShutdown
+	}
+	var seeds []string
+	for _, s := range g.cfg.Join {
+		if s != g.localAddr && s != g.cfg.BindAddr {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return 0, nil
+	}
+	n, err := g.ml.Join(seeds)
+	g.joinAttempts.Add(1)
+	if n > 0 {
+		return n, nil
+	}
+	return 0, err
+}
+
 // Members returns every member this one knows of, itself included, sorted
 // by name: live members, and dead or left ones for Config.RetainDeparted
 // after they departed. The result is a copy. Any goroutine may call it, for

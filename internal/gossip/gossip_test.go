@@ -626,3 +626,42 @@ func TestSendToAMemberFalselyReportedDead(t *testing.T) {
 		t.Fatal("n1 got nothing within 10 s")
 	}
 }
+
+// A member that holds every seed dead (the seed restarted and rejoined the
+// others, not it) is back in the pool after JoinOnce: memberlist alone
+// never contacts a member it holds dead again.
+func TestJoinOnceRejoinsARestartedSeed(t *testing.T) {
+	seed := start(t, testConfig("h1", RoleHead))
+	addr := seed.LocalAddr()
+	w := start(t, testConfig("w1", RoleWorker, addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "w1 to see h1", func() bool { m, _ := member(w, "h1"); return m.Status == StatusAlive })
+	if err := seed.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "w1 to see h1 dead", func() bool { m, _ := member(w, "h1"); return m.Status == StatusDead })
+	cfg := testConfig("h1", RoleHead)
+	cfg.BindAddr = addr
+	var restarted *Gossip
+	waitFor(t, 10*time.Second, "h1 to bind its old address again", func() bool {
+		g, err := New(cfg)
+		if err != nil {
+			if !strings.Contains(err.Error(), "address already in use") {
+				t.Fatalf("New(h1): %v", err)
+			}
+			return false
+		}
+		restarted = g
+		return true
+	})
+	t.Cleanup(func() { _ = restarted.Shutdown() })
+	if n, err := w.JoinOnce(); n != 1 || err != nil {
+		t.Fatalf("JoinOnce: %d seeds, %v; want the restarted h1", n, err)
+	}
+	waitFor(t, 10*time.Second, "w1 to see h1 alive again", func() bool { m, _ := member(w, "h1"); return m.Status == StatusAlive })
+	waitFor(t, 10*time.Second, "h1 to see w1", func() bool { m, _ := member(restarted, "w1"); return m.Status == StatusAlive })
+}
