@@ -123,6 +123,11 @@ func (s *service) RevokeToken(ctx context.Context, req *wire.RevokeTokenRequest)
 		resp, err := forward(ctx, s.h.fwd, req, wire.MegaflowServiceClient.RevokeToken)
 		return resp, errs.ToStatus(err)
 	}
+	if lastAdmin(s.h.fsm.View().Tokens(), req.GetAccessor(), s.h.clock.Now()) {
+		return nil, errs.ToStatus(errs.New(errs.FailedPrecondition,
+			"RevokeToken: %s is the cluster's last admin token that has not expired; revoked, no one could make tokens, set quotas or restore a snapshot again. Create another admin token first (megaflow token create --role admin)",
+			acl.Short(req.GetAccessor())))
+	}
 	_, index, err := s.h.apply(ctx, fsm.OpTokenRevoke, &wire.TokenRevokeCommand{Accessor: req.GetAccessor(), UnixNanos: s.h.clock.Now().UnixNano()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
@@ -134,4 +139,19 @@ func (s *service) RevokeToken(ctx context.Context, req *wire.RevokeTokenRequest)
 func publicToken(t *wire.Token) *wire.Token {
 	return &wire.Token{Accessor: t.GetAccessor(), Tenant: t.GetTenant(), Role: t.GetRole(),
 		CreateUnixNanos: t.GetCreateUnixNanos(), ExpireUnixNanos: t.GetExpireUnixNanos(), CreateIndex: t.GetCreateIndex()}
+}
+
+// lastAdmin reports whether accessor names the only admin token among
+// tokens that has not expired at now (the leader refuses to revoke it).
+func lastAdmin(tokens []*wire.Token, accessor string, now time.Time) bool {
+	live, named := 0, false
+	for _, t := range tokens {
+		if t.GetRole() != wire.TokenRole_TOKEN_ROLE_ADMIN || t.GetAccessor() == "" ||
+			(t.GetExpireUnixNanos() != 0 && now.UnixNano() >= t.GetExpireUnixNanos()) {
+			continue
+		}
+		live++
+		named = named || t.GetAccessor() == accessor
+	}
+	return named && live == 1
 }
