@@ -148,7 +148,10 @@ func (h *Head) authenticate(ctx context.Context, method string) (*wire.Token, ac
 	if malformed {
 		ref = &acl.Refusal{Err: errs.New(errs.Unauthenticated, "%s: the authorization metadata is not \"Bearer <token>\"; pass the token as --token or MEGAFLOW_TOKEN gives it", method), Reason: acl.ReasonBadToken}
 	}
-	if (ref == nil || ref.Reason == acl.ReasonUnknown) && !h.IsLeader() {
+	// ClusterStatus and GetLimits (ScopeCluster) show no tenant's data and
+	// are how an operator sees a partition from a cut-off head: a token
+	// that authorized them is not held to the bound.
+	if (ref == nil && rule.Scope != acl.ScopeCluster || ref != nil && ref.Reason == acl.ReasonUnknown) && !h.IsLeader() {
 		// The revocation bound: a follower that has not heard from the
 		// leader for longer than ACLMaxStaleness may have missed a
 		// revocation, so it trusts no token; nor can it tell a token it

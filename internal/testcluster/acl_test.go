@@ -518,9 +518,14 @@ func TestACLStaleFollowerRefusesTokens(t *testing.T) {
 		}
 	}
 	testcluster.WaitFor(t, 10*time.Second, "the leaderless follower refuses the admin token", func() bool {
-		_, err := admin.m.GetLimits(ctx, &wire.GetLimitsRequest{})
+		_, err := admin.m.ListTokens(ctx, &wire.ListTokensRequest{})
 		return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "may have missed a token's")
 	})
+	// ClusterStatus shows no tenant's data: it still answers there, so an
+	// operator can see the partition from the cut-off head.
+	if _, err := admin.m.ClusterStatus(ctx, &wire.ClusterStatusRequest{}); err != nil {
+		t.Fatalf("ClusterStatus on the leaderless follower: %v; want an answer", err)
+	}
 	// A token it does not know is Unavailable there too, not
 	// Unauthenticated: it cannot tell one made since from a wrong one (a
 	// head just restarted answered a valid token "not one this cluster
