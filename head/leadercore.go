@@ -84,6 +84,7 @@ func planRound(in roundInput) round {
 		sw := scheduler.Worker{
 			ID: w.ID(), Capacity: w.Capacity(), Allocated: w.Allocated, Labels: w.Info.GetLabels(),
 			Images: w.Info.GetImages(), Runtime: w.Info.GetRuntime(), StartsInFlight: starting, MaxConcurrentStarts: int(w.Info.GetMaxConcurrentStarts()),
+			ServesSandboxes: w.Info.GetAddr() != "",
 		}
 		for _, d := range w.Info.GetGpus() {
 			if d.GetUnhealthy() != "" {
@@ -131,7 +132,7 @@ func planRound(in roundInput) round {
 			ID: t.ID, Tenant: t.Tenant, Queue: t.Queue(), Priority: t.Priority, QueueSeq: t.QueueSeq,
 			Resources: state.ResourcesOf(res), GPUModel: res.GetGpuModel(), GPUMemoryBytes: res.GetGpuMemoryBytes(),
 			NodeSelector: t.Spec.GetNodeSelector(), Image: t.Spec.GetImage(), Session: t.Spec.GetSession(),
-			Runtime: t.Spec.GetRuntime(), Gang: t.Spec.GetGang(),
+			Runtime: t.Spec.GetRuntime(), Gang: t.Spec.GetGang(), Sandbox: t.Spec.GetSandbox() != nil,
 			// A sandbox from a snapshot runs only where the image is.
 			PinnedWorker: t.Spec.GetSandbox().GetSnapshotWorker(),
 		})

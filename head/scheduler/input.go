@@ -59,6 +59,10 @@ type Worker struct {
 	// "fake"); "" for unknown. A task whose Runtime is set goes only to
 	// workers with that runtime.
 	Runtime string
+	// ServesSandboxes is true for a worker that serves sandbox execs and
+	// files to the heads (it advertises an address for them: worker
+	// --sandbox-addr). A Task with Sandbox goes only to such workers.
+	ServesSandboxes bool
 	// GPUs are every GPU device of the worker, free or in use. They are the
 	// only source of GPUs: a worker without devices here runs no GPU task,
 	// whatever Capacity.GPUs says.
@@ -118,6 +122,10 @@ type Task struct {
 	// worker; "process"). It is matched like a node selector on the label
 	// RuntimeLabel, and reasons name it so.
 	Runtime string
+	// Sandbox is true for a sandbox's task: it goes only to a worker that
+	// ServesSandboxes (matched like a node selector on SandboxLabel), or
+	// its execs would all fail.
+	Sandbox bool
 	// QueuedSinceUnixNanos is when the task entered QUEUED, in nanoseconds
 	// since the Unix epoch. Place does not read it; it is carried for the
 	// leader's reports, and for aging should a policy want it.
@@ -153,6 +161,12 @@ type Task struct {
 // against Worker.Runtime. Worker labels given under this key are replaced
 // by the worker's runtime.
 const RuntimeLabel = "megaflow.io/runtime"
+
+// SandboxLabel is the pseudo label, "true" on a worker that
+// ServesSandboxes, under which Place matches Task.Sandbox; an unplaced
+// sandbox's reason names it ("no worker matches node selector
+// megaflow.io/serves-sandboxes=true").
+const SandboxLabel = "megaflow.io/serves-sandboxes"
 
 // Quota is a limit and the current usage it is checked against: a tenant's,
 // or the cluster's. Zero limits are no limit.

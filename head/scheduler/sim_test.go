@@ -147,7 +147,7 @@ func (s *sim) addWorker(pos []string, kv map[string]string) error {
 	starts, _ := strconv.Atoi(kv["starts"])
 	for _, id := range names {
 		w := &Worker{ID: id, Capacity: capacity, Labels: parseMap(kv["labels"]), MaxConcurrentStarts: maxStarts,
-			StartsInFlight: starts, Runtime: kv["runtime"]}
+			StartsInFlight: starts, Runtime: kv["runtime"], ServesSandboxes: kv["sandboxes"] == "yes"}
 		if im := kv["images"]; im != "" {
 			w.Images = strings.Split(im, ",")
 		}
@@ -196,7 +196,7 @@ func (s *sim) submit(pos []string, kv map[string]string) error {
 		s.seq++
 		s.tasks[id] = &simTask{t: Task{ID: id, Tenant: kv["tenant"], Queue: kv["queue"], Priority: int32(prio),
 			QueueSeq: s.seq, QueuedSinceUnixNanos: int64(s.seq) * 1000, Resources: req, GPUModel: model, GPUMemoryBytes: gpuMem,
-			NodeSelector: parseMap(kv["selector"]), Image: kv["image"], Runtime: kv["runtime"], Gang: kv["gang"]}}
+			NodeSelector: parseMap(kv["selector"]), Image: kv["image"], Runtime: kv["runtime"], Gang: kv["gang"], Sandbox: kv["sandbox"] == "yes"}}
 	}
 	return nil
 }

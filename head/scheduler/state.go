@@ -84,12 +84,17 @@ func newWorkers(in []Worker, seed uint64) []*worker {
 			labels: w.Labels, starts: w.StartsInFlight, maxSt: w.MaxConcurrentStarts,
 			heapIdx: -1,
 		}
-		if w.Runtime != "" {
+		if w.Runtime != "" || w.ServesSandboxes {
 			s.labels = stdmaps.Clone(w.Labels)
 			if s.labels == nil {
 				s.labels = map[string]string{}
 			}
-			s.labels[RuntimeLabel] = w.Runtime
+			if w.Runtime != "" {
+				s.labels[RuntimeLabel] = w.Runtime
+			}
+			if w.ServesSandboxes {
+				s.labels[SandboxLabel] = "true"
+			}
 		}
 		if len(w.Images) > 0 {
 			s.images = make(map[string]bool, len(w.Images))
@@ -128,12 +133,17 @@ func newTasks(in []Task, pol Policy) []ptask {
 			p.gpus, p.model, p.gpuMem = 0, "", 0
 		}
 		sel := t.NodeSelector
-		if t.Runtime != "" {
+		if t.Runtime != "" || t.Sandbox {
 			sel = stdmaps.Clone(sel)
 			if sel == nil {
 				sel = map[string]string{}
 			}
-			sel[RuntimeLabel] = t.Runtime
+			if t.Runtime != "" {
+				sel[RuntimeLabel] = t.Runtime
+			}
+			if t.Sandbox {
+				sel[SandboxLabel] = "true"
+			}
 		}
 		var sk strings.Builder
 		for _, k := range sortedKeys(sel) {
