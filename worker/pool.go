@@ -526,6 +526,37 @@ func (p *pool) tick(ctx context.Context) {
 	}
 }
 
+// removeAll removes every container still in the pool, idle or busy (a
+// sandbox's claimed container is no longer the pool's), and their files
+// directories, within ctx; a restarted worker would remove them anyway (an
+// exec still running in one dies with it, as at a restart). Shutdown
+// calls it once Run has returned, so no tick refills the pool meanwhile.
+// It returns the removals that failed.
+func (p *pool) removeAll(ctx context.Context) error {
+	p.mu.Lock()
+	var all []*warm
+	for _, kp := range p.keys {
+		for _, c := range kp.all {
+			all = append(all, c)
+		}
+		kp.all, kp.idle = map[string]*warm{}, nil
+	}
+	p.broadcastLocked()
+	p.mu.Unlock()
+	var err error
+	for _, c := range all {
+		if rerr := p.w.rt.Remove(ctx, c.id); rerr != nil && !errors.Is(rerr, contract.ErrNotFound) {
+			err = errors.Join(err, fmt.Errorf("removing warm container %s: %w", c.id, rerr))
+			continue
+		}
+		_ = os.RemoveAll(poolFilesDir(p.w.cfg.DataDir, c.name))
+	}
+	if len(all) > 0 {
+		p.w.log.Info("removed the warm containers at shutdown", "containers", len(all), "err", err)
+	}
+	return err
+}
+
 // run is the pool goroutine: a tick every PoolIdle/4 (at least 10 ms)
 // until ctx ends.
 func (p *pool) run(ctx context.Context) {

@@ -401,3 +401,27 @@ func TestPersistentGPUPinningFollowsTheAssignment(t *testing.T) {
 		t.Errorf("warm containers %v: want t0 and t2 to share one, t1 in another", starts)
 	}
 }
+
+// A clean shutdown removes the warm containers (they hold no one's work:
+// a restarted worker would remove them anyway); they stayed running until
+// the lease lapsed (found by a tester). A kill leaves them (above).
+func TestShutdownRemovesWarmContainers(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newPoolRT(t)
+	cfg := poolConfig(t, rt, head, 2)
+	w := startWorker(t, cfg)
+	head.send(assignMsg("g/a", 1, pspec("", "true")))
+	head.waitEvent("g/a", 1, kindExited)
+	warm := rt.warmIDs()
+	if len(warm) != 1 {
+		t.Fatalf("warm containers: %v; want 1", warm)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rt.exists(warm[0]) {
+		t.Fatalf("warm container %s still there after Shutdown", warm[0])
+	}
+}

@@ -458,6 +458,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 				err = fmt.Errorf("worker %s: shutdown: %w", w.cfg.NodeID, ctx.Err())
 			}
 		}
+		if w.pool != nil && w.running.Load() {
+			// Warm containers hold no one's work (a restarted worker
+			// removes them): none is left running after a clean stop.
+			err = errors.Join(err, w.pool.removeAll(ctx))
+		}
 		if sa, ok := w.rt.(contract.StopAller); ok {
 			// Its containers cannot be adopted by a restarted worker: stop
 			// them now rather than leave orphans. The head re-queues their
