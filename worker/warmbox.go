@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/megaflow/megaflow/internal/atomicfile"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
@@ -72,42 +73,17 @@ func claimsDir(dataDir string) string { return filepath.Join(dataDir, "claims") 
 
 func claimPath(dataDir, id string) string { return filepath.Join(claimsDir(dataDir), id+".json") }
 
-// writeClaim writes c's claim file atomically and durably (a temporary
-// file synced, renamed, the directory synced).
+// writeClaim writes c's claim file atomically and durably
+// (atomicfile.Write: synced, renamed, the directory synced).
 func writeClaim(dataDir string, c *warmClaim) error {
-	dir := claimsDir(dataDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(claimsDir(dataDir), 0o755); err != nil {
 		return err
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	path := claimPath(dataDir, c.ContainerID)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(claimPath(dataDir, c.ContainerID), b, 0o644)
 }
 
 // loadClaims reads every claim file; a file that cannot be read or parsed

@@ -6,7 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/megaflow/megaflow/internal/atomicfile"
 )
 
 // WriteFiles writes p as certPath (mode 0644) and keyPath (mode 0600),
@@ -29,30 +30,9 @@ func WriteFiles(certPath, keyPath string, p PEM, force bool) error {
 	return writeFile(certPath, p.Cert, 0o644)
 }
 
-// writeFile writes data to path with mode through a temporary file in the
-// same directory, synced and renamed over path.
+// writeFile writes data to path with mode, atomically and durably.
 func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, mode)
 }
 
 // ReadPEM reads a certificate and its key from certPath and keyPath.
