@@ -14,10 +14,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/megaflow/megaflow/head/state"
+	"github.com/megaflow/megaflow/internal/acl"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/tlsconfig"
@@ -60,7 +62,18 @@ type sandboxService struct {
 var _ wire.SandboxServiceServer = (*sandboxService)(nil)
 
 func newSandboxService(h *Head, svc *service) *sandboxService {
-	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns, func(worker string) grpc.DialOption { return h.transportCreds(tlsconfig.RoleWorker, worker) }), activity: newSandboxActivity()}
+	return &sandboxService{h: h, svc: svc, conns: newWorkerConns(maxWorkerConns, func(worker string) grpc.DialOption { return h.transportCreds(tlsconfig.RoleWorker, worker) }, h.relayKey), activity: newSandboxActivity()}
+}
+
+// relayKey is the cluster's relay key (internal/acl's relay.go) that this
+// head sends with every call it relays to a worker: the table's, when this
+// head runs with ACLs; nil otherwise (a worker of a cluster without ACLs
+// checks none).
+func (h *Head) relayKey() []byte {
+	if !h.cfg.ACL {
+		return nil
+	}
+	return h.fsm.View().RelayKey()
 }
 
 // CreateSandbox submits the sandbox's graph and waits as asked.
@@ -527,6 +540,7 @@ const maxWorkerConns = 256
 type workerConns struct {
 	max   int
 	creds func(worker string) grpc.DialOption // plaintext, or mutual TLS verifying that worker's certificate
+	key   func() []byte                       // the relay key each call carries (nil: none)
 
 	mu    sync.Mutex
 	conns map[workerAddr]*workerConn
@@ -542,8 +556,32 @@ type workerConn struct {
 	used uint64
 }
 
-func newWorkerConns(max int, creds func(worker string) grpc.DialOption) *workerConns {
-	return &workerConns{max: max, creds: creds, conns: map[workerAddr]*workerConn{}}
+func newWorkerConns(max int, creds func(worker string) grpc.DialOption, key func() []byte) *workerConns {
+	return &workerConns{max: max, creds: creds, key: key, conns: map[workerAddr]*workerConn{}}
+}
+
+// withRelayKey returns ctx with the relay key in its outgoing metadata
+// (acl.RelayKeyMetadata), replacing any value there, or ctx itself when
+// there is no key.
+func (c *workerConns) withRelayKey(ctx context.Context) context.Context {
+	key := c.key()
+	if len(key) == 0 {
+		return ctx
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Set(acl.RelayKeyMetadata, acl.RelayKeyValue(key))
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// unaryRelayKey and streamRelayKey put the relay key on every call of a
+// connection to a worker.
+func (c *workerConns) unaryRelayKey(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(c.withRelayKey(ctx), method, req, reply, cc, opts...)
+}
+
+func (c *workerConns) streamRelayKey(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return streamer(c.withRelayKey(ctx), desc, cc, method, opts...)
 }
 
 // get returns a client for worker at addr; with TLS, its handshake
@@ -570,6 +608,7 @@ func (c *workerConns) get(worker, addr string) (wire.SandboxWorkerServiceClient,
 		delete(c.conns, oldest)
 	}
 	conn, err := grpc.NewClient(addr, c.creds(worker),
+		grpc.WithChainUnaryInterceptor(c.unaryRelayKey), grpc.WithChainStreamInterceptor(c.streamRelayKey),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(spec.SandboxMaxFile+1<<20), grpc.MaxCallSendMsgSize(spec.SandboxMaxFile+1<<20)),
 		// A worker cut off (a partition, a frozen host) ends the calls in
 		// flight within 15 s instead of when the client gives up.

@@ -71,7 +71,8 @@ func (s *service) CreateToken(ctx context.Context, req *wire.CreateTokenRequest)
 	return s.h.createToken(ctx, req.GetTenant(), req.GetRole(), ttl, false)
 }
 
-// createToken draws a token and proposes it (leader).
+// createToken draws a token and proposes it (leader); with bootstrap it
+// also draws the cluster's relay key, which goes in the command only.
 func (h *Head) createToken(ctx context.Context, tenant string, role wire.TokenRole, ttl time.Duration, bootstrap bool) (*wire.CreateTokenResponse, error) {
 	accessor, secret, hash, err := acl.NewSecret(rand.Reader)
 	if err != nil {
@@ -82,7 +83,15 @@ func (h *Head) createToken(ctx context.Context, tenant string, role wire.TokenRo
 	if ttl > 0 {
 		tok.ExpireUnixNanos = now + int64(ttl)
 	}
-	res, index, err := h.apply(ctx, fsm.OpTokenCreate, &wire.TokenCreateCommand{Token: tok, Bootstrap: bootstrap})
+	cmd := &wire.TokenCreateCommand{Token: tok, Bootstrap: bootstrap}
+	if bootstrap {
+		// The cluster's relay key (internal/acl's relay.go): in the
+		// command and the table, never in the answer.
+		if cmd.RelayKey, err = acl.NewRelayKey(rand.Reader); err != nil {
+			return nil, errs.ToStatus(err)
+		}
+	}
+	res, index, err := h.apply(ctx, fsm.OpTokenCreate, cmd)
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}

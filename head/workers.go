@@ -107,7 +107,8 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 // announces (reconcileWorker) and waits for the cluster id. It returns
 // the session, which Connect detaches when the stream ends, the attempts
 // the worker already holds, and the Welcome to send: the stops of
-// reconciliation, this leader's term (the proposer's) and the lease. On
+// reconciliation, this leader's term (the proposer's), the lease and,
+// with ACLs, the cluster's relay key. On
 // an error the session is detached again (or never attached).
 func (h *Head) welcomeWorker(ctx context.Context, hello *wire.WorkerHello, log *slog.Logger) (*session, map[attemptKey]bool, *wire.Welcome, error) {
 	info := hello.Info
@@ -145,7 +146,12 @@ func (h *Head) welcomeWorker(ctx context.Context, hello *wire.WorkerHello, log *
 		return fail(err)
 	}
 	welcome := &wire.Welcome{LeaderId: h.cfg.NodeID, Term: h.prop.term(), ClusterId: clusterID,
-		LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), LeaseMarginMillis: h.cfg.Lease.Margin.Milliseconds()}
+		LeaseMillis: h.cfg.Lease.Duration.Milliseconds(), LeaseMarginMillis: h.cfg.Lease.Margin.Milliseconds(),
+		// With ACLs the stream's interceptor admitted only a worker
+		// token or a worker certificate (acl.Methods): the relay key
+		// goes to workers that showed one (h.relayKey: nil without
+		// ACLs or before the bootstrap).
+		RelayKey: h.relayKey()}
 	for _, m := range stops {
 		welcome.Stops = append(welcome.Stops, m.GetStop())
 	}

@@ -168,6 +168,9 @@ func (w *Worker) serveSandboxes(ctx context.Context) {
 			tlsconfig.RefusalLogger(w.log, "sandbox "+w.SandboxAddr(), w.clock.Now, 10*time.Second), tlsconfig.RoleHead)),
 			grpc.ChainUnaryInterceptor(tlsconfig.UnaryAuthorizer()), grpc.ChainStreamInterceptor(tlsconfig.StreamAuthorizer()))
 	}
+	// With ACLs, only heads (which hold the cluster's relay key) relay
+	// sandbox calls, with or without TLS (relaykey.go).
+	opts = append(opts, grpc.ChainUnaryInterceptor(w.relayKeyUnary), grpc.ChainStreamInterceptor(w.relayKeyStream))
 	srv := grpc.NewServer(opts...)
 	wire.RegisterSandboxWorkerServiceServer(srv, &sandboxServer{w: w})
 	done := make(chan struct{})

@@ -554,6 +554,7 @@ func (w *Worker) welcomed(addr string, wel *wire.Welcome, announced int) error {
 		return fmt.Errorf("head %s welcomed with term %d, older than term %d already seen", addr, wel.GetTerm(), w.maxTerm)
 	}
 	w.maxTerm = wel.GetTerm()
+	w.learnRelayKey(addr, wel.GetRelayKey())
 	w.connected, w.leader, w.welcomedAt = true, addr, w.clock.Now()
 	w.leaderID = wel.GetLeaderId()
 	w.log.Info("connected to the leader", "leader", addr, "leader_id", wel.GetLeaderId(), "term", wel.GetTerm(),

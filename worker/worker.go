@@ -61,6 +61,9 @@ type Worker struct {
 	probeClient   *http.Client // readiness probes
 
 	clusterIDv atomic.Value // string: the cluster id, "" until known (clusterid.go)
+	// relayKeyv is the cluster's relay key from the last Welcome that had
+	// one (relaykey.go); nil until then. Memory only.
+	relayKeyv atomic.Pointer[[]byte]
 
 	mu         sync.Mutex
 	attempts   map[attempt.Key]*handle

@@ -111,7 +111,7 @@ http://<advertise-host>:<port> is published under their service name.`,
 	fl.StringVar(&cfg.DataDir, "data-dir", "", "directory for the attempts' log files (required)")
 	fl.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:7947", "host:port of this worker's gossip member")
 	fl.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:9091", "host:port serving /metrics, /healthz and /readyz (empty: none)")
-	fl.StringVar(&cfg.SandboxAddr, "sandbox-addr", "", "host:port serving the sandboxes' exec and files to the heads, unauthenticated: bind it where only heads reach (empty: none; docs/sandboxes.md)")
+	fl.StringVar(&cfg.SandboxAddr, "sandbox-addr", "", "host:port serving the sandboxes' exec and files to the heads; with neither TLS nor --acl it is unauthenticated: bind it where only heads reach (empty: none; docs/sandboxes.md)")
 	fl.StringVar(&f.join, "join", "", "comma-separated gossip addresses of heads to join")
 	fl.StringVar(&f.heads, "heads", "", "comma-separated gRPC addresses of heads (default: found in gossip)")
 	fl.StringVar(&f.runtime, "runtime", "docker", "container runtime: docker or process")

@@ -134,7 +134,8 @@ var goldenLogs = []goldenLog{
 }
 
 // tokenEntries appends to gen, and returns, token ops (under rules 6; under
-// 5 every one is refused): a bootstrap, a second bootstrap (refused), a
+// 5 every one is refused): a bootstrap with its relay key, a second
+// bootstrap with another (refused), a
 // read token of acme with a lifetime, a submit token of beta, a token with
 // a taken accessor and one out of bounds (refused), and a revocation of
 // the submit token. c makes the accessors unique.
@@ -152,7 +153,11 @@ func tokenEntries(t *testing.T, gen *logGen, c byte) [][]byte {
 		if ttl != 0 {
 			exp = gen.nanos + ttl
 		}
-		gen.cmd(OpTokenCreate, &wire.TokenCreateCommand{Bootstrap: bootstrap, Token: &wire.Token{Accessor: acc,
+		var key []byte
+		if bootstrap {
+			key = bytes.Repeat([]byte{c, byte(n)}, 16) // the relay key
+		}
+		gen.cmd(OpTokenCreate, &wire.TokenCreateCommand{Bootstrap: bootstrap, RelayKey: key, Token: &wire.Token{Accessor: acc,
 			SecretHash: bytes.Repeat([]byte{c, byte(n)}, 16), Tenant: tenant, Role: role, CreateUnixNanos: gen.nanos, ExpireUnixNanos: exp}})
 	}
 	create("", wire.TokenRole_TOKEN_ROLE_ADMIN, 0, true, "")
@@ -168,8 +173,9 @@ func tokenEntries(t *testing.T, gen *logGen, c byte) [][]byte {
 }
 
 // checkRules56Coverage checks that the rules5-6 log's table holds what
-// rules 6 changed: the bootstrap marker and the two tokens left (the
-// admin and acme's), none of the tokens proposed under rules 5.
+// rules 6 changed: the bootstrap marker with the first bootstrap's relay
+// key and the two tokens left (the admin and acme's), none of the tokens
+// proposed under rules 5.
 func checkRules56Coverage(t *testing.T, v *state.View) {
 	t.Helper()
 	var got []string
@@ -178,6 +184,10 @@ func checkRules56Coverage(t *testing.T, v *state.View) {
 	}
 	if v.ACLBootstrap() == nil || strings.Join(got, " ") != "bbbbbbbbbbbbbbb1: bbbbbbbbbbbbbbb3:acme" {
 		t.Fatalf("the rules5-6 log replays to tokens %v, bootstrap marker %v; want the admin's and acme's, and the marker", got, v.ACLBootstrap())
+	}
+	// The first bootstrap's relay key, not the refused second one's.
+	if want := bytes.Repeat([]byte{'b', 1}, 16); !bytes.Equal(v.RelayKey(), want) {
+		t.Fatalf("the rules5-6 log replays to relay key %x; want %x, the first bootstrap's", v.RelayKey(), want)
 	}
 }
 

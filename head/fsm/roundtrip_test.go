@@ -220,7 +220,9 @@ func snapshotWireTrip(t *testing.T, f *filler) {
 	// expires after it was made.
 	token.Accessor, token.SecretHash = "0123456789abcdef", bytes.Repeat([]byte{7}, 32)
 	token.CreateUnixNanos, token.ExpireUnixNanos = 1000, 2000
-	marker := &wire.Token{CreateIndex: 3, CreateUnixNanos: 4}
+	// Only the bootstrap marker keeps the relay key (32 bytes).
+	token.RelayKey = nil
+	marker := &wire.Token{CreateIndex: 3, CreateUnixNanos: 4, RelayKey: bytes.Repeat([]byte{9}, 32)}
 
 	// Relations the table requires between rows. Each value set here is
 	// still not its field's zero, so a conversion that drops it fails.

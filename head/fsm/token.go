@@ -8,13 +8,14 @@ import (
 
 // The token ops of rules 6 (state/token.go, docs/security.md).
 
-// applyTokenCreate adds a token row (state.Txn.CreateToken) and returns it
-// as stored. Below rules 6 it is refused, changing nothing.
+// applyTokenCreate adds a token row (state.Txn.CreateToken; a bootstrap
+// also keeps the command's relay key on the marker) and returns it as
+// stored. Below rules 6 it is refused, changing nothing.
 func applyTokenCreate(txn *state.Txn, cmd *wire.TokenCreateCommand) (*wire.Token, error) {
 	if err := needTokenRules(txn, OpTokenCreate); err != nil {
 		return nil, err
 	}
-	if err := txn.CreateToken(cmd.GetToken(), cmd.GetBootstrap()); err != nil {
+	if err := txn.CreateToken(cmd.GetToken(), cmd.GetBootstrap(), cmd.GetRelayKey()); err != nil {
 		return nil, err
 	}
 	return txn.Token(cmd.GetToken().GetAccessor()), nil

@@ -16,7 +16,8 @@ import (
 // "" is the bootstrap marker: it records that the cluster's first admin
 // token was made (ACLBootstrap), has no secret and authenticates nothing;
 // revoking the bootstrap token leaves it, so a second bootstrap stays
-// refused.
+// refused. The marker also keeps the cluster's relay key (RelayKey,
+// internal/acl's relay.go), which a snapshot carries with it.
 
 // RulesTokens is the first rules version with API tokens: OpTokenCreate and
 // OpTokenRevoke apply (refused below it, changing nothing).
@@ -30,13 +31,20 @@ type Token struct {
 // CreateToken checks w (its accessor is 16 hex digits, its hash 32 bytes,
 // acl.CheckNew of its tenant, role and lifetime, the count of tokens) and
 // inserts it, stamped with the transaction's index. With bootstrap it is
-// the cluster's first admin token and also writes the bootstrap marker;
-// refused if one is there. Errors, changing nothing: InvalidArgument,
-// ResourceExhausted (acl.MaxTokens), AlreadyExists (accessor or secret
-// taken), FailedPrecondition (bootstrapped before).
-func (t *Txn) CreateToken(w *wire.Token, bootstrap bool) error {
+// the cluster's first admin token and also writes the bootstrap marker,
+// which keeps relayKey (acl.RelayKeyBytes bytes; without bootstrap it
+// must be empty); refused if a marker is there. Errors, changing nothing:
+// InvalidArgument, ResourceExhausted (acl.MaxTokens), AlreadyExists
+// (accessor or secret taken), FailedPrecondition (bootstrapped before).
+func (t *Txn) CreateToken(w *wire.Token, bootstrap bool, relayKey []byte) error {
 	if err := checkTokenRow(w); err != nil {
 		return err
+	}
+	switch {
+	case bootstrap && len(relayKey) != acl.RelayKeyBytes:
+		return errs.New(errs.InvalidArgument, "the bootstrap's relay key has %d bytes; want %d", len(relayKey), acl.RelayKeyBytes)
+	case !bootstrap && len(relayKey) != 0:
+		return errs.New(errs.InvalidArgument, "token %s: a relay key comes only with the bootstrap", w.GetAccessor())
 	}
 	ttl := time.Duration(0)
 	if w.GetExpireUnixNanos() != 0 {
@@ -64,7 +72,8 @@ func (t *Txn) CreateToken(w *wire.Token, bootstrap bool) error {
 	row.CreateIndex = t.index
 	must(t.mem.Insert(tableTokens, &Token{T: row}))
 	if bootstrap {
-		must(t.mem.Insert(tableTokens, &Token{T: &wire.Token{CreateIndex: t.index, CreateUnixNanos: w.GetCreateUnixNanos()}}))
+		must(t.mem.Insert(tableTokens, &Token{T: &wire.Token{CreateIndex: t.index, CreateUnixNanos: w.GetCreateUnixNanos(),
+			RelayKey: append([]byte(nil), relayKey...)}}))
 	}
 	return nil
 }
@@ -152,15 +161,29 @@ func (v *View) ACLBootstrap() *wire.Token {
 	return nil
 }
 
-// Token adds a token row (or the bootstrap marker) to a restore. Errors:
-// InvalidArgument for a row out of its bounds (a corrupt snapshot).
+// RelayKey returns the cluster's relay key (acl.RelayKeyBytes bytes, kept
+// on the bootstrap marker), or nil before the ACL bootstrap. The slice is
+// shared: never modify it, and never send it anywhere but in a relay
+// call's metadata or the Welcome of an authenticated worker stream.
+func (v *View) RelayKey() []byte {
+	return v.ACLBootstrap().GetRelayKey()
+}
+
+// Token adds a token row (or the bootstrap marker, with its relay key) to
+// a restore. Errors: InvalidArgument for a row out of its bounds (a
+// corrupt snapshot).
 func (r *Restore) Token(w *wire.Token) error {
 	if w.GetAccessor() != "" {
 		if err := checkTokenRow(w); err != nil {
 			return err
 		}
+		if len(w.GetRelayKey()) != 0 {
+			return errs.New(errs.InvalidArgument, "token %s with a relay key: only the bootstrap marker has one", w.GetAccessor())
+		}
 	} else if len(w.GetSecretHash()) != 0 || w.GetRole() != 0 {
 		return errs.New(errs.InvalidArgument, "token bootstrap marker with a secret or role")
+	} else if n := len(w.GetRelayKey()); n != acl.RelayKeyBytes {
+		return errs.New(errs.InvalidArgument, "token bootstrap marker with a relay key of %d bytes; want %d", n, acl.RelayKeyBytes)
 	}
 	return r.mem.Insert(tableTokens, &Token{T: w})
 }

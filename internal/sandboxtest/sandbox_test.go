@@ -35,6 +35,8 @@ type env struct {
 	cli     *dockerclient.Client
 	image   string
 	cluster string
+	// initPath is megaflow-init's, for the workers (buildInit).
+	initPath string
 }
 
 // buildInit returns the path of megaflow-init (internal/testbin).
@@ -71,29 +73,10 @@ func newEnvOpts(t *testing.T, workers int, configureHead func(*head.Config), con
 			configureHead(cfg)
 		}
 	}})
-	initPath := buildInit(t)
+	e := &env{t: t, c: c, cli: cli, image: image, cluster: name, initPath: buildInit(t)}
 	for range workers {
-		c.AddWorker(testcluster.WorkerOptions{
-			NewRuntime: func() contract.Runtime {
-				rt, err := docker.New(docker.DefaultConfig())
-				if err != nil {
-					t.Fatal(err)
-				}
-				return rt
-			},
-			Capacity: worker.Capacity{CPUMillis: 4000, MemoryBytes: 8 << 30},
-			Configure: func(cfg *worker.Config) {
-				cfg.ClusterName = name
-				cfg.ReconcileInterval = time.Second
-				cfg.StopGrace = 2 * time.Second
-				cfg.InitPath = initPath
-				if configureWorker != nil {
-					configureWorker(cfg)
-				}
-			},
-		})
+		e.addWorker(configureWorker)
 	}
-	e := &env{t: t, c: c, cli: cli, image: image, cluster: name}
 	if clientOpts == nil {
 		e.cl = c.Client()
 	} else {
@@ -113,6 +96,32 @@ func newEnvOpts(t *testing.T, workers int, configureHead func(*head.Config), con
 		}
 	})
 	return e
+}
+
+// addWorker starts one more Docker worker of the test's cluster, serving
+// sandboxes, configured by configure (nil: the defaults).
+func (e *env) addWorker(configure func(*worker.Config)) *testcluster.WorkerMember {
+	t := e.t
+	t.Helper()
+	return e.c.AddWorker(testcluster.WorkerOptions{
+		NewRuntime: func() contract.Runtime {
+			rt, err := docker.New(docker.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rt
+		},
+		Capacity: worker.Capacity{CPUMillis: 4000, MemoryBytes: 8 << 30},
+		Configure: func(cfg *worker.Config) {
+			cfg.ClusterName = e.cluster
+			cfg.ReconcileInterval = time.Second
+			cfg.StopGrace = 2 * time.Second
+			cfg.InitPath = e.initPath
+			if configure != nil {
+				configure(cfg)
+			}
+		},
+	})
 }
 
 // containers returns the engine's containers (running or not) of this

@@ -1127,9 +1127,13 @@ func (x *ArchiveGraphsCommand) GetUnixNanos() int64 {
 // bootstrap, it is the cluster's first admin token: refused if the cluster
 // was bootstrapped before.
 type TokenCreateCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	Bootstrap     bool                   `protobuf:"varint,2,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Token     *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Bootstrap bool                   `protobuf:"varint,2,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	// With bootstrap: the cluster's relay key, 32 bytes the leader drew from
+	// crypto/rand, kept on the bootstrap marker (Token.relay_key). Without
+	// bootstrap: empty.
+	RelayKey      []byte `protobuf:"bytes,3,opt,name=relay_key,json=relayKey,proto3" json:"relay_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1176,6 +1180,13 @@ func (x *TokenCreateCommand) GetBootstrap() bool {
 		return x.Bootstrap
 	}
 	return false
+}
+
+func (x *TokenCreateCommand) GetRelayKey() []byte {
+	if x != nil {
+		return x.RelayKey
+	}
+	return nil
 }
 
 // TokenRevokeCommand (fsm.OpTokenRevoke, rules 6) removes a token's row.
@@ -1337,10 +1348,11 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\tgraph_ids\x18\x01 \x03(\tR\bgraphIds\x12\x19\n" +
 	"\bdrop_ids\x18\x02 \x03(\tR\adropIds\x12\x1d\n" +
 	"\n" +
-	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"\\\n" +
+	"unix_nanos\x18\x03 \x01(\x03R\tunixNanos\"y\n" +
 	"\x12TokenCreateCommand\x12(\n" +
 	"\x05token\x18\x01 \x01(\v2\x12.megaflow.v1.TokenR\x05token\x12\x1c\n" +
-	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\"O\n" +
+	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12\x1b\n" +
+	"\trelay_key\x18\x03 \x01(\fR\brelayKey\"O\n" +
 	"\x12TokenRevokeCommand\x12\x1a\n" +
 	"\baccessor\x18\x01 \x01(\tR\baccessor\x12\x1d\n" +
 	"\n" +

@@ -2573,7 +2573,13 @@ type Token struct {
 	// When the token stops being accepted; 0: never.
 	ExpireUnixNanos int64 `protobuf:"varint,6,opt,name=expire_unix_nanos,json=expireUnixNanos,proto3" json:"expire_unix_nanos,omitempty"`
 	// Log index that created the row (set by the FSM).
-	CreateIndex   uint64 `protobuf:"varint,7,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	CreateIndex uint64 `protobuf:"varint,7,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	// The cluster's relay key (32 bytes), on the bootstrap marker only:
+	// heads send it with every sandbox call they relay to a worker, and
+	// workers refuse relay calls without it (docs/security.md). It never
+	// leaves the heads except in the Welcome of an authenticated worker
+	// stream: no RPC or page answers a row with it.
+	RelayKey      []byte `protobuf:"bytes,8,opt,name=relay_key,json=relayKey,proto3" json:"relay_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2655,6 +2661,13 @@ func (x *Token) GetCreateIndex() uint64 {
 		return x.CreateIndex
 	}
 	return 0
+}
+
+func (x *Token) GetRelayKey() []byte {
+	if x != nil {
+		return x.RelayKey
+	}
+	return nil
 }
 
 var File_megaflow_v1_types_proto protoreflect.FileDescriptor
@@ -2884,7 +2897,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x11update_unix_nanos\x18\b \x01(\x03R\x0fupdateUnixNanos\x1aA\n" +
 	"\x13WorkerSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa0\x02\n" +
 	"\x05Token\x12\x1a\n" +
 	"\baccessor\x18\x01 \x01(\tR\baccessor\x12\x1f\n" +
 	"\vsecret_hash\x18\x02 \x01(\fR\n" +
@@ -2893,7 +2906,8 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x04role\x18\x04 \x01(\x0e2\x16.megaflow.v1.TokenRoleR\x04role\x12*\n" +
 	"\x11create_unix_nanos\x18\x05 \x01(\x03R\x0fcreateUnixNanos\x12*\n" +
 	"\x11expire_unix_nanos\x18\x06 \x01(\x03R\x0fexpireUnixNanos\x12!\n" +
-	"\fcreate_index\x18\a \x01(\x04R\vcreateIndex*Q\n" +
+	"\fcreate_index\x18\a \x01(\x04R\vcreateIndex\x12\x1b\n" +
+	"\trelay_key\x18\b \x01(\fR\brelayKey*Q\n" +
 	"\bTaskKind\x12\x19\n" +
 	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTASK_KIND_BATCH\x10\x01\x12\x15\n" +

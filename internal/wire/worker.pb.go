@@ -1212,8 +1212,14 @@ type Welcome struct {
 	// acked; the head re-queues them lease_margin_millis after that.
 	LeaseMillis       int64 `protobuf:"varint,140,opt,name=lease_millis,json=leaseMillis,proto3" json:"lease_millis,omitempty"`
 	LeaseMarginMillis int64 `protobuf:"varint,141,opt,name=lease_margin_millis,json=leaseMarginMillis,proto3" json:"lease_margin_millis,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The cluster's relay key (32 bytes) when the leader runs with ACLs and
+	// the cluster's ACLs are bootstrapped; empty otherwise. Sent only on a
+	// stream authenticated by a worker token or certificate. The worker
+	// keeps it in memory and refuses SandboxWorkerService calls that do not
+	// carry it (metadata megaflow-relay-key, hex; docs/security.md).
+	RelayKey      []byte `protobuf:"bytes,170,opt,name=relay_key,json=relayKey,proto3" json:"relay_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -1286,6 +1292,13 @@ func (x *Welcome) GetLeaseMarginMillis() int64 {
 		return x.LeaseMarginMillis
 	}
 	return 0
+}
+
+func (x *Welcome) GetRelayKey() []byte {
+	if x != nil {
+		return x.RelayKey
+	}
+	return nil
 }
 
 // LeaseAck renews a worker's lease: the head answers every heartbeat with
@@ -1813,7 +1826,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\vStopAttempt\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xdf\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xfd\x01\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12.\n" +
@@ -1821,7 +1834,8 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\xa0\x01 \x01(\tR\tclusterId\x12\"\n" +
 	"\flease_millis\x18\x8c\x01 \x01(\x03R\vleaseMillis\x12/\n" +
-	"\x13lease_margin_millis\x18\x8d\x01 \x01(\x03R\x11leaseMarginMillis\"\x8f\x01\n" +
+	"\x13lease_margin_millis\x18\x8d\x01 \x01(\x03R\x11leaseMarginMillis\x12\x1c\n" +
+	"\trelay_key\x18\xaa\x01 \x01(\fR\brelayKey\"\x8f\x01\n" +
 	"\bLeaseAck\x120\n" +
 	"\x14heartbeat_unix_nanos\x18\x01 \x01(\x03R\x12heartbeatUnixNanos\x12!\n" +
 	"\flease_millis\x18\x02 \x01(\x03R\vleaseMillis\x12.\n" +

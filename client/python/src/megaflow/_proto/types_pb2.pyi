@@ -488,11 +488,12 @@ class TaskSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., depends_on: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ..., priority: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_seconds: _Optional[int] = ..., mode: _Optional[_Union[ExecutionMode, str]] = ..., session: _Optional[str] = ..., run_on_upstream_failure: bool = ..., node_selector: _Optional[_Mapping[str, str]] = ..., output_paths: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., kind: _Optional[_Union[TaskKind, str]] = ..., service: _Optional[_Union[ServiceSpec, _Mapping]] = ..., uses_services: _Optional[_Iterable[str]] = ..., network: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., runtime: _Optional[str] = ..., gang: _Optional[str] = ..., sandbox: _Optional[_Union[SandboxSpec, _Mapping]] = ...) -> None: ...
 
 class Token(_message.Message):
-    __slots__ = ["accessor", "create_index", "create_unix_nanos", "expire_unix_nanos", "role", "secret_hash", "tenant"]
+    __slots__ = ["accessor", "create_index", "create_unix_nanos", "expire_unix_nanos", "relay_key", "role", "secret_hash", "tenant"]
     ACCESSOR_FIELD_NUMBER: _ClassVar[int]
     CREATE_INDEX_FIELD_NUMBER: _ClassVar[int]
     CREATE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
+    RELAY_KEY_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     SECRET_HASH_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
@@ -500,10 +501,11 @@ class Token(_message.Message):
     create_index: int
     create_unix_nanos: int
     expire_unix_nanos: int
+    relay_key: bytes
     role: TokenRole
     secret_hash: bytes
     tenant: str
-    def __init__(self, accessor: _Optional[str] = ..., secret_hash: _Optional[bytes] = ..., tenant: _Optional[str] = ..., role: _Optional[_Union[TokenRole, str]] = ..., create_unix_nanos: _Optional[int] = ..., expire_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ...) -> None: ...
+    def __init__(self, accessor: _Optional[str] = ..., secret_hash: _Optional[bytes] = ..., tenant: _Optional[str] = ..., role: _Optional[_Union[TokenRole, str]] = ..., create_unix_nanos: _Optional[int] = ..., expire_unix_nanos: _Optional[int] = ..., create_index: _Optional[int] = ..., relay_key: _Optional[bytes] = ...) -> None: ...
 
 class TaskKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -197,20 +197,22 @@ class StopAttempt(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ["cluster_id", "leader_id", "lease_margin_millis", "lease_millis", "stops", "term"]
+    __slots__ = ["cluster_id", "leader_id", "lease_margin_millis", "lease_millis", "relay_key", "stops", "term"]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_MARGIN_MILLIS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    RELAY_KEY_FIELD_NUMBER: _ClassVar[int]
     STOPS_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     leader_id: str
     lease_margin_millis: int
     lease_millis: int
+    relay_key: bytes
     stops: _containers.RepeatedCompositeFieldContainer[StopAttempt]
     term: int
-    def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., stops: _Optional[_Iterable[_Union[StopAttempt, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., lease_millis: _Optional[int] = ..., lease_margin_millis: _Optional[int] = ...) -> None: ...
+    def __init__(self, leader_id: _Optional[str] = ..., term: _Optional[int] = ..., stops: _Optional[_Iterable[_Union[StopAttempt, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., lease_millis: _Optional[int] = ..., lease_margin_millis: _Optional[int] = ..., relay_key: _Optional[bytes] = ...) -> None: ...
 
 class Worker(_message.Message):
     __slots__ = ["active_attempts", "allocated", "info", "lease_expires_unix_nanos", "lease_renewed_unix_nanos", "modify_index", "reason", "status", "update_unix_nanos"]
