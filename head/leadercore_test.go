@@ -153,12 +153,15 @@ func (s *leaderSim) do(line string) (string, error) {
 		}
 	}
 	switch fields[0] {
-	case "worker": // worker ID [cpu=MILLIS] [gpus=N] [starts=N] [at=]: its stream opens (registers, or updates, it), connected, heard now
+	case "worker": // worker ID [cpu=MILLIS] [gpus=N] [starts=N] [sandboxes=no] [at=]: its stream opens (registers, or updates, it), connected, heard now; it serves sandboxes (advertises a sandbox address) unless sandboxes=no
 		cpu, _ := strconv.ParseInt(cmp.Or(kv["cpu"], "4000"), 10, 64)
 		starts, _ := strconv.Atoi(cmp.Or(kv["starts"], "0"))
 		gpus, _ := strconv.Atoi(cmp.Or(kv["gpus"], "0"))
 		info := &wire.WorkerInfo{Id: pos[0], Capacity: &wire.Resources{CpuMillis: cpu, MemoryBytes: 1 << 34, Gpus: int32(gpus)},
-			MaxConcurrentStarts: int32(starts)}
+			MaxConcurrentStarts: int32(starts), Addr: pos[0] + ":7400"}
+		if kv["sandboxes"] == "no" {
+			info.Addr = ""
+		}
 		for i := range gpus {
 			info.Gpus = append(info.Gpus, &wire.GpuDevice{Uuid: fmt.Sprintf("GPU-%s-%d", pos[0], i), Model: "H100", MemoryBytes: 80 << 30})
 		}
@@ -181,7 +184,7 @@ func (s *leaderSim) do(line string) (string, error) {
 		for w := range s.connected {
 			s.connected[w] = false
 		}
-	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [gpus=N] [deadline=S] [fork=SNAPSHOT@WORKER] [chunks=N] [at=]
+	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [gpus=N] [deadline=S] [fork=SNAPSHOT@WORKER] [sandbox=yes] [chunks=N] [at=]
 		g := &wire.GraphSpec{Id: pos[0]}
 		if d := kv["deadline"]; d != "" {
 			g.DeadlineSeconds, _ = strconv.ParseInt(d, 10, 64)
@@ -195,6 +198,9 @@ func (s *leaderSim) do(line string) (string, error) {
 				Resources: &wire.Resources{CpuMillis: cpu, Gpus: int32(gpus)}, Session: kv["session"]}
 			if deps != "" {
 				spec.DependsOn = strings.Split(deps, "+")
+			}
+			if kv["sandbox"] == "yes" {
+				spec.Sandbox = &wire.SandboxSpec{} // a sandbox from its image
 			}
 			if snap, w, ok := strings.Cut(kv["fork"], "@"); ok {
 				// A sandbox created from a snapshot held by worker w, as
