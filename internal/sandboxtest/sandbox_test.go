@@ -342,13 +342,15 @@ func TestSandboxExpiry(t *testing.T) {
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// The lifetime counts from the create, so it must outlast the create
+	// (3 s did not, on a loaded machine): 10 s, overlapping what follows.
+	life := e.create(ctx, client.SandboxSpec{Lifetime: 10 * time.Second})
 	idle := e.create(ctx, client.SandboxSpec{IdleTimeout: 2 * time.Second})
 	// Busy for 4 s, twice the idle timeout: not expired meanwhile.
 	res, err := idle.Exec(ctx, sh(`sleep 4; echo done`), client.ExecOptions{})
 	if err != nil || string(res.Stdout) != "done\n" {
 		t.Fatalf("a 4 s exec in a sandbox with a 2 s idle timeout: %+v, %v", res, err)
 	}
-	life := e.create(ctx, client.SandboxSpec{Lifetime: 3 * time.Second})
 
 	info := e.waitState(ctx, idle, client.SandboxExpired, time.Minute)
 	if info.GetReasonCode() != wire.ReasonCode_REASON_CODE_SANDBOX_IDLE || !strings.Contains(info.GetReason(), "idle") {
