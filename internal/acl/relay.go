@@ -66,4 +66,3 @@ func CheckRelayKey(key []byte, requireKey bool, got []string) error {
 
 // RelayKeyValue is key as RelayKeyMetadata carries it.
 func RelayKeyValue(key []byte) string { return hex.EncodeToString(key) }
-
