@@ -2,6 +2,7 @@ package head_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -23,8 +24,29 @@ func TestLeaderGRPCBlackholeRestartsNoTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 20 s fault")
 	}
+	// The scenario needs one leader throughout: a leader that loses its
+	// leadership (even to win it back) stops acking renewals, and the
+	// workers rightly stop their tasks. On a starved machine Raft itself
+	// can lose it; such a try proves nothing either way, so it is made
+	// again with a fresh cluster, at most 3 times.
+	for try := 1; try <= 3; try++ {
+		var held bool
+		t.Run(fmt.Sprintf("try%d", try), func(t *testing.T) { held = blackholeOnce(t) })
+		if held || t.Failed() {
+			return
+		}
+	}
+	t.Fatal("the leader lost its leadership during the black hole in 3 tries of 3: the machine is too loaded for this test to prove anything")
+}
+
+// blackholeOnce runs the scenario on a fresh cluster and reports whether
+// the leader held its leadership (one term) throughout; when it did not,
+// the try is skipped, not failed.
+func blackholeOnce(t *testing.T) bool {
 	c := testcluster.New(t, testcluster.Options{})
 	leader := c.WaitLeader(30 * time.Second)
+	r := c.Members[leader].Head().Node().Raft()
+	term := r.CurrentTerm()
 	proxy := testcluster.NewProxy(t, c.Members[leader].GRPCAddr)
 	for range 2 {
 		rt := fake.New(nil)
@@ -51,12 +73,17 @@ func TestLeaderGRPCBlackholeRestartsNoTask(t *testing.T) {
 	proxy.Block()
 	time.Sleep(20 * time.Second) // the fault's length, not a synchronization
 	proxy.Unblock()
-	if l := c.WaitLeader(10 * time.Second); l != leader {
-		t.Fatalf("the leader changed (%d to %d): the test needs one leader throughout", leader, l)
+	if l := c.WaitLeader(10 * time.Second); l != leader || r.CurrentTerm() != term {
+		t.Skipf("the leader changed (head %d term %d to head %d term %d): this try proves nothing", leader, term, l, r.CurrentTerm())
+		return false
 	}
 	g := waitGraph(ctx, t, cl, "g")
 	if g.State != client.GraphSucceeded || g.Counts.GetSucceeded() != 10 {
 		t.Fatalf("graph %v", g)
+	}
+	if r.CurrentTerm() != term {
+		t.Skipf("the leader lost its leadership (term %d to %d) before the tasks ended: this try proves nothing", term, r.CurrentTerm())
+		return false
 	}
 	restarted := 0
 	for _, task := range allTasks(ctx, t, cl, "g") {
@@ -68,4 +95,5 @@ func TestLeaderGRPCBlackholeRestartsNoTask(t *testing.T) {
 	if restarted > 0 {
 		t.Fatalf("%d of 10 running tasks were restarted by a 20 s black hole on the leader's gRPC port", restarted)
 	}
+	return true
 }
