@@ -72,6 +72,7 @@ attempt) results are counted and must be 0. Build the binaries first (make build
 type proc struct {
 	name, bin, log string
 	args           []string
+	attr           *syscall.SysProcAttr // when set, the process's attributes (soak: Pdeathsig)
 	cmd            *exec.Cmd
 	done           chan struct{}
 }
@@ -83,6 +84,7 @@ func (p *proc) start() error {
 	}
 	p.cmd = exec.Command(p.bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = p.attr
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)

@@ -3,7 +3,9 @@
 // end-to-end task throughput against Dask distributed (throughput), leader
 // and worker failover (failover), replays a cluster trace (replay), and
 // runs fault drills on real processes on their own network hosts with a
-// linearizability check of what clients saw (chaos). Each of those writes
+// linearizability check of what clients saw (chaos), and keeps a steady
+// load on 3 head processes for an hour while sampling their memory (soak).
+// Each of those writes
 // CSVs, PNG plots and a markdown report into --out. One more, sandboxes, is
 // the Go client's arm of bench/python_sandboxes.py: it prints its figures
 // as JSON for that script. bench/README.md describes the runs and their
@@ -77,6 +79,6 @@ func rootCmd() *cobra.Command {
 	pf.BoolVar(&g.full, "full", false, "the full runs (longer; see bench/README.md) instead of the short defaults")
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write this process's CPU profile to this file (go tool pprof)")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log the system under test at info level (into <out>/<subcommand>.log)")
-	root.AddCommand(scaleCmd(g), throughputCmd(g), failoverCmd(g), replayCmd(g), chaosCmd(g), procrtCmd(g), sandboxesCmd())
+	root.AddCommand(scaleCmd(g), throughputCmd(g), failoverCmd(g), replayCmd(g), chaosCmd(g), procrtCmd(g), soakCmd(g), sandboxesCmd())
 	return root
 }
