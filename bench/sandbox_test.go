@@ -14,11 +14,15 @@ import (
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/docker"
 	"github.com/megaflow/megaflow/runtime/testimage"
 	"github.com/megaflow/megaflow/worker"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Sandbox benchmarks (docs/sandboxes.md, bench/results/sandbox.md): the
@@ -127,10 +131,12 @@ func spread(v []float64) string {
 
 // BenchmarkSandboxExec measures the round trip of an exec of `true`: a
 // sandbox's through the cluster (client -> head -> worker -> docker exec
-// -> back), against `docker exec CID true` with the docker CLI and against
-// one exec through the engine's API (runtime/docker's ExecStream, what the
-// worker calls), on an idle container of the same image. One exec at a
-// time, the three arms interleaved; 3 repetitions of n execs per arm,
+// -> back), against the same exec sent straight to the worker's sandbox
+// port (the path a client would take with a grant, no head on it), against
+// `docker exec CID true` with the docker CLI and against one exec through
+// the engine's API (runtime/docker's ExecStream, what the worker calls),
+// on an idle container of the same image. One exec at a time, the four
+// arms interleaved; 3 repetitions of n execs per arm,
 // reported as min / median / max of each repetition's p50 and p99.
 func BenchmarkSandboxExec(b *testing.B) {
 	n := scaled(100, 10)
@@ -161,6 +167,26 @@ func BenchmarkSandboxExec(b *testing.B) {
 					b.Fatalf("sandbox exec: %+v, %v", res, err)
 				}
 				return time.Since(t0), res.TimedOut
+			}
+			// direct: the same exec sent straight to the worker's sandbox
+			// port, as a client holding a grant would (docs/sandboxes.md,
+			// "Data path"): the relay's hop is what separates it from the
+			// sandbox arm. The attempt is read from the leader's table, as
+			// the head would send it.
+			conn, direct := s.directExec(b, sb.ID())
+			defer conn.Close()
+			viaDirect := func() (time.Duration, bool) {
+				t0 := time.Now()
+				ectx, cancel := context.WithTimeout(ctx, hangAfter)
+				defer cancel()
+				code, err := direct(ectx)
+				if ectx.Err() != nil {
+					return time.Since(t0), true
+				}
+				if err != nil || code != 0 {
+					b.Fatalf("direct exec: exit %d, %v", code, err)
+				}
+				return time.Since(t0), false
 			}
 			viaCLI := func() (time.Duration, bool) {
 				t0 := time.Now()
@@ -196,15 +222,19 @@ func BenchmarkSandboxExec(b *testing.B) {
 			}
 			for range 5 { // warm every path
 				viaSandbox()
+				viaDirect()
 				viaCLI()
 				viaAPI()
 			}
-			var sp50, sp99, cp50, cp99, ap50, ap99, r50cli, r50api []float64
+			var sp50, sp99, dp50, dp99, cp50, cp99, ap50, ap99, r50cli, r50api, r50direct []float64
 			for range 3 {
-				var sbx, cli, api []time.Duration
+				var sbx, dir, cli, api []time.Duration
 				for i := range n {
-					for k := range 3 { // rotate the order so no arm always follows another
-						switch (i + k) % 3 {
+					for k := range 4 { // rotate the order so no arm always follows another
+						switch (i + k) % 4 {
+						case 3:
+							d, h := viaDirect()
+							add("direct", &dir, d, h)
 						case 0:
 							d, h := viaSandbox()
 							add("sandbox", &sbx, d, h)
@@ -217,10 +247,12 @@ func BenchmarkSandboxExec(b *testing.B) {
 						}
 					}
 				}
-				for _, d := range [][]time.Duration{sbx, cli, api} {
+				for _, d := range [][]time.Duration{sbx, dir, cli, api} {
 					slices.Sort(d)
 				}
 				sp50, sp99 = append(sp50, ms(percentile(sbx, 50))), append(sp99, ms(percentile(sbx, 99)))
+				dp50, dp99 = append(dp50, ms(percentile(dir, 50))), append(dp99, ms(percentile(dir, 99)))
+				r50direct = append(r50direct, ms(percentile(sbx, 50))/ms(percentile(dir, 50)))
 				cp50, cp99 = append(cp50, ms(percentile(cli, 50))), append(cp99, ms(percentile(cli, 99)))
 				ap50, ap99 = append(ap50, ms(percentile(api, 50))), append(ap99, ms(percentile(api, 99)))
 				r50cli = append(r50cli, ms(percentile(sbx, 50))/ms(percentile(cli, 50)))
@@ -233,17 +265,59 @@ func BenchmarkSandboxExec(b *testing.B) {
 			b.ReportMetric(med(r50cli), "ratio-p50-vs-docker-exec")
 			setRow(&rows, row{"sandbox exec p50 ms", spread(sp50), "client -> head -> worker -> engine; min / median / max of 3"})
 			setRow(&rows, row{"sandbox exec p99 ms", spread(sp99), ""})
+			setRow(&rows, row{"direct exec p50 ms", spread(dp50), "client -> worker's sandbox port -> engine, no head (the grant design's path)"})
+			setRow(&rows, row{"direct exec p99 ms", spread(dp99), ""})
+			setRow(&rows, row{"ratio p50 relayed vs direct", spread(r50direct), "what the head's hop costs"})
 			setRow(&rows, row{"docker exec p50 ms", spread(cp50), "the docker CLI: `docker exec CID true`"})
 			setRow(&rows, row{"docker exec p99 ms", spread(cp99), ""})
 			setRow(&rows, row{"engine API p50 ms", spread(ap50), "one exec through the engine's API, no CLI process"})
 			setRow(&rows, row{"engine API p99 ms", spread(ap99), ""})
 			setRow(&rows, row{"ratio p50 vs docker exec", spread(r50cli), "target <= 1.3x"})
 			setRow(&rows, row{"ratio p50 vs engine API", spread(r50api), "the cluster's own cost"})
-			setRow(&rows, row{"hung execs", fmt.Sprintf("%d / %d / %d", hung["sandbox"], hung["docker exec"], hung["engine API"]),
-				fmt.Sprintf("sandbox / docker exec / engine API: not finished by the engine within %v, left out of the percentiles", hangAfter)})
+			setRow(&rows, row{"hung execs", fmt.Sprintf("%d / %d / %d / %d", hung["sandbox"], hung["direct"], hung["docker exec"], hung["engine API"]),
+				fmt.Sprintf("sandbox / direct / docker exec / engine API: not finished by the engine within %v, left out of the percentiles", hangAfter)})
 		}
 	})
 	summary(b, fmt.Sprintf("sandbox exec round trip of `true`, %d execs per arm and repetition, one at a time", n), &rows)
+}
+
+// directExec dials the worker's sandbox port and returns the connection
+// and a function that runs `true` in sandbox id through it, returning the
+// exit code: the data path a grant would give a client (no head on it).
+// The attempt is the sandbox's active one in the leader's table.
+func (s *sandboxBench) directExec(b *testing.B, id string) (*grpc.ClientConn, func(context.Context) (int32, error)) {
+	b.Helper()
+	var attempt uint32
+	for _, h := range s.c.Running() {
+		if h.IsLeader() {
+			if a := h.FSM().View().Task(spec.SandboxTaskID(id)).ActiveAttempt(); a != nil {
+				attempt = a.Number
+			}
+		}
+	}
+	if attempt == 0 {
+		b.Fatalf("sandbox %s has no running attempt in the leader's table", id)
+	}
+	conn, err := grpc.NewClient(s.c.Workers()[0].Worker().SandboxAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cli := wire.NewSandboxWorkerServiceClient(conn)
+	return conn, func(ctx context.Context) (int32, error) {
+		st, err := cli.Exec(ctx, &wire.SandboxExecRequest{SandboxId: id, Argv: []string{"true"}, Attempt: attempt})
+		if err != nil {
+			return 0, err
+		}
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				return 0, fmt.Errorf("the stream ended without an exit: %w", err)
+			}
+			if x := m.GetExit(); x != nil {
+				return x.GetExitCode(), nil
+			}
+		}
+	}
 }
 
 // BenchmarkSandboxCreate measures n sandboxes created at once (n
