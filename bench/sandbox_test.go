@@ -483,8 +483,15 @@ func BenchmarkSandboxCreate(b *testing.B) {
 							ids[i] = id
 							return err
 						})
-						if out, err := exec.Command(s.cli, append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
-							b.Fatalf("docker rm: %v: %s", err, out)
+						// Bounded: Debian's Engine 20.10.24 once wedged here
+						// (a container start stuck in libnetwork's
+						// allocateNetwork, every kill of a container behind
+						// it waiting) and the benchmark hung; now it fails.
+						rmCtx, rmCancel := context.WithTimeout(ctx, 5*time.Minute)
+						out, err := exec.CommandContext(rmCtx, s.cli, append([]string{"rm", "-f"}, ids...)...).CombinedOutput()
+						rmCancel()
+						if err != nil {
+							b.Fatalf("docker rm -f of the %d baseline containers: %v: %s", len(ids), err, out)
 						}
 					}
 					wall[arm] = append(wall[arm], d.Seconds())
