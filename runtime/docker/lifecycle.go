@@ -142,16 +142,29 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	return r.wrap(ctx, "stop", id, err, contract.ErrNotFound)
 }
 
-// Remove force-removes container id (killing it if it still runs) with
-// its anonymous volumes, and ends its log copy. A container already gone,
+// Remove removes container id with its anonymous volumes, killing it
+// first if it still runs, and ends its log copy. A container already gone,
 // or being removed by another call, is no error. The worker calls it after
 // Wait (ephemeral mode) or when a pool retires a container.
+//
+// A running container is stopped with no grace (killed, and waited for
+// until the engine handled its exit) before the removal, not removed by
+// force while it runs: on Debian's Engine 20.10.24 a forced removal of a
+// running container races the engine's own handling of its exit in
+// libnetwork, and 256 at once deadlocked the engine (every later kill, rm
+// and inspect hung until it was restarted; bench/results/sandbox.md). For
+// a container that already exited the stop is a no-op call.
 //
 // Errors: contract.ErrUnavailable, ctx's error.
 func (r *Runtime) Remove(ctx context.Context, id string) error {
 	r.markKilled(id, "")
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
+	none := 0
+	if _, err := r.cli.ContainerStop(cctx, id, client.ContainerStopOptions{Timeout: &none}); err != nil && !cerrdefs.IsNotFound(err) && ctx.Err() == nil {
+		// Not fatal: the forced removal below kills it as before.
+		r.log.Debug("stop before remove failed; removing by force", "container", id, "err", err)
+	}
 	_, err := r.cli.ContainerRemove(cctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) && !(cerrdefs.IsConflict(err) && ctx.Err() == nil) {
 		return r.wrap(ctx, "remove", id, err, nil)
