@@ -36,7 +36,7 @@ from .errors import (AlreadyExists, Cancelled, ChecksumMismatch, DeadlineExceede
                      OutOfRange, PermissionDenied, ResourceExhausted, RuntimeUnavailable, SandboxClosed, SandboxEnded,
                      SandboxBusy, SandboxExpired, SandboxFailed, SandboxLost, SandboxNotFound, SandboxNotReady,
                      SandboxPaused, SnapshotInUse, SnapshotNotFound, SnapshotQuotaExceeded, SnapshotWorkerDown,
-                     Unavailable, WorkerUnreachable)
+                     Unauthenticated, Unavailable, WorkerUnreachable)
 from .graph import Graph, Service, Task, parse_cpu, parse_memory, parse_seconds
 from .sandbox import ExecResult, Sandbox, SandboxInfo, SnapshotInfo, new_sandbox_id, sandbox_state_name
 from ._proto.sandbox_pb2 import (SANDBOX_STATE_CLOSED, SANDBOX_STATE_EXPIRED, SANDBOX_STATE_FAILED,
@@ -49,7 +49,7 @@ __all__ = [
     "Client", "Cursor", "EnvHeads", "TaskResult", "Graph", "Task", "Service",
     "parse_cpu", "parse_memory", "parse_seconds", "new_graph_id", "task_state_name", "graph_state_name",
     "MegaflowError", "InvalidArgument", "InvalidGraph", "NotFound", "AlreadyExists", "FailedPrecondition",
-    "Unavailable", "NotLeader", "ResourceExhausted", "OutOfRange", "Internal", "PermissionDenied",
+    "Unavailable", "NotLeader", "ResourceExhausted", "OutOfRange", "Internal", "PermissionDenied", "Unauthenticated",
     "DeadlineExceeded", "Cancelled", "ChecksumMismatch",
     "Sandbox", "ExecResult", "SandboxInfo", "SnapshotInfo", "SandboxState", "new_sandbox_id", "sandbox_state_name",
     "SandboxNotFound", "SandboxNotReady", "SandboxEnded", "SandboxClosed", "SandboxExpired", "SandboxLost",

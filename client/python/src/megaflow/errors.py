@@ -25,7 +25,8 @@ exception                   gRPC code (and detail)
 :class:`ResourceExhausted`  RESOURCE_EXHAUSTED (rate limit: retry_after)
 :class:`OutOfRange`         OUT_OF_RANGE (a watch cursor too old)
 :class:`Internal`           INTERNAL
-:class:`PermissionDenied`   PERMISSION_DENIED / UNAUTHENTICATED (proxies)
+:class:`PermissionDenied`   PERMISSION_DENIED: the token's role or tenant does not allow it
+:class:`Unauthenticated`    UNAUTHENTICATED: no token, or one the cluster does not know (a :class:`PermissionDenied`)
 :class:`DeadlineExceeded`   DEADLINE_EXCEEDED, or the SDK's own deadline
 :class:`Cancelled`          CANCELLED
 ==========================  ===========================================
@@ -198,8 +199,16 @@ class Internal(MegaflowError):
 
 
 class PermissionDenied(MegaflowError):
-    """Refused for lack of permission or authentication (a proxy or TLS
-    setup in front of the heads)."""
+    """Refused: the call's token (its role or tenant) does not allow it, or
+    a proxy in front of the heads refused it. :class:`Unauthenticated` is
+    a subclass, so ``except PermissionDenied`` catches both."""
+
+
+class Unauthenticated(PermissionDenied):
+    """Refused because the call carried no token, a malformed one, or one
+    the cluster does not know (revoked or expired): pass ``token=`` (or set
+    ``MEGAFLOW_TOKEN``) with a valid token. A wrong role is
+    :class:`PermissionDenied` instead."""
 
 
 class DeadlineExceeded(MegaflowError, TimeoutError):
@@ -319,7 +328,7 @@ _CODES: Dict[grpc.StatusCode, Type[MegaflowError]] = {
     grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
     grpc.StatusCode.INTERNAL: Internal,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
-    grpc.StatusCode.UNAUTHENTICATED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.CANCELLED: Cancelled,
 }
