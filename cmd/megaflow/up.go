@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,9 @@ type localOptions struct {
 	// GRPCAddr, RaftAddr, GossipAddr are the head's addresses;
 	// WorkerGossipAddr the worker's. Port 0 picks a free port.
 	GRPCAddr, RaftAddr, GossipAddr, WorkerGossipAddr string
+	// HTTPAddr is the head's HTTP listener (/metrics, /healthz, /readyz,
+	// the dashboard); empty: none.
+	HTTPAddr string
 	// CPUMillis and MemoryBytes are what the worker offers (0: the machine).
 	CPUMillis, MemoryBytes int64
 	// PoolMax caps the warm containers per (image, tenant, limits).
@@ -88,6 +92,11 @@ func (o *localOptions) validate() error {
 	}
 	if _, err := logging.New(io.Discard, "text", o.LogLevel); err != nil {
 		return errs.New(errs.InvalidArgument, "--log-level: %v", err)
+	}
+	if o.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {
+			return errs.New(errs.InvalidArgument, "--http-addr %q is not host:port (e.g. 127.0.0.1:8080; empty for no HTTP): %v", o.HTTPAddr, err)
+		}
 	}
 	return nil
 }
@@ -221,6 +230,7 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 		ConfigureHead: func(_ int, hc *head.Config) {
 			hc.NodeID, hc.DataDir = "local-head", filepath.Join(o.DataDir, "head")
 			hc.GRPCAddr, hc.RaftAddr, hc.GossipAddr = o.GRPCAddr, o.RaftAddr, o.GossipAddr
+			hc.HTTPAddr = o.HTTPAddr
 			hc.Join = nil
 			hc.BootstrapExpect = 1
 			hc.Version = version.Get().Short()
@@ -364,6 +374,9 @@ func (lc *localCluster) describe(w io.Writer) {
 	fmt.Fprintf(w, "local cluster: head %s leads, gRPC %s (gossip %s); worker %s offers %.1f cores, %s memory\n",
 		lc.head.ID(), lc.head.GRPCAddr(), lc.head.GossipAddr(), lc.worker.ID(), float64(c.CPUMillis)/1000, bytesIEC(c.MemoryBytes))
 	fmt.Fprintf(w, "runtime: %s (%s)\n", lc.runtime, lc.why)
+	if a := lc.head.HTTPAddr(); a != "" {
+		fmt.Fprintf(w, "dashboard: http://%s/ (metrics: http://%s/metrics)\n", a, a)
+	}
 	fmt.Fprintf(w, "logs: %s\n", lc.logPath)
 	if lc.adminToken != "" {
 		fmt.Fprintf(w, "ACLs on: every command needs a token; the admin token (kept in the data directory): export MEGAFLOW_TOKEN=%s\n", lc.adminToken)
@@ -474,6 +487,7 @@ keeps the task table.`,
 	cmd.Flags().StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, "host:port of the head's gRPC API")
 	cmd.Flags().StringVar(&o.RaftAddr, "raft-addr", o.RaftAddr, "host:port of the head's Raft transport")
 	cmd.Flags().StringVar(&o.GossipAddr, "gossip-addr", o.GossipAddr, "host:port of the head's gossip member")
+	cmd.Flags().StringVar(&o.HTTPAddr, "http-addr", "", "host:port of the head's HTTP listener: the dashboard, /metrics, /healthz and /readyz (empty: none; with --acl the dashboard's API needs the admin token)")
 	cmd.Flags().StringVar(&o.WorkerGossipAddr, "worker-gossip-addr", o.WorkerGossipAddr, "host:port of the worker's gossip member")
 	return cmd
 }

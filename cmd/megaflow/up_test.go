@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,9 +20,21 @@ func TestUpAndWatch(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	lc, err := startLocal(ctx, localOptions{DataDir: filepath.Join(dir, "data"), Runtime: "process", GRPCAddr: "127.0.0.1:0",
-		RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", WorkerGossipAddr: "127.0.0.1:0", LogLevel: "debug"})
+		RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", WorkerGossipAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", LogLevel: "debug"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// --http-addr: the head serves /readyz and the dashboard, and the
+	// description says where.
+	var desc strings.Builder
+	lc.describe(&desc)
+	if a := lc.head.HTTPAddr(); a == "" || !strings.Contains(desc.String(), "dashboard: http://"+a+"/") {
+		t.Fatalf("HTTP address %q; description:\n%s", a, desc.String())
+	}
+	if resp, err := http.Get("http://" + lc.head.HTTPAddr() + "/readyz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz: %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	defer func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -82,6 +95,7 @@ func TestUpRefusesBadFlagsBeforeWriting(t *testing.T) {
 		{func(o *localOptions) { o.PoolMax = -1 }, "--pool-max -1"},
 		{func(o *localOptions) { o.MaxConcurrentStarts = -2 }, "--max-concurrent-starts -2"},
 		{func(o *localOptions) { o.LogLevel = "loud" }, `--log-level: log level "loud"`},
+		{func(o *localOptions) { o.HTTPAddr = "8080" }, `--http-addr "8080" is not host:port`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
