@@ -280,6 +280,16 @@ func TestACLDefaultAdmission(t *testing.T) {
 		t.Fatal("ACLDefaultAdmission: want true from rules 7 with the marker, false at rules 6")
 	}
 
+	// A refusal names the default and its suggested command keeps the user.
+	hostGraph := graphSpec("acl-host", func() *wire.TaskSpec { s := spec("t"); s.Network = "host"; return s }())
+	hostGraph.Tenant = "acme"
+	e := noACL.refused(errs.PermissionDenied, OpSubmitGraph, submitCmd(hostGraph, 100))
+	for _, w := range []string{"the built-in default policy for clusters with ACLs", "megaflow policy set acme --allow-network '*' --allow-network host --user 65534:65534"} {
+		if !strings.Contains(e.Message, w) {
+			t.Fatalf("a host graph under the default with ACLs: %q; want it to contain %q", e.Message, w)
+		}
+	}
+
 	f := noACL
 	for _, s := range []struct {
 		name    string
