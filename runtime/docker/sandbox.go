@@ -227,7 +227,7 @@ func (r *Runtime) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	ins, err := r.cli.ContainerInspect(cctx, id, client.ContainerInspectOptions{})
 	cancel()
 	if err != nil {
-		return r.wrapFile(ctx, "copy into", id, clean, err)
+		return r.wrap(ctx, "inspect", id, err, contract.ErrNotFound)
 	}
 	var uid, gid int
 	if c := ins.Container.Config; c != nil {
@@ -242,16 +242,16 @@ func (r *Runtime) WriteFile(ctx context.Context, id, p string, data []byte, mode
 // engine applies as root whatever the container's capabilities); see
 // contract.DirMaker.
 func (r *Runtime) MakeDir(ctx context.Context, id, p, user string) error {
+	uid, gid, ok := numericUser(user)
+	if !ok && user != "" {
+		return fmt.Errorf("docker make directory %s in %s: user %q is not \"uid\" or \"uid:gid\" in decimal", p, id, user)
+	}
+	if path.Clean(p) == "/" {
+		return nil // never give away the root
+	}
 	clean, err := absPath(p)
 	if err != nil {
 		return err
-	}
-	uid, gid, ok := numericUser(user)
-	if !ok && user != "" {
-		return fmt.Errorf("docker make directory %s in %s: user %q is not \"uid\" or \"uid:gid\" in decimal", clean, id, user)
-	}
-	if clean == "/" {
-		return nil // never give away the root
 	}
 	return r.copyEntry(ctx, id, clean, &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(clean, "/") + "/",
 		Mode: 0o755, ModTime: r.clock.Now(), Uid: uid, Gid: gid}, nil)
