@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -58,8 +59,8 @@ func TestExecStreamAndFiles(t *testing.T) {
 
 // A container running as a user that is not root (an admission policy's
 // 65534:65534) gets its working directory as its own before it starts and
-// can write there; a file WriteFile gives it is the user's (it can append
-// to it); MakeDir gives a directory to the user in a running container,
+// can write there; a file WriteFile gives it, and the entries of an
+// archive PutArchive extracts, are the user's (it can append to them); MakeDir gives a directory to the user in a running container,
 // whose own exec could not create it under the root's /. Without a user a
 // written file stays root's.
 func TestNonRootWorkingDirAndFiles(t *testing.T) {
@@ -85,6 +86,18 @@ func TestNonRootWorkingDirAndFiles(t *testing.T) {
 	}
 	if got := run(`echo more >> given && cat given && stat -c %u:%g given`); got != "given\nmore\n65534:65534\n" {
 		t.Fatalf("a file WriteFile gave: %q; want it the user's, appendable", got)
+	}
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "work/dir/up/", Mode: 0o755, Uid: 1234, Gid: 1234})
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "work/dir/up/a", Mode: 0o644, Size: 2, Uid: 1234, Gid: 1234, Uname: "someone"})
+	_, _ = tw.Write([]byte("a\n"))
+	_ = tw.Close()
+	if err := e.rt.PutArchive(ctx, id, &tb); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(`echo b >> up/a && cat up/a && stat -c %u:%g up up/a`); got != "a\nb\n65534:65534\n65534:65534\n" {
+		t.Fatalf("an uploaded archive: %q; want its entries the user's", got)
 	}
 	if err := e.rt.MakeDir(ctx, id, "/made", "65534"); err != nil {
 		t.Fatal(err)
