@@ -51,8 +51,8 @@ type AdmissionPolicy struct {
 // (the cluster row for ClusterAdmission), stamped with the transaction's
 // index and unixNanos; a policy equal to the built-in default in force
 // (aclDefault: with ACLs from rules 7 if the table holds the bootstrap
-// marker) deletes the row. It reports whether the row was removed (or none was left). The FSM
-// calls it for an OpSetAdmissionPolicy. Errors, changing nothing:
+// marker) deletes the row. It reports whether the row was removed (or
+// none was left). The FSM calls it for an OpSetAdmissionPolicy. Errors, changing nothing:
 // InvalidArgument naming the field out of its bounds.
 func (t *Txn) SetAdmissionPolicy(w *wire.AdmissionPolicy, unixNanos int64) (removed bool, err error) {
 	p, err := admission.Normalize(w)
@@ -83,8 +83,7 @@ func (v *View) AdmissionPolicies() []*wire.AdmissionPolicy {
 // EffectiveAdmission returns tenant's effective policy and where it comes
 // from (admission.Effective; the built-in default is the one for clusters
 // with ACLs once the table holds the ACL bootstrap marker, from rules 7:
-// aclDefault). The row is
-// shared: never modify it.
+// aclDefault). The row is shared: never modify it.
 func (v *View) EffectiveAdmission(tenant string) (*wire.AdmissionPolicy, wire.AdmissionPolicySource) {
 	return effectiveAdmission(v.txn(), tenant)
 }
