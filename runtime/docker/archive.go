@@ -31,11 +31,12 @@ func (r *Runtime) PutArchive(ctx context.Context, id string, rd io.Reader) error
 	}
 	if c := ins.Container.Config; c != nil {
 		if uid, gid, ok := numericUser(c.User); ok {
+			src := rd
 			pr, pw := io.Pipe()
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				pw.CloseWithError(ownEntries(rd, pw, uid, gid))
+				pw.CloseWithError(ownEntries(src, pw, uid, gid))
 			}()
 			defer func() {
 				// Unblocks the goroutine when the engine stopped reading.
