@@ -14,7 +14,8 @@ import (
 type AdmissionPolicy = wire.AdmissionPolicy
 
 // AdmissionPolicySource says where a tenant's effective policy comes from:
-// its row, the cluster row or the built-in default.
+// its row, the cluster row or the built-in default (of a cluster without
+// ACLs, or of one whose ACLs were bootstrapped: nobody, 65534:65534).
 type AdmissionPolicySource = wire.AdmissionPolicySource
 
 // Where an effective admission policy comes from.
@@ -22,12 +23,16 @@ const (
 	AdmissionFromTenant  = wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT
 	AdmissionFromCluster = wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER
 	AdmissionFromDefault = wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT
+	// AdmissionFromACLDefault is the built-in default of a cluster whose
+	// ACLs were bootstrapped: every container runs as 65534:65534.
+	AdmissionFromACLDefault = wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT_ACL
 )
 
 // SetAdmissionPolicy replaces tenant p.Tenant's admission policy in the
 // replicated table (the whole policy: fields not set allow nothing or
-// force nothing). A policy that allows exactly the built-in default
-// (AllowedNetworks ["*"], nothing else) removes the row. Submissions are
+// force nothing). A policy equal to the built-in default in force
+// (AllowedNetworks ["*"], nothing else; with ACLs bootstrapped also
+// RunAsUser "65534:65534") removes the row. Submissions are
 // checked against it from the returned Raft index on; tasks already
 // committed run under the policy in force when they are assigned. It
 // returns the index and whether the row was removed. Errors:

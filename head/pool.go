@@ -29,7 +29,8 @@ func (s *service) PoolWarm(ctx context.Context, req *wire.PoolWarmRequest) (*wir
 		return resp, errs.ToStatus(err)
 	}
 	c := proto.CloneOf(tg)
-	c.ModifyIndex, c.UpdateUnixNanos = 0, 0 // the FSM stamps them
+	c.ModifyIndex, c.UpdateUnixNanos = 0, 0       // the FSM stamps them
+	c.AdmissionPolicy, c.AdmissionSource = nil, 0 // sent to workers, never stored
 	_, index, err := s.h.apply(ctx, fsm.OpPoolWarm, &wire.PoolWarmCommand{Target: c, UnixNanos: s.h.clock.Now().UnixNano()})
 	if err != nil {
 		return nil, errs.ToStatus(err)
@@ -50,7 +51,8 @@ func (s *service) PoolList(ctx context.Context, req *wire.PoolListRequest) (*wir
 	return &wire.PoolListResponse{Targets: view.PoolTargets()}, nil
 }
 
-// poolTargetsMessage returns the pre-warm targets for worker id as a head
+// poolTargetsMessage returns the pre-warm targets for worker id, each with
+// its tenant's effective admission policy (from rules 5), as a head
 // message when they differ from last (what the stream sent before; nil at
 // first), else nil. The worker stream's goroutine calls it after each
 // table change.
@@ -60,6 +62,20 @@ func poolTargetsMessage(view *state.View, id string, last *wire.PoolTargets) *wi
 		return nil
 	}
 	cur := &wire.PoolTargets{Targets: view.PoolTargetsFor(w.Info.GetLabels())}
+	if view.Rules() >= state.RulesAdmission {
+		// The tenant's confinement, so that the warm containers have the
+		// pool key of its tasks' (a user under the default for clusters
+		// with ACLs, say).
+		for i, t := range cur.Targets {
+			c := proto.CloneOf(t)
+			tenant := t.GetTenant()
+			if tenant == "" {
+				tenant = state.DefaultTenant
+			}
+			c.AdmissionPolicy, c.AdmissionSource = view.EffectiveAdmission(tenant)
+			cur.Targets[i] = c
+		}
+	}
 	if last != nil && proto.Equal(cur, last) {
 		return nil
 	}

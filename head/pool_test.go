@@ -100,3 +100,45 @@ func TestPoolWarmThroughTheAPI(t *testing.T) {
 		t.Fatalf("after removal PoolList = %v, %v", ts, err)
 	}
 }
+
+// Under a policy that confines containers (a cluster row with a user, as
+// the built-in default for clusters with ACLs does) the leader sends each
+// pre-warm target with its tenant's policy, so the warm containers run as
+// that user and the tenant's persistent tasks, whose pool key includes the
+// user, use them instead of starting new ones.
+func TestPoolWarmUnderAConfiningPolicy(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	rt := fake.New(nil)
+	rt.Default(fake.Behavior{Duration: time.Hour})
+	rt.OnCommand("/eval", fake.Behavior{Duration: time.Millisecond})
+	w := c.AddWorker(testcluster.WorkerOptions{Runtime: rt})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, _, err := cl.SetClusterAdmissionPolicy(ctx, &client.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.PoolWarm(ctx, &client.PoolTarget{Image: "swe/django:1", Size: 2}); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "2 warm containers", func() bool { return warmOf(w, "swe/django:1") == 2 })
+	for _, call := range rt.Calls() {
+		if call.Op == "Start" && call.Spec.User != "65534:65534" {
+			t.Fatalf("a warm container started as user %q; want 65534:65534 (the tenant's policy)", call.Spec.User)
+		}
+	}
+	starts := rt.CallCount("Start")
+	g := &client.GraphSpec{Id: "warm"}
+	for i := range 2 {
+		g.Tasks = append(g.Tasks, &client.TaskSpec{Name: fmt.Sprintf("t%d", i), Image: "swe/django:1", Command: []string{"/eval"}, Mode: client.ModePersistent})
+	}
+	if _, err := cl.Submit(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitGraph(ctx, t, cl, "warm"); got.State != client.GraphSucceeded {
+		t.Fatalf("graph %v", got)
+	}
+	if n := rt.CallCount("Start") - starts; n != 0 {
+		t.Fatalf("%d containers started for persistent tasks under the policy; want 0 (the warm ones, started under it, are used)", n)
+	}
+}

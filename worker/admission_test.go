@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/megaflow/megaflow/internal/admission"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/worker/attempt"
 )
@@ -72,7 +73,9 @@ func (processRT) Name() string { return "process" }
 
 // A worker whose runtime cannot confine a container (the process runtime)
 // refuses an assignment whose policy asks it to, not retryable, saying
-// what it cannot enforce; a policy that confines nothing runs.
+// what it cannot enforce; a policy that confines nothing runs, and so does
+// one under the built-in default for clusters with ACLs, whose user the
+// runtime does not apply (an admin's row with the same user is refused).
 func TestProcessWorkerRefusesConfinement(t *testing.T) {
 	head := newFakeHead(t, "h1")
 	rt := newFakeRT(t)
@@ -95,6 +98,23 @@ func TestProcessWorkerRefusesConfinement(t *testing.T) {
 	ok.GetAssign().AdmissionPolicy = &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}}
 	head.send(ok)
 	head.waitEvent("g/plain", 1, kindStarted)
+
+	nobody := func(id string, src wire.AdmissionPolicySource) {
+		m := assignMsg(id, 1, spec("busybox", "hang"))
+		m.GetAssign().Tenant = "team-a"
+		m.GetAssign().AdmissionPolicy = admission.DefaultFor(true)
+		m.GetAssign().AdmissionSource = src
+		head.send(m)
+	}
+	nobody("g/acl-default", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT_ACL)
+	head.waitEvent("g/acl-default", 1, kindStarted)
+	if s, _ := rt.startSpec(ContainerName("w1", attempt.Key{TaskID: "g/acl-default", Attempt: 1})); s.User != "" {
+		t.Fatalf("the process under the built-in default for clusters with ACLs: user %q; want none (the runtime cannot apply it)", s.User)
+	}
+	nobody("g/acl-row", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER)
+	if e := head.waitEvent("g/acl-row", 1, kindFailed); !strings.Contains(e.GetReason(), "the cluster policy sets --user 65534:65534") {
+		t.Fatalf("a cluster row with a user on the process runtime: reason %q; want the refusal naming it", e.GetReason())
+	}
 }
 
 // A persistent session's container keeps the confinement it was started

@@ -518,10 +518,10 @@ func (w *Worker) containerSpec(a *wire.Assignment, k attempt.Key, deadline time.
 	if network == "" {
 		network = "none"
 	}
-	if err := w.admit(a); err != nil {
+	pol := w.applied(a)
+	if err := w.admit(a, pol); err != nil {
 		return contract.Spec{}, err
 	}
-	pol := a.GetAdmissionPolicy()
 	return contract.Spec{
 		User:           pol.GetRunAsUser(),
 		ReadOnlyRootfs: pol.GetReadOnlyRootFs(),

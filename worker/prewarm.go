@@ -32,11 +32,14 @@ func (p *pool) maxOf(key poolKey) int {
 }
 
 // targetKey returns the pool key and container template of a target: those
-// of a persistent task with the target's image, tenant and resources.
+// of a persistent task with the target's image, tenant and resources under
+// the tenant's admission policy the leader attached (its confinement is in
+// the key).
 func (w *Worker) targetKey(t *wire.PoolTarget) (poolKey, contract.Spec, error) {
 	a := &wire.Assignment{Tenant: t.GetTenant(), Spec: &wire.TaskSpec{Image: t.GetImage(),
 		Resources: &wire.Resources{CpuMillis: t.GetCpuMillis(), MemoryBytes: t.GetMemoryBytes()},
-		Mode:      wire.ExecutionMode_EXECUTION_MODE_PERSISTENT}}
+		Mode:      wire.ExecutionMode_EXECUTION_MODE_PERSISTENT},
+		AdmissionPolicy: t.GetAdmissionPolicy(), AdmissionSource: t.GetAdmissionSource()}
 	spec, err := w.containerSpec(a, attempt.Key{TaskID: "prewarm/" + t.GetImage(), Attempt: 1}, time.Time{}, nil)
 	if err != nil {
 		return poolKey{}, contract.Spec{}, err

@@ -32,7 +32,8 @@ import (
 // and MEGAFLOW_TASK_ID and the others) and working directory become the
 // defaults of each of its execs (an exec's own env and cwd override them),
 // and the working directory is created in the container (mkdir -p) at the
-// claim. Its labels stay those of a warm container (the engine cannot
+// claim (by the engine, owned by the container's user, when an admission
+// policy runs it as one: contract.DirMaker). Its labels stay those of a warm container (the engine cannot
 // change them); the claim file says whose it is now.
 //
 // The claim is durable before the attempt reports STARTED: the container
@@ -215,7 +216,17 @@ func (w *Worker) claimWarm(ctx context.Context, a *wire.Assignment, h *handle, s
 	if err := writeClaim(w.cfg.DataDir, cl); err != nil {
 		return fail("claim file", err)
 	}
-	if wd := spec.WorkingDir; wd != "" {
+	if dm, ok := w.rt.(contract.DirMaker); ok && spec.WorkingDir != "" && spec.User != "" && !spec.ReadOnlyRootfs {
+		// A warm container running as a policy's user: an exec of mkdir
+		// would run as that user, who may not write its parent; the engine
+		// makes it and gives it to the user, as for a fresh container.
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		err := dm.MakeDir(cctx, c.id, spec.WorkingDir, spec.User)
+		cancel()
+		if err != nil {
+			return fail("working directory", err)
+		}
+	} else if wd := spec.WorkingDir; wd != "" {
 		se := w.rt.(contract.StreamExecer)
 		var out strings.Builder
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)

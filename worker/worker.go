@@ -38,6 +38,10 @@ type Worker struct {
 	outbox *outbox
 	info   *wire.WorkerInfo
 	pool   *pool // warm containers; nil when the runtime has no Execer
+	// userNotApplied is set once the worker logged (a warning) that its
+	// runtime does not apply the user of the built-in default policy for
+	// clusters with ACLs (admission.go).
+	userNotApplied atomic.Bool
 	// spool queues artifact uploads (nil: artifacts off); memSpool is the
 	// in-memory one Run runs when Config.Spool was nil.
 	spool    artifact.Spool

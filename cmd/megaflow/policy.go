@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -20,8 +21,8 @@ func policyCmd(g *globals) *cobra.Command {
 		Short: "Set and show the per-tenant container admission policies (network, capabilities, user, read-only root, pids)",
 		Long: "An admission policy bounds what a tenant's task and sandbox containers may ask for and forces limits on them.\n" +
 			"Each tenant has the policy of its own row, else the cluster row (policy set --cluster), else the built-in\n" +
-			"default: networks none, bridge and any named network but not host; no added capabilities; the image's user;\n" +
-			"a writable root; no pids limit. The heads refuse a graph whose tasks ask for more (PERMISSION_DENIED, naming\n" +
+			"default: networks none, bridge and any named network but not host; no added capabilities; the image's user\n" +
+			"(on a cluster whose ACLs were bootstrapped: 65534:65534, nobody); a writable root; no pids limit. The heads refuse a graph whose tasks ask for more (PERMISSION_DENIED, naming\n" +
 			"the task, the field and the policy); the workers refuse it again and apply the user, read-only root and pids\n" +
 			"limit to every container. Needs rules 5 (every head on a build that has them). See docs/security.md.",
 		Args: cobra.NoArgs,
@@ -39,11 +40,16 @@ func policyCmd(g *globals) *cobra.Command {
 		Long: "Replace the whole admission policy of TENANT (or, with --cluster, the cluster row, which applies to every\n" +
 			"tenant without a row of its own) with the one the flags describe; flags not given allow or force nothing,\n" +
 			"except that without --allow-network the networks are '*' (bridge and any named network, not host), as by\n" +
-			"default. A policy equal to the built-in default removes the row. Examples:\n" +
+			"default, and without --user containers run as the image's user (often root; --user 0:0 is root whatever\n" +
+			"the image). A policy equal to the built-in default in force removes the row; on a cluster whose ACLs were\n" +
+			"bootstrapped that default runs containers as 65534:65534, so give --user 65534:65534 to keep them non-root\n" +
+			"(policy set warns when a row would run them as the image's user where they ran as another). Examples:\n" +
 			"  megaflow policy set team-a --allow-network '*' --allow-network host   # also the host network\n" +
 			"  megaflow policy set team-a --allow-cap NET_ADMIN                      # default networks, one capability\n" +
 			"  megaflow policy set --cluster --user 65534:65534 --read-only-root --max-pids 4096\n" +
-			"  megaflow policy set team-a                                            # back to the cluster row or default",
+			"  megaflow policy set --cluster --user 0:0                              # root again on a cluster with ACLs\n" +
+			"  megaflow policy set team-a                                            # back to the cluster row or default\n" +
+			"                                                                        # (with ACLs: add --user 65534:65534)",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -72,6 +78,7 @@ func policyCmd(g *globals) *cobra.Command {
 				index   uint64
 				removed bool
 			)
+			before, known := userInForce(ctx, c, p.Tenant, g.read())
 			if cluster {
 				index, removed, err = c.SetClusterAdmissionPolicy(ctx, p)
 			} else {
@@ -87,6 +94,10 @@ func policyCmd(g *globals) *cobra.Command {
 			if cluster {
 				who = "the cluster row"
 			}
+			if known && before != "" && p.RunAsUser == "" && !removed {
+				fmt.Fprintf(g.stderr, "note: %s ran containers as %s; it now runs them as the image's user (often root): add --user %s to keep it\n",
+					who, before, before)
+			}
 			if removed {
 				fmt.Fprintf(g.stdout, "admission policy of %s removed (it equalled the default) at index %d\n", who, index)
 				return nil
@@ -99,7 +110,7 @@ func policyCmd(g *globals) *cobra.Command {
 	f.StringArrayVar(&nets, "allow-network", nil, "a network tasks may ask for beyond none: bridge, host, a Docker network's name, or '*' for bridge and every named network (repeat; not given: '*')")
 	f.StringArrayVar(&caps, "allow-cap", nil, "a Linux capability tasks may add, e.g. NET_ADMIN (repeat; not given: none)")
 	f.BoolVar(&readOnly, "read-only-root", false, "give every container a read-only root file system (with a writable tmpfs at /tmp)")
-	f.StringVar(&user, "user", "", "run every container as this numeric uid or uid:gid, e.g. 65534:65534 (not given: the image's user)")
+	f.StringVar(&user, "user", "", "run every container as this numeric uid or uid:gid, e.g. 65534:65534; 0:0 is root (not given: the image's user)")
 	f.Int64Var(&maxPids, "max-pids", 0, fmt.Sprintf("most processes and threads in one container, %d to %d (0: the worker's default, 1024)", admission.MinPids, admission.MaxPids))
 	f.BoolVar(&cluster, "cluster", false, "set the cluster row (every tenant without a row of its own) instead of a tenant's")
 
@@ -169,6 +180,30 @@ func policyCmd(g *globals) *cobra.Command {
 	}
 	root.AddCommand(set, get, list)
 	return root
+}
+
+// userInForce returns the user that the policy a `policy set` replaces
+// runs containers as: tenant's effective policy, or for the cluster row
+// ("") the cluster row, else the built-in default (as tenant "default"
+// sees it when it has no row). known is false when it cannot tell (a read
+// failed, or tenant "default" has a row of its own).
+func userInForce(ctx context.Context, c *client.Client, tenant string, ro client.ReadOptions) (user string, known bool) {
+	if tenant != "" {
+		p, _, err := c.GetAdmissionPolicy(ctx, tenant, ro)
+		return p.GetRunAsUser(), err == nil
+	}
+	rows, err := c.ListAdmissionPolicies(ctx, ro)
+	if err != nil {
+		return "", false
+	}
+	if len(rows) > 0 && rows[0].GetTenant() == "" {
+		return rows[0].GetRunAsUser(), true
+	}
+	p, src, err := c.GetAdmissionPolicy(ctx, "default", ro)
+	if err != nil || src == client.AdmissionFromTenant {
+		return "", false
+	}
+	return p.GetRunAsUser(), true
 }
 
 // writePolicy prints a policy's fields, one per line.

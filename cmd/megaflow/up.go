@@ -380,6 +380,11 @@ func (lc *localCluster) describe(w io.Writer) {
 	fmt.Fprintf(w, "logs: %s\n", lc.logPath)
 	if lc.adminToken != "" {
 		fmt.Fprintf(w, "ACLs on: every command needs a token; the admin token (kept in the data directory): export MEGAFLOW_TOKEN=%s\n", lc.adminToken)
+		if lc.runtime == "process" {
+			fmt.Fprintln(w, "tasks run as your user: the process runtime does not apply the admission default with ACLs (user 65534:65534)")
+		} else {
+			fmt.Fprintln(w, "containers run as 65534:65534 (nobody), the admission default with ACLs; for root: megaflow policy set --cluster --user 0:0")
+		}
 	}
 }
 

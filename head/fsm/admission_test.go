@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/megaflow/megaflow/internal/acl"
 	"github.com/megaflow/megaflow/internal/admission"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -221,4 +222,102 @@ func TestAdmissionSnapshotRecord(t *testing.T) {
 	if err := dst.Restore(nopCloser{bytes.NewReader(corrupt)}); err == nil || !strings.Contains(err.Error(), "max_pids") {
 		t.Fatalf("restoring a snapshot with a bad policy row: %v; want an error naming max_pids", err)
 	}
+}
+
+// bootstrapACL applies the ACL bootstrap: the first admin token and the
+// bootstrap marker.
+func (f *testFSM) bootstrapACL() {
+	f.tb.Helper()
+	f.ok(OpTokenCreate, &wire.TokenCreateCommand{Bootstrap: true, RelayKey: bytes.Repeat([]byte{7}, acl.RelayKeyBytes),
+		Token: &wire.Token{Accessor: "00000000000000a1", SecretHash: bytes.Repeat([]byte{1}, 32), Role: wire.TokenRole_TOKEN_ROLE_ADMIN, CreateUnixNanos: f.now()}})
+}
+
+// From rules 7 the built-in default policy of a cluster whose table holds
+// the ACL bootstrap marker runs containers as 65534:65534 and names itself
+// so; without the marker, or below rules 7, it is the default without
+// ACLs. A row equal to the default in force is removed; one equal to the
+// other default is kept (with ACLs, the image's user is a choice); a
+// cluster or tenant row with user 0:0 is root; every row survives a
+// snapshot.
+func TestACLDefaultAdmission(t *testing.T) {
+	aclDefault := wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT_ACL
+	plainDefault := wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT
+	effective := func(f *testFSM, tenant string) (string, wire.AdmissionPolicySource) {
+		p, src := f.View().EffectiveAdmission(tenant)
+		return p.GetRunAsUser(), src
+	}
+	want := func(f *testFSM, step, tenant, user string, src wire.AdmissionPolicySource) {
+		t.Helper()
+		if u, s := effective(f, tenant); u != user || s != src {
+			t.Fatalf("%s: %s's effective policy runs as %q from %v; want %q from %v", step, tenant, u, s, user, src)
+		}
+	}
+
+	old := newTestFSM(t, 0)
+	old.ok(OpSetRules, wrapperspb.UInt64(6))
+	old.bootstrapACL()
+	want(old, "rules 6 with ACLs", "acme", "", plainDefault)
+	if got := old.setPolicy(&wire.AdmissionPolicy{Tenant: "acme", AllowedNetworks: []string{"*"}}); !got.Removed {
+		t.Fatal("rules 6 with ACLs: the default without ACLs was kept; want it removed as before rules 7")
+	}
+
+	noACL := newTestFSM(t, 0)
+	noACL.ok(OpSetRules, wrapperspb.UInt64(7))
+	want(noACL, "rules 7 without ACLs", "acme", "", plainDefault)
+	if got := noACL.setPolicy(&wire.AdmissionPolicy{Tenant: "acme", AllowedNetworks: []string{"*"}}); !got.Removed {
+		t.Fatal("rules 7 without ACLs: the default was kept; want it removed")
+	}
+	// Set before the bootstrap: a row that equals the default with ACLs
+	// once they are bootstrapped stays (and is restored).
+	if got := noACL.setPolicy(&wire.AdmissionPolicy{Tenant: "early", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}); got.Removed {
+		t.Fatal("rules 7 without ACLs: a row with user 65534:65534 was removed; want it kept")
+	}
+	noACL.setPolicy(&wire.AdmissionPolicy{Tenant: "early-kept", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"})
+	noACL.bootstrapACL()
+	want(noACL, "bootstrapped", "acme", admission.ACLDefaultUser, aclDefault)
+	want(noACL, "bootstrapped", "early", admission.ACLDefaultUser, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT)
+	if !noACL.View().ACLDefaultAdmission() || old.View().ACLDefaultAdmission() {
+		t.Fatal("ACLDefaultAdmission: want true from rules 7 with the marker, false at rules 6")
+	}
+
+	// A refusal names the default and its suggested command keeps the user.
+	hostGraph := graphSpec("acl-host", func() *wire.TaskSpec { s := spec("t"); s.Network = "host"; return s }())
+	hostGraph.Tenant = "acme"
+	e := noACL.refused(errs.PermissionDenied, OpSubmitGraph, submitCmd(hostGraph, 100))
+	for _, w := range []string{"the built-in default policy for clusters with ACLs", "megaflow policy set acme --allow-network '*' --allow-network host --user 65534:65534"} {
+		if !strings.Contains(e.Message, w) {
+			t.Fatalf("a host graph under the default with ACLs: %q; want it to contain %q", e.Message, w)
+		}
+	}
+
+	f := noACL
+	for _, s := range []struct {
+		name    string
+		policy  *wire.AdmissionPolicy
+		removed bool
+		tenant  string // whose effective policy is then checked
+		user    string
+		src     wire.AdmissionPolicySource
+	}{
+		{"the ACL default removes", &wire.AdmissionPolicy{Tenant: "early", AllowedNetworks: []string{"*", "none"}, RunAsUser: "65534:65534"}, true,
+			"early", admission.ACLDefaultUser, aclDefault},
+		{"the image's user is a row", &wire.AdmissionPolicy{Tenant: "imgusr", AllowedNetworks: []string{"*"}}, false,
+			"imgusr", "", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT},
+		{"a tenant row with root", &wire.AdmissionPolicy{Tenant: "rooted", AllowedNetworks: []string{"*"}, RunAsUser: "0:0"}, false,
+			"rooted", "0:0", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT},
+		{"others keep the default", &wire.AdmissionPolicy{Tenant: "other", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}, true,
+			"acme", admission.ACLDefaultUser, aclDefault},
+		{"a cluster row with root", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "0:0"}, false,
+			"acme", "0:0", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER},
+		{"the cluster row back to the ACL default", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}, true,
+			"acme", admission.ACLDefaultUser, aclDefault},
+	} {
+		if got := f.setPolicy(s.policy); got.Removed != s.removed {
+			t.Fatalf("%s: removed %v; want %v", s.name, got.Removed, s.removed)
+		}
+		want(f, s.name, s.tenant, s.user, s.src)
+	}
+	// Rows equal to either default (early-kept, imgusr) are restored.
+	assertRestores(t, f)
+	assertRestores(t, old)
 }

@@ -72,6 +72,11 @@ type goldenLog struct {
 // ends with a sandbox running and some graphs archived). Written again
 // when the two rules-5 branches (admission, archive) merged, before rules
 // 5 was released.
+// rules6-7: OpSetRules 2 to 6, 200 random entries, the token ops (an ACL
+// bootstrap among them), a policy equal to each built-in default (under
+// rules 6: the one without ACLs is removed), OpSetRules 7, two more such
+// policies (under rules 7 with the bootstrap marker: the one for clusters
+// with ACLs is removed), 200 more random entries: seed 67.
 var goldenLogs = []goldenLog{
 	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
 		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
@@ -131,6 +136,56 @@ var goldenLogs = []goldenLog{
 		entries = append(entries, tokenEntries(t, gen, 'b')...)
 		return append(entries, withoutRules(gen.entries(200))...)
 	}, check: checkRules56Coverage},
+	{name: "rules6-7", rules: 7, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(67)), tb: t, rareEvery: 6, sandboxEvery: 3, ref: newTestFSM(t, 0)}
+		var entries [][]byte
+		for _, r := range []uint64{2, 3, 4, 5, 6} {
+			entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(r)))
+			gen.cmd(OpSetRules, wrapperspb.UInt64(r))
+		}
+		entries = append(entries, withoutRules(gen.entries(200))...)
+		entries = append(entries, tokenEntries(t, gen, 'c')...)
+		entries = append(entries, aclDefaultEntries(gen, "r6")...) // the default without ACLs in force
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(7)))
+		gen.cmd(OpSetRules, wrapperspb.UInt64(7))
+		entries = append(entries, aclDefaultEntries(gen, "r7")...) // the default for clusters with ACLs in force
+		return append(entries, withoutRules(gen.entries(200))...)
+	}, check: checkRules67Coverage},
+}
+
+// aclDefaultEntries appends to gen, and returns, two admission policies of
+// tenants <p>-image (the default without ACLs: the image's user) and
+// <p>-nobody (the default for clusters with ACLs: 65534:65534), on a
+// cluster whose ACLs were bootstrapped.
+func aclDefaultEntries(gen *logGen, p string) [][]byte {
+	gen.out = nil
+	gen.nanos++
+	gen.cmd(OpSetAdmissionPolicy, &wire.SetAdmissionPolicyCommand{UnixNanos: gen.nanos,
+		Policy: &wire.AdmissionPolicy{Tenant: p + "-image", AllowedNetworks: []string{"*"}}})
+	gen.nanos++
+	gen.cmd(OpSetAdmissionPolicy, &wire.SetAdmissionPolicyCommand{UnixNanos: gen.nanos,
+		Policy: &wire.AdmissionPolicy{Tenant: p + "-nobody", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}})
+	out := gen.out
+	gen.out = nil
+	return out
+}
+
+// checkRules67Coverage checks that the rules6-7 log's table holds what
+// rules 7 changed: under rules 6 the row equal to the default without
+// ACLs was removed and the nobody row kept; under rules 7, with the
+// bootstrap marker, the other way round, and the default in force is the
+// one for clusters with ACLs.
+func checkRules67Coverage(t *testing.T, v *state.View) {
+	t.Helper()
+	var got []string
+	for _, p := range v.AdmissionPolicies() {
+		if strings.HasPrefix(p.GetTenant(), "r6-") || strings.HasPrefix(p.GetTenant(), "r7-") {
+			got = append(got, p.GetTenant())
+		}
+	}
+	if strings.Join(got, " ") != "r6-nobody r7-image" || !v.ACLDefaultAdmission() {
+		t.Fatalf("the rules6-7 log replays to policy rows %v, the default with ACLs in force %v; want r6-nobody r7-image, true", got, v.ACLDefaultAdmission())
+	}
 }
 
 // tokenEntries appends to gen, and returns, token ops (under rules 6; under

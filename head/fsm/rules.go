@@ -58,7 +58,14 @@ import (
 //   - 6: API tokens: the ops OpTokenCreate and OpTokenRevoke apply
 //     (refused, changing nothing, below 6), adding and removing rows of
 //     the token table (state.Txn.CreateToken, RevokeToken).
-const RulesCurrent uint64 = 6
+//   - 7: the built-in admission policy of a cluster whose ACLs were
+//     bootstrapped (the table holds the bootstrap marker) runs every
+//     container as 65534:65534 (admission.DefaultFor(true),
+//     state.RulesACLDefault): OpSetAdmissionPolicy removes a row equal to
+//     that default, not one equal to the default without ACLs (kept: it
+//     runs containers as the image's user). Without the marker nothing
+//     changed.
+const RulesCurrent uint64 = 7
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

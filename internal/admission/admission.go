@@ -65,18 +65,51 @@ func Field(reason string) string {
 	return ""
 }
 
-// Default returns the built-in default policy, a new value each call:
-// "bridge" and every named network but not "host", no added capabilities,
-// the image's user, no process limit, a writable root.
+// ACLDefaultUser is the user of the built-in default policy of a cluster
+// whose ACLs were bootstrapped (DefaultFor): nobody, 65534:65534.
+const ACLDefaultUser = "65534:65534"
+
+// Default returns the built-in default policy of a cluster without ACLs, a
+// new value each call: "bridge" and every named network but not "host", no
+// added capabilities, the image's user, no process limit, a writable root.
 func Default() *wire.AdmissionPolicy {
 	return &wire.AdmissionPolicy{AllowedNetworks: []string{AnyNetwork}}
 }
 
+// DefaultFor returns the built-in default policy in force, a new value each
+// call: Default without ACLs; with them (acl: the table holds the ACL
+// bootstrap marker), Default that also runs every container as
+// ACLDefaultUser (nobody), so that a multi-tenant cluster is non-root
+// unless an admin sets a user (`megaflow policy set --cluster --user 0:0`
+// brings root back).
+func DefaultFor(acl bool) *wire.AdmissionPolicy {
+	p := Default()
+	if acl {
+		p.RunAsUser = ACLDefaultUser
+	}
+	return p
+}
+
+// DefaultSource is where the built-in default policy in force comes from:
+// ADMISSION_POLICY_SOURCE_DEFAULT_ACL with ACLs (acl), else
+// ADMISSION_POLICY_SOURCE_DEFAULT.
+func DefaultSource(acl bool) wire.AdmissionPolicySource {
+	if acl {
+		return wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT_ACL
+	}
+	return wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT
+}
+
 // IsDefault reports whether p (in normal form) allows exactly what the
-// built-in default allows and forces nothing: such a row is removed.
-func IsDefault(p *wire.AdmissionPolicy) bool {
+// built-in default of a cluster without ACLs allows and forces nothing
+// (IsDefaultFor(p, false)).
+func IsDefault(p *wire.AdmissionPolicy) bool { return IsDefaultFor(p, false) }
+
+// IsDefaultFor reports whether p (in normal form) equals the built-in
+// default policy in force (DefaultFor(acl)): such a row is removed.
+func IsDefaultFor(p *wire.AdmissionPolicy, acl bool) bool {
 	return slices.Equal(p.GetAllowedNetworks(), []string{AnyNetwork}) && len(p.GetAllowedCapabilities()) == 0 &&
-		!p.GetReadOnlyRootFs() && p.GetRunAsUser() == "" && p.GetMaxPids() == 0
+		!p.GetReadOnlyRootFs() && p.GetRunAsUser() == DefaultFor(acl).GetRunAsUser() && p.GetMaxPids() == 0
 }
 
 // Normalize checks p against the bounds and returns its normal form, a new
@@ -144,7 +177,8 @@ func Normalize(p *wire.AdmissionPolicy) (*wire.AdmissionPolicy, error) {
 }
 
 // CheckUser checks a run_as_user value: "" (the image's user), "uid" or
-// "uid:gid", each a decimal number below 4294967295. It returns an error
+// "uid:gid", each a decimal number below 4294967295 ("0" and "0:0" are
+// root, whatever the image's user). It returns an error
 // saying what is wrong, or nil.
 func CheckUser(u string) error {
 	if u == "" {
@@ -168,26 +202,31 @@ func CheckUser(u string) error {
 }
 
 // Effective returns the policy in force for a tenant: its own row (tenant,
-// nil if none), else the cluster row (cluster, nil if none), else Default,
-// with where it comes from. The rows are returned as given, not copied.
-func Effective(tenant, cluster *wire.AdmissionPolicy) (*wire.AdmissionPolicy, wire.AdmissionPolicySource) {
+// nil if none), else the cluster row (cluster, nil if none), else the
+// built-in default in force (DefaultFor(acl); acl: the cluster's ACLs were
+// bootstrapped), with where it comes from. The rows are returned as given,
+// not copied.
+func Effective(tenant, cluster *wire.AdmissionPolicy, acl bool) (*wire.AdmissionPolicy, wire.AdmissionPolicySource) {
 	switch {
 	case tenant != nil:
 		return tenant, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT
 	case cluster != nil:
 		return cluster, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER
 	}
-	return Default(), wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT
+	return DefaultFor(acl), DefaultSource(acl)
 }
 
 // SourceName names where a policy comes from in a message: "tenant
-// team-a's policy", "the cluster policy", "the built-in default policy".
+// team-a's policy", "the cluster policy", "the built-in default policy",
+// "the built-in default policy for clusters with ACLs".
 func SourceName(src wire.AdmissionPolicySource, tenant string) string {
 	switch src {
 	case wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT:
 		return fmt.Sprintf("tenant %s's policy", tenant)
 	case wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER:
 		return "the cluster policy"
+	case wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT_ACL:
+		return "the built-in default policy for clusters with ACLs"
 	}
 	return "the built-in default policy"
 }

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,4 +111,64 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// The effective policy: the tenant's row, else the cluster row, else the
+// built-in default in force, which runs containers as the image's user
+// without ACLs and as 65534:65534 with them; a row is the default (and is
+// removed) only when it equals the default in force. "0:0" is a user
+// (root), not the image's.
+func TestEffectiveWithAndWithoutACL(t *testing.T) {
+	tenantRow := &wire.AdmissionPolicy{Tenant: "t", AllowedNetworks: []string{"*"}, RunAsUser: "0:0"}
+	clusterRow := &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, MaxPids: 64}
+	for _, tc := range []struct {
+		name            string
+		tenant, cluster *wire.AdmissionPolicy
+		acl             bool
+		wantUser        string
+		wantSrc         wire.AdmissionPolicySource
+		wantName        string
+	}{
+		{"no rows, no ACL", nil, nil, false, "", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT, "the built-in default policy"},
+		{"no rows, ACL", nil, nil, true, ACLDefaultUser, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT_ACL,
+			"the built-in default policy for clusters with ACLs"},
+		{"cluster row, no ACL", nil, clusterRow, false, "", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER, "the cluster policy"},
+		{"cluster row, ACL: the row's image user", nil, clusterRow, true, "", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER, "the cluster policy"},
+		{"tenant row, no ACL", tenantRow, clusterRow, false, "0:0", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT, "tenant t's policy"},
+		{"tenant row, ACL: root", tenantRow, nil, true, "0:0", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT, "tenant t's policy"},
+	} {
+		p, src := Effective(tc.tenant, tc.cluster, tc.acl)
+		if p.GetRunAsUser() != tc.wantUser || src != tc.wantSrc || SourceName(src, "t") != tc.wantName {
+			t.Errorf("%s: user %q from %v (%q); want %q from %v (%q)", tc.name, p.GetRunAsUser(), src, SourceName(src, "t"), tc.wantUser, tc.wantSrc, tc.wantName)
+		}
+		if !slices.Equal(p.GetAllowedNetworks(), []string{AnyNetwork}) || len(p.GetAllowedCapabilities()) != 0 {
+			t.Errorf("%s: networks %v, capabilities %v; want '*' and none", tc.name, p.GetAllowedNetworks(), p.GetAllowedCapabilities())
+		}
+	}
+
+	for _, tc := range []struct {
+		name             string
+		p                *wire.AdmissionPolicy
+		isDefault, isACL bool
+	}{
+		{"the default without ACLs", Default(), true, false},
+		{"the default with ACLs", DefaultFor(true), false, true},
+		{"root", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "0:0"}, false, false},
+		{"nobody without the group", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "65534"}, false, false},
+		{"nobody, read-only", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: ACLDefaultUser, ReadOnlyRootFs: true}, false, false},
+	} {
+		n, err := Normalize(tc.p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if IsDefaultFor(n, false) != tc.isDefault || IsDefault(n) != tc.isDefault || IsDefaultFor(n, true) != tc.isACL {
+			t.Errorf("%s: IsDefaultFor(false) %v, (true) %v; want %v, %v", tc.name, IsDefaultFor(n, false), IsDefaultFor(n, true), tc.isDefault, tc.isACL)
+		}
+	}
+	if Default().GetRunAsUser() != "" || DefaultFor(false).GetRunAsUser() != "" || !Confines(DefaultFor(true)) {
+		t.Fatal("the default without ACLs sets a user, or the one with ACLs does not confine")
+	}
+	if err := CheckUser("0:0"); err != nil || Flags(&wire.AdmissionPolicy{RunAsUser: "0:0"}) != " --user 0:0" {
+		t.Fatalf(`CheckUser("0:0"): %v; Flags: %q; want root accepted and shown`, err, Flags(&wire.AdmissionPolicy{RunAsUser: "0:0"}))
+	}
 }

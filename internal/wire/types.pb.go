@@ -380,8 +380,12 @@ const (
 	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT AdmissionPolicySource = 1
 	// The cluster row (tenant ""): the tenant has none of its own.
 	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER AdmissionPolicySource = 2
-	// The built-in default: neither row exists.
+	// The built-in default: neither row exists (a cluster without ACLs).
 	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT AdmissionPolicySource = 3
+	// The built-in default of a cluster whose ACLs were bootstrapped (the
+	// table holds the ACL bootstrap marker): neither row exists; every
+	// container runs as 65534:65534 (nobody).
+	AdmissionPolicySource_ADMISSION_POLICY_SOURCE_DEFAULT_ACL AdmissionPolicySource = 4
 )
 
 // Enum value maps for AdmissionPolicySource.
@@ -391,12 +395,14 @@ var (
 		1: "ADMISSION_POLICY_SOURCE_TENANT",
 		2: "ADMISSION_POLICY_SOURCE_CLUSTER",
 		3: "ADMISSION_POLICY_SOURCE_DEFAULT",
+		4: "ADMISSION_POLICY_SOURCE_DEFAULT_ACL",
 	}
 	AdmissionPolicySource_value = map[string]int32{
 		"ADMISSION_POLICY_SOURCE_UNSPECIFIED": 0,
 		"ADMISSION_POLICY_SOURCE_TENANT":      1,
 		"ADMISSION_POLICY_SOURCE_CLUSTER":     2,
 		"ADMISSION_POLICY_SOURCE_DEFAULT":     3,
+		"ADMISSION_POLICY_SOURCE_DEFAULT_ACL": 4,
 	}
 )
 
@@ -2464,6 +2470,13 @@ type PoolTarget struct {
 	// Set by the head: when the target was last set.
 	ModifyIndex     uint64 `protobuf:"varint,7,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
 	UpdateUnixNanos int64  `protobuf:"varint,8,opt,name=update_unix_nanos,json=updateUnixNanos,proto3" json:"update_unix_nanos,omitempty"`
+	// Set by the leader in the targets it sends a worker, never stored (a
+	// PoolWarm request's are ignored): the tenant's effective admission
+	// policy and where it comes from (as an Assignment carries them), so
+	// that the warm containers get its user, read-only root and pids limit
+	// and serve the tenant's tasks.
+	AdmissionPolicy *AdmissionPolicy      `protobuf:"bytes,9,opt,name=admission_policy,json=admissionPolicy,proto3" json:"admission_policy,omitempty"`
+	AdmissionSource AdmissionPolicySource `protobuf:"varint,10,opt,name=admission_source,json=admissionSource,proto3,enum=megaflow.v1.AdmissionPolicySource" json:"admission_source,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2552,6 +2565,20 @@ func (x *PoolTarget) GetUpdateUnixNanos() int64 {
 		return x.UpdateUnixNanos
 	}
 	return 0
+}
+
+func (x *PoolTarget) GetAdmissionPolicy() *AdmissionPolicy {
+	if x != nil {
+		return x.AdmissionPolicy
+	}
+	return nil
+}
+
+func (x *PoolTarget) GetAdmissionSource() AdmissionPolicySource {
+	if x != nil {
+		return x.AdmissionSource
+	}
+	return AdmissionPolicySource_ADMISSION_POLICY_SOURCE_UNSPECIFIED
 }
 
 // Token is an API token's row in the replicated table (rules 6). The
@@ -2883,7 +2910,7 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"QuotaUsage\x12(\n" +
 	"\x05quota\x18\x01 \x01(\v2\x12.megaflow.v1.QuotaR\x05quota\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\x05R\arunning\x12*\n" +
-	"\x04used\x18\x03 \x01(\v2\x16.megaflow.v1.ResourcesR\x04used\"\xf8\x02\n" +
+	"\x04used\x18\x03 \x01(\v2\x16.megaflow.v1.ResourcesR\x04used\"\x90\x04\n" +
 	"\n" +
 	"PoolTarget\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x12\n" +
@@ -2894,7 +2921,10 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"cpu_millis\x18\x05 \x01(\x03R\tcpuMillis\x12!\n" +
 	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x12!\n" +
 	"\fmodify_index\x18\a \x01(\x04R\vmodifyIndex\x12*\n" +
-	"\x11update_unix_nanos\x18\b \x01(\x03R\x0fupdateUnixNanos\x1aA\n" +
+	"\x11update_unix_nanos\x18\b \x01(\x03R\x0fupdateUnixNanos\x12G\n" +
+	"\x10admission_policy\x18\t \x01(\v2\x1c.megaflow.v1.AdmissionPolicyR\x0fadmissionPolicy\x12M\n" +
+	"\x10admission_source\x18\n" +
+	" \x01(\x0e2\".megaflow.v1.AdmissionPolicySourceR\x0fadmissionSource\x1aA\n" +
 	"\x13WorkerSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa0\x02\n" +
@@ -2960,12 +2990,13 @@ const file_megaflow_v1_types_proto_rawDesc = "" +
 	"\x18REASON_CODE_SERVICE_GONE\x10\x15\x12\x1d\n" +
 	"\x19REASON_CODE_NOT_ON_WORKER\x10\x16\x12\x1c\n" +
 	"\x18REASON_CODE_SANDBOX_LOST\x10\x17\x12\x1c\n" +
-	"\x18REASON_CODE_SANDBOX_IDLE\x10\x18*\xae\x01\n" +
+	"\x18REASON_CODE_SANDBOX_IDLE\x10\x18*\xd7\x01\n" +
 	"\x15AdmissionPolicySource\x12'\n" +
 	"#ADMISSION_POLICY_SOURCE_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eADMISSION_POLICY_SOURCE_TENANT\x10\x01\x12#\n" +
 	"\x1fADMISSION_POLICY_SOURCE_CLUSTER\x10\x02\x12#\n" +
-	"\x1fADMISSION_POLICY_SOURCE_DEFAULT\x10\x03*\x80\x01\n" +
+	"\x1fADMISSION_POLICY_SOURCE_DEFAULT\x10\x03\x12'\n" +
+	"#ADMISSION_POLICY_SOURCE_DEFAULT_ACL\x10\x04*\x80\x01\n" +
 	"\tTokenRole\x12\x1a\n" +
 	"\x16TOKEN_ROLE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTOKEN_ROLE_READ\x10\x01\x12\x15\n" +
@@ -3044,12 +3075,14 @@ var file_megaflow_v1_types_proto_depIdxs = []int32{
 	19, // 22: megaflow.v1.QuotaUsage.quota:type_name -> megaflow.v1.Quota
 	7,  // 23: megaflow.v1.QuotaUsage.used:type_name -> megaflow.v1.Resources
 	28, // 24: megaflow.v1.PoolTarget.worker_selector:type_name -> megaflow.v1.PoolTarget.WorkerSelectorEntry
-	6,  // 25: megaflow.v1.Token.role:type_name -> megaflow.v1.TokenRole
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	20, // 25: megaflow.v1.PoolTarget.admission_policy:type_name -> megaflow.v1.AdmissionPolicy
+	5,  // 26: megaflow.v1.PoolTarget.admission_source:type_name -> megaflow.v1.AdmissionPolicySource
+	6,  // 27: megaflow.v1.Token.role:type_name -> megaflow.v1.TokenRole
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_types_proto_init() }

@@ -339,6 +339,21 @@ type Pauser interface {
 	Unpause(ctx context.Context, id string) error
 }
 
+// DirMaker is an optional extra of a Runtime: making a directory in a
+// container that a given user owns, whatever user the container runs as
+// and whatever capabilities it lacks (a sandbox's working directory under
+// an admission policy's user, docs/security.md).
+type DirMaker interface {
+	// MakeDir creates the directory at absolute path p in container id
+	// (created or running; its root file system writable), and its
+	// missing parents (0755, root's), and gives p itself (mode 0755) to
+	// user: "uid" or "uid:gid" in decimal (gid 0 when not given). An
+	// existing p changes owner. Errors: ErrNotFound (no such container),
+	// ErrUnavailable, ctx's error, a user not in that form, or the
+	// engine's refusal (a read-only root).
+	MakeDir(ctx context.Context, id, p, user string) error
+}
+
 // Renamer is an optional extra of a Runtime: renaming a container (a
 // warm container claimed by a sandbox takes the sandbox attempt's name,
 // docs/sandboxes.md). The container's labels, processes and files are

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 var (
 	_ contract.StreamExecer = (*Runtime)(nil)
 	_ contract.FileCopier   = (*Runtime)(nil)
+	_ contract.DirMaker     = (*Runtime)(nil)
 )
 
 // ExecStream runs req.Command in the running container id; see
@@ -208,7 +210,11 @@ const (
 
 // WriteFile writes data to the absolute path p in container id through the
 // engine's archive API (a one-file tar extracted at "/": missing parents are
-// created 0755); see contract.FileCopier.
+// created 0755, root's); see contract.FileCopier. The file is owned by the
+// container's user when that is numeric ("uid" or "uid:gid", as an
+// admission policy's run_as_user sets it, or an image's numeric USER), so
+// that a sandbox running as non-root can change what it was given; else
+// (the image's root or a user name) by root.
 func (r *Runtime) WriteFile(ctx context.Context, id, p string, data []byte, mode uint32) error {
 	clean, err := absPath(p)
 	if err != nil {
@@ -217,10 +223,46 @@ func (r *Runtime) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	if mode == 0 {
 		mode = 0o644
 	}
+	cctx, cancel := r.callCtx(ctx)
+	ins, err := r.cli.ContainerInspect(cctx, id, client.ContainerInspectOptions{})
+	cancel()
+	if err != nil {
+		return r.wrap(ctx, "inspect", id, err, contract.ErrNotFound)
+	}
+	var uid, gid int
+	if c := ins.Container.Config; c != nil {
+		uid, gid, _ = numericUser(c.User)
+	}
+	return r.copyEntry(ctx, id, clean, &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(clean, "/"),
+		Size: int64(len(data)), Mode: int64(mode & 0o7777), ModTime: r.clock.Now(), Uid: uid, Gid: gid}, data)
+}
+
+// MakeDir creates directory p in container id owned by user through the
+// engine's archive API (a one-directory tar extracted at "/", which the
+// engine applies as root whatever the container's capabilities); see
+// contract.DirMaker.
+func (r *Runtime) MakeDir(ctx context.Context, id, p, user string) error {
+	uid, gid, ok := numericUser(user)
+	if !ok && user != "" {
+		return fmt.Errorf("docker make directory %s in %s: user %q is not \"uid\" or \"uid:gid\" in decimal", p, id, user)
+	}
+	if path.Clean(p) == "/" {
+		return nil // never give away the root
+	}
+	clean, err := absPath(p)
+	if err != nil {
+		return err
+	}
+	return r.copyEntry(ctx, id, clean, &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(clean, "/") + "/",
+		Mode: 0o755, ModTime: r.clock.Now(), Uid: uid, Gid: gid}, nil)
+}
+
+// copyEntry extracts a one-entry tar (h, and data for a file) at "/" of
+// container id; clean is the entry's path for errors.
+func (r *Runtime) copyEntry(ctx context.Context, id, clean string, h *tar.Header, data []byte) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(clean, "/"),
-		Size: int64(len(data)), Mode: int64(mode & 0o7777), ModTime: r.clock.Now()}); err != nil {
+	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
 	if _, err := tw.Write(data); err != nil {
@@ -231,11 +273,28 @@ func (r *Runtime) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	}
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	_, err = r.cli.CopyToContainer(cctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf})
-	if err != nil {
+	if _, err := r.cli.CopyToContainer(cctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf}); err != nil {
 		return r.wrapFile(ctx, "copy into", id, clean, err)
 	}
 	return nil
+}
+
+// numericUser parses a container user of the form "uid" or "uid:gid" in
+// decimal (gid 0 when not given); ok is false for "" and for anything else
+// (a user name, which only the image's /etc/passwd resolves).
+func numericUser(u string) (uid, gid int, ok bool) {
+	us, gs, hasGid := strings.Cut(u, ":")
+	n, err := strconv.ParseUint(us, 10, 32)
+	if err != nil {
+		return 0, 0, false
+	}
+	var g uint64
+	if hasGid {
+		if g, err = strconv.ParseUint(gs, 10, 32); err != nil {
+			return 0, 0, false
+		}
+	}
+	return int(n), int(g), true
 }
 
 // ReadFile reads the regular file at the absolute path p of container id

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -53,5 +54,67 @@ func TestExecStreamAndFiles(t *testing.T) {
 	}
 	if err := e.rt.WriteFile(ctx, id, "relative", data, 0); err == nil {
 		t.Fatal("a relative path was accepted")
+	}
+}
+
+// A container running as a user that is not root (an admission policy's
+// 65534:65534) gets its working directory as its own before it starts and
+// can write there; a file WriteFile gives it, and the entries of an
+// archive PutArchive extracts, are the user's (it can append to them); MakeDir gives a directory to the user in a running container,
+// whose own exec could not create it under the root's /. Without a user a
+// written file stays root's.
+func TestNonRootWorkingDirAndFiles(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sp := e.spec("nobody", "sleep", "600")
+	sp.User, sp.WorkingDir = "65534:65534", "/work/dir"
+	id := e.start(sp)
+	run := func(script string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		exit, err := e.rt.ExecStream(ctx, id, contract.ExecRequest{Command: []string{"sh", "-c", script}, Stdout: &out, Stderr: &errb})
+		if err != nil || exit.Code != 0 {
+			t.Fatalf("exec %q: %+v, %v, stdout %q, stderr %q", script, exit, err, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	if got := run(`id -u; pwd; echo x > here && cat here`); got != "65534\n/work/dir\nx\n" {
+		t.Fatalf("in the working directory: %q; want uid 65534 writing in /work/dir", got)
+	}
+	if err := e.rt.WriteFile(ctx, id, "/work/dir/given", []byte("given\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(`echo more >> given && cat given && stat -c %u:%g given`); got != "given\nmore\n65534:65534\n" {
+		t.Fatalf("a file WriteFile gave: %q; want it the user's, appendable", got)
+	}
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "work/dir/up/", Mode: 0o755, Uid: 1234, Gid: 1234})
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "work/dir/up/a", Mode: 0o644, Size: 2, Uid: 1234, Gid: 1234, Uname: "someone"})
+	_, _ = tw.Write([]byte("a\n"))
+	_ = tw.Close()
+	if err := e.rt.PutArchive(ctx, id, &tb); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(`echo b >> up/a && cat up/a && stat -c %u:%g up up/a`); got != "a\nb\n65534:65534\n65534:65534\n" {
+		t.Fatalf("an uploaded archive: %q; want its entries the user's", got)
+	}
+	if err := e.rt.MakeDir(ctx, id, "/made", "65534"); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(`touch /made/y && stat -c %u /made`); got != "65534\n" {
+		t.Fatalf("MakeDir: %q; want a directory of uid 65534", got)
+	}
+	if err := e.rt.MakeDir(ctx, id, "/x", "nobody"); err == nil {
+		t.Fatal("MakeDir with a user name: no error")
+	}
+
+	root := e.start(e.spec("root", "sleep", "600"))
+	if err := e.rt.WriteFile(ctx, root, "/f", []byte("r"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := e.rt.ExecStream(ctx, root, contract.ExecRequest{Command: []string{"stat", "-c", "%u", "/f"}, Stdout: &out}); err != nil || out.String() != "0\n" {
+		t.Fatalf("a file written into a root container: owner %q, %v; want 0", out.String(), err)
 	}
 }

@@ -34,7 +34,10 @@ const tiniGroupEnv = "TINI_KILL_PROCESS_GROUP"
 // process, network "none" unless spec says otherwise, spec's labels,
 // spec.Ports published on every host address, and
 // spec.GPUUUIDs through the nvidia device driver (with
-// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES set to them).
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES set to them). A
+// container with a spec.User and a spec.WorkingDir (not "/", its root
+// writable) gets that directory owned by the user before it starts
+// (MakeDir), so that a non-root task or sandbox can write where it runs.
 //
 // Errors: contract.ErrImageNotFound (nothing is pulled: there is no
 // registry), contract.ErrConflict (spec.Name taken), contract.ErrUnavailable,
@@ -67,6 +70,16 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		r.log.Warn("engine warning on create", "container", what, "warning", w)
 	}
 
+	if wd := spec.WorkingDir; spec.User != "" && wd != "" && wd != "/" && !spec.ReadOnlyRootfs {
+		// The engine made the working directory root's; a container that
+		// runs as another user (an admission policy's run_as_user) gets it
+		// as its own, so that it can write where it starts (a sandbox's
+		// files). The image's own WORKDIR is left as the image has it.
+		if err := r.MakeDir(ctx, created.ID, wd, spec.User); err != nil {
+			r.removeQuietly(ctx, created.ID)
+			return "", fmt.Errorf("docker start %s: giving the working directory %s to user %s: %w", what, wd, spec.User, err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		// Cancelled (the attempt was stopped) while it was being created:
 		// it must not start. A start request already sent cannot be taken

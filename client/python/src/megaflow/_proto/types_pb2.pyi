@@ -6,6 +6,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 ADMISSION_POLICY_SOURCE_CLUSTER: AdmissionPolicySource
 ADMISSION_POLICY_SOURCE_DEFAULT: AdmissionPolicySource
+ADMISSION_POLICY_SOURCE_DEFAULT_ACL: AdmissionPolicySource
 ADMISSION_POLICY_SOURCE_TENANT: AdmissionPolicySource
 ADMISSION_POLICY_SOURCE_UNSPECIFIED: AdmissionPolicySource
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -261,7 +262,7 @@ class HeadInfo(_message.Message):
     def __init__(self, id: _Optional[str] = ..., raft_addr: _Optional[str] = ..., grpc_addr: _Optional[str] = ..., suffrage: _Optional[str] = ..., leader: bool = ..., status: _Optional[str] = ..., version: _Optional[str] = ..., rules: _Optional[int] = ...) -> None: ...
 
 class PoolTarget(_message.Message):
-    __slots__ = ["cpu_millis", "image", "memory_bytes", "modify_index", "size", "tenant", "update_unix_nanos", "worker_selector"]
+    __slots__ = ["admission_policy", "admission_source", "cpu_millis", "image", "memory_bytes", "modify_index", "size", "tenant", "update_unix_nanos", "worker_selector"]
     class WorkerSelectorEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +270,8 @@ class PoolTarget(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ADMISSION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_SOURCE_FIELD_NUMBER: _ClassVar[int]
     CPU_MILLIS_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +280,8 @@ class PoolTarget(_message.Message):
     TENANT_FIELD_NUMBER: _ClassVar[int]
     UPDATE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     WORKER_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    admission_policy: AdmissionPolicy
+    admission_source: AdmissionPolicySource
     cpu_millis: int
     image: str
     memory_bytes: int
@@ -285,7 +290,7 @@ class PoolTarget(_message.Message):
     tenant: str
     update_unix_nanos: int
     worker_selector: _containers.ScalarMap[str, str]
-    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., worker_selector: _Optional[_Mapping[str, str]] = ..., tenant: _Optional[str] = ..., cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., modify_index: _Optional[int] = ..., update_unix_nanos: _Optional[int] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., worker_selector: _Optional[_Mapping[str, str]] = ..., tenant: _Optional[str] = ..., cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., modify_index: _Optional[int] = ..., update_unix_nanos: _Optional[int] = ..., admission_policy: _Optional[_Union[AdmissionPolicy, _Mapping]] = ..., admission_source: _Optional[_Union[AdmissionPolicySource, str]] = ...) -> None: ...
 
 class Quota(_message.Message):
     __slots__ = ["cpu_millis", "gpus", "max_running", "memory_bytes", "modify_index", "tenant", "update_unix_nanos"]
