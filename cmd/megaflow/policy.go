@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -78,7 +79,8 @@ func policyCmd(g *globals) *cobra.Command {
 				index   uint64
 				removed bool
 			)
-			before, known := userInForce(ctx, c, p.Tenant, g.read())
+			inForce, known := policyInForce(ctx, c, p.Tenant, g.read())
+			before := inForce.GetRunAsUser()
 			if cluster {
 				index, removed, err = c.SetClusterAdmissionPolicy(ctx, p)
 			} else {
@@ -97,6 +99,10 @@ func policyCmd(g *globals) *cobra.Command {
 			if known && before != "" && p.RunAsUser == "" && !removed {
 				fmt.Fprintf(g.stderr, "note: %s ran containers as %s; it now runs them as the image's user (often root): add --user %s to keep it\n",
 					who, before, before)
+			}
+			if known && !cmd.Flags().Changed("allow-network") && !slices.Contains(inForce.GetAllowedNetworks(), admission.AnyNetwork) && !removed {
+				fmt.Fprintf(g.stderr, "note: %s allowed the networks %s; without --allow-network it now allows '*' (bridge and any named network): give --allow-network none (or the networks) to keep it narrower\n",
+					who, networks(inForce))
 			}
 			if removed {
 				fmt.Fprintf(g.stdout, "admission policy of %s removed (it equalled the default) at index %d\n", who, index)
@@ -182,28 +188,29 @@ func policyCmd(g *globals) *cobra.Command {
 	return root
 }
 
-// userInForce returns the user that the policy a `policy set` replaces
-// runs containers as: tenant's effective policy, or for the cluster row
+// policyInForce returns the policy that a `policy set` replaces (the
+// caller compares its user and networks with the new row's): tenant's
+// effective policy, or for the cluster row
 // ("") the cluster row, else the built-in default (as tenant "default"
 // sees it when it has no row). known is false when it cannot tell (a read
 // failed, or tenant "default" has a row of its own).
-func userInForce(ctx context.Context, c *client.Client, tenant string, ro client.ReadOptions) (user string, known bool) {
+func policyInForce(ctx context.Context, c *client.Client, tenant string, ro client.ReadOptions) (p *client.AdmissionPolicy, known bool) {
 	if tenant != "" {
 		p, _, err := c.GetAdmissionPolicy(ctx, tenant, ro)
-		return p.GetRunAsUser(), err == nil
+		return p, err == nil
 	}
 	rows, err := c.ListAdmissionPolicies(ctx, ro)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	if len(rows) > 0 && rows[0].GetTenant() == "" {
-		return rows[0].GetRunAsUser(), true
+		return rows[0], true
 	}
 	p, src, err := c.GetAdmissionPolicy(ctx, "default", ro)
 	if err != nil || src == client.AdmissionFromTenant {
-		return "", false
+		return nil, false
 	}
-	return p.GetRunAsUser(), true
+	return p, true
 }
 
 // writePolicy prints a policy's fields, one per line.

@@ -96,14 +96,15 @@ func TestCLIPolicyWithACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code, _, errOut = cli(t, heads, "submit", file); code == 0 || !strings.Contains(errOut, "the built-in default policy for clusters with ACLs") ||
-		!strings.Contains(errOut, "megaflow policy set team-a --allow-network '*' --allow-network host --user 65534:65534") {
+		!strings.Contains(errOut, "(allowed: none)") || !strings.Contains(errOut, "megaflow policy set team-a --allow-network host --user 65534:65534") {
 		t.Fatalf("submit a host graph: %d %q", code, errOut)
 	}
 	code, out, errOut = cli(t, heads, "policy", "set", "team-a", "--allow-cap", "NET_ADMIN")
-	if code != 0 || !strings.Contains(out, "set at index") || !strings.Contains(errOut, "ran containers as 65534:65534; it now runs them as the image's user") {
-		t.Fatalf("policy set without --user: %d %q %q; want a note that the user is dropped", code, out, errOut)
+	if code != 0 || !strings.Contains(out, "set at index") || !strings.Contains(errOut, "ran containers as 65534:65534; it now runs them as the image's user") ||
+		!strings.Contains(errOut, "allowed the networks none; without --allow-network it now allows '*'") {
+		t.Fatalf("policy set without --user and --allow-network: %d %q %q; want notes that the user is dropped and the networks widened", code, out, errOut)
 	}
-	if code, out, errOut = cli(t, heads, "policy", "set", "team-a", "--user", "65534:65534"); code != 0 || !strings.Contains(out, "removed") || errOut != "" {
+	if code, out, errOut = cli(t, heads, "policy", "set", "team-a", "--allow-network", "none", "--user", "65534:65534"); code != 0 || !strings.Contains(out, "removed") || errOut != "" {
 		t.Fatalf("policy set to the default with ACLs: %d %q %q; want the row removed", code, out, errOut)
 	}
 	if code, out, errOut = cli(t, heads, "policy", "set", "--cluster", "--user", "0:0"); code != 0 || strings.Contains(out, "removed") {

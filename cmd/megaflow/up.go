@@ -383,7 +383,7 @@ func (lc *localCluster) describe(w io.Writer) {
 		if lc.runtime == "process" {
 			fmt.Fprintln(w, "tasks run as your user: the process runtime does not apply the admission default with ACLs (user 65534:65534)")
 		} else {
-			fmt.Fprintln(w, "containers run as 65534:65534 (nobody), the admission default with ACLs; for root: megaflow policy set --cluster --user 0:0")
+			fmt.Fprintln(w, "containers run as 65534:65534 (nobody) with no network, the admission default with ACLs; for bridge networking and root: megaflow policy set --cluster --allow-network bridge --user 0:0")
 		}
 	}
 }

@@ -284,7 +284,7 @@ func TestACLDefaultAdmission(t *testing.T) {
 	hostGraph := graphSpec("acl-host", func() *wire.TaskSpec { s := spec("t"); s.Network = "host"; return s }())
 	hostGraph.Tenant = "acme"
 	e := noACL.refused(errs.PermissionDenied, OpSubmitGraph, submitCmd(hostGraph, 100))
-	for _, w := range []string{"the built-in default policy for clusters with ACLs", "megaflow policy set acme --allow-network '*' --allow-network host --user 65534:65534"} {
+	for _, w := range []string{"the built-in default policy for clusters with ACLs (allowed: none)", "megaflow policy set acme --allow-network host --user 65534:65534"} {
 		if !strings.Contains(e.Message, w) {
 			t.Fatalf("a host graph under the default with ACLs: %q; want it to contain %q", e.Message, w)
 		}
@@ -299,17 +299,19 @@ func TestACLDefaultAdmission(t *testing.T) {
 		user    string
 		src     wire.AdmissionPolicySource
 	}{
-		{"the ACL default removes", &wire.AdmissionPolicy{Tenant: "early", AllowedNetworks: []string{"*", "none"}, RunAsUser: "65534:65534"}, true,
+		{"the ACL default removes", &wire.AdmissionPolicy{Tenant: "early", AllowedNetworks: []string{"none"}, RunAsUser: "65534:65534"}, true,
 			"early", admission.ACLDefaultUser, aclDefault},
+		{"nobody with bridge is a row", &wire.AdmissionPolicy{Tenant: "bridged", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}, false,
+			"bridged", admission.ACLDefaultUser, wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT},
 		{"the image's user is a row", &wire.AdmissionPolicy{Tenant: "imgusr", AllowedNetworks: []string{"*"}}, false,
 			"imgusr", "", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT},
 		{"a tenant row with root", &wire.AdmissionPolicy{Tenant: "rooted", AllowedNetworks: []string{"*"}, RunAsUser: "0:0"}, false,
 			"rooted", "0:0", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_TENANT},
-		{"others keep the default", &wire.AdmissionPolicy{Tenant: "other", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}, true,
+		{"others keep the default", &wire.AdmissionPolicy{Tenant: "other", RunAsUser: "65534:65534"}, true,
 			"acme", admission.ACLDefaultUser, aclDefault},
 		{"a cluster row with root", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "0:0"}, false,
 			"acme", "0:0", wire.AdmissionPolicySource_ADMISSION_POLICY_SOURCE_CLUSTER},
-		{"the cluster row back to the ACL default", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}, true,
+		{"the cluster row back to the ACL default", &wire.AdmissionPolicy{RunAsUser: "65534:65534"}, true,
 			"acme", admission.ACLDefaultUser, aclDefault},
 	} {
 		if got := f.setPolicy(s.policy); got.Removed != s.removed {

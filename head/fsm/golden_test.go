@@ -155,8 +155,8 @@ var goldenLogs = []goldenLog{
 
 // aclDefaultEntries appends to gen, and returns, two admission policies of
 // tenants <p>-image (the default without ACLs: the image's user) and
-// <p>-nobody (the default for clusters with ACLs: 65534:65534), on a
-// cluster whose ACLs were bootstrapped.
+// <p>-nobody (the default for clusters with ACLs: no network but none,
+// 65534:65534), on a cluster whose ACLs were bootstrapped.
 func aclDefaultEntries(gen *logGen, p string) [][]byte {
 	gen.out = nil
 	gen.nanos++
@@ -164,7 +164,7 @@ func aclDefaultEntries(gen *logGen, p string) [][]byte {
 		Policy: &wire.AdmissionPolicy{Tenant: p + "-image", AllowedNetworks: []string{"*"}}})
 	gen.nanos++
 	gen.cmd(OpSetAdmissionPolicy, &wire.SetAdmissionPolicyCommand{UnixNanos: gen.nanos,
-		Policy: &wire.AdmissionPolicy{Tenant: p + "-nobody", AllowedNetworks: []string{"*"}, RunAsUser: "65534:65534"}})
+		Policy: &wire.AdmissionPolicy{Tenant: p + "-nobody", RunAsUser: "65534:65534"}})
 	out := gen.out
 	gen.out = nil
 	return out

@@ -60,7 +60,8 @@ import (
 //     the token table (state.Txn.CreateToken, RevokeToken).
 //   - 7: the built-in admission policy of a cluster whose ACLs were
 //     bootstrapped (the table holds the bootstrap marker) runs every
-//     container as 65534:65534 (admission.DefaultFor(true),
+//     container as 65534:65534 with no network but none
+//     (admission.DefaultFor(true),
 //     state.RulesACLDefault): OpSetAdmissionPolicy removes a row equal to
 //     that default, not one equal to the default without ACLs (kept: it
 //     runs containers as the image's user). Without the marker nothing

@@ -16,7 +16,8 @@ import (
 // The built-in default in force (admission.DefaultFor) depends on the
 // table alone: from rules 7 (RulesACLDefault), once it holds the ACL
 // bootstrap marker (ACLBootstrap), it is the default for clusters with
-// ACLs, which runs every container as 65534:65534. So every head, leader
+// ACLs, which allows no network but none and runs every container as
+// 65534:65534. So every head, leader
 // or follower, and every replay of the log compute the same effective
 // policy. No op changed: the marker is written by OpTokenCreate (rules 6),
 // and rules 7 changes which row OpSetAdmissionPolicy removes (one equal to
@@ -31,7 +32,8 @@ const RulesAdmission uint64 = 5
 
 // RulesACLDefault is the first rules version under which a cluster whose
 // ACLs were bootstrapped has the built-in default policy for clusters with
-// ACLs (admission.DefaultFor(true): every container runs as 65534:65534)
+// ACLs (admission.DefaultFor(true): no network but none, every container
+// runs as 65534:65534)
 // and OpSetAdmissionPolicy removes a row equal to it (and keeps one equal
 // to the default without ACLs: it runs containers as the image's user).
 // Below it the default is admission.Default, ACLs or not.

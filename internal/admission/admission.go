@@ -78,16 +78,17 @@ func Default() *wire.AdmissionPolicy {
 
 // DefaultFor returns the built-in default policy in force, a new value each
 // call: Default without ACLs; with them (acl: the table holds the ACL
-// bootstrap marker), Default that also runs every container as
-// ACLDefaultUser (nobody), so that a multi-tenant cluster is non-root
-// unless an admin sets a user (`megaflow policy set --cluster --user 0:0`
-// brings root back).
+// bootstrap marker), the confining default of a multi-tenant cluster: no
+// network but "none" (a task or service that asks for bridge, or gets it
+// by default as a service or a user of services does, is refused until an
+// admin allows it), no added capabilities, and every container run as
+// ACLDefaultUser (nobody). `megaflow policy set --cluster --allow-network
+// bridge --user 0:0` brings bridge and root back.
 func DefaultFor(acl bool) *wire.AdmissionPolicy {
-	p := Default()
 	if acl {
-		p.RunAsUser = ACLDefaultUser
+		return &wire.AdmissionPolicy{RunAsUser: ACLDefaultUser}
 	}
-	return p
+	return Default()
 }
 
 // DefaultSource is where the built-in default policy in force comes from:
@@ -108,8 +109,9 @@ func IsDefault(p *wire.AdmissionPolicy) bool { return IsDefaultFor(p, false) }
 // IsDefaultFor reports whether p (in normal form) equals the built-in
 // default policy in force (DefaultFor(acl)): such a row is removed.
 func IsDefaultFor(p *wire.AdmissionPolicy, acl bool) bool {
-	return slices.Equal(p.GetAllowedNetworks(), []string{AnyNetwork}) && len(p.GetAllowedCapabilities()) == 0 &&
-		!p.GetReadOnlyRootFs() && p.GetRunAsUser() == DefaultFor(acl).GetRunAsUser() && p.GetMaxPids() == 0
+	d := DefaultFor(acl)
+	return slices.Equal(p.GetAllowedNetworks(), d.GetAllowedNetworks()) && len(p.GetAllowedCapabilities()) == 0 &&
+		!p.GetReadOnlyRootFs() && p.GetRunAsUser() == d.GetRunAsUser() && p.GetMaxPids() == 0
 }
 
 // Normalize checks p against the bounds and returns its normal form, a new

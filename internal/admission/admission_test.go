@@ -141,8 +141,14 @@ func TestEffectiveWithAndWithoutACL(t *testing.T) {
 		if p.GetRunAsUser() != tc.wantUser || src != tc.wantSrc || SourceName(src, "t") != tc.wantName {
 			t.Errorf("%s: user %q from %v (%q); want %q from %v (%q)", tc.name, p.GetRunAsUser(), src, SourceName(src, "t"), tc.wantUser, tc.wantSrc, tc.wantName)
 		}
-		if !slices.Equal(p.GetAllowedNetworks(), []string{AnyNetwork}) || len(p.GetAllowedCapabilities()) != 0 {
-			t.Errorf("%s: networks %v, capabilities %v; want '*' and none", tc.name, p.GetAllowedNetworks(), p.GetAllowedCapabilities())
+		// The built-in default with ACLs allows no network but none; the
+		// rows here and the default without ACLs allow '*'.
+		wantNets := []string{AnyNetwork}
+		if tc.tenant == nil && tc.cluster == nil && tc.acl {
+			wantNets = nil
+		}
+		if !slices.Equal(p.GetAllowedNetworks(), wantNets) || len(p.GetAllowedCapabilities()) != 0 {
+			t.Errorf("%s: networks %v, capabilities %v; want %v and no capabilities", tc.name, p.GetAllowedNetworks(), p.GetAllowedCapabilities(), wantNets)
 		}
 	}
 
@@ -155,6 +161,8 @@ func TestEffectiveWithAndWithoutACL(t *testing.T) {
 		{"the default with ACLs", DefaultFor(true), false, true},
 		{"root", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "0:0"}, false, false},
 		{"nobody without the group", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: "65534"}, false, false},
+		{"nobody with bridge and named networks", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: ACLDefaultUser}, false, false},
+		{"nobody, no network (none is always allowed)", &wire.AdmissionPolicy{AllowedNetworks: []string{"none"}, RunAsUser: ACLDefaultUser}, false, true},
 		{"nobody, read-only", &wire.AdmissionPolicy{AllowedNetworks: []string{"*"}, RunAsUser: ACLDefaultUser, ReadOnlyRootFs: true}, false, false},
 	} {
 		n, err := Normalize(tc.p)

@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,8 +46,15 @@ func TestACLDefaultRunsAsNobody(t *testing.T) {
 	}
 
 	p, src, err := admin.GetAdmissionPolicy(ctx, "default", mf.ReadOptions{RequireLeader: true})
-	if err != nil || src != mf.AdmissionFromACLDefault || p.GetRunAsUser() != "65534:65534" {
-		t.Fatalf("policy get default: %v from %v, %v; want user 65534:65534 from the built-in default for clusters with ACLs", p, src, err)
+	if err != nil || src != mf.AdmissionFromACLDefault || p.GetRunAsUser() != "65534:65534" || len(p.GetAllowedNetworks()) != 0 {
+		t.Fatalf("policy get default: %v from %v, %v; want user 65534:65534 and no network but none from the built-in default for clusters with ACLs", p, src, err)
+	}
+	// No network but none: a service (bridge by default: its port is
+	// published) is refused at submission, naming the default.
+	svc := &mf.GraphSpec{Id: "svc", Tasks: []*mf.TaskSpec{{Name: "s", Image: e.image, Kind: mf.KindService, Service: &mf.ServiceSpec{Name: "model/x"},
+		Command: []string{"sh", "-c", "sleep 60"}, Resources: &mf.Resources{CpuMillis: 100, MemoryBytes: 64 << 20}}}}
+	if _, err := admin.Submit(ctx, svc); err == nil || !strings.Contains(err.Error(), `network "bridge" is not allowed by the built-in default policy for clusters with ACLs (allowed: none)`) {
+		t.Fatalf("a service under the built-in default with ACLs: %v; want refused for its bridge network", err)
 	}
 
 	// task runs a task that writes in its working directory and reports
