@@ -61,8 +61,9 @@ func (w *commitWatch) Close() error {
 }
 
 // run moves RPCs from the wrapped transport to Raft until stop is closed.
-// An RPC read when stop closes is dropped: its sender is answered by the
-// transport's own shutdown, which follows Raft's.
+// An RPC in hand when stop closes is answered with
+// raft.ErrTransportShutdown, so that its sender does not wait out its
+// timeout (an in-memory transport's peers would wait 10 s).
 func (w *commitWatch) run(stop <-chan struct{}) {
 	in := w.Transport.Consumer()
 	for {
@@ -74,6 +75,7 @@ func (w *commitWatch) run(stop <-chan struct{}) {
 			select {
 			case w.out <- rpc:
 			case <-stop:
+				rpc.Respond(nil, raft.ErrTransportShutdown)
 				return
 			}
 		case <-stop:
