@@ -194,7 +194,8 @@ type soakSample struct {
 	fileKB     [3]int64 // RssFile: mapped files (BoltDB's mmap) and the binary
 	liveGraphs [3]int64 // from each head's /metrics; -1 when it did not answer
 	liveTasks  [3]int64
-	archived   int64 // from the leader's ListGraphs; -1 when not read
+	heapLive   [3]int64 // go_gc_heap_live_bytes of each head's /metrics (live heap after the last GC); -1 when not read
+	archived   int64    // from the leader's ListGraphs; -1 when not read
 	leader     string
 	term       uint64
 	submitted  int64
@@ -387,11 +388,12 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 	var firstTerm, lastTerm uint64
 	lastLeader := ""
 	var smu sync.Mutex // samples, leader fields
-	scrape := func(h *soakHead) (graphs, tasks int64) {
+	scrape := func(h *soakHead) (graphs, tasks, heapLive int64) {
+		heapLive = -1
 		hc := http.Client{Timeout: 3 * time.Second}
 		res, err := hc.Get("http://" + h.httpAdr + "/metrics")
 		if err != nil {
-			return -1, -1
+			return -1, -1, -1
 		}
 		defer res.Body.Close()
 		sc := bufio.NewScanner(res.Body)
@@ -404,6 +406,9 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 				dst = &graphs
 			case strings.HasPrefix(l, "megaflow_tasks{"):
 				dst = &tasks
+			case strings.HasPrefix(l, "go_gc_heap_live_bytes "):
+				heapLive = 0
+				dst = &heapLive
 			default:
 				continue
 			}
@@ -413,7 +418,7 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 				}
 			}
 		}
-		return graphs, tasks
+		return graphs, tasks, heapLive
 	}
 	archivedCount := func() int64 {
 		var n int64
@@ -456,7 +461,7 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 		s := soakSample{at: time.Since(t0).Seconds(), archived: -1, submitted: submitted.Load(), ended: ended.Load()}
 		for i, h := range heads {
 			s.rssKB[i], s.anonKB[i], s.fileKB[i] = rssKB(h.pid())
-			s.liveGraphs[i], s.liveTasks[i] = scrape(h)
+			s.liveGraphs[i], s.liveTasks[i], s.heapLive[i] = scrape(h)
 		}
 		s.archived = archivedCount()
 		if st, err := status(cl); err == nil {
@@ -871,12 +876,16 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 			row = append(row, i64(s.liveTasks[i]))
 		}
 		row = append(row, i64(s.archived), s.leader, strconv.FormatUint(s.term, 10), i64(s.submitted), i64(s.ended), f2(s.load1))
+		for i := range 3 {
+			row = append(row, i64(s.heapLive[i]))
+		}
 		rows = append(rows, row)
 	}
 	if err := writeCSV(filepath.Join(out, "soak.csv"), []string{"t_s", "rss_kib_h1", "rss_kib_h2", "rss_kib_h3",
 		"rss_anon_kib_h1", "rss_file_kib_h1", "rss_anon_kib_h2", "rss_file_kib_h2", "rss_anon_kib_h3", "rss_file_kib_h3",
 		"live_graphs_h1", "live_graphs_h2", "live_graphs_h3", "live_tasks_h1", "live_tasks_h2", "live_tasks_h3",
-		"archived_graphs", "leader", "term", "graphs_submitted", "graphs_ended", "load1"}, rows); err != nil {
+		"archived_graphs", "leader", "term", "graphs_submitted", "graphs_ended", "load1",
+		"heap_live_bytes_h1", "heap_live_bytes_h2", "heap_live_bytes_h3"}, rows); err != nil {
 		return err
 	}
 	// soak_graphs.csv: every graph.
@@ -969,8 +978,11 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 	statRows := func(from float64) [][]string {
 		var out [][]string
 		for i := range 3 {
-			var ts, vs, ta, va []float64
+			var ts, vs, ta, va, th, vh []float64
 			for _, s := range r.samples {
+				if s.heapLive[i] > 0 && s.at <= end {
+					th, vh = append(th, s.at), append(vh, float64(s.heapLive[i])/(1<<20))
+				}
 				if s.rssKB[i] > 0 && s.at <= end {
 					ts, vs = append(ts, s.at), append(vs, float64(s.rssKB[i])/1024)
 				}
@@ -978,17 +990,17 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 					ta, va = append(ta, s.at), append(va, float64(s.anonKB[i])/1024)
 				}
 			}
-			q, qa := quarters(ts, vs, from, end), quarters(ta, va, from, end)
+			q, qa, qh := quarters(ts, vs, from, end), quarters(ta, va, from, end), quarters(th, vh, from, end)
 			verdict := "within 10%"
 			if math.IsNaN(q.ratio) || q.ratio > 1.10 || q.ratio < 0.90 {
 				verdict = "**not** within 10%"
 			}
 			out = append(out, []string{fmt.Sprintf("h%d", i+1), fmt.Sprintf("%.1f (%d)", q.first, q.nFirst), fmt.Sprintf("%.1f (%d)", q.last, q.nLast),
-				fmt.Sprintf("%.3f", q.ratio), verdict, fmt.Sprintf("%.1f / %.1f = %.3f", qa.first, qa.last, qa.ratio)})
+				fmt.Sprintf("%.3f", q.ratio), verdict, fmt.Sprintf("%.1f / %.1f = %.3f", qa.first, qa.last, qa.ratio), fmt.Sprintf("%.1f / %.1f = %.3f", qh.first, qh.last, qh.ratio)})
 		}
 		return out
 	}
-	hdr := []string{"head", "first quarter mean RSS MiB (samples)", "last quarter mean RSS MiB (samples)", "last / first", "target: within 10%", "RssAnon MiB first / last quarter"}
+	hdr := []string{"head", "first quarter mean RSS MiB (samples)", "last quarter mean RSS MiB (samples)", "last / first", "target: within 10%", "RssAnon MiB first / last quarter", "live heap MiB (go_gc_heap_live_bytes) first / last quarter"}
 	rep.p("Head RSS, the issue's statistic: the load's duration in quarters (0 to %.1f min), the mean of each head's samples in the first and in the last. A head restarted during the load (none is: the kills come after it) would count from its restart.", end/60)
 	rep.p("")
 	rep.table(hdr, statRows(0))
