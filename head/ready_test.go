@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/megaflow/megaflow/head"
@@ -103,7 +104,7 @@ func TestReadyWaitsForTheLeadersCommitIndexAfterRestart(t *testing.T) {
 			}
 			addrs[i] = addr
 		}
-		nt, err := raft.NewTCPTransportWithConfig(addr, nil, &raft.NetworkTransportConfig{MaxPool: 3, Timeout: 10 * time.Second, MaxRPCsInFlight: 1})
+		nt, err := raft.NewTCPTransportWithConfig(addr, nil, &raft.NetworkTransportConfig{MaxPool: 3, Timeout: 10 * time.Second, MaxRPCsInFlight: 1, Logger: hclog.NewNullLogger()})
 		if err != nil {
 			t.Errorf("raft transport on %s: %v", addr, err)
 			return
