@@ -75,7 +75,7 @@ func (w *commitWatch) run(stop <-chan struct{}) {
 			select {
 			case w.out <- rpc:
 			case <-stop:
-				rpc.Respond(nil, raft.ErrTransportShutdown)
+				rpc.Respond(emptyResponse(rpc.Command), raft.ErrTransportShutdown)
 				return
 			}
 		case <-stop:
@@ -92,4 +92,23 @@ func (w *commitWatch) observe(idx uint64) {
 			return
 		}
 	}
+}
+
+// emptyResponse returns a zero response of the type that answers cmd: an
+// in-memory transport's pipeline converts the response of an
+// AppendEntries before it looks at the error.
+func emptyResponse(cmd any) any {
+	switch cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		return &raft.AppendEntriesResponse{}
+	case *raft.RequestVoteRequest:
+		return &raft.RequestVoteResponse{}
+	case *raft.RequestPreVoteRequest:
+		return &raft.RequestPreVoteResponse{}
+	case *raft.InstallSnapshotRequest:
+		return &raft.InstallSnapshotResponse{}
+	case *raft.TimeoutNowRequest:
+		return &raft.TimeoutNowResponse{}
+	}
+	return nil
 }
