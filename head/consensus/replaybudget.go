@@ -118,7 +118,7 @@ func (n *Node) runReplayBudget(tick time.Duration) {
 		next = time.Now().Add(max(minGap, 10*took))
 		switch {
 		case err == nil:
-			n.log.Info("snapshot taken: the applies since the last one reached the replay budget",
+			n.log.Debug("snapshot taken: the applies since the last one reached the replay budget",
 				"applied_since", since.Round(time.Millisecond), "budget", budget, "took", took.Round(time.Millisecond))
 		case errors.Is(err, raft.ErrNothingNewToSnapshot):
 		default:
