@@ -51,6 +51,11 @@ type Config struct {
 	// /healthz, /readyz, the dashboard and its JSON API (/api/...); empty:
 	// no HTTP listener. Port 0 picks a free port (tests).
 	HTTPAddr string
+	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr (CPU,
+	// heap, goroutine profiles and traces), behind an admin token when ACL
+	// is on, as the dashboard's API. Off by default: a profile costs the
+	// head CPU while it runs. Needs HTTPAddr.
+	Pprof bool
 	// BootstrapExpect is how many heads must see each other before they
 	// bootstrap a new Raft cluster together (Consul's -bootstrap-expect); 0
 	// means never bootstrap: wait to be added by an existing leader.
@@ -148,6 +153,12 @@ type Config struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// SnapshotReplayBudget bounds a restart's log replay: a head takes a
+	// Raft snapshot once the applies since its last one took this much
+	// wall time (head/consensus Config.SnapshotReplayBudget), at most one
+	// every SnapshotMinGap. 0: off (SnapshotThreshold only).
+	SnapshotReplayBudget time.Duration
+	SnapshotMinGap       time.Duration
 	// Fast shortens Raft and gossip timeouts for tests on loopback.
 	Fast bool
 
@@ -198,6 +209,8 @@ func DefaultConfig() Config {
 		SnapshotThreshold:     8192,
 		SnapshotInterval:      2 * time.Minute,
 		TrailingLogs:          10240,
+		SnapshotReplayBudget:  time.Second,
+		SnapshotMinGap:        30 * time.Second,
 		RetryBackoff:          time.Second,
 		RetryBackoffMax:       time.Minute,
 	}
@@ -238,6 +251,12 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			errsList = append(errsList, fmt.Errorf("%s %q is not host:port (e.g. 127.0.0.1:7070): %v", a.name, a.addr, err))
 		}
+	}
+	if c.SnapshotReplayBudget < 0 || c.SnapshotMinGap < 0 {
+		errsList = append(errsList, fmt.Errorf("--raft-snapshot-replay-budget %v and --raft-snapshot-min-gap %v must not be negative (0: no replay budget)", c.SnapshotReplayBudget, c.SnapshotMinGap))
+	}
+	if c.Pprof && c.HTTPAddr == "" {
+		errsList = append(errsList, errors.New("Pprof is set but HTTPAddr is empty: pprof is served on the HTTP address (give --http-addr, or drop --pprof)"))
 	}
 	if c.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {

@@ -65,6 +65,26 @@ func (h *Head) registerDashboard(mux *http.ServeMux) {
 // megaflow_acl_refusals_total{method="dashboard"} and logged as the
 // gRPC ones are. Without ACLs it is f.
 func (h *Head) dashboardAdmin(f http.HandlerFunc) http.HandlerFunc {
+	return h.httpAdmin(dashboardSurface, f)
+}
+
+// adminSurface names an HTTP surface that needs an admin token with ACLs
+// on, for its refusals.
+type adminSurface struct {
+	method string // the label of megaflow_acl_refusals_total and the log's method
+	name   string // how the refusal names it: "the dashboard"
+	shows  string // why it needs an admin token: "shows every tenant's work"
+}
+
+// dashboardSurface is the dashboard's JSON API (dashboardAdmin).
+var dashboardSurface = adminSurface{method: "dashboard", name: "the dashboard", shows: "shows every tenant's work"}
+
+// httpAdmin guards handler f of surface s on a head with ACLs on: it needs
+// an admin token that has not expired, in an "Authorization: Bearer"
+// header. Refusals are 401 with {"error"}, counted in
+// megaflow_acl_refusals_total{method=s.method} and logged as the gRPC ones
+// are. Without ACLs it is f.
+func (h *Head) httpAdmin(s adminSurface, f http.HandlerFunc) http.HandlerFunc {
 	if !h.cfg.ACL {
 		return f
 	}
@@ -79,9 +99,9 @@ func (h *Head) dashboardAdmin(f http.HandlerFunc) http.HandlerFunc {
 				malformed = true
 			}
 		}
-		ref := dashboardRefusal(tok, presented, malformed, h.clock.Now())
+		ref := adminRefusal(s, tok, presented, malformed, h.clock.Now())
 		if ref != nil {
-			h.refuse(r.Context(), tok, "dashboard", ref)
+			h.refuse(r.Context(), tok, s.method, ref)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": ref.Err.Message})
 			return
 		}
@@ -89,21 +109,21 @@ func (h *Head) dashboardAdmin(f http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// dashboardRefusal decides a dashboard API call: nil for an admin token
-// that has not expired.
-func dashboardRefusal(tok *wire.Token, presented, malformed bool, now time.Time) *acl.Refusal {
+// adminRefusal decides a call to surface s: nil for an admin token that
+// has not expired.
+func adminRefusal(s adminSurface, tok *wire.Token, presented, malformed bool, now time.Time) *acl.Refusal {
 	switch {
 	case malformed:
-		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard: the Authorization header is not \"Bearer <token>\""), Reason: acl.ReasonBadToken}
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "%s: the Authorization header is not \"Bearer <token>\"", s.name), Reason: acl.ReasonBadToken}
 	case !presented:
-		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard shows every tenant's work: this cluster has ACLs on, so it needs an admin token (megaflow token create --role admin)"), Reason: acl.ReasonNoToken}
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "%s %s: this cluster has ACLs on, so it needs an admin token (megaflow token create --role admin)", s.name, s.shows), Reason: acl.ReasonNoToken}
 	case tok == nil:
-		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard: the token is not one this cluster knows (revoked, mistyped, or from another cluster)"), Reason: acl.ReasonUnknown}
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "%s: the token is not one this cluster knows (revoked, mistyped, or from another cluster)", s.name), Reason: acl.ReasonUnknown}
 	case tok.GetExpireUnixNanos() != 0 && now.UnixNano() >= tok.GetExpireUnixNanos():
-		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "the dashboard: your token (accessor %s) expired", acl.Short(tok.GetAccessor())), Reason: acl.ReasonExpired}
+		return &acl.Refusal{Err: errs.New(errs.Unauthenticated, "%s: your token (accessor %s) expired", s.name, acl.Short(tok.GetAccessor())), Reason: acl.ReasonExpired}
 	case tok.GetRole() != wire.TokenRole_TOKEN_ROLE_ADMIN:
-		return &acl.Refusal{Err: errs.New(errs.PermissionDenied, "the dashboard shows every tenant's work and needs role admin; your token (accessor %s) has role %s",
-			acl.Short(tok.GetAccessor()), acl.RoleName(tok.GetRole())), Reason: acl.ReasonRole}
+		return &acl.Refusal{Err: errs.New(errs.PermissionDenied, "%s %s and needs role admin; your token (accessor %s) has role %s",
+			s.name, s.shows, acl.Short(tok.GetAccessor()), acl.RoleName(tok.GetRole())), Reason: acl.ReasonRole}
 	}
 	return nil
 }

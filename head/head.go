@@ -124,6 +124,7 @@ func New(cfg Config) (*Head, error) {
 	ccfg.SnapshotThreshold = cfg.SnapshotThreshold
 	ccfg.SnapshotInterval = cfg.SnapshotInterval
 	ccfg.TrailingLogs = cfg.TrailingLogs
+	ccfg.SnapshotReplayBudget, ccfg.SnapshotMinGap = cfg.SnapshotReplayBudget, cfg.SnapshotMinGap
 	ccfg.Fast = cfg.Fast
 	if cfg.TLS != nil && cfg.RaftTransport == nil {
 		ccfg.TLS = &consensus.TransportTLS{
@@ -225,6 +226,9 @@ func New(cfg Config) (*Head, error) {
 		}
 		h.http = srv
 		h.registerDashboard(srv.Mux)
+		if cfg.Pprof {
+			h.registerPprof(srv.Mux)
+		}
 		// Followers' dashboards link to the leader's: gossip carries the
 		// address to them.
 		meta := gcfg.Meta.Clone()

@@ -343,18 +343,42 @@ func (ss *sessions) count() int {
 }
 
 // ready is the head's /readyz check: it knows a Raft leader and has
-// applied every entry it knows to be committed (waiting up to a second for
-// its table to catch up, so a head under steady load stays ready). The
+// applied every entry that leader has committed as far as this head has
+// heard (waiting up to a second for its table to catch up, so a head under
+// steady load stays ready). On a follower that is the highest commit index
+// a leader has sent it since it started (consensus Stats.LeaderCommitIndex),
+// not Raft's own commit index: that one is 0 after a restart until the
+// leader's first AppendEntries with entries arrives, and capped at the last
+// entry received while the follower catches up, so a restarted follower
+// that had only heard a heartbeat looked ready. The leader is ready once
+// its leadership barrier is applied (every entry of earlier terms). The
 // error says which condition fails.
 func (h *Head) ready() error {
 	st := h.node.Stats()
 	if st.LeaderID == "" {
 		return fmt.Errorf("head %s knows no Raft leader (state %s, term %d): election in progress or no quorum", h.cfg.NodeID, st.State, st.Term)
 	}
+	target := st.CommitIndex
+	if st.LeaderID == h.cfg.NodeID {
+		if !h.leaderReady.Load() {
+			return fmt.Errorf("head %s is the Raft leader (term %d) and is still applying the entries of earlier terms (its leadership barrier)", h.cfg.NodeID, st.Term)
+		}
+	} else {
+		if st.LeaderCommitIndex == 0 {
+			return fmt.Errorf("head %s has not yet heard the commit index from the leader %s since it started (applied index %d): still catching up", h.cfg.NodeID, st.LeaderID, h.fsm.AppliedIndex())
+		}
+		target = max(target, st.LeaderCommitIndex)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := h.fsm.WaitForIndex(ctx, st.CommitIndex); err != nil {
-		return fmt.Errorf("head %s has applied index %d, behind the commit index %d it knows: still catching up", h.cfg.NodeID, h.fsm.AppliedIndex(), st.CommitIndex)
+	if err := h.fsm.WaitForIndex(ctx, target); err != nil {
+		return fmt.Errorf("head %s has applied index %d, behind the commit index %d the leader %s sent it: still catching up", h.cfg.NodeID, h.fsm.AppliedIndex(), target, st.LeaderID)
 	}
 	return nil
 }
+
+// Ready reports whether the head is ready to serve, as /readyz does: nil
+// when it knows a leader and has applied what that leader committed as far
+// as it has heard, else an error saying which condition fails. It may wait
+// up to a second for the table to catch up. Any goroutine may call it.
+func (h *Head) Ready() error { return h.ready() }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -39,6 +40,10 @@ type soakOptions struct {
 	headBin          string
 	killLeader       bool
 	restarts         int
+	headArgs         []string // more flags for every head
+	headPprof        bool     // heads run with --pprof; heap profiles of each head early and late
+	restartProfile   bool     // restarted heads write a CPU profile from start to ready
+	dataDir          string   // the heads' data directories (kept); "": a temporary directory, removed
 }
 
 // validate checks every flag against its bound; the error names the flag.
@@ -127,6 +132,10 @@ soak_graphs.csv and soak_rss.png. Build the head first (make build).`,
 	f.StringVar(&o.headBin, "head-bin", o.headBin, "the megaflow-head binary")
 	f.BoolVar(&o.killLeader, "kill-leader", o.killLeader, "after each follower, also kill -9 and restart the leader")
 	f.IntVar(&o.restarts, "restarts", o.restarts, "kill -9 and restart rounds after the load (each a follower, then the leader)")
+	f.StringArrayVar(&o.headArgs, "head-arg", nil, "one more flag for every head, e.g. --head-arg=--raft-snapshot-threshold=1024 (repeatable)")
+	f.BoolVar(&o.headPprof, "head-pprof", false, "run the heads with --pprof and save each head's heap profile (after a GC) at each quarter of the load and at its end, into <out>/soak-logs/heap-<head>-<q1|q2|q3|end>.pb.gz")
+	f.BoolVar(&o.restartProfile, "restart-profile", false, "give each restarted head --startup-cpu-profile: a CPU profile from its start to ready, <out>/soak-logs/startup-<head>-<n>.pprof")
+	f.StringVar(&o.dataDir, "data-dir", "", "keep the heads' data directories here (kept after the run, e.g. to replay a head's log); empty: a temporary directory, removed at the end")
 	return cmd
 }
 
@@ -185,7 +194,8 @@ type soakSample struct {
 	fileKB     [3]int64 // RssFile: mapped files (BoltDB's mmap) and the binary
 	liveGraphs [3]int64 // from each head's /metrics; -1 when it did not answer
 	liveTasks  [3]int64
-	archived   int64 // from the leader's ListGraphs; -1 when not read
+	heapLive   [3]int64 // go_gc_heap_live_bytes of each head's /metrics (live heap after the last GC); -1 when not read
+	archived   int64    // from the leader's ListGraphs; -1 when not read
 	leader     string
 	term       uint64
 	submitted  int64
@@ -233,11 +243,17 @@ type restartTiming struct {
 }
 
 func runSoak(ctx context.Context, g *globals, o soakOptions) error {
-	dir, err := os.MkdirTemp("", "megaflow-bench-soak-")
-	if err != nil {
+	dir := o.dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "megaflow-bench-soak-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
 	logDir := filepath.Join(g.out, "soak-logs")
 	_ = os.RemoveAll(logDir)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -276,6 +292,10 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 			args: []string{"--node-id", h.id, "--data-dir", filepath.Join(dir, h.id), "--raft-addr", h.raft, "--grpc-addr", h.grpc,
 				"--gossip-addr", h.gossip, "--http-addr", h.httpAdr, "--bootstrap-expect", "3", "--join", strings.Join(join, ","),
 				"--graph-retention", o.graphRetention.String(), "--archive-retention", o.archiveRetention.String()}}
+		if o.headPprof {
+			h.proc.args = append(h.proc.args, "--pprof")
+		}
+		h.proc.args = append(h.proc.args, o.headArgs...)
 	}
 	defer func() {
 		for _, h := range heads {
@@ -368,11 +388,12 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 	var firstTerm, lastTerm uint64
 	lastLeader := ""
 	var smu sync.Mutex // samples, leader fields
-	scrape := func(h *soakHead) (graphs, tasks int64) {
+	scrape := func(h *soakHead) (graphs, tasks, heapLive int64) {
+		heapLive = -1
 		hc := http.Client{Timeout: 3 * time.Second}
 		res, err := hc.Get("http://" + h.httpAdr + "/metrics")
 		if err != nil {
-			return -1, -1
+			return -1, -1, -1
 		}
 		defer res.Body.Close()
 		sc := bufio.NewScanner(res.Body)
@@ -385,6 +406,9 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 				dst = &graphs
 			case strings.HasPrefix(l, "megaflow_tasks{"):
 				dst = &tasks
+			case strings.HasPrefix(l, "go_gc_heap_live_bytes "):
+				heapLive = 0
+				dst = &heapLive
 			default:
 				continue
 			}
@@ -394,7 +418,7 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 				}
 			}
 		}
-		return graphs, tasks
+		return graphs, tasks, heapLive
 	}
 	archivedCount := func() int64 {
 		var n int64
@@ -437,7 +461,7 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 		s := soakSample{at: time.Since(t0).Seconds(), archived: -1, submitted: submitted.Load(), ended: ended.Load()}
 		for i, h := range heads {
 			s.rssKB[i], s.anonKB[i], s.fileKB[i] = rssKB(h.pid())
-			s.liveGraphs[i], s.liveTasks[i] = scrape(h)
+			s.liveGraphs[i], s.liveTasks[i], s.heapLive[i] = scrape(h)
 		}
 		s.archived = archivedCount()
 		if st, err := status(cl); err == nil {
@@ -448,17 +472,32 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 		samples = append(samples, s)
 		smu.Unlock()
 	}
+	heapProfiles := func(when string) {
+		if !o.headPprof {
+			return
+		}
+		for _, h := range heads {
+			if err := saveHeapProfile(h.httpAdr, filepath.Join(logDir, fmt.Sprintf("heap-%s-%s.pb.gz", h.id, when))); err != nil {
+				fmt.Printf("  heap profile of %s (%s): %v\n", h.id, when, err)
+			}
+		}
+	}
 	swg.Add(1)
 	go func() {
 		defer swg.Done()
 		sec := time.NewTicker(time.Second)
 		defer sec.Stop()
 		next := time.Now()
+		quartersDone := 0
 		for {
 			watchLeader()
 			if !time.Now().Before(next) {
 				takeSample()
 				next = next.Add(o.sample)
+			}
+			if quartersDone < 3 && time.Since(t0) >= time.Duration(quartersDone+1)*o.duration/4 {
+				quartersDone++
+				heapProfiles(fmt.Sprintf("q%d", quartersDone))
 			}
 			select {
 			case <-sctx.Done():
@@ -570,6 +609,7 @@ pace:
 		}
 	}
 	loadEnd := time.Now()
+	heapProfiles("end")
 	fmt.Printf("  load ended after %v: %d graphs handed out; draining (up to %v)\n", loadEnd.Sub(t0).Round(time.Second), len(graphs), o.drain)
 	drained := make(chan struct{})
 	go func() { gwg.Wait(); close(drained) }()
@@ -600,7 +640,15 @@ pace:
 		if ctx.Err() != nil {
 			break
 		}
-		r := restartHead(ctx, heads, role)
+		var extra []string
+		if o.restartProfile {
+			n := 0
+			for _, h := range heads {
+				n += h.restarts
+			}
+			extra = []string{"--startup-cpu-profile", filepath.Join(logDir, fmt.Sprintf("startup-%d-%s.pprof", n+1, role))}
+		}
+		r := restartHead(ctx, heads, role, extra)
 		restarts = append(restarts, r)
 		if r.err != nil {
 			fmt.Printf("  restart of the %s %s: %v\n", role, r.head, r.err)
@@ -615,7 +663,7 @@ pace:
 
 // restartHead kill -9s the head in role ("follower" or "leader"), starts
 // it again on its data directory and times it to ready.
-func restartHead(ctx context.Context, heads []*soakHead, role string) restartTiming {
+func restartHead(ctx context.Context, heads []*soakHead, role string, extraArgs []string) restartTiming {
 	r := restartTiming{role: role}
 	var victim *soakHead
 	var commit uint64
@@ -645,6 +693,9 @@ func restartHead(ctx context.Context, heads []*soakHead, role string) restartTim
 	}
 	r.head, r.commitAtKill = victim.id, commit
 	victim.kill9()
+	base := victim.args
+	victim.args = append(slices.Clip(base), extraArgs...)
+	defer func() { victim.args = base }()
 	start := time.Now()
 	if err := victim.start(); err != nil {
 		r.err = err
@@ -705,6 +756,29 @@ func restartHead(ctx context.Context, heads []*soakHead, role string) restartTim
 	})
 	r.ready = max(r.readyz, r.caughtUp)
 	return r
+}
+
+// saveHeapProfile writes the inuse heap profile of the head serving HTTP
+// on addr (run with --pprof; gc=1: after a GC) to path.
+func saveHeapProfile(addr, path string) error {
+	hc := http.Client{Timeout: 60 * time.Second}
+	res, err := hc.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", res.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // pause waits 200 ms between two tries of a call; false when ctx ended.
@@ -802,12 +876,16 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 			row = append(row, i64(s.liveTasks[i]))
 		}
 		row = append(row, i64(s.archived), s.leader, strconv.FormatUint(s.term, 10), i64(s.submitted), i64(s.ended), f2(s.load1))
+		for i := range 3 {
+			row = append(row, i64(s.heapLive[i]))
+		}
 		rows = append(rows, row)
 	}
 	if err := writeCSV(filepath.Join(out, "soak.csv"), []string{"t_s", "rss_kib_h1", "rss_kib_h2", "rss_kib_h3",
 		"rss_anon_kib_h1", "rss_file_kib_h1", "rss_anon_kib_h2", "rss_file_kib_h2", "rss_anon_kib_h3", "rss_file_kib_h3",
 		"live_graphs_h1", "live_graphs_h2", "live_graphs_h3", "live_tasks_h1", "live_tasks_h2", "live_tasks_h3",
-		"archived_graphs", "leader", "term", "graphs_submitted", "graphs_ended", "load1"}, rows); err != nil {
+		"archived_graphs", "leader", "term", "graphs_submitted", "graphs_ended", "load1",
+		"heap_live_bytes_h1", "heap_live_bytes_h2", "heap_live_bytes_h3"}, rows); err != nil {
 		return err
 	}
 	// soak_graphs.csv: every graph.
@@ -863,8 +941,21 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 	rep.p("Load average (1 min) during the run, over the samples: min %.1f, median %.1f, max %.1f (a shared 2-core machine: other engineers' builds and tests ran alongside).",
 		percentile(loads, 0), percentile(loads, 50), percentile(loads, 100))
 	rep.p("")
-	rep.p("```sh\nmegaflow-bench soak --duration %v --rate %.2f --graph-size %d --clients %d --workers %d --graph-retention %v --archive-retention %v --sample %v\n```",
-		o.duration, o.rate, o.graphSize, o.clients, o.workers, o.graphRetention, o.archiveRetention, o.sample)
+	var extra string
+	for _, a := range o.headArgs {
+		extra += " --head-arg=" + a
+	}
+	if o.headPprof {
+		extra += " --head-pprof"
+	}
+	if o.restartProfile {
+		extra += " --restart-profile"
+	}
+	if o.headBin != "bin/megaflow-head" {
+		extra += " --head-bin " + o.headBin
+	}
+	rep.p("```sh\nmegaflow-bench soak --duration %v --rate %.2f --graph-size %d --clients %d --workers %d --graph-retention %v --archive-retention %v --sample %v%s\n```",
+		o.duration, o.rate, o.graphSize, o.clients, o.workers, o.graphRetention, o.archiveRetention, o.sample, extra)
 	rep.p("")
 	rep.p("3 megaflow-head processes (loopback, BoltDB under a temporary directory, hashicorp/raft default timing, `--graph-retention %v --archive-retention %v`); %d workers in the harness's process on a no-op runtime (noop.go: a task exits 0 at once, and only live containers are kept; megaflow-worker has no such runtime, and only the heads' memory is measured); %d client connections submit one graph of %d no-op tasks every %v (%.1f tasks/s), each graph waited for (client Wait) until it ends. Every %v: each head's VmRSS, its live graphs and tasks (its /metrics), the archived graphs (ListGraphs with archived), leader and term; the leader is also polled every second for leader changes.",
 		o.graphRetention, o.archiveRetention, o.workers, o.clients, o.graphSize, graphInterval(o.rate, o.graphSize), o.rate, o.sample)
@@ -887,8 +978,11 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 	statRows := func(from float64) [][]string {
 		var out [][]string
 		for i := range 3 {
-			var ts, vs, ta, va []float64
+			var ts, vs, ta, va, th, vh []float64
 			for _, s := range r.samples {
+				if s.heapLive[i] > 0 && s.at <= end {
+					th, vh = append(th, s.at), append(vh, float64(s.heapLive[i])/(1<<20))
+				}
 				if s.rssKB[i] > 0 && s.at <= end {
 					ts, vs = append(ts, s.at), append(vs, float64(s.rssKB[i])/1024)
 				}
@@ -896,17 +990,17 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 					ta, va = append(ta, s.at), append(va, float64(s.anonKB[i])/1024)
 				}
 			}
-			q, qa := quarters(ts, vs, from, end), quarters(ta, va, from, end)
+			q, qa, qh := quarters(ts, vs, from, end), quarters(ta, va, from, end), quarters(th, vh, from, end)
 			verdict := "within 10%"
 			if math.IsNaN(q.ratio) || q.ratio > 1.10 || q.ratio < 0.90 {
 				verdict = "**not** within 10%"
 			}
 			out = append(out, []string{fmt.Sprintf("h%d", i+1), fmt.Sprintf("%.1f (%d)", q.first, q.nFirst), fmt.Sprintf("%.1f (%d)", q.last, q.nLast),
-				fmt.Sprintf("%.3f", q.ratio), verdict, fmt.Sprintf("%.1f / %.1f = %.3f", qa.first, qa.last, qa.ratio)})
+				fmt.Sprintf("%.3f", q.ratio), verdict, fmt.Sprintf("%.1f / %.1f = %.3f", qa.first, qa.last, qa.ratio), fmt.Sprintf("%.1f / %.1f = %.3f", qh.first, qh.last, qh.ratio)})
 		}
 		return out
 	}
-	hdr := []string{"head", "first quarter mean RSS MiB (samples)", "last quarter mean RSS MiB (samples)", "last / first", "target: within 10%", "RssAnon MiB first / last quarter"}
+	hdr := []string{"head", "first quarter mean RSS MiB (samples)", "last quarter mean RSS MiB (samples)", "last / first", "target: within 10%", "RssAnon MiB first / last quarter", "live heap MiB (go_gc_heap_live_bytes) first / last quarter"}
 	rep.p("Head RSS, the issue's statistic: the load's duration in quarters (0 to %.1f min), the mean of each head's samples in the first and in the last. A head restarted during the load (none is: the kills come after it) would count from its restart.", end/60)
 	rep.p("")
 	rep.table(hdr, statRows(0))

@@ -17,8 +17,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,6 +49,7 @@ func newCommand() *cobra.Command {
 	var artifactsURL string
 	var tlsFiles tlsconfig.Files
 	var gossipKey string
+	var startupProfile string
 	cmd := &cobra.Command{
 		Use:   "megaflow-head",
 		Short: "Run a MegaFlow head: a Raft member holding the task table",
@@ -59,6 +62,12 @@ Raft cluster together. A head started later with --join and no
 		Args:         cobra.NoArgs,
 		Version:      headVersion(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			started := time.Now()
+			stopProfile, err := startCPUProfile(startupProfile)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			logger, err := logging.New(os.Stderr, logFormat, logLevel)
 			if err != nil {
 				return err
@@ -105,7 +114,17 @@ Raft cluster together. A head started later with --join and no
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			readyDone := make(chan struct{})
+			go func() {
+				defer close(readyDone)
+				if waitReady(ctx, h) {
+					logger.Info("head ready", "since_process_start", time.Since(started).Round(time.Millisecond), "applied_index", h.AppliedIndex())
+					stopProfile()
+				}
+			}()
 			runErr := h.Run(ctx)
+			stop()
+			<-readyDone
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := h.Shutdown(shutdownCtx); err != nil && runErr == nil {
@@ -145,6 +164,14 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&gossipKey, "gossip-key", "", "encrypt and authenticate gossip with this key: 32 random bytes in base64, the same on every head and worker (megaflow tls gossip-key)")
 	f.BoolVar(&cfg.ACL, "acl", false, "authorize every API call by token (docs/security.md): bootstrap the first admin token with megaflow acl bootstrap; every head of the cluster needs it")
 	f.DurationVar(&cfg.ACLMaxStaleness, "acl-max-staleness", head.DefaultACLMaxStaleness, "with --acl, a follower that has not heard from the leader for this long refuses token calls (the bound on a missed revocation)")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --http-addr (CPU and heap profiles, goroutines, traces); with --acl it needs an admin token")
+	f.Uint64Var(&cfg.SnapshotThreshold, "raft-snapshot-threshold", cfg.SnapshotThreshold, "take a Raft snapshot once this many log entries follow the last one (checked every --raft-snapshot-interval): a restarted head replays at most about this many entries on top of its snapshot")
+	f.DurationVar(&cfg.SnapshotInterval, "raft-snapshot-interval", cfg.SnapshotInterval, "how often Raft checks --raft-snapshot-threshold (with up to as much again of jitter)")
+	f.DurationVar(&cfg.SnapshotReplayBudget, "raft-snapshot-replay-budget", cfg.SnapshotReplayBudget, "take a Raft snapshot once the log entries applied since the last one took this long to apply, so that a restart replays about this much on top of its snapshot (0: only --raft-snapshot-threshold)")
+	f.DurationVar(&cfg.SnapshotMinGap, "raft-snapshot-min-gap", cfg.SnapshotMinGap, "least time between two snapshots for --raft-snapshot-replay-budget (also at least 10 times the last one's duration)")
+	f.Uint64Var(&cfg.TrailingLogs, "raft-trailing-logs", cfg.TrailingLogs, "log entries a snapshot leaves in the Raft log, so a follower that lags by fewer catches up without a whole snapshot")
+	f.StringVar(&startupProfile, "startup-cpu-profile", "", "write a CPU profile from the process's start until the head is first ready (/readyz) to this file: what a restart spends its time on")
+	_ = f.MarkHidden("startup-cpu-profile")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("node-id")
@@ -152,6 +179,47 @@ Raft cluster together. A head started later with --join and no
 	daemonconfig.Register(cmd)
 	cmd.AddCommand(exportSnapshotCmd())
 	return cmd
+}
+
+// startCPUProfile starts a CPU profile into path ("": none) and returns the
+// function that stops it and closes the file, once (later calls do
+// nothing).
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("megaflow-head: --startup-cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("megaflow-head: --startup-cpu-profile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}, nil
+}
+
+// waitReady polls h's readiness every 50 ms until it is ready (true) or
+// ctx ends (false).
+func waitReady(ctx context.Context, h *head.Head) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if h.Ready() == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // exportSnapshotCmd is `megaflow-head export-snapshot`: the table of a

@@ -81,6 +81,15 @@ type Config struct {
 	// follower that lags by fewer catches up by replication rather than
 	// InstallSnapshot. Tests set it tiny to force InstallSnapshot.
 	TrailingLogs uint64
+	// SnapshotReplayBudget, when above 0, makes the node take a snapshot
+	// once its FSM's applies since the last snapshot took this much wall
+	// time (replaybudget.go): about what a restart at the same load spends
+	// replaying the log after its snapshot, whatever the entries are.
+	// SnapshotThreshold still applies beside it. 0: off.
+	SnapshotReplayBudget time.Duration
+	// SnapshotMinGap is the least time between two replay-budget snapshots
+	// (also at least 10 times the last one's duration). Not negative.
+	SnapshotMinGap time.Duration
 	// SnapshotRetain is how many snapshots are kept on disk. At least 1.
 	SnapshotRetain int
 	// MaxAppendEntries caps the entries per AppendEntries RPC and, with
@@ -223,6 +232,8 @@ func (c *Config) Validate() error {
 		return errors.New("consensus: Config.SnapshotThreshold must be at least 1")
 	case c.SnapshotInterval < 5*time.Millisecond:
 		return fmt.Errorf("consensus: Config.SnapshotInterval %s: must be at least 5ms", c.SnapshotInterval)
+	case c.SnapshotReplayBudget < 0 || c.SnapshotMinGap < 0:
+		return fmt.Errorf("consensus: Config.SnapshotReplayBudget %s and SnapshotMinGap %s must not be negative", c.SnapshotReplayBudget, c.SnapshotMinGap)
 	case c.SnapshotRetain < 1:
 		return fmt.Errorf("consensus: Config.SnapshotRetain %d: must be at least 1", c.SnapshotRetain)
 	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:

@@ -41,6 +41,8 @@ type Node struct {
 	store  *raftboltdb.BoltStore // nil with Config.LogStore
 	stream *tcpStream            // nil with Config.Transport
 	trans  raft.Transport        // the TCP transport or Config.Transport
+	watch  *commitWatch          // between trans and Raft: the leader's commit index
+	timed  *timedFSM             // Config.FSM as Raft sees it: its applies timed (replay budget)
 	snaps  raft.SnapshotStore    // the file store or Config.SnapshotStore
 	logs   raft.LogStore         // store or Config.LogStore, behind the log cache
 	stable raft.StableStore      // store or Config.StableStore
@@ -48,7 +50,7 @@ type Node struct {
 
 	notifyCh chan bool     // raft's Config.NotifyCh
 	leaderCh chan bool     // LeaderChanges; capacity 1, latest wins
-	stop     chan struct{} // stops forwardLeadership
+	stop     chan struct{} // stops forwardLeadership and the commit watch
 	wg       sync.WaitGroup
 
 	closeMu sync.Mutex
@@ -101,12 +103,24 @@ func New(cfg Config) (*Node, error) {
 	rc.NotifyCh = n.notifyCh
 	rc.Logger = hl.Named("raft")
 	var err error
-	if n.raft, err = raft.NewRaft(rc, cfg.FSM, n.logs, n.stable, n.snaps, n.trans); err != nil {
+	var trans raft.Transport
+	n.watch, trans = newCommitWatch(n.trans)
+	var fsm raft.FSM
+	n.timed, fsm = newTimedFSM(cfg.FSM)
+	if n.raft, err = raft.NewRaft(rc, fsm, n.logs, n.stable, n.snaps, trans); err != nil {
 		return nil, fmt.Errorf("consensus: start raft: %w", err)
 	}
 	ok = true
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.forwardLeadership()
+	go func() { defer n.wg.Done(); n.watch.run(n.stop) }()
+	if cfg.SnapshotReplayBudget > 0 {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.runReplayBudget(min(max(cfg.SnapshotReplayBudget/2, 10*time.Millisecond), time.Second))
+		}()
+	}
 	log.Debug("raft started", "addr", n.Addr(), "dir", n.diskDir())
 	return n, nil
 }

@@ -122,6 +122,14 @@ type Stats struct {
 	AppliedIndex uint64
 	// LastSnapshotIndex is the index the latest snapshot covers (0: none).
 	LastSnapshotIndex uint64
+	// LeaderCommitIndex is the highest commit index a leader has sent this
+	// node (in an AppendEntries) since New: everything up to it is
+	// committed. 0 until the first such request, even on a node restarted
+	// with a long log: unlike CommitIndex it never shows what this node
+	// only had before it restarted, and unlike CommitIndex it is not capped
+	// at the last entry received while the node catches up. On the leader
+	// it stays what earlier leaders sent (leaders send it, not receive it).
+	LeaderCommitIndex uint64
 	// LeaderID and LeaderAddr (Raft address) name the current leader; both
 	// are empty when no leader is known.
 	LeaderID   string
@@ -139,6 +147,8 @@ func (n *Node) Stats() Stats {
 		AppliedIndex: n.raft.AppliedIndex(),
 		LeaderID:     id,
 		LeaderAddr:   addr,
+
+		LeaderCommitIndex: n.watch.seen.Load(),
 	}
 	// raft has no typed getter for the snapshot index; Stats() reads it from
 	// memory (and also asks the main loop for the configuration).

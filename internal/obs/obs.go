@@ -39,10 +39,16 @@ type Registry struct {
 
 // NewRegistry returns a fresh registry holding the Go runtime collector and
 // the process collector (CPU seconds, resident memory bytes, open file
-// descriptors), as every daemon exports them.
+// descriptors), as every daemon exports them. The Go collector exports
+// go_memstats_* and go_gc_duration_seconds as by default, plus the
+// runtime's memory classes (go_memory_classes_*_bytes: live heap objects,
+// free heap not yet returned to the OS, released, stacks, metadata) and
+// its GC series (go_gc_*), which tell retained-but-free memory from live
+// growth when a daemon's RSS climbs.
 func NewRegistry() *Registry {
 	r := &Registry{Registry: prometheus.NewRegistry()}
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsMemory, collectors.MetricsGC)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
 
