@@ -127,6 +127,7 @@ func TestWorkerLossReRunsItsTasks(t *testing.T) {
 
 // Killing the head leader while tasks run restarts none of them.
 func TestLeaderLossRestartsNoTask(t *testing.T) {
+	t.Parallel() // it waits for 10 s tasks (see internal/testcluster)
 	// A lease well above an election and a reconnection on a loaded
 	// machine (the test cluster's 3 s lapsed once in CI): this test is
 	// about the leader's loss, not the lease's.
@@ -338,6 +339,7 @@ func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
 // leader welcomes it, not at its next reconcile round (30 s by default):
 // the tasks finish with one attempt each, shortly after they end.
 func TestRestartedWorkerTakesOverAtWelcome(t *testing.T) {
+	t.Parallel() // it waits for 3 s tasks (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Duration: 3 * time.Second})

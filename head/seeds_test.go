@@ -19,6 +19,7 @@ import (
 // address) finds the other heads again through the gossip addresses it
 // saved while it ran.
 func TestRestartedHeadRejoinsThroughSavedSeeds(t *testing.T) {
+	t.Parallel() // it waits for gossip and a downtime (see internal/testcluster)
 	var h1Starts atomic.Int32
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		if cfg.NodeID == "h1" && h1Starts.Add(1) > 1 {
