@@ -238,6 +238,7 @@ func restartedHeadCatchesUpThroughSnapshot(t *testing.T, onDisk bool) {
 }
 
 func TestSubmitIsIdempotentByGraphID(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	cl := c.Client()
 	ctx := context.Background()

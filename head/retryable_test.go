@@ -18,6 +18,7 @@ import (
 // command that is not found) fail the task at once with its retries
 // unspent; an ordinary failure spends them.
 func TestNotRetryableFailuresSpendNoRetries(t *testing.T) {
+	t.Parallel() // it waits for retries (see internal/testcluster)
 	// Which failures spend retries is the point, not the backoff's
 	// length (TestRetriesBackOff's): 50 ms, not the default 1 s and 2 s.
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {

@@ -166,6 +166,7 @@ func TestLeaderLossRestartsNoTask(t *testing.T) {
 
 // Cancelling a running graph stops its attempts and frees the workers.
 func TestCancelStopsRunningAttempts(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Hang: true})
@@ -210,6 +211,7 @@ func TestCancelStopsRunningAttempts(t *testing.T) {
 // one warm container, even with another worker free; containers of ended
 // sessions make room for the next ones.
 func TestSessionTasksFollowTheirWorker(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	for range 2 {
 		rt := fake.New(nil)
@@ -276,6 +278,7 @@ func TestSessionTasksFollowTheirWorker(t *testing.T) {
 // is not declared down) waits for that worker to reconnect instead of
 // splitting the session onto another worker.
 func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
+	t.Parallel() // it waits for a worker's return (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.Lease.Duration, cfg.Lease.Margin = time.Minute, time.Second // the killed worker stays ALIVE in the table
 	}})
@@ -370,6 +373,7 @@ func TestRestartedWorkerTakesOverAtWelcome(t *testing.T) {
 // GPU tasks are placed on a worker's devices by UUID: a 2-GPU task gets
 // two, and no device is held by two running attempts at once.
 func TestGPUTasksGetDistinctDevices(t *testing.T) {
+	t.Parallel() // it waits for tasks of 200 ms (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Duration: 200 * time.Millisecond})

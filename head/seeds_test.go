@@ -80,6 +80,7 @@ func TestRestartedHeadRejoinsThroughSavedSeeds(t *testing.T) {
 // address nobody listens on) finds the cluster through the heads' gossip
 // addresses it saved while it ran.
 func TestRestartedWorkerRejoinsThroughSavedSeeds(t *testing.T) {
+	t.Parallel() // it waits for gossip (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	var starts atomic.Int32
 	dead := testcluster.FreeAddr(t) // nobody listens there
