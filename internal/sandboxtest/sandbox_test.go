@@ -192,6 +192,7 @@ func sh(script string) []string { return []string{"sh", "-c", script} }
 // and read back, a missing file, 8 execs at once, then close: CLOSED, the
 // container gone from the engine, and an exec refused saying why.
 func TestSandboxExecFilesAndClose(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -447,6 +448,7 @@ func TestSandboxAdoptedKeepsIdleTimer(t *testing.T) {
 // head relaying it: past the burst, ResourceExhausted with a retry-after,
 // and the command does not run.
 func TestSandboxExecRateLimited(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnvWith(t, 1, func(cfg *head.Config) { cfg.RateLimit, cfg.RateBurst = 0.01, 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

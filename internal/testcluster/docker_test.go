@@ -560,6 +560,7 @@ func diffAt(got, want []byte) string {
 // that is the worker's by its labels (cluster name and id, worker id) is
 // removed and the attempt takes the name.
 func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	c, cli, image, cluster := dockerCluster(t, 1, nil)
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
