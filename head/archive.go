@@ -31,6 +31,14 @@ const archiveBatchTasks = 1 << 16
 // Nil when there is nothing to do. It is pure: the leader's archive loop
 // proposes what it returns.
 func archiveCommands(view *state.View, now time.Time, graphKeep, archiveKeep time.Duration) []*wire.ArchiveGraphsCommand {
+	return archiveCommandsBounded(view, now, graphKeep, archiveKeep, archiveBatchTasks)
+}
+
+// archiveCommandsBounded is archiveCommands with commands of at most
+// maxTasks tasks (but for a bigger graph alone) instead of
+// archiveBatchTasks, so that a test of the bound needs no graphs of 65,536
+// tasks.
+func archiveCommandsBounded(view *state.View, now time.Time, graphKeep, archiveKeep time.Duration, maxTasks int) []*wire.ArchiveGraphsCommand {
 	var due []string
 	tasks := map[string]uint32{}
 	for g := range view.Graphs() {
@@ -56,7 +64,7 @@ func archiveCommands(view *state.View, now time.Time, graphKeep, archiveKeep tim
 	for len(due) > 0 || len(drop) > 0 {
 		cmd := &wire.ArchiveGraphsCommand{UnixNanos: now.UnixNano()}
 		n, sum := 0, 0
-		for n < len(due) && n < fsm.MaxArchiveBatch && (n == 0 || sum+int(tasks[due[n]]) <= archiveBatchTasks) {
+		for n < len(due) && n < fsm.MaxArchiveBatch && (n == 0 || sum+int(tasks[due[n]]) <= maxTasks) {
 			sum += int(tasks[due[n]])
 			n++
 		}

@@ -35,6 +35,7 @@ func tableRows(c *testcluster.Cluster, i int) string {
 // whole snapshot is refused and changes nothing; a table that holds graphs
 // is replaced only with force.
 func TestSnapshotSaveAndRestore(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	a := testcluster.New(t, testcluster.Options{})

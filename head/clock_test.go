@@ -15,6 +15,7 @@ import (
 // clock's time, and a graph deadline passes when the clock says so, not
 // when an hour of real time has.
 func TestGraphDeadlineOnTheHeadsClock(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	clk := clock.NewFake(start)
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {

@@ -15,6 +15,7 @@ import (
 // is refused; the first keeps its stream and its row in the table. Once the
 // first is gone (killed, its stream closed), the id is free again.
 func TestDuplicateWorkerIDRefused(t *testing.T) {
+	t.Parallel() // it waits out a 2 s window (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	first := c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil), Configure: func(cfg *worker.Config) {
 		cfg.HeartbeatInterval = 50 * time.Millisecond

@@ -23,6 +23,7 @@ import (
 // hosts. When one task's attempt fails, the other is stopped and the gang
 // starts again as a whole.
 func TestGangStartsTogetherAndRestartsWhole(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	var mu sync.Mutex
 	envs := map[string]map[string]string{} // task/attempt -> env of its start
@@ -121,6 +122,7 @@ func TestGangStartsTogetherAndRestartsWhole(t *testing.T) {
 // A gang of two 8-GPU tasks on two 8-GPU workers: each task gets every
 // device of its own worker, pinned by UUID.
 func TestGPUGangTakesAWholeWorkerEach(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	var mu sync.Mutex
 	pinned := map[string][]string{} // task -> the GPUs its container was given

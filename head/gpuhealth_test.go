@@ -25,6 +25,7 @@ import (
 // fails the attempt with the XID in its reason, and re-places the task on
 // the worker's healthy GPU; the unhealthy GPU gets no new work.
 func TestXIDFailsAndReplacesTheRunningAttempt(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	s, err := server.New(server.WithGPUs(gpus.Multiple(2, gpus.H100_SXM5_80GB)...), server.WithDriverVersion("550.54.15"))
 	if err != nil {
 		t.Fatal(err)

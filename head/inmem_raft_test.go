@@ -21,6 +21,7 @@ import (
 // started again on the same stores (a new transport at the same address)
 // comes back with the graph.
 func TestHeadRunsOnInMemoryRaft(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()

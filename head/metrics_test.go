@@ -42,6 +42,7 @@ func value(f obs.Families, name string, labels ...string) float64 {
 // attempt exactly once on each head, although the leader is killed in the
 // middle of the run.
 func TestMetricsFollowAGraphAcrossALeaderChange(t *testing.T) {
+	t.Parallel() // it waits for an election (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{Configure: withHTTP})
 	leader := c.WaitLeader(30 * time.Second)
 	cl := c.Client()

@@ -92,6 +92,7 @@ func TestLargeGraphBecomesVisibleWhole(t *testing.T) {
 // Watch resumes across the loss of the head it streams from, without gaps
 // or duplicates.
 func TestWatchResumesWithoutGapsOrDuplicates(t *testing.T) {
+	t.Parallel() // it waits for a head's loss (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -153,6 +154,7 @@ func TestWatchResumesWithoutGapsOrDuplicates(t *testing.T) {
 // A head started later joins through gossip and the leader adds it as a
 // voter; a head that is gone is removed by an operator.
 func TestHeadJoinsLaterAndIsRemoved(t *testing.T) {
+	t.Parallel() // it waits for gossip (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

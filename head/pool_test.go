@@ -34,6 +34,7 @@ func warmOf(m *testcluster.WorkerMember, image string) int {
 // image then run in those containers without starting new ones. Bad
 // targets are refused.
 func TestPoolWarmThroughTheAPI(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rtA := fake.New(nil)
 	rtA.Default(fake.Behavior{Duration: time.Hour}) // keepers idle until removed

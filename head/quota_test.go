@@ -18,6 +18,7 @@ import (
 // event history), its held tasks say why, team-b is not held, and every
 // task ends SUCCEEDED.
 func TestTenantQuotaIsHardAcrossRounds(t *testing.T) {
+	t.Parallel() // it waits for tasks of 300 ms (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	for range 2 {
 		rt := fake.New(nil)
@@ -102,6 +103,7 @@ func TestTenantQuotaIsHardAcrossRounds(t *testing.T) {
 // The cluster limit caps running tasks across tenants, and quotas are
 // listed with usage.
 func TestClusterLimit(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Duration: time.Hour})

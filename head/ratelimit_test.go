@@ -22,6 +22,7 @@ import (
 // retry-after once its burst is spent; another tenant on the same head is
 // unaffected; the client library waits and gets through.
 func TestRateLimitPerTenant(t *testing.T) {
+	t.Parallel() // it waits out a retry-after of seconds (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		// One call per 5 s after a burst of 5: a limited tenant stays
 		// limited for seconds, however slow the machine.

@@ -52,6 +52,7 @@ func TestRetriesBackOff(t *testing.T) {
 
 // A graph past its deadline is cancelled by the leader with the reason.
 func TestGraphDeadline(t *testing.T) {
+	t.Parallel() // it waits out a 1 s deadline (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Duration: time.Hour})
@@ -81,6 +82,7 @@ func TestGraphDeadline(t *testing.T) {
 // A task no worker can run fails after MaxQueueWait with its queueing
 // reason; a feasible task of the same graph runs.
 func TestUnplaceableTaskFailsAfterMaxQueueWait(t *testing.T) {
+	t.Parallel() // it waits out a 1 s MaxQueueWait (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.MaxQueueWait = time.Second
 	}})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/head"
 	"github.com/megaflow/megaflow/internal/testcluster"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/fake"
@@ -17,7 +18,12 @@ import (
 // command that is not found) fail the task at once with its retries
 // unspent; an ordinary failure spends them.
 func TestNotRetryableFailuresSpendNoRetries(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{})
+	t.Parallel() // it waits for retries (see internal/testcluster)
+	// Which failures spend retries is the point, not the backoff's
+	// length (TestRetriesBackOff's): 50 ms, not the default 1 s and 2 s.
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
+		cfg.RetryBackoff = 50 * time.Millisecond
+	}})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Duration: time.Millisecond})
 	rt.OnCommand("/missing-image", fake.Behavior{StartErr: fmt.Errorf("fake start: %w: image %q", contract.ErrImageNotFound, "nope:1")})

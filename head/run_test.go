@@ -127,6 +127,7 @@ func TestWorkerLossReRunsItsTasks(t *testing.T) {
 
 // Killing the head leader while tasks run restarts none of them.
 func TestLeaderLossRestartsNoTask(t *testing.T) {
+	t.Parallel() // it waits for 10 s tasks (see internal/testcluster)
 	// A lease well above an election and a reconnection on a loaded
 	// machine (the test cluster's 3 s lapsed once in CI): this test is
 	// about the leader's loss, not the lease's.
@@ -165,6 +166,7 @@ func TestLeaderLossRestartsNoTask(t *testing.T) {
 
 // Cancelling a running graph stops its attempts and frees the workers.
 func TestCancelStopsRunningAttempts(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Hang: true})
@@ -209,6 +211,7 @@ func TestCancelStopsRunningAttempts(t *testing.T) {
 // one warm container, even with another worker free; containers of ended
 // sessions make room for the next ones.
 func TestSessionTasksFollowTheirWorker(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	for range 2 {
 		rt := fake.New(nil)
@@ -275,6 +278,7 @@ func TestSessionTasksFollowTheirWorker(t *testing.T) {
 // is not declared down) waits for that worker to reconnect instead of
 // splitting the session onto another worker.
 func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
+	t.Parallel() // it waits for a worker's return (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.Lease.Duration, cfg.Lease.Margin = time.Minute, time.Second // the killed worker stays ALIVE in the table
 	}})
@@ -338,6 +342,7 @@ func TestSessionWaitsForItsReconnectingWorker(t *testing.T) {
 // leader welcomes it, not at its next reconcile round (30 s by default):
 // the tasks finish with one attempt each, shortly after they end.
 func TestRestartedWorkerTakesOverAtWelcome(t *testing.T) {
+	t.Parallel() // it waits for 3 s tasks (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Duration: 3 * time.Second})
@@ -368,6 +373,7 @@ func TestRestartedWorkerTakesOverAtWelcome(t *testing.T) {
 // GPU tasks are placed on a worker's devices by UUID: a 2-GPU task gets
 // two, and no device is held by two running attempts at once.
 func TestGPUTasksGetDistinctDevices(t *testing.T) {
+	t.Parallel() // it waits for tasks of 200 ms (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	rt := fake.New(nil)
 	rt.Default(fake.Behavior{Duration: 200 * time.Millisecond})

@@ -19,6 +19,7 @@ import (
 // entry behind). Asked for an index far ahead, every head waits until the
 // caller's deadline instead of answering at once.
 func TestListSandboxesWaitsForMinIndex(t *testing.T) {
+	t.Parallel() // it waits for its cluster (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	c.WaitLeader(30 * time.Second)
 	for _, addr := range c.GRPCAddrs() {

@@ -19,6 +19,7 @@ import (
 // address) finds the other heads again through the gossip addresses it
 // saved while it ran.
 func TestRestartedHeadRejoinsThroughSavedSeeds(t *testing.T) {
+	t.Parallel() // it waits for gossip and a downtime (see internal/testcluster)
 	var h1Starts atomic.Int32
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		if cfg.NodeID == "h1" && h1Starts.Add(1) > 1 {
@@ -79,6 +80,7 @@ func TestRestartedHeadRejoinsThroughSavedSeeds(t *testing.T) {
 // address nobody listens on) finds the cluster through the heads' gossip
 // addresses it saved while it ran.
 func TestRestartedWorkerRejoinsThroughSavedSeeds(t *testing.T) {
+	t.Parallel() // it waits for gossip (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	var starts atomic.Int32
 	dead := testcluster.FreeAddr(t) // nobody listens there

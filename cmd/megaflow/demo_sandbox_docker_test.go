@@ -76,6 +76,7 @@ func workerContainers(t *testing.T, cli *mclient.Client, dir string) []string {
 // own listing, the engine (no container of its worker) and the task table
 // read again by a restarted cluster (every sandbox CLOSED) agree.
 func TestDemoSandboxModeDocker(t *testing.T) {
+	t.Parallel() // it waits for the engine and a demo step (see internal/testcluster)
 	if testing.Short() {
 		t.Skip("builds the demo images and runs a demo step in containers")
 	}

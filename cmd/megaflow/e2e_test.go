@@ -71,6 +71,7 @@ func startDaemon(t *testing.T, name, bin string, args ...string) *daemon {
 // completes, the CLI's summary adds up, and every task's success (with its
 // result) is recorded exactly once in the history of committed events.
 func TestDemoStepSurvivesKill9OfLeader(t *testing.T) {
+	t.Parallel() // it waits for processes and an election (see internal/testcluster)
 	if testing.Short() {
 		t.Skip("builds binaries and runs processes")
 	}

@@ -20,6 +20,7 @@ import (
 // megaflow's, 124 at --exec-timeout, -o json), ls, pause, resume and rm
 // against a cluster with a Docker worker.
 func TestCLISandboxDocker(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	_, image := testimage.Require(t)
 	c := testcluster.New(t, testcluster.Options{})
 	rt, err := docker.New(docker.DefaultConfig())

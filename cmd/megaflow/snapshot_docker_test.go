@@ -20,6 +20,7 @@ import (
 // fork has the source's file, the list shows the snapshot, rm removes it
 // and its image.
 func TestCLISandboxSnapshotDocker(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	cli0, image := testimage.Require(t)
 	c := testcluster.New(t, testcluster.Options{})
 	rt, err := docker.New(docker.DefaultConfig())

@@ -14,6 +14,7 @@ import (
 // refused, one with the admin token runs a graph to the end, and a restart
 // on the same data directory reuses the kept tokens.
 func TestUpACL(t *testing.T) {
+	t.Parallel() // it waits for a local cluster (see internal/testcluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -19,6 +19,7 @@ import (
 // delete) and `megaflow graphs` must answer, without the deleted graph and
 // with the one kept.
 func TestUpRestartAfterDelete(t *testing.T) {
+	t.Parallel() // it waits for a local cluster (see internal/testcluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -16,6 +16,7 @@ import (
 // a summary that adds up, -o json one object with numbers, and the exit
 // code says whether the graph succeeded.
 func TestUpAndWatch(t *testing.T) {
+	t.Parallel() // it waits for a local cluster (see internal/testcluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

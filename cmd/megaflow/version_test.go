@@ -17,6 +17,7 @@ import (
 // workers show them in a VERSION column, and megaflow --version prints the
 // same build.
 func TestClusterAndWorkersShowVersions(t *testing.T) {
+	t.Parallel() // it waits for a local cluster (see internal/testcluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	lc, err := startLocal(ctx, localOptions{DataDir: filepath.Join(t.TempDir(), "data"), Runtime: "process", GRPCAddr: "127.0.0.1:0",

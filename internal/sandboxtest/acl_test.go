@@ -33,6 +33,7 @@ import (
 // restarted after the bootstrap gets the key again at its Welcome. Needs
 // Docker.
 func TestSandboxRelayKeyWithACL(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnvOpts(t, 0, func(c *head.Config) { c.ACL, c.HTTPAddr = true, "127.0.0.1:0" }, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 // link); a tar with an entry that leaves the directory is refused and
 // that entry is not written; a missing path is NotFound.
 func TestSandboxArchives(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 // the command's exit and the output written before it, and the child
 // keeps running in the sandbox.
 func TestSandboxExecReturnsWhenCommandEnds(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -101,6 +101,7 @@ func (e *env) headsSay(ctx context.Context, s *client.Sandbox, index uint64, wan
 // is no error. A pause while an exec runs is SANDBOX_BUSY; pausing a
 // sandbox not started yet, an ended one or an unknown one is refused.
 func TestSandboxPauseResume(t *testing.T) {
+	t.Parallel() // it waits out idle timeouts of 10 s (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -217,6 +218,7 @@ func TestSandboxPauseResume(t *testing.T) {
 // the killed one once restarted, shows it PAUSED and refuses its execs;
 // the new leader resumes it. Paused again, it still ends at its lifetime.
 func TestSandboxPauseLeaderChange(t *testing.T) {
+	t.Parallel() // it waits for an election and a lifetime (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -267,6 +269,7 @@ func TestSandboxPauseLeaderChange(t *testing.T) {
 // leader that died before committing it) leaves the sandbox READY in the
 // table, the worker refusing its calls; a resume repairs it.
 func TestSandboxPauseWorkerRestart(t *testing.T) {
+	t.Parallel() // it waits out idle timeouts of 10 s (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

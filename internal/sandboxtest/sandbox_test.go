@@ -192,6 +192,7 @@ func sh(script string) []string { return []string{"sh", "-c", script} }
 // and read back, a missing file, 8 execs at once, then close: CLOSED, the
 // container gone from the engine, and an exec refused saying why.
 func TestSandboxExecFilesAndClose(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -306,6 +307,7 @@ for k in $(seq 300); do [ "$(ls /tmp/c | wc -l)" -ge 8 ] && { echo "ok $I"; exit
 // An exec past its timeout is killed with its process group: a background
 // child it started is gone too, and the sandbox stays READY.
 func TestSandboxExecTimeoutKillsGroup(t *testing.T) {
+	t.Parallel() // it waits out an exec timeout (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -339,6 +341,7 @@ func TestSandboxExecTimeoutKillsGroup(t *testing.T) {
 // container is removed; one past its lifetime ends EXPIRED
 // (CANCELLED_DEADLINE) the same way. A running exec keeps a sandbox busy.
 func TestSandboxExpiry(t *testing.T) {
+	t.Parallel() // it waits out a lifetime and an idle timeout (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -372,6 +375,7 @@ func TestSandboxExpiry(t *testing.T) {
 // A sandbox whose worker dies is LOST (SANDBOX_LOST), never re-run on
 // another worker; once the worker is back, it removes the container.
 func TestSandboxWorkerLost(t *testing.T) {
+	t.Parallel() // it waits out a 10 s lease (see internal/testcluster)
 	e := newEnv(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -412,6 +416,7 @@ func TestSandboxWorkerLost(t *testing.T) {
 // its sandbox: still READY, its files kept, and its idle timer still runs
 // (from the container's label) and ends it EXPIRED.
 func TestSandboxAdoptedKeepsIdleTimer(t *testing.T) {
+	t.Parallel() // it waits out an idle timeout (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -443,6 +448,7 @@ func TestSandboxAdoptedKeepsIdleTimer(t *testing.T) {
 // head relaying it: past the burst, ResourceExhausted with a retry-after,
 // and the command does not run.
 func TestSandboxExecRateLimited(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnvWith(t, 1, func(cfg *head.Config) { cfg.RateLimit, cfg.RateBurst = 0.01, 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -130,6 +130,7 @@ func (e *env) read(ctx context.Context, s *client.Sandbox, path string) string {
 // NotFound. The heads' tables are replayed from their logs at the end
 // (testcluster's replay check) with the snapshots in them.
 func TestSandboxSnapshotAndFork(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnvWith(t, 2, func(cfg *head.Config) { cfg.MaxSnapshots = 2 })
 	e.removeSnapshotImages()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -274,6 +275,7 @@ const testSnapshotGrace = 5 * time.Second
 // snapshot's files. The heads' tables are replayed from their logs at the
 // end (testcluster's replay check).
 func TestSandboxSnapshotKeptWhileWorkerDown(t *testing.T) {
+	t.Parallel() // it waits for the engine and a worker's return (see internal/testcluster)
 	e := newEnvOpts(t, 2, nil, func(cfg *worker.Config) { cfg.SnapshotGrace = testSnapshotGrace }, nil)
 	e.removeSnapshotImages()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -353,6 +355,7 @@ func TestSandboxSnapshotKeptWhileWorkerDown(t *testing.T) {
 // holds, taken after the worker connected (the leader sends the new id),
 // and the images labelled as another worker's.
 func TestSandboxSnapshotImageReconcile(t *testing.T) {
+	t.Parallel() // it waits out a 5 s grace (see internal/testcluster)
 	e := newEnvOpts(t, 1, nil, func(cfg *worker.Config) { cfg.SnapshotGrace = testSnapshotGrace }, nil)
 	e.removeSnapshotImages()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -434,6 +437,7 @@ func TestSnapshotAPIWithoutWorkers(t *testing.T) {
 // be, then 1 s: the leader's deadline loop ends it EXPIRED
 // (CANCELLED_DEADLINE); an ended sandbox's timeout is refused.
 func TestSandboxSetTimeoutWithoutWorkers(t *testing.T) {
+	t.Parallel() // it waits out a 1 s lifetime (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{})
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

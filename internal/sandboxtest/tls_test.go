@@ -17,6 +17,7 @@ import (
 // worker's sandbox server over mutual TLS (head certificate in, worker
 // certificate verified). Needs Docker.
 func TestSandboxOverTLS(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	set := tlstest.New(t, t.TempDir())
 	headTLS := map[string]*tlsconfig.Store{}
 	for _, id := range []string{"h1", "h2", "h3"} {

@@ -20,6 +20,7 @@ import (
 // sandbox with a network (another key) is fresh; closing the warm-served
 // sandbox removes its container.
 func TestSandboxFromWarmPool(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	e := newEnv(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 // restarted rebuilds the same table, and every head's table replays from
 // its Raft stores at Stop.
 func TestFinishedGraphIsArchived(t *testing.T) {
+	t.Parallel() // it waits out a 1 s retention (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.GraphRetention, cfg.ArchiveSweepInterval = time.Second, 20*time.Millisecond
 	}})

@@ -21,6 +21,7 @@ import (
 // attempt's artifacts_pending: the old process's watch on them died with
 // it, and the new one finds them in the spool.
 func TestArtifactsLandAfterAWorkerRestart(t *testing.T) {
+	t.Parallel() // it waits for a worker's restart (see internal/testcluster)
 	store := artifact.NewMemStore()
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { cfg.Artifacts = store }})
 	rt := fake.New(nil)
@@ -66,6 +67,7 @@ func TestArtifactsLandAfterAWorkerRestart(t *testing.T) {
 // ARTIFACTS_LANDED reached the head (its event queue is in memory): the
 // leader finds the manifest in the store and clears artifacts_pending.
 func TestLeaderClearsArtifactsPendingFromTheStore(t *testing.T) {
+	t.Parallel() // it waits for sweeps (see internal/testcluster)
 	store := artifact.NewMemStore()
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.Artifacts, cfg.ArtifactSweepInterval = store, 50*time.Millisecond

@@ -21,6 +21,7 @@ import (
 // host. Before the fix the spec's "" was normalized to "none" at submit,
 // so the container had no network and never became ready.
 func TestDockerServiceWithoutNetworkBecomesReady(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	c, cli, image, cluster := dockerCluster(t, 1, func(cfg *worker.Config) {
 		cfg.ServicePortMin, cfg.ServicePortMax = 42300, 42399
 		cfg.ServiceProbeInterval = 50 * time.Millisecond

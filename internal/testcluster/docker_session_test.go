@@ -21,6 +21,7 @@ import (
 // container does not count against a task's own timeout (issue 18,
 // finding 12). 10 s, not 5: one exec on a loaded CI host took over 5 s.
 func TestDockerSessionTasksWaitWithoutTimingOut(t *testing.T) {
+	t.Parallel() // it waits for 20 execs one after another (see internal/testcluster)
 	// The session's container goes PoolIdle after its last task (all
 	// were assigned at once, so none was marked the session's last).
 	// A lease well above a loaded machine's heartbeat delays: this test is

@@ -267,6 +267,7 @@ func TestDockerOOMTimeoutAndCancel(t *testing.T) {
 // the other worker and completes, its result recorded once; the killed
 // worker, restarted, removes the containers of attempts re-placed meanwhile.
 func TestDockerWorkerKilledMidRun(t *testing.T) {
+	t.Parallel() // it waits out a lease and tasks of 4 s (see internal/testcluster)
 	c, cli, image, cluster := dockerCluster(t, 2, func(cfg *worker.Config) { cfg.MaxConcurrentStarts = 8 })
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -327,6 +328,7 @@ func TestDockerWorkerKilledMidRun(t *testing.T) {
 // A worker restarted while its tasks run re-adopts their containers: the
 // container ids do not change and each task completes once.
 func TestDockerWorkerRestartReadopts(t *testing.T) {
+	t.Parallel() // it waits for tasks of 6 s (see internal/testcluster)
 	c, cli, image, cluster := dockerCluster(t, 1, nil)
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -441,6 +443,7 @@ func TestDockerLargeOutputKeepsEveryByteAndTheResult(t *testing.T) {
 // its result recorded and its log in the store complete, byte for byte,
 // including what the containers printed while no worker ran.
 func TestDockerWorkerRestartKeepsResultsAndLogs(t *testing.T) {
+	t.Parallel() // it waits for tasks of 15 s (see internal/testcluster)
 	store := artifact.NewMemStore()
 	// The worker is down for a few seconds: within its lease, so that the
 	// heads wait for it rather than re-queue its attempts and the
@@ -557,6 +560,7 @@ func diffAt(got, want []byte) string {
 // that is the worker's by its labels (cluster name and id, worker id) is
 // removed and the attempt takes the name.
 func TestDockerStaleContainerWithTheAttemptsName(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
 	c, cli, image, cluster := dockerCluster(t, 1, nil)
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

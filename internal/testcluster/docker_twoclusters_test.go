@@ -21,6 +21,7 @@ import (
 // adopted the first's containers at its start, its head stopped them, and
 // its reconciliation removed the rest (issue 18, finding 6).
 func TestDockerTwoClustersOnOneEngineKeepApart(t *testing.T) {
+	t.Parallel() // it waits for tasks of 8 s (see internal/testcluster)
 	a, cli, image, cluster := dockerCluster(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

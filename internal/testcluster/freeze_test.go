@@ -187,6 +187,7 @@ func (r freezeRun) run(t *testing.T, bins string) (twice, rerun, frozen int) {
 // leader re-queued them once the stream timed out while the frozen
 // worker's processes ran on).
 func TestFrozenWorkerProcessRunsNoTaskTwice(t *testing.T) {
+	t.Parallel() // it waits out a freeze and tasks of 15 s (see internal/testcluster)
 	if testing.Short() {
 		t.Skip("builds binaries, freezes a process")
 	}

@@ -141,6 +141,7 @@ func helperTask(name, role string) *client.TaskSpec {
 // rollout ends; a clean worker stop stops the server process and withdraws
 // its endpoint.
 func TestServiceTask(t *testing.T) {
+	t.Parallel() // it waits for a server process and its probes (see internal/testcluster)
 	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) {
 		cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	}})

@@ -8,6 +8,20 @@
 // head's Raft stores at the end. Heads can be killed (as a crash would)
 // and restarted on their data directories and Raft stores. Only tests
 // import it.
+//
+// # Waiting tests run in parallel
+//
+// A test that mostly waits (out a lease, a fault, a timeout, tasks of
+// seconds) while using little CPU calls t.Parallel at its start. The
+// testing package holds such tests until every serial test of the
+// package has ended, then runs them -parallel (GOMAXPROCS) at a time,
+// beside each other only: no CPU-heavy test (thousands of tasks, many
+// containers at once) shares the machine with them, so the test
+// clusters' fast Raft timing (a 300 ms leader lease) sees no more load
+// than before. A test that needs one leader throughout (it would retry or
+// fail on a leader change) sets head.Config.Fast to false: Raft's
+// production timing. Tests that compute, or that check timing closely,
+// stay serial.
 package testcluster
 
 import (

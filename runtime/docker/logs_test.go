@@ -33,6 +33,7 @@ const bigScript = `head -c 6000000 /dev/zero | base64 -w 100; echo MEGAFLOW_RESU
 // early under such output (moby/moby#41820; 5.9 of 8.1 MB were copied), so
 // the log file must be completed from the engine's stored log.
 func TestLargeOutputIsComplete(t *testing.T) {
+	t.Parallel() // it waits for the engine, beside the other waiting tests
 	e := newEnv(t)
 	want := bigOutput()
 	for i := range 3 {
@@ -55,6 +56,7 @@ func TestLargeOutputIsComplete(t *testing.T) {
 // bytes its log file holds (Adopt), and the log ends complete: nothing
 // twice, nothing missing.
 func TestAdoptResumesTheLog(t *testing.T) {
+	t.Parallel() // it waits for the engine, beside the other waiting tests
 	e := newEnv(t)
 	script := `i=0; while [ $i -lt 40 ]; do echo line $i; i=$((i+1)); sleep 0.05; done; ` + bigScript
 	spec := e.spec("adopt", "sh", "-c", script)
@@ -168,14 +170,18 @@ func TestDemux(t *testing.T) {
 		stream.WriteString(payload)
 		want.WriteString(payload)
 	}
+	// 200 frames of growing sizes, about 245 KB in all: several times
+	// demux's 64 KiB buffer, so that frames straddle its reads. (They
+	// were 7 times larger, 2 MB with the big frame: the one-byte reader
+	// took 28 s of it under -race for the same cases.)
 	for i := range 200 {
 		typ := stdcopy.Stdout
 		if i%3 == 0 {
 			typ = stdcopy.Stderr
 		}
-		frame(typ, strings.Repeat(strconv.Itoa(i), i*37)+"\n")
+		frame(typ, strings.Repeat(strconv.Itoa(i), i*5)+"\n")
 	}
-	big := strings.Repeat("z", 200<<10) // larger than demux's buffer
+	big := strings.Repeat("z", 80<<10) // larger than demux's buffer (64 KiB)
 	frame(stdcopy.Stdout, big)
 	for name, r := range map[string]io.Reader{
 		"whole":    bytes.NewReader(stream.Bytes()),

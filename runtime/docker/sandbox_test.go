@@ -15,6 +15,7 @@ import (
 // trip bytes and mode, create parents and classify a missing file, a
 // directory, a file over the limit and a missing container.
 func TestExecStreamAndFiles(t *testing.T) {
+	t.Parallel() // it waits for the engine, beside the other waiting tests
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.start(e.spec("box", "sleep", "600"))
