@@ -251,32 +251,12 @@ func TestDashboardNeedsAnAdminTokenWithACLs(t *testing.T) {
 	lh := c.Members[c.WaitLeader(30*time.Second)].Head()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, adminSecret, err := c.Client().BootstrapACL(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.Dial(ctx, c.GRPCAddrs(), client.WithToken(adminSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	_, readSecret, err := admin.CreateToken(ctx, "a", client.RoleRead, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adminSecret, readSecret := adminAndReadTokens(ctx, t, c)
 	get := func(auth string) (int, string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+lh.HTTPAddr()+"/api/graphs", nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		code, b := httpGet(ctx, t, "http://"+lh.HTTPAddr()+"/api/graphs", auth)
 		var body struct{ Error string }
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body.Error
+		_ = json.Unmarshal(b, &body)
+		return code, body.Error
 	}
 	for _, tc := range []struct{ auth, want string }{
 		{"", "needs an admin token"},

@@ -73,14 +73,10 @@ func TestHeadMetricsHaveRuntimeSeriesAndPprofIsOptIn(t *testing.T) {
 	}
 }
 
-// With ACLs on, /debug/pprof needs an admin token, as the dashboard's API:
-// no token and a read token are refused 401 and counted; an admin token
-// gets a heap profile.
-func TestPprofNeedsAnAdminTokenWithACLs(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { withHTTP(cfg); cfg.ACL = true; cfg.Pprof = true }})
-	lh := c.Members[c.WaitLeader(30*time.Second)].Head()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// adminAndReadTokens bootstraps c's ACLs and returns the admin token's
+// secret and that of a read token of tenant "a".
+func adminAndReadTokens(ctx context.Context, t *testing.T, c *testcluster.Cluster) (adminSecret, readSecret string) {
+	t.Helper()
 	_, adminSecret, err := c.Client().BootstrapACL(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +86,22 @@ func TestPprofNeedsAnAdminTokenWithACLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	_, readSecret, err := admin.CreateToken(ctx, "a", client.RoleRead, 0)
+	_, readSecret, err = admin.CreateToken(ctx, "a", client.RoleRead, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return adminSecret, readSecret
+}
+
+// With ACLs on, /debug/pprof needs an admin token, as the dashboard's API:
+// no token and a read token are refused 401 and counted; an admin token
+// gets a heap profile.
+func TestPprofNeedsAnAdminTokenWithACLs(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Configure: func(cfg *head.Config) { withHTTP(cfg); cfg.ACL = true; cfg.Pprof = true }})
+	lh := c.Members[c.WaitLeader(30*time.Second)].Head()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adminSecret, readSecret := adminAndReadTokens(ctx, t, c)
 	url := "http://" + lh.HTTPAddr() + "/debug/pprof/heap"
 	for _, tc := range []struct{ auth, want string }{
 		{"", "/debug/pprof shows the head's memory"},

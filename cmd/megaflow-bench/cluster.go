@@ -75,18 +75,29 @@ func (c *cluster) addWorker(rt contract.Runtime, capacity worker.Capacity, edit 
 // waitWorkers waits until the leader's table shows n alive workers.
 func (c *cluster) waitWorkers(ctx context.Context, cl *client.Client, n int) error {
 	return waitUntil(ctx, 3*time.Minute, fmt.Sprintf("%d alive workers", n), func() bool {
-		ws, err := cl.ListWorkers(ctx, client.ReadOptions{})
-		if err != nil {
-			return false
-		}
-		alive := 0
-		for _, w := range ws {
-			if w.GetStatus() == wire.WorkerStatus_WORKER_STATUS_ALIVE {
-				alive++
-			}
-		}
-		return alive >= n
+		return aliveWorkers(ctx, cl, 0) >= n
 	})
+}
+
+// aliveWorkers returns how many workers the table shows alive, or -1 when
+// ListWorkers fails; timeout bounds the call (0: ctx alone).
+func aliveWorkers(ctx context.Context, cl *client.Client, timeout time.Duration) int {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	ws, err := cl.ListWorkers(ctx, client.ReadOptions{})
+	if err != nil {
+		return -1
+	}
+	alive := 0
+	for _, w := range ws {
+		if w.GetStatus() == wire.WorkerStatus_WORKER_STATUS_ALIVE {
+			alive++
+		}
+	}
+	return alive
 }
 
 // Stop shuts every worker, then every head, down cleanly.

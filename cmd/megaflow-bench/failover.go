@@ -223,19 +223,7 @@ func runFailover(ctx context.Context, g *globals, o failoverOptions) error {
 	}
 	aliveWorkers := func(n int) error {
 		return waitUntil(ctx, 60*time.Second, fmt.Sprintf("%d alive workers", n), func() bool {
-			c, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			ws, err := cl.ListWorkers(c, client.ReadOptions{})
-			if err != nil {
-				return false
-			}
-			alive := 0
-			for _, w := range ws {
-				if w.GetStatus().String() == "WORKER_STATUS_ALIVE" {
-					alive++
-				}
-			}
-			return alive == n
+			return aliveWorkers(ctx, cl, time.Second) == n
 		})
 	}
 	if err := aliveWorkers(2); err != nil {

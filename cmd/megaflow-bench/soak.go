@@ -361,19 +361,7 @@ func runSoak(ctx context.Context, g *globals, o soakOptions) error {
 		go func() { defer wwg.Done(); _ = w.Run(wctx) }()
 	}
 	if err := waitUntil(ctx, 90*time.Second, fmt.Sprintf("%d alive workers", o.workers), func() bool {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		ws, err := cl.ListWorkers(sctx, client.ReadOptions{})
-		if err != nil {
-			return false
-		}
-		alive := 0
-		for _, w := range ws {
-			if w.GetStatus().String() == "WORKER_STATUS_ALIVE" {
-				alive++
-			}
-		}
-		return alive >= o.workers
+		return aliveWorkers(ctx, cl, 2*time.Second) >= o.workers
 	}); err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (w *commitWatch) run(stop <-chan struct{}) {
 			select {
 			case w.out <- rpc:
 			case <-stop:
-				rpc.Respond(emptyResponse(rpc.Command), raft.ErrTransportShutdown)
+				rpc.Respond(EmptyResponse(rpc.Command), raft.ErrTransportShutdown)
 				return
 			}
 		case <-stop:
@@ -94,10 +94,11 @@ func (w *commitWatch) observe(idx uint64) {
 	}
 }
 
-// emptyResponse returns a zero response of the type that answers cmd: an
-// in-memory transport's pipeline converts the response of an
+// EmptyResponse returns a zero response of the type that answers the Raft
+// RPC cmd (nil for a command it does not know), for refusing an RPC with
+// an error: an in-memory transport's pipeline converts the response of an
 // AppendEntries before it looks at the error.
-func emptyResponse(cmd any) any {
+func EmptyResponse(cmd any) any {
 	switch cmd.(type) {
 	case *raft.AppendEntriesRequest:
 		return &raft.AppendEntriesResponse{}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/megaflow/megaflow/head/consensus"
 )
 
 // inmemRPCTimeout bounds each Raft RPC on the in-memory network (10 times
@@ -85,30 +87,11 @@ func refuse(tr *raft.InmemTransport) {
 	for {
 		select {
 		case rpc := <-tr.Consumer():
-			rpc.Respond(emptyResponse(rpc.Command), errInmemUnreachable)
+			rpc.Respond(consensus.EmptyResponse(rpc.Command), errInmemUnreachable)
 		default:
 			return
 		}
 	}
-}
-
-// emptyResponse returns a zero response of the type cmd's sender expects:
-// the in-memory pipeline copies the response before it looks at the
-// error.
-func emptyResponse(cmd any) any {
-	switch cmd.(type) {
-	case *raft.AppendEntriesRequest:
-		return &raft.AppendEntriesResponse{}
-	case *raft.RequestVoteRequest:
-		return &raft.RequestVoteResponse{}
-	case *raft.RequestPreVoteRequest:
-		return &raft.RequestPreVoteResponse{}
-	case *raft.InstallSnapshotRequest:
-		return &raft.InstallSnapshotResponse{}
-	case *raft.TimeoutNowRequest:
-		return &raft.TimeoutNowResponse{}
-	}
-	return nil
 }
 
 // memSnapshotsRetain is how many snapshots memSnapshots keeps: the
