@@ -13,22 +13,25 @@ import (
 )
 
 // scheduleLoop runs on the leader: a scheduling round whenever the table
-// changes and at least every second. Rounds are spaced by at least
-// ScheduleInterval and by twice the last round's duration, so scheduling
-// never takes more than about a third of a core however large the queue.
+// changes and at least every second. A round starts at least
+// ScheduleInterval and twice its planning time after the last one ended, so
+// scheduling never takes more than about a third of a core however large
+// the queue. The wait for the plan's commit is not planning: it costs no
+// CPU here, and pausing for it again would add a commit's latency to
+// every placement (a slot freed by an exit waited one commit for the
+// exit, one for the plan and two more of pause).
 // It returns when ctx ends.
 func (h *Head) scheduleLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
+	pause := time.NewTimer(time.Hour)
+	defer pause.Stop()
 	for {
 		changed := h.fsm.Changed()
-		// The pause paces the round's own work, so it is measured on the
-		// process's time; next is the head's clock's.
-		start := time.Now()
-		next := h.scheduleOnce(ctx)
-		pause := max(h.cfg.ScheduleInterval, 2*time.Since(start))
+		next, planning := h.scheduleOnce(ctx)
+		earliest := time.Now().Add(max(h.cfg.ScheduleInterval, 2*planning))
 		wake.Reset(time.Hour)
 		if !next.IsZero() {
 			wake.Reset(next.Sub(h.clock.Now()))
@@ -40,10 +43,16 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 		case <-tick.C:
 		case <-wake.C:
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(pause):
+		// The spacing counts from the round's end: a change that comes
+		// after a quiet spell is planned at once, and changes that come
+		// while the spacing runs are planned together when it ends.
+		if d := time.Until(earliest); d > 0 {
+			pause.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-pause.C:
+			}
 		}
 	}
 }
@@ -57,10 +66,14 @@ const maxQueuedPerQueue = 4096
 // table and commits its plan, then fails the tasks it found unplaceable
 // for too long. A round that places nothing and changes no queueing reason
 // commits nothing. It returns the earliest end of a retry backoff, when
-// the loop runs a round again (zero: none).
-func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
+// the loop runs a round again (zero: none), and how long planning the
+// round took (on the process's time: it paces the round's own work, not
+// the head's clock), without the commits' wait.
+func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time, planning time.Duration) {
+	start := time.Now()
 	r := planRound(roundInput{View: h.fsm.View(), Connected: h.sessions.connected, Term: h.prop.term(),
 		Now: h.clock.Now(), Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait})
+	planning = time.Since(start)
 	if r.Plan != nil {
 		// Stamped when proposed, after placement: attempts' assign times
 		// (and the queue times measured from them) include the round.
@@ -69,7 +82,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			if ctx.Err() == nil {
 				h.logger.Warn("committing a plan failed", "placements", len(r.Plan.Attempts), "err", err)
 			}
-			return r.Wake
+			return r.Wake, planning
 		}
 	}
 	if r.Fail != nil {
@@ -78,7 +91,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time) {
 			h.logger.Warn("failing unplaceable tasks failed", "tasks", len(r.Fail.TaskIds), "err", err)
 		}
 	}
-	return r.Wake
+	return r.Wake, planning
 }
 
 // schedulerQuotas adapts the table's quotas and the current usage (tasks

@@ -110,8 +110,9 @@ type Config struct {
 	// CallTimeout bounds every other runtime call (a Stop gets StopGrace
 	// more). Default 30 s.
 	CallTimeout time.Duration
-	// BatchDelay is how long events are collected before a batch is sent;
-	// 0 sends at once. Default 5 ms.
+	// BatchDelay is how long events are collected behind a batch that
+	// waits for its ack before they are sent; with no batch in flight an
+	// event is sent at once. 0 sends every event at once. Default 5 ms.
 	BatchDelay time.Duration
 	// MaxBatchEvents caps the events in one batch. Default 256.
 	MaxBatchEvents int

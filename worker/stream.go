@@ -445,11 +445,13 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 		<-probes // the probe in flight, if any, has returned
 	}()
 	var linger clock.Timer
-	defer func() {
+	stopLinger := func() {
 		if linger != nil {
 			linger.Stop()
+			linger = nil
 		}
-	}()
+	}
+	defer stopLinger()
 	for {
 		var lingerC <-chan time.Time
 		if linger != nil {
@@ -468,13 +470,26 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 			}
 			unanswered = 0
 			w.handleHeadMessage(ctx, r.msg)
+			if r.msg.GetAck() != nil && w.outbox.unackedLen() == 0 && w.outbox.pendingLen() > 0 {
+				// The batch in flight is committed: what piled up behind it
+				// goes now, as one batch.
+				stopLinger()
+				if err := flush(); err != nil {
+					return true, err
+				}
+			}
 		case <-w.outbox.ready:
-			if w.cfg.BatchDelay > 0 && w.outbox.pendingLen() < w.cfg.MaxBatchEvents {
+			// Events go at once while no batch waits for its ack (an
+			// event alone is not held back BatchDelay); behind a batch in
+			// flight they pile up until its ack, BatchDelay at most, or a
+			// full batch (Nagle's rule: batching only under load).
+			if w.cfg.BatchDelay > 0 && w.outbox.pendingLen() < w.cfg.MaxBatchEvents && w.outbox.unackedLen() > 0 {
 				if linger == nil {
 					linger = w.clock.NewTimer(w.cfg.BatchDelay)
 				}
 				continue
 			}
+			stopLinger()
 			if err := flush(); err != nil {
 				return true, err
 			}
