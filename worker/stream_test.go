@@ -66,6 +66,44 @@ func TestHelloAnnouncesAttempts(t *testing.T) {
 	}
 }
 
+// An event goes to the head at once when no batch waits for its ack, and
+// the events held behind a batch in flight go when its ack comes, without
+// waiting for BatchDelay: the worker's clock never moves here, so a batch
+// that waited for BatchDelay would never be sent.
+func TestEventsGoAtOnceWhenNothingIsInFlight(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.autoAck = false })
+	rt := newFakeRT(t)
+	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
+	cfg := testConfig(t, rt, t.TempDir(), head.addr)
+	cfg.Clock = newFakeClock()
+	cfg.BatchDelay = time.Second
+	cfg.HeartbeatInterval = time.Hour
+	cfg.ReconcileInterval = time.Hour
+	w := startWorker(t, cfg)
+
+	head.send(assignMsg("g/a", 1, spec("busybox", "ten-minutes")))
+	head.waitEvent("g/a", 1, kindStarted) // nothing in flight: sent at once
+	first := head.allBatches()
+	if len(first) != 1 {
+		t.Fatalf("%d batches before any ack, want 1: %v", len(first), first)
+	}
+	head.send(assignMsg("g/b", 1, spec("busybox", "ten-minutes")))
+	waitFor(t, 10*time.Second, "g/b's event held behind the unacked batch", func() bool { return w.outbox.pendingLen() == 1 })
+	if n := len(head.allBatches()); n != 1 {
+		t.Fatalf("%d batches sent while the first waited for its ack, want 1", n)
+	}
+	head.send(ackMsg(first[0].GetSeq()))
+	head.waitEvent("g/b", 1, kindStarted) // held behind the first batch, sent on its ack
+	for _, b := range head.allBatches()[1:] {
+		for _, e := range b.GetEvents() {
+			if e.GetTaskId() == "g/a" {
+				t.Errorf("batch %d repeats g/a's event: %v", b.GetSeq(), e)
+			}
+		}
+	}
+}
+
 func TestEventsBatchedAndResentUntilAcked(t *testing.T) {
 	head := newFakeHead(t, "h1")
 	head.set(func(h *fakeHead) { h.autoAck = false })

@@ -176,6 +176,20 @@ func (m Model) Startup(d Deployment, mode Mode, n int) time.Duration {
 	return r[0] + time.Duration(f*float64(r[1]-r[0]))
 }
 
+// Floor is the model's own makespan for n tasks submitted at once on
+// instances of shape s, simulated time: every task starts up for
+// Startup(d, mode, n), then works for Work slowed down by the tasks that
+// share its instance (min(n, s.TasksPerInstance); the instances are
+// filled in turn, so the first is full whenever n reaches its capacity).
+// A run of the real system can only be longer: what it adds to the floor
+// is orchestration (queueing, dispatch, reporting) and the harness's own
+// scheduling on a busy machine. The scaling goal compares
+// makespan(10,000) / makespan(100) against Floor(10,000) / Floor(100).
+func (m Model) Floor(d Deployment, mode Mode, n int, s Shape) time.Duration {
+	k := max(1, min(n, s.TasksPerInstance))
+	return m.Startup(d, mode, n) + time.Duration(float64(m.Work)*m.Slowdown(k, s.TasksPerInstance))
+}
+
 // Wall converts simulated time to wall-clock time (divides by Compress).
 func (m Model) Wall(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / m.Compress)

@@ -52,6 +52,32 @@ func TestStartup(t *testing.T) {
 	}
 }
 
+func TestFloor(t *testing.T) {
+	m := DefaultModel(1)
+	small, large := DefaultShape(Distributed), DefaultShape(Centralized)
+	for _, tc := range []struct {
+		d     Deployment
+		mode  Mode
+		n     int
+		shape Shape
+		want  time.Duration
+	}{
+		// Distributed: one task per instance, no contention: start-up + work.
+		{Distributed, Persistent, 100, small, 100*time.Minute + 35*time.Second},
+		{Distributed, Persistent, 10_000, small, 100*time.Minute + 50*time.Second}, // floor ratio 1.0025
+		{Distributed, Ephemeral, 100, small, 103*time.Minute + 30*time.Second},
+		{Distributed, Ephemeral, 10_000, small, 106 * time.Minute}, // floor ratio 1.024
+		// Centralized: alone, part full (26 of 50: slowdown 1.051), full.
+		{Centralized, Persistent, 1, large, 100*time.Minute + 20*time.Second},
+		{Centralized, Persistent, 26, large, 6336734749 * time.Microsecond},
+		{Centralized, Persistent, 100, large, 110*time.Minute + 35*time.Second},
+	} {
+		if got := m.Floor(tc.d, tc.mode, tc.n, tc.shape); (got - tc.want).Abs() > time.Millisecond {
+			t.Errorf("Floor(%s, %s, %d) = %v, want %v", tc.d, tc.mode, tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestShapes(t *testing.T) {
 	for _, tc := range []struct {
 		d            Deployment
