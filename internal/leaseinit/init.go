@@ -22,6 +22,23 @@ const (
 	ExitNotFound = 127 // the command does not exist
 )
 
+// CleanFDEnv names, in the init's environment, a file descriptor it
+// inherited (a pipe's write end) on which it writes one byte, CleanByte,
+// just before it exits when it knows that nothing of the task is left: it
+// is a child subreaper, not PID 1, and it has no child left once the
+// task's own process was reaped (every live descendant would have a chain
+// of live parents up to a child of the init). The process runtime then
+// skips its own scan of /proc for the task's marked processes (issue 17:
+// the scan read every process's environment at every task end). No byte
+// (an init killed, one of an older version, one that is not a subreaper,
+// or a task that left processes behind) leaves the scan in place. The
+// init removes the variable from its own environment and marks the
+// descriptor close-on-exec, so the task inherits neither.
+const CleanFDEnv = "MEGAFLOW_INIT_CLEAN_FD"
+
+// CleanByte is the byte written on CleanFDEnv's descriptor.
+const CleanByte = 'c'
+
 // forwarded are the signals the init passes on to the task's process
 // group (as tini with TINI_KILL_PROCESS_GROUP does).
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
@@ -75,6 +92,10 @@ func Main(args []string, stderr io.Writer) int {
 			return ExitNoLease
 		}
 	}
+	clean := cleanFD()
+	if clean != nil {
+		defer clean.Close()
+	}
 	pid1 := os.Getpid() == 1
 	subreaper := false
 	if !pid1 {
@@ -114,7 +135,7 @@ func Main(args []string, stderr io.Writer) int {
 			if s == syscall.SIGCHLD {
 				if code, done := reap(child); done {
 					// The task is over: what it left behind goes with it.
-					finish(child, pid1, subreaper)
+					sayClean(clean, finish(child, pid1, subreaper))
 					return code
 				}
 				continue
@@ -138,7 +159,7 @@ func Main(args []string, stderr io.Writer) int {
 			}
 		}
 		if code, done := reap(child); done { // a SIGCHLD merged with another
-			finish(child, pid1, subreaper)
+			sayClean(clean, finish(child, pid1, subreaper))
 			return code
 		}
 	}
@@ -174,13 +195,43 @@ func reap(child int) (code int, done bool) {
 // reaped, so every live descendant has a chain of live parents up to a
 // child of the init. It then skips the scan of /proc (every process's
 // stat), the common case of a task that leaves nothing (issue 17: a scan
-// per task end, on top of the worker's).
-func finish(child int, pid1, subreaper bool) {
+// per task end, on top of the worker's). It reports whether nothing of
+// the task is left, which only a subreaper outside a container can tell.
+func finish(child int, pid1, subreaper bool) (clean bool) {
 	if subreaper && !pid1 && !hasChildren() {
-		return
+		return true
 	}
 	killTree(child, pid1, syscall.SIGKILL)
 	reapAll()
+	return subreaper && !pid1 && !hasChildren()
+}
+
+// cleanFD returns the descriptor CleanFDEnv names, marked close-on-exec,
+// and removes the variable from the environment; nil when it is not set
+// or names no open descriptor above stderr.
+func cleanFD() *os.File {
+	v, ok := os.LookupEnv(CleanFDEnv)
+	if !ok {
+		return nil
+	}
+	_ = os.Unsetenv(CleanFDEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd <= 2 {
+		return nil
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		return nil
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "clean")
+}
+
+// sayClean writes CleanByte on f when clean (f nil: nobody asked).
+func sayClean(f *os.File, clean bool) {
+	if f != nil && clean {
+		_, _ = f.Write([]byte{CleanByte})
+	}
 }
 
 // hasChildren reaps the children that already exited and reports whether

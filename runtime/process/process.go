@@ -45,6 +45,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -91,6 +92,9 @@ type Runtime struct {
 
 	// sweep signals and kills what left a task's process group (tree.go).
 	sweep sweeper
+	// cleanEnds counts the ends that skipped the sweep because the task's
+	// init said nothing was left (tests read it).
+	cleanEnds atomic.Uint64
 
 	mu    sync.Mutex
 	procs map[string]*proc  // id -> process, until Remove
@@ -209,6 +213,23 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		argv = leaseinit.Argv(spec.Init.Path, filepath.Join(spec.Init.LeaseDir, leaseinit.FileName), spec.Init.Grace, spec.Command)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	// The init says on this pipe when nothing of the task is left at its
+	// end, and reap then skips the scan of /proc (leaseinit.CleanFDEnv).
+	var cleanR *os.File
+	if spec.Init != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return "", fmt.Errorf("process start %s: the init's pipe: %w", spec.Name, err)
+		}
+		cleanR = pr
+		defer func() {
+			if cleanR != nil { // not started: nobody reads it
+				cleanR.Close()
+			}
+		}()
+		defer pw.Close() // the init holds its own copy
+		cmd.ExtraFiles = []*os.File{pw} // fd 3
+	}
 	cmd.Dir = spec.WorkingDir
 	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no os/exec goroutine
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -219,6 +240,9 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		env = map[string]string{}
 	}
 	env[TreeEnv] = p.id // marks the task's processes, wherever they go (tree.go)
+	if cleanR != nil {
+		env[leaseinit.CleanFDEnv] = "3" // ExtraFiles[0]
+	}
 	cmd.Env = r.env(env, spec.GPUUUIDs)
 	if spec.Name != "" {
 		r.mu.Lock()
@@ -255,16 +279,17 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	if copier != nil {
 		go copier.copy(spec.LogPath, r.log)
 	}
-	go r.reap(p, cmd, started, copier)
-	copier = nil // the goroutines own it now
+	go r.reap(p, cmd, started, copier, cleanR)
+	copier, cleanR = nil, nil // the goroutines own them now
 	return p.id, nil
 }
 
 // reap waits for p's process, kills the rest of its process group
-// (background children outliving the leader) and its marked processes,
+// (background children outliving the leader) and its marked processes
+// (unless its init said on clean, which reap closes, that none is left),
 // waits for the end of its output (out; nil when discarded), and records
 // its exit.
-func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output) {
+func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output, clean *os.File) {
 	err := cmd.Wait()
 	exit := contract.Exit{Code: -1, StartedAt: started, FinishedAt: r.clock.Now()}
 	var ee *exec.ExitError
@@ -289,13 +314,39 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output) {
 		removeRecord(r.stateDir, p.id)
 	}
 	// Descendants that left the group (setsid, a double fork) end with
-	// the task too, as in a container.
-	r.sweep.killTree(p.id)
+	// the task too, as in a container; an init that is a subreaper killed
+	// and reaped them already, and says so.
+	if saidClean(clean) {
+		r.cleanEnds.Add(1)
+	} else {
+		r.sweep.killTree(p.id)
+	}
 	if out != nil {
 		out.drain()
 	}
 	p.exit = exit
 	close(p.done)
+}
+
+// saidClean reports whether the init wrote leaseinit.CleanByte on f
+// before it exited (f nil: no init), and closes f. It does not wait: the
+// init wrote before it exited, and reap reads after the exit.
+func saidClean(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var b [1]byte
+	n := 0
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _ = syscall.Read(int(fd), b[:]) // non-blocking: EAGAIN when nothing was written
+		return true
+	})
+	return n == 1 && b[0] == leaseinit.CleanByte
 }
 
 // Wait blocks until process id exits and returns how: its code, 128+N
