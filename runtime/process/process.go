@@ -227,7 +227,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 				cleanR.Close()
 			}
 		}()
-		defer pw.Close() // the init holds its own copy
+		defer pw.Close()                // the init holds its own copy
 		cmd.ExtraFiles = []*os.File{pw} // fd 3
 	}
 	cmd.Dir = spec.WorkingDir
