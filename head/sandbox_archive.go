@@ -39,29 +39,50 @@ func (s *sandboxService) UploadArchive(stream grpc.ClientStreamingServer[wire.Sa
 	if err != nil {
 		return relayErr(id, worker, err)
 	}
-	m := proto.Clone(first).(*wire.SandboxUploadArchiveRequest)
-	m.Attempt = n
-	var sent int
-	for {
-		sent += len(m.GetData())
-		if err := up.Send(m); err != nil {
-			// The worker ended the stream: its answer says why.
-			break
-		}
-		m, err = stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err // the client went away; the worker's stream ends with this call's context
-		}
-		m.Attempt = n
+	// A goroutine forwards the client's chunks while this one waits for
+	// the worker's answer, which can come before the client's last chunk:
+	// a worker that refused the tar, or ended an upload whose client went
+	// quiet (worker.Config.UploadIdle), is answered at once, and the
+	// client's stream with it. The goroutine then waits in Recv for a
+	// chunk that may never come; it ends with the client's stream (Recv
+	// fails once this call returned).
+	type forwarded struct {
+		sent int
+		err  error // the client's stream failed
 	}
-	resp, err := up.CloseAndRecv()
-	if err != nil {
+	fwd := make(chan forwarded, 1)
+	go func() {
+		m := proto.Clone(first).(*wire.SandboxUploadArchiveRequest)
+		m.Attempt = n
+		var sent int
+		for {
+			sent += len(m.GetData())
+			if err := up.Send(m); err != nil {
+				fwd <- forwarded{sent: sent} // the worker ended the stream: its answer says why
+				return
+			}
+			var err error
+			m, err = stream.Recv()
+			if errors.Is(err, io.EOF) {
+				fwd <- forwarded{sent: sent, err: up.CloseSend()}
+				return
+			}
+			if err != nil {
+				fwd <- forwarded{sent: sent, err: err} // the client went away; the worker's stream ends with this call's context
+				return
+			}
+			m.Attempt = n
+		}
+	}()
+	resp := new(wire.SandboxUploadArchiveResponse)
+	if err := up.RecvMsg(resp); err != nil {
 		return relayErr(id, worker, err)
 	}
-	s.metrics.addFileBytes("write", sent)
+	f := <-fwd // the worker answered after the client's last chunk
+	if f.err != nil {
+		return f.err
+	}
+	s.metrics.addFileBytes("write", f.sent)
 	return stream.SendAndClose(resp)
 }
 

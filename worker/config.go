@@ -110,6 +110,14 @@ type Config struct {
 	// CallTimeout bounds every other runtime call (a Stop gets StopGrace
 	// more). Default 30 s.
 	CallTimeout time.Duration
+	// UploadIdle bounds the wait for the next chunk of a sandbox upload
+	// (UploadArchive): a client that sends nothing for this long loses
+	// its upload (DeadlineExceeded), so that a stalled client does not
+	// hold the engine's archive request, the sandbox's activity and the
+	// engine's locks on the container until its own deadline. The
+	// client library reads chunks from local files, milliseconds apart.
+	// Default 30 s, in [10 ms, 10 min].
+	UploadIdle time.Duration
 	// BatchDelay is how long events are collected behind a batch that
 	// waits for its ack before they are sent; with no batch in flight an
 	// event is sent at once. 0 sends every event at once. Default 5 ms.
@@ -237,6 +245,7 @@ func DefaultConfig() Config {
 		StopGrace:           10 * time.Second,
 		StartTimeout:        15 * time.Minute,
 		CallTimeout:         30 * time.Second,
+		UploadIdle:          30 * time.Second,
 		BatchDelay:          5 * time.Millisecond,
 		MaxBatchEvents:      256,
 		ReconnectMin:        100 * time.Millisecond,
@@ -344,6 +353,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchDelay > time.Second {
 		add("BatchDelay %v is above 1s", c.BatchDelay)
+	}
+	if c.UploadIdle < 10*time.Millisecond || c.UploadIdle > 10*time.Minute {
+		add("UploadIdle %v is outside [10ms, 10m]", c.UploadIdle)
 	}
 	if c.DialTimeout > time.Minute {
 		add("DialTimeout %v is above 1m", c.DialTimeout)

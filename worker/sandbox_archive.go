@@ -2,14 +2,19 @@ package worker
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/errs"
 	mfspec "github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -35,9 +40,12 @@ func (s *sandboxServer) archiveTarget(id string, n uint32) (contract.ArchiveCopi
 
 // UploadArchive extracts the client's tar stream into a directory of the
 // sandbox's container: every entry is checked (rearchive) and renamed under
-// the directory, and the stream is bounded by mfspec.SandboxMaxArchive. A
-// goroutine of the call turns the received chunks into the tar the engine
-// reads; it ends before UploadArchive returns.
+// the directory, and the stream is bounded by mfspec.SandboxMaxArchive and
+// by Config.UploadIdle between chunks. A goroutine of the call turns the
+// received chunks into the tar the engine reads; it ends before
+// UploadArchive returns, except after an idle client: it is then blocked
+// in the stream's Recv, which fails once UploadArchive returned, and it
+// ends then.
 func (s *sandboxServer) UploadArchive(stream grpc.ClientStreamingServer[wire.SandboxUploadArchiveRequest, wire.SandboxUploadArchiveResponse]) error {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
@@ -56,20 +64,84 @@ func (s *sandboxServer) UploadArchive(stream grpc.ClientStreamingServer[wire.San
 	}
 	defer func() { box.end(s.w.clock.Now()) }()
 
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	// The watch times the waits for the client's next chunk (UploadIdle),
+	// not the engine's work: recv says when it starts and ends a wait.
+	waiting := make(chan bool)
+	pr, pw := io.Pipe()
+	idle := make(chan struct{}) // closed when the client went quiet for UploadIdle
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
 	src := &chunkReader{buf: first.GetData(), recv: func() ([]byte, error) {
+		select {
+		case waiting <- true:
+		case <-watchDone:
+		}
 		m, err := stream.Recv()
+		select {
+		case waiting <- false:
+		case <-watchDone:
+		}
 		return m.GetData(), err
 	}, limit: mfspec.SandboxMaxArchive}
-	pr, pw := io.Pipe()
+	go func() { // owned by UploadArchive, which stops it and waits
+		defer close(watchDone)
+		var t clock.Timer
+		var fired <-chan time.Time
+		stop := func() {
+			if t != nil {
+				t.Stop()
+				t, fired = nil, nil
+			}
+		}
+		defer stop()
+		for {
+			select {
+			case w := <-waiting:
+				stop()
+				if w {
+					t = s.w.clock.NewTimer(s.w.cfg.UploadIdle)
+					fired = t.C()
+				}
+			case <-fired:
+				close(idle)
+				// The engine's request ends. Its body is read from pr, and
+				// Go's HTTP client returns only once the body's read does:
+				// closing pr ends that read.
+				cancel()
+				pr.CloseWithError(errors.New("the client sent nothing for " + s.w.cfg.UploadIdle.String()))
+				return
+			case <-stopWatch:
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stopWatch)
+		<-watchDone
+	}()
 	done := make(chan error, 1)
 	go func() {
 		err := rearchive(src, pw, path.Clean(dir))
 		pw.CloseWithError(err) // nil: EOF for the engine
 		done <- err
 	}()
-	putErr := ac.PutArchive(stream.Context(), cid, pr)
+	putErr := ac.PutArchive(ctx, cid, pr)
 	pr.CloseWithError(errors.New("the engine stopped reading")) // unblocks the goroutine if it is still writing
-	if err := <-done; err != nil {
+	select {
+	case err = <-done:
+	case <-idle:
+		// The goroutine waits in Recv for a chunk that does not come; it
+		// ends with the stream, once this returns. An engine that failed
+		// by itself before says why.
+		if putErr != nil && !errors.Is(putErr, context.Canceled) {
+			return errs.ToStatus(runtimeErr(id, putErr))
+		}
+		return status.Errorf(codes.DeadlineExceeded, "upload into sandbox %s: the client sent nothing for %v, so the upload was ended: what came before may be extracted in %s; send the whole archive again",
+			id, s.w.cfg.UploadIdle, dir)
+	}
+	if err != nil {
 		var e *errs.Error
 		if errors.As(err, &e) {
 			return errs.ToStatus(err)

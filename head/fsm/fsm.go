@@ -80,7 +80,11 @@ func (f *FSM) View() *state.View { return f.store.Snapshot() }
 // a newer version, and going on would diverge.
 func (f *FSM) Apply(l *raft.Log) any {
 	txn := f.store.WriteTxn(l.Index)
-	defer abortOnPanic(txn)
+	defer func() {
+		if r := recover(); r != nil {
+			abortAndPanic(txn, r)
+		}
+	}()
 	res := f.apply(txn, l.Index, l.Data)
 	events := txn.TakeEvents()
 	txn.Commit()
@@ -88,44 +92,68 @@ func (f *FSM) Apply(l *raft.Log) any {
 	return res
 }
 
-// ApplyBatch applies several committed entries in one table transaction,
-// each stamped with its own index, and returns one result per entry (nil for
+// ApplyBatch applies several committed entries in one table transaction
+// (several once it wrote maxBatchTaskWrites task rows), each stamped with
+// its own index, and returns one result per entry (nil for
 // entries that are not LogCommand). Raft calls it on the FSM goroutine in
-// place of Apply. Readers see the whole batch at once.
+// place of Apply. Readers see each transaction's entries at once.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	results := make([]any, len(logs))
 	var txn *state.Txn
 	var last uint64
+	commit := func() {
+		events := txn.TakeEvents()
+		txn.Commit()
+		f.publish(last, events)
+		txn = nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			abortAndPanic(txn, r)
+		}
+	}()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		if txn == nil {
 			txn = f.store.WriteTxn(l.Index)
-			defer abortOnPanic(txn)
 		} else {
 			txn.SetIndex(l.Index)
 		}
 		results[i] = f.apply(txn, l.Index, l.Data)
 		last = l.Index
+		if txn.TaskWrites() >= maxBatchTaskWrites {
+			commit()
+		}
 	}
 	if txn != nil {
-		events := txn.TakeEvents()
-		txn.Commit()
-		f.publish(last, events)
+		commit()
 	}
 	return results
 }
 
-// abortOnPanic discards txn's changes and releases the table's write lock
-// when an apply panics (an entry this head cannot apply), then panics on:
-// the table stays as it was before the entry (before the whole batch,
-// under ApplyBatch), for whoever reads it while the head stops.
-func abortOnPanic(txn *state.Txn) {
-	if r := recover(); r != nil {
+// maxBatchTaskWrites is how many task rows ApplyBatch writes in one
+// transaction before it commits and goes on in a new one (between two
+// entries, never inside one). Raft hands over the entries that piled up
+// while the FSM was busy; past about 8,192 changed tree nodes (a few
+// hundred task moves) go-memdb's commit walks every index of the table
+// (state.Txn.TaskWrites), so one transaction for a large batch made a
+// head that fell behind slower the further behind it was (the soak of
+// 2026-12-06: 31% of a head's CPU in that walk once it lagged).
+const maxBatchTaskWrites = 512
+
+// abortAndPanic discards txn's changes (nil: none open) and releases the
+// table's write lock when an apply panicked with r (an entry this head
+// cannot apply), then panics on: the table stays as it was before the
+// transaction's entries (under ApplyBatch, the batch's earlier
+// transactions stay committed), for whoever reads it while the head
+// stops.
+func abortAndPanic(txn *state.Txn, r any) {
+	if txn != nil {
 		txn.Abort()
-		panic(r)
 	}
+	panic(r)
 }
 
 // apply dispatches one entry. Every time and id comes from the command.

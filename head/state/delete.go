@@ -26,6 +26,7 @@ func (t *Txn) DeleteGraph(id string) (uint32, error) {
 		}
 	}
 	for _, task := range tasks {
+		t.taskWrites++
 		must(t.mem.Delete(tableTasks, task))
 	}
 	// The graph may live in the table, in this transaction's private

@@ -33,7 +33,17 @@ type Txn struct {
 	// cancelling is the graph being cancelled by CancelGraph, which makes
 	// DeriveGraphState say CANCELLED.
 	cancelling string
+	// taskWrites counts the task rows written or deleted (TaskWrites).
+	taskWrites int
 }
+
+// TaskWrites returns how many task rows the transaction wrote or deleted
+// so far. The FSM commits a batch of entries in several transactions when
+// it grows past a bound: go-memdb closes the watch channels of at most
+// 8,192 changed tree nodes one by one, and past that walks every tree
+// whole (go-immutable-radix's slowNotify), a cost in the size of the table,
+// not of the change (bench/README.md, "Applying big graphs").
+func (t *Txn) TaskWrites() int { return t.taskWrites }
 
 // WriteTxn starts a write transaction for the log entry at index. The FSM
 // calls it on its goroutine; only one may be open at a time.
@@ -159,6 +169,7 @@ func (t *Txn) writableGraph(id string) *Graph {
 // moves the accounting of the workers along (account).
 func (t *Txn) putTask(old, n *Task) {
 	t.account(old, n)
+	t.taskWrites++
 	must(t.mem.Insert(tableTasks, n))
 }
 

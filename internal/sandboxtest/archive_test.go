@@ -11,8 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/worker"
 )
 
 // A directory tree goes into a sandbox and back out as tar streams
@@ -95,5 +100,55 @@ func TestSandboxArchives(t *testing.T) {
 	}
 	if _, err := s.UploadArchive(ctx, "relative", &b); !errors.Is(err, errs.ErrInvalidArgument) {
 		t.Fatalf("a relative directory: %v; want InvalidArgument", err)
+	}
+}
+
+// A client that stops sending in the middle of an upload is answered
+// DeadlineExceeded once the worker's UploadIdle passes without a chunk
+// (through the head's relay, before the client's last chunk), and the
+// sandbox is free again: the engine's archive request ended, so a second
+// upload and an exec work. Before the bound the upload, and the engine's
+// request with it, stayed open until the client went away.
+func TestSandboxUploadIdleClient(t *testing.T) {
+	t.Parallel() // it waits for the engine (see internal/testcluster)
+	e := newEnvOpts(t, 1, nil, func(c *worker.Config) { c.UploadIdle = 2 * time.Second }, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := e.create(ctx, client.SandboxSpec{})
+
+	// Half of a tar: the header of a 1 MiB file and 4 KiB of it, then nothing.
+	var half bytes.Buffer
+	tw := tar.NewWriter(&half)
+	if err := tw.WriteHeader(&tar.Header{Name: "stalled.bin", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	up, err := wire.NewSandboxServiceClient(dialConn(t, e.c)).UploadArchive(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Send(&wire.SandboxUploadArchiveRequest{SandboxId: s.ID(), Path: "/work/stalled", Data: half.Bytes()}); err != nil {
+		t.Fatal(err)
+	}
+	// No CloseSend: the client is quiet, not done.
+	err = up.RecvMsg(new(wire.SandboxUploadArchiveResponse))
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "sent nothing for 2s") {
+		t.Fatalf("a quiet upload: %v; want DeadlineExceeded naming the 2s bound (the stream's own deadline is 1 min)", err)
+	}
+
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "after.txt"), []byte("after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UploadDir(ctx, src, "/work/after"); err != nil {
+		t.Fatalf("an upload after the quiet one: %v", err)
+	}
+	res, err := s.Exec(ctx, sh(`cat /work/after/after.txt`), client.ExecOptions{})
+	if err != nil || string(res.Stdout) != "after\n" {
+		t.Fatalf("exec after the quiet upload: %q, %v", res.Stdout, err)
 	}
 }
