@@ -29,10 +29,14 @@ type throughputOptions struct {
 	python  string
 	script  string
 	noDask  bool
+	reps    int
 }
 
+// throughputMaxReps bounds --reps.
+const throughputMaxReps = 20
+
 func throughputCmd(g *globals) *cobra.Command {
-	o := throughputOptions{clients: []int{1, 4, 16}, tasks: 3200, batch: 100, python: "/usr/bin/python3", script: "bench/peer/dask_noop.py"}
+	o := throughputOptions{clients: []int{1, 4, 16}, tasks: 3200, batch: 100, python: "/usr/bin/python3", script: "bench/peer/dask_noop.py", reps: 3}
 	cmd := &cobra.Command{
 		Use:   "throughput",
 		Short: "no-op tasks end to end through 3 heads, against Dask distributed in the same run",
@@ -42,13 +46,19 @@ submits batches of --batch tasks (one graph each) and waits for every result
 before the next batch. Between MegaFlow's runs, the same workload goes through
 Dask distributed (a LocalCluster with 2 worker processes, bench/peer/dask_noop.py)
 on the same machine. Reports tasks/s (submit to result recorded), p50/p99
-submit-to-start latency, and MegaFlow/Dask ratios (target >= 10x).`,
+submit-to-start latency, and MegaFlow/Dask ratios (target >= 10x). The whole
+sequence runs --reps times (repetitions interleaved: every client count and
+both systems once, then again), and the report gives min / median / max over
+the repetitions, each ratio taken within its repetition.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.full && !cmd.Flags().Changed("tasks") {
 				o.tasks = 16_000
 			}
 			if o.tasks < 1 || o.batch < 1 {
 				return fmt.Errorf("--tasks %d and --batch %d must be at least 1", o.tasks, o.batch)
+			}
+			if o.reps < 1 || o.reps > throughputMaxReps {
+				return fmt.Errorf("--reps %d is outside [1, %d]", o.reps, throughputMaxReps)
 			}
 			for _, c := range o.clients {
 				if c < 1 || c > 256 {
@@ -65,6 +75,7 @@ submit-to-start latency, and MegaFlow/Dask ratios (target >= 10x).`,
 	f.StringVar(&o.python, "python", o.python, "the Python that has Debian's python3-distributed")
 	f.StringVar(&o.script, "dask-script", o.script, "the Dask peer's script")
 	f.BoolVar(&o.noDask, "no-dask", false, "skip the Dask peer")
+	f.IntVar(&o.reps, "reps", o.reps, "repetitions of the whole sequence (min / median / max reported)")
 	return cmd
 }
 
@@ -77,6 +88,7 @@ type tpResult struct {
 	err            error   // why the side could not run (the peer only)
 	// stages is where MegaFlow's time went (MegaFlow only).
 	stages stageMeans
+	load   string // the load average after the run
 }
 
 func (r tpResult) rate() float64 { return float64(r.tasks) / r.wall.Seconds() }
@@ -87,26 +99,32 @@ func runThroughput(ctx context.Context, g *globals, o throughputOptions) error {
 		return err
 	}
 	defer closer.Close()
-	fmt.Printf("throughput: %d no-op tasks per client count, batches of %d, clients %v\n", o.tasks, o.batch, o.clients)
-	var ours, peer []tpResult
-	for _, c := range o.clients {
-		per := max(1, o.tasks/c)
-		r, err := megaflowNoop(ctx, log, c, per, o.batch)
-		if err != nil {
-			return fmt.Errorf("megaflow, %d clients: %w", c, err)
-		}
-		ours = append(ours, r)
-		fmt.Printf("  megaflow %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; mean queued %.1f ms, starting %.1f ms, Raft apply %.1f ms\n",
-			c, r.rate(), r.p50, r.p99, r.stages.queued, r.stages.starting, r.stages.apply)
-		if o.noDask {
-			continue
-		}
-		d := daskNoop(ctx, o, c, per)
-		peer = append(peer, d)
-		if d.err != nil {
-			fmt.Printf("  dask     %2d clients: could not run: %v\n", c, d.err)
-		} else {
-			fmt.Printf("  dask     %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; megaflow/dask %.2fx\n", c, d.rate(), d.p50, d.p99, r.rate()/d.rate())
+	fmt.Printf("throughput: %d no-op tasks per client count, batches of %d, clients %v, %d repetitions, load average %s\n", o.tasks, o.batch, o.clients, o.reps, loadAvg())
+	// ours[i] and peer[i] hold client count i's repetitions.
+	ours := make([][]tpResult, len(o.clients))
+	peer := make([][]tpResult, len(o.clients))
+	for rep := range o.reps {
+		for i, c := range o.clients {
+			per := max(1, o.tasks/c)
+			r, err := megaflowNoop(ctx, log, c, per, o.batch)
+			if err != nil {
+				return fmt.Errorf("megaflow, %d clients, repetition %d: %w", c, rep+1, err)
+			}
+			r.load = loadAvg()
+			ours[i] = append(ours[i], r)
+			fmt.Printf("  rep %d megaflow %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; mean queued %.1f ms, starting %.1f ms, Raft apply %.1f ms; load %s\n",
+				rep+1, c, r.rate(), r.p50, r.p99, r.stages.queued, r.stages.starting, r.stages.apply, r.load)
+			if o.noDask {
+				continue
+			}
+			d := daskNoop(ctx, o, c, per)
+			d.load = loadAvg()
+			peer[i] = append(peer[i], d)
+			if d.err != nil {
+				fmt.Printf("  rep %d dask     %2d clients: could not run: %v\n", rep+1, c, d.err)
+			} else {
+				fmt.Printf("  rep %d dask     %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; megaflow/dask %.2fx; load %s\n", rep+1, c, d.rate(), d.p50, d.p99, r.rate()/d.rate(), d.load)
+			}
 		}
 	}
 	return writeThroughput(g.out, o, ours, peer)
@@ -273,62 +291,118 @@ func daskNoop(ctx context.Context, o throughputOptions, clients, per int) tpResu
 	return res
 }
 
-func writeThroughput(out string, o throughputOptions, ours, peer []tpResult) error {
+func writeThroughput(out string, o throughputOptions, ours, peer [][]tpResult) error {
 	var rows [][]string
-	for _, r := range append(append([]tpResult(nil), ours...), peer...) {
-		if r.err != nil {
-			rows = append(rows, []string{r.system, strconv.Itoa(r.clients), strconv.Itoa(r.tasks), "", "", "", "", r.err.Error()})
-			continue
-		}
-		rows = append(rows, []string{r.system, strconv.Itoa(r.clients), strconv.Itoa(r.tasks), f3(r.wall.Seconds()), f2(r.rate()), f2(r.p50), f2(r.p99), ""})
-	}
-	if err := writeCSV(filepath.Join(out, "throughput.csv"), []string{"system", "clients", "tasks", "wall_s", "tasks_per_s", "submit_to_start_p50_ms", "submit_to_start_p99_ms", "error"}, rows); err != nil {
-		return err
-	}
-	sOurs := series{name: "MegaFlow (3 heads, 2 workers)"}
-	sPeer := series{name: "Dask distributed (LocalCluster, 2 worker processes)"}
-	lOurs := series{name: "MegaFlow p50"}
-	lPeer := series{name: "Dask p50"}
-	for _, r := range ours {
-		sOurs.xs, sOurs.ys = append(sOurs.xs, float64(r.clients)), append(sOurs.ys, r.rate())
-		lOurs.xs, lOurs.ys = append(lOurs.xs, float64(r.clients)), append(lOurs.ys, r.p50)
-	}
-	for _, r := range peer {
-		if r.err == nil {
-			sPeer.xs, sPeer.ys = append(sPeer.xs, float64(r.clients)), append(sPeer.ys, r.rate())
-			lPeer.xs, lPeer.ys = append(lPeer.xs, float64(r.clients)), append(lPeer.ys, r.p50)
+	for i := range ours {
+		for j, r := range append(append([]tpResult(nil), ours[i]...), peer[i]...) {
+			rep := strconv.Itoa(j%len(ours[i]) + 1)
+			if r.err != nil {
+				rows = append(rows, []string{rep, r.system, strconv.Itoa(r.clients), strconv.Itoa(r.tasks), "", "", "", "", r.load, r.err.Error()})
+				continue
+			}
+			rows = append(rows, []string{rep, r.system, strconv.Itoa(r.clients), strconv.Itoa(r.tasks), f3(r.wall.Seconds()), f2(r.rate()), f2(r.p50), f2(r.p99), r.load, ""})
 		}
 	}
-	if err := linePlot(filepath.Join(out, "throughput.png"), axes{title: "No-op tasks end to end: committed tasks/s vs clients", x: "concurrent clients", y: "tasks/s (submit to result recorded)", logX: true, yFrom0: true}, sOurs, sPeer); err != nil {
+	if err := writeCSV(filepath.Join(out, "throughput.csv"), []string{"rep", "system", "clients", "tasks", "wall_s", "tasks_per_s", "submit_to_start_p50_ms", "submit_to_start_p99_ms", "load_after", "error"}, rows); err != nil {
 		return err
 	}
-	if err := linePlot(filepath.Join(out, "throughput_latency.png"), axes{title: "No-op tasks: submit-to-start latency p50 vs clients", x: "concurrent clients", y: "p50 latency (ms)", logX: true, yFrom0: true}, lOurs, lPeer); err != nil {
+	rates := func(rs []tpResult) (xs []float64) {
+		for _, r := range rs {
+			if r.err == nil {
+				xs = append(xs, r.rate())
+			}
+		}
+		return xs
+	}
+	p50s := func(rs []tpResult) (xs []float64) {
+		for _, r := range rs {
+			if r.err == nil {
+				xs = append(xs, r.p50)
+			}
+		}
+		return xs
+	}
+	sOurs := series{name: "MegaFlow (3 heads, 2 workers), median"}
+	sPeer := series{name: "Dask distributed (LocalCluster, 2 worker processes), median"}
+	lOurs := series{name: "MegaFlow p50, median"}
+	lPeer := series{name: "Dask p50, median"}
+	for i, c := range o.clients {
+		if xs := rates(ours[i]); len(xs) > 0 {
+			_, m, _ := minMedMax(xs)
+			_, l, _ := minMedMax(p50s(ours[i]))
+			sOurs.xs, sOurs.ys = append(sOurs.xs, float64(c)), append(sOurs.ys, m)
+			lOurs.xs, lOurs.ys = append(lOurs.xs, float64(c)), append(lOurs.ys, l)
+		}
+		if xs := rates(peer[i]); len(xs) > 0 {
+			_, m, _ := minMedMax(xs)
+			_, l, _ := minMedMax(p50s(peer[i]))
+			sPeer.xs, sPeer.ys = append(sPeer.xs, float64(c)), append(sPeer.ys, m)
+			lPeer.xs, lPeer.ys = append(lPeer.xs, float64(c)), append(lPeer.ys, l)
+		}
+	}
+	if err := linePlot(filepath.Join(out, "throughput.png"), axes{title: "No-op tasks end to end: committed tasks/s vs clients (median of the repetitions)", x: "concurrent clients", y: "tasks/s (submit to result recorded)", logX: true, yFrom0: true}, sOurs, sPeer); err != nil {
 		return err
+	}
+	if err := linePlot(filepath.Join(out, "throughput_latency.png"), axes{title: "No-op tasks: submit-to-start latency p50 vs clients (median of the repetitions)", x: "concurrent clients", y: "p50 latency (ms)", logX: true, yFrom0: true}, lOurs, lPeer); err != nil {
+		return err
+	}
+	mmm := func(xs []float64, format string) string {
+		if len(xs) == 0 {
+			return "not run"
+		}
+		lo, med, hi := minMedMax(xs)
+		return fmt.Sprintf(format+" / "+format+" / "+format, lo, med, hi)
 	}
 	rep := newReport(out, "throughput.md", "megaflow-bench throughput")
-	rep.p("No-op tasks end to end. MegaFlow: 3 heads (Raft over TCP loopback, BoltDB, gossip, gRPC) and 2 workers in this process, the fake runtime (a container exits 0 at once); a batch is one graph of %d tasks, submitted through the client library, waited for (Watch) and read back. Dask: Debian's python3-distributed, a LocalCluster of 2 worker processes with 1 thread each, one Client per client thread, a batch is client.map of %d no-op calls then gather. Each client waits for a batch's results before submitting the next. Both sides get a warm-up batch per client; they run alternately on the same machine (MegaFlow first at each client count). Submit-to-start: the attempt's start time in the table (MegaFlow) or the time the function began (Dask), minus the batch's submit time.", o.batch, o.batch)
+	rep.p("No-op tasks end to end. MegaFlow: 3 heads (Raft over TCP loopback, BoltDB, gossip, gRPC) and 2 workers in this process, the fake runtime (a container exits 0 at once); a batch is one graph of %d tasks, submitted through the client library, waited for (Watch) and read back. Dask: Debian's python3-distributed, a LocalCluster of 2 worker processes with 1 thread each, one Client per client thread, a batch is client.map of %d no-op calls then gather. Each client waits for a batch's results before submitting the next. Both sides get a warm-up batch per client; they run alternately on the same machine (MegaFlow first at each client count), and the whole sequence runs %d times (repetitions interleaved). Submit-to-start: the attempt's start time in the table (MegaFlow) or the time the function began (Dask), minus the batch's submit time. Figures are min / median / max over the repetitions; a ratio is taken within each repetition.", o.batch, o.batch, o.reps)
 	rep.p("")
 	var trows [][]string
-	for i, r := range ours {
-		row := []string{strconv.Itoa(r.clients), strconv.Itoa(r.tasks), fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.1f / %.1f", r.p50, r.p99)}
-		if i < len(peer) && peer[i].err == nil {
-			d := peer[i]
-			row = append(row, fmt.Sprintf("%.0f", d.rate()), fmt.Sprintf("%.1f / %.1f", d.p50, d.p99), fmt.Sprintf("**%.2f**", r.rate()/d.rate()))
-		} else if i < len(peer) {
-			row = append(row, "could not run", "", peer[i].err.Error())
-		} else {
-			row = append(row, "not run", "", "")
+	for i, c := range o.clients {
+		var ratios []float64
+		for j, r := range ours[i] {
+			if j < len(peer[i]) && peer[i][j].err == nil && r.err == nil {
+				ratios = append(ratios, r.rate()/peer[i][j].rate())
+			}
 		}
-		trows = append(trows, row)
+		var errText string
+		for _, d := range peer[i] {
+			if d.err != nil {
+				errText = d.err.Error()
+			}
+		}
+		ratio := mmm(ratios, "%.2f")
+		if len(ratios) > 0 {
+			lo, med, hi := minMedMax(ratios)
+			ratio = fmt.Sprintf("%.2f / **%.2f** / %.2f", lo, med, hi)
+		} else if errText != "" {
+			ratio = "could not run: " + errText
+		}
+		trows = append(trows, []string{strconv.Itoa(c), strconv.Itoa(max(1, o.tasks/c) * c), mmm(rates(ours[i]), "%.0f"), mmm(p50s(ours[i]), "%.1f"), mmm(rates(peer[i]), "%.0f"), mmm(p50s(peer[i]), "%.1f"), ratio})
 	}
-	rep.table([]string{"clients", "tasks", "MegaFlow tasks/s", "MegaFlow submit-to-start p50 / p99 ms", "Dask tasks/s", "Dask p50 / p99 ms", "MegaFlow / Dask tasks/s (target >= 10)"}, trows)
-	rep.p("Where MegaFlow's time went, from the leader's metrics (means per attempt or per command, ms): queued = QUEUED to ASSIGNED committed (scheduling round and plan commit), starting = ASSIGNED to RUNNING committed (delivery, the start on the worker, the event's commit), Raft apply = a command's proposal to its application on the leader (megaflow_raft_apply_duration_seconds).")
+	rep.table([]string{"clients", "tasks per repetition", "MegaFlow tasks/s", "MegaFlow submit-to-start p50 ms", "Dask tasks/s", "Dask submit-to-start p50 ms", "MegaFlow / Dask tasks/s (target >= 10 at the median)"}, trows)
+	rep.p("Where MegaFlow's time went, from the leader's metrics (means per attempt or per command, ms, median over the repetitions): queued = QUEUED to ASSIGNED committed (scheduling round and plan commit), starting = ASSIGNED to RUNNING committed (delivery, the start on the worker, the event's commit), Raft apply = a command's proposal to its application on the leader (megaflow_raft_apply_duration_seconds).")
 	rep.p("")
 	var srows [][]string
-	for _, r := range ours {
-		srows = append(srows, []string{strconv.Itoa(r.clients), fmt.Sprintf("%.1f", r.stages.queued), fmt.Sprintf("%.1f", r.stages.starting), fmt.Sprintf("%.1f", r.stages.running), fmt.Sprintf("%.1f", r.stages.apply)})
+	for i, c := range o.clients {
+		var q, st, ru, ap []float64
+		for _, r := range ours[i] {
+			q, st, ru, ap = append(q, r.stages.queued), append(st, r.stages.starting), append(ru, r.stages.running), append(ap, r.stages.apply)
+		}
+		med := func(xs []float64) string {
+			_, m, _ := minMedMax(xs)
+			return fmt.Sprintf("%.1f", m)
+		}
+		srows = append(srows, []string{strconv.Itoa(c), med(q), med(st), med(ru), med(ap)})
 	}
 	rep.table([]string{"clients", "queued ms", "starting ms", "running ms", "Raft apply ms"}, srows)
+	var loads []string
+	for i := range o.clients {
+		for _, r := range ours[i] {
+			loads = append(loads, r.load)
+		}
+	}
+	rep.p("Load average (1, 5, 15 min) after each MegaFlow run: %s.", strings.Join(loads, "; "))
+	rep.p("")
 	rep.p("![throughput](throughput.png)")
 	rep.p("")
 	rep.p("![latency](throughput_latency.png)")
