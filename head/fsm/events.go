@@ -38,19 +38,33 @@ type ring struct {
 	// floor is the newest event no longer retained (or the restored
 	// index): a cursor before it has missed events.
 	floor Cursor
+	// last holds, for each graph with a retained event, the cursor of its
+	// newest one: a watcher of one graph with nothing new skips the scan
+	// of every other graph's events (EventsAfter), which made each change
+	// cost O(watchers x events) once hundreds of clients waited.
+	last map[string]Cursor
 }
 
-func newRing(size int) ring { return ring{buf: make([]*wire.Event, size)} }
+func newRing(size int) ring {
+	return ring{buf: make([]*wire.Event, size), last: map[string]Cursor{}}
+}
 
 func (r *ring) at(i int) *wire.Event { return r.buf[(r.start+i)%len(r.buf)] }
 
 func (r *ring) push(ev *wire.Event) {
+	if ev.GraphId != "" {
+		r.last[ev.GraphId] = cursorOf(ev)
+	}
 	if r.n < len(r.buf) {
 		r.buf[(r.start+r.n)%len(r.buf)] = ev
 		r.n++
 		return
 	}
-	r.floor = cursorOf(r.buf[r.start])
+	old := r.buf[r.start]
+	r.floor = cursorOf(old)
+	if c, ok := r.last[old.GraphId]; ok && c == r.floor { // its graph's newest leaves the ring
+		delete(r.last, old.GraphId)
+	}
 	r.buf[r.start] = ev
 	r.start = (r.start + 1) % len(r.buf)
 }
@@ -59,6 +73,7 @@ func (r *ring) push(ev *wire.Event) {
 // end of that entry is out of range.
 func (r *ring) reset(index uint64) {
 	clear(r.buf)
+	clear(r.last)
 	r.start, r.n = 0, 0
 	r.floor = Cursor{Index: index, Seq: math.MaxUint32}
 }
@@ -87,6 +102,15 @@ func (f *FSM) EventsAfter(after Cursor, graphID string, limit int) ([]*wire.Even
 				after, r.floor)
 		}
 		next = r.floor
+	}
+	if graphID != "" && r.n > 0 {
+		if c, ok := r.last[graphID]; !ok || !after.Less(c) {
+			// No event of the graph after the cursor: move to the newest.
+			if newest := cursorOf(r.at(r.n - 1)); next.Less(newest) {
+				next = newest
+			}
+			return nil, next, nil
+		}
 	}
 	i := sort.Search(r.n, func(i int) bool { return after.Less(cursorOf(r.at(i))) })
 	var out []*wire.Event

@@ -158,3 +158,62 @@ func TestChangedAndWaitForIndex(t *testing.T) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
 }
+
+// A watch of one graph gets what a scan of every retained event gives,
+// events, next cursor and error alike, for every cursor and graph, while
+// the ring wraps and graphs' newest events leave it (EventsAfter skips
+// the scan when its graph has nothing after the cursor).
+func TestEventsAfterOneGraphMatchesScan(t *testing.T) {
+	f := &FSM{ring: newRing(7)}
+	graphs := []string{"a", "b", "c", ""} // "" is an event of no graph
+	scan := func(after Cursor, graphID string, limit int) ([]*wire.Event, Cursor, error) {
+		r := &f.ring
+		next := after
+		if after.Less(r.floor) {
+			if after != (Cursor{}) {
+				return nil, after, errs.New(errs.OutOfRange, "out of range")
+			}
+			next = r.floor
+		}
+		var out []*wire.Event
+		for i := 0; i < r.n && len(out) < limit; i++ {
+			ev := r.at(i)
+			if !after.Less(cursorOf(ev)) {
+				continue
+			}
+			next = cursorOf(ev)
+			if graphID == "" || ev.GraphId == graphID {
+				out = append(out, ev)
+			}
+		}
+		return out, next, nil
+	}
+	var pushed []Cursor
+	for n := range 40 {
+		// Graph "c" stops after 10 events: its newest leaves the ring.
+		g := graphs[(n*7+n/3)%4]
+		if g == "c" && n > 10 {
+			g = "a"
+		}
+		ev := &wire.Event{Index: uint64(n/3 + 1), Seq: uint32(n % 3), GraphId: g}
+		f.ring.push(ev)
+		pushed = append(pushed, cursorOf(ev))
+		cursors := append([]Cursor{{}}, pushed...)
+		for _, after := range cursors {
+			for _, g := range []string{"a", "b", "c", "d"} {
+				for _, limit := range []int{1, 100} {
+					got, gotNext, gotErr := f.EventsAfter(after, g, limit)
+					want, wantNext, wantErr := scan(after, g, limit)
+					if fmtEvents(got) != fmtEvents(want) || errs.ClassOf(gotErr) != errs.ClassOf(wantErr) ||
+						(gotErr == nil && len(want) == 0 && gotNext != wantNext) {
+						t.Fatalf("after %d pushes, graph %q after %v limit %d: got %q next %v err %v; want %q next %v err %v",
+							n+1, g, after, limit, fmtEvents(got), gotNext, gotErr, fmtEvents(want), wantNext, wantErr)
+					}
+				}
+			}
+		}
+	}
+	if _, ok := f.ring.last["c"]; ok {
+		t.Error("graph c's newest event left the ring but its entry stayed")
+	}
+}
