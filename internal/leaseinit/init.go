@@ -33,7 +33,10 @@ const (
 // (an init killed, one of an older version, one that is not a subreaper,
 // or a task that left processes behind) leaves the scan in place. The
 // init removes the variable from its own environment and marks the
-// descriptor close-on-exec, so the task inherits neither.
+// descriptor close-on-exec, so the task inherits neither (an init older
+// than the variable leaves the descriptor open to the task, which could
+// then write the byte itself: run the megaflow-init that ships with the
+// worker).
 const CleanFDEnv = "MEGAFLOW_INIT_CLEAN_FD"
 
 // CleanByte is the byte written on CleanFDEnv's descriptor.
