@@ -44,25 +44,39 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) iter.Seq2[*Event, er
 				yield(nil, err)
 				return
 			}
-			stream, err := wire.NewMegaflowServiceClient(conn).Watch(ctx, &wire.WatchRequest{AfterIndex: cur.Index, AfterSeq: cur.Seq,
-				GraphId: o.GraphID, FromNow: fromNow})
-			for err == nil {
-				var res *wire.WatchResponse
-				if res, err = stream.Recv(); err != nil {
-					break
-				}
-				delay = c.opts.backoffMin
-				fromNow = false
-				if len(res.Events) == 0 && cur.Index < res.AppliedIndex {
-					// A heartbeat: nothing of ours up to applied; resume after it.
-					cur = Cursor{Index: res.AppliedIndex, Seq: math.MaxUint32}
-				}
-				for _, ev := range res.Events {
-					cur = Cursor{Index: ev.Index, Seq: ev.Seq}
-					if !yield(ev, nil) {
-						return
+			// Each stream has its own context, cancelled when the stream is
+			// done with: a stream left open (a caller that stopped ranging,
+			// as Wait does once its graph ended) would live on in the head,
+			// woken by every change, until ctx ended.
+			stop := false
+			err = func() error {
+				sctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				stream, err := wire.NewMegaflowServiceClient(conn).Watch(sctx, &wire.WatchRequest{AfterIndex: cur.Index, AfterSeq: cur.Seq,
+					GraphId: o.GraphID, FromNow: fromNow})
+				for err == nil {
+					var res *wire.WatchResponse
+					if res, err = stream.Recv(); err != nil {
+						break
+					}
+					delay = c.opts.backoffMin
+					fromNow = false
+					if len(res.Events) == 0 && cur.Index < res.AppliedIndex {
+						// A heartbeat: nothing of ours up to applied; resume after it.
+						cur = Cursor{Index: res.AppliedIndex, Seq: math.MaxUint32}
+					}
+					for _, ev := range res.Events {
+						cur = Cursor{Index: ev.Index, Seq: ev.Seq}
+						if !yield(ev, nil) {
+							stop = true
+							return nil
+						}
 					}
 				}
+				return err
+			}()
+			if stop {
+				return
 			}
 			err = errs.FromStatus(err)
 			if ctx.Err() != nil {
