@@ -14,9 +14,9 @@ import (
 
 // scheduleLoop runs on the leader: a scheduling round whenever the table
 // changes and at least every second. A round starts at least
-// ScheduleInterval and twice its planning time after the last one ended, so
-// scheduling never takes more than about a third of a core however large
-// the queue. The wait for the plan's commit is not planning: it costs no
+// ScheduleInterval and twice the last round's planning time after the
+// last round ended, so scheduling never takes more than about a third of
+// a core however large the queue. The wait for the plan's commit is not planning: it costs no
 // CPU here, and pausing for it again would add a commit's latency to
 // every placement (a slot freed by an exit waited one commit for the
 // exit, one for the plan and two more of pause).
