@@ -306,22 +306,17 @@ func writeThroughput(out string, o throughputOptions, ours, peer [][]tpResult) e
 	if err := writeCSV(filepath.Join(out, "throughput.csv"), []string{"rep", "system", "clients", "tasks", "wall_s", "tasks_per_s", "submit_to_start_p50_ms", "submit_to_start_p99_ms", "load_after", "error"}, rows); err != nil {
 		return err
 	}
-	rates := func(rs []tpResult) (xs []float64) {
+	// of returns f of each run that ran.
+	of := func(rs []tpResult, f func(tpResult) float64) (xs []float64) {
 		for _, r := range rs {
 			if r.err == nil {
-				xs = append(xs, r.rate())
+				xs = append(xs, f(r))
 			}
 		}
 		return xs
 	}
-	p50s := func(rs []tpResult) (xs []float64) {
-		for _, r := range rs {
-			if r.err == nil {
-				xs = append(xs, r.p50)
-			}
-		}
-		return xs
-	}
+	rates := func(rs []tpResult) []float64 { return of(rs, tpResult.rate) }
+	p50s := func(rs []tpResult) []float64 { return of(rs, func(r tpResult) float64 { return r.p50 }) }
 	sOurs := series{name: "MegaFlow (3 heads, 2 workers), median"}
 	sPeer := series{name: "Dask distributed (LocalCluster, 2 worker processes), median"}
 	lOurs := series{name: "MegaFlow p50, median"}
@@ -370,7 +365,7 @@ func writeThroughput(out string, o throughputOptions, ours, peer [][]tpResult) e
 				errText = d.err.Error()
 			}
 		}
-		ratio := mmm(ratios, "%.2f")
+		ratio := "not run"
 		if len(ratios) > 0 {
 			lo, med, hi := minMedMax(ratios)
 			ratio = fmt.Sprintf("%.2f / **%.2f** / %.2f", lo, med, hi)
