@@ -267,13 +267,10 @@ func (p *pool) acquire(ctx context.Context, key poolKey, spec contract.Spec, ses
 			kp.creating++
 			p.mu.Unlock()
 			c, err := p.create(ctx, key, kp.tmpl, true)
-			p.mu.Lock()
-			kp.creating--
 			if err != nil {
-				p.broadcastLocked()
-				p.mu.Unlock()
 				return nil, err
 			}
+			p.mu.Lock()
 			p.bindLocked(c, session)
 			p.mu.Unlock()
 			return c, nil
@@ -304,8 +301,14 @@ func (p *pool) bindLocked(c *warm, session string) {
 
 // create starts a warm container of key from tmpl, within a start slot,
 // and adds it to the pool, leased (busy) or idle. p.mu is not held; the
-// caller counted it in keyPool.creating.
-func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy bool) (*warm, error) {
+// caller counted it in keyPool.creating, and create takes it out of that
+// count in the same critical section that adds the container (or, on
+// failure, alone) and wakes the waiting acquires: counted in neither
+// place for a moment, a waiter could miss a free place; counted in both,
+// a waiter that saw the key full would never be woken (a lost wakeup
+// TestPersistentIdleRemoval found: a third task waiting forever beside a
+// pool of two).
+func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy bool) (c *warm, err error) {
 	w := p.w
 	p.mu.Lock()
 	p.seq++
@@ -315,6 +318,10 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 	defer func() {
 		p.mu.Lock()
 		delete(p.creating, name)
+		if err != nil {
+			p.keys[key].creating--
+			p.broadcastLocked()
+		}
 		p.mu.Unlock()
 	}()
 
@@ -366,14 +373,15 @@ func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy
 		dropFiles()
 		return nil, fmt.Errorf("start warm container: %w", err)
 	}
-	c := &warm{id: id, name: name, key: key, busy: busy, lastUsed: w.clock.Now()}
+	c = &warm{id: id, name: name, key: key, busy: busy, lastUsed: w.clock.Now()}
 	p.mu.Lock()
 	kp := p.keys[key]
 	kp.all[id] = c
+	kp.creating--
 	if !busy {
 		kp.idle = append(kp.idle, c)
-		p.broadcastLocked()
 	}
+	p.broadcastLocked()
 	p.mu.Unlock()
 	w.log.Info("warm container started", "container", id, "name", name, "image", key.image, "tenant", key.tenant)
 	return c, nil
@@ -515,9 +523,6 @@ func (p *pool) tick(ctx context.Context) {
 			go func() {
 				defer p.wg.Done()
 				_, err := p.create(ctx, wt.key, wt.tmpl, false)
-				p.mu.Lock()
-				p.keys[wt.key].creating--
-				p.mu.Unlock()
 				if err != nil && ctx.Err() == nil {
 					p.w.log.Warn("pre-warming a container failed", "image", wt.key.image, "err", err)
 				}
