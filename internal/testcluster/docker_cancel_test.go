@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,7 +77,18 @@ func cancelAfterSubmit(t *testing.T, c *testcluster.Cluster, cli *dockerclient.C
 	if err != nil || gr.State != client.GraphCancelled || gr.Counts.GetCancelled() != 200 {
 		t.Fatalf("graph after the cancel: %v, %v; want 200 CANCELLED", gr, err)
 	}
-	testcluster.WaitFor(t, 60*time.Second, "every container removed", func() bool {
+	// The graph is CANCELLED once the cancel commits; the workers may
+	// still be creating containers for it. Every attempt of it left the
+	// workers only once its start returned (its container removed), so
+	// no container of it can appear after this wait.
+	testcluster.WaitFor(t, 60*time.Second, "no attempt of the graph on the workers, every container removed", func() bool {
+		for _, w := range c.Workers() {
+			for _, a := range w.Worker().Attempts() {
+				if strings.HasPrefix(a.Key.TaskID, id+"/") {
+					return false
+				}
+			}
+		}
 		return len(containers(t, cli, cluster)) == 0
 	})
 	evcancel()
@@ -90,8 +102,16 @@ func cancelAfterSubmit(t *testing.T, c *testcluster.Cluster, cli *dockerclient.C
 	// the stop's trip to the worker, which a loaded machine makes long: a
 	// container created after the return but before the worker had the
 	// stop was asked for in time.
-	stopSeen := map[string]time.Time{}
+	// Only this graph's containers count: a container of an earlier graph
+	// removed meanwhile says nothing about when this graph's stop came.
+	var ours []events.Message
 	for _, m := range evs {
+		if m.Actor.Attributes[worker.LabelGraph] == id {
+			ours = append(ours, m)
+		}
+	}
+	stopSeen := map[string]time.Time{}
+	for _, m := range ours {
 		switch m.Action {
 		case events.ActionKill, events.ActionStop, events.ActionDie, events.ActionDestroy:
 			w, at := m.Actor.Attributes[worker.LabelWorker], time.Unix(0, m.TimeNano)
@@ -102,7 +122,7 @@ func cancelAfterSubmit(t *testing.T, c *testcluster.Cluster, cli *dockerclient.C
 	}
 	created := map[string]time.Time{}
 	late, starts := 0, 0
-	for _, m := range evs {
+	for _, m := range ours {
 		at := time.Unix(0, m.TimeNano)
 		switch m.Action {
 		case events.ActionCreate:

@@ -194,8 +194,9 @@ func (r *Runtime) streamCtx(ctx context.Context) (sctx context.Context, answered
 	return sctx, timer.Stop, func() { timer.Stop(); stop() }
 }
 
-// cleanupCtx returns a context for cleanup after a failure, which must run
-// even when ctx was cancelled, still bounded by CallTimeout.
+// cleanupCtx returns a context for a call that must run to its answer
+// even when ctx was cancelled, still bounded by CallTimeout: cleanup after
+// a failure, and a create, which the engine would finish unseen.
 func (r *Runtime) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CallTimeout)
 }

@@ -43,7 +43,9 @@ const tiniGroupEnv = "TINI_KILL_PROCESS_GROUP"
 // registry), contract.ErrConflict (spec.Name taken), contract.ErrUnavailable,
 // ctx's error, or the engine's refusal (a command that does not exist,
 // say). A container created but not started is removed before Start
-// returns.
+// returns; a ctx cancelled during the create does not cut it short (the
+// engine would finish it unseen): Start waits for its answer, within
+// CallTimeout, and removes what it made.
 func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error) {
 	what := spec.Name
 	if what == "" {
@@ -60,7 +62,16 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		}
 		spec.Command = cmd
 	}
-	cctx, cancel := r.callCtx(ctx)
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("docker start %s: cancelled before it was created: %w", what, err)
+	}
+	// The create is not cancelled with ctx, only bounded by CallTimeout:
+	// the engine (20.10 here) finishes a create whose client went away,
+	// so a create cancelled mid-way left a container nobody knew of
+	// until the worker's reconciliation found it (the attempt stopped and
+	// forgotten meanwhile). Waiting for the answer lets the check below
+	// remove it at once, by id.
+	cctx, cancel := r.cleanupCtx(ctx)
 	created, err := r.cli.ContainerCreate(cctx, createOptions(spec, r.cfg.DefaultPidsLimit))
 	cancel()
 	if err != nil {
