@@ -219,6 +219,33 @@ def test_wait_returns_the_terminal_graph_and_reports_progress(heads, api):
     assert reads[-1].read.min_index >= 10  # read your reads
 
 
+def test_wait_ends_its_watch_stream(heads, api):
+    # The head's stream stays open after the terminal event (a real head
+    # keeps it until the window ends); wait must cancel it as it returns,
+    # or every wait leaves one open stream on the head for its window.
+    (h,) = heads(1)
+    reads = []
+
+    def get(req, ctx):
+        reads.append(req)
+        if len(reads) == 1:
+            return graph_row("g1", pb.GRAPH_STATE_RUNNING, running=1)
+        return graph_row("g1", pb.GRAPH_STATE_SUCCEEDED, succeeded=2)
+
+    ended = __import__("threading").Event()
+
+    def watch(req, ctx):
+        ctx.add_callback(ended.set)
+        yield svc.WatchResponse(events=_events("g1", (11, 0, "", 0, pb.GRAPH_STATE_SUCCEEDED)), applied_index=11)
+        ended.wait(30)
+
+    h.handlers["GetGraph"] = get
+    h.handlers["Watch"] = watch
+    with api.Client([h.addr], **FAST) as c:
+        assert c.wait("g1", timeout=60).state == pb.GRAPH_STATE_SUCCEEDED
+        assert ended.wait(5), "the Watch stream was still open 5 s after wait returned"
+
+
 def test_wait_times_out(heads, api):
     (h,) = heads(1)
     h.handlers["GetGraph"] = lambda r, c: graph_row("g1", pb.GRAPH_STATE_RUNNING, running=1)

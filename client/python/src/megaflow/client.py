@@ -10,6 +10,7 @@ exponential backoff, always within the call's deadline. The policy lives in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -464,13 +465,18 @@ class Client:
                 # Every change after the read shows up as an event after its
                 # index; a window bounds each stream, then the graph is read again.
                 window = min(_core.WAIT_WINDOW_S, left) if left else _core.WAIT_WINDOW_S
+                # Closed explicitly, not left to the collector: closing the
+                # generator cancels its stream, which the head otherwise
+                # keeps open (and wakes at every change) until the window ends.
                 try:
-                    for ev in self.watch(graph_id, after=Cursor(meta.index, _core.MAX_SEQ), timeout=window):
-                        if not ev.task_id and ev.graph_state in _core.TERMINAL_GRAPH:
-                            break
-                        if prog.due():
-                            left = _core.wait_left(deadline, graph_id, timeout)
-                            prog.report(self.get_graph(graph_id, timeout=min(self.timeout, left or self.timeout)))
+                    with contextlib.closing(self.watch(graph_id, after=Cursor(meta.index, _core.MAX_SEQ),
+                                                       timeout=window)) as events:
+                        for ev in events:
+                            if not ev.task_id and ev.graph_state in _core.TERMINAL_GRAPH:
+                                break
+                            if prog.due():
+                                left = _core.wait_left(deadline, graph_id, timeout)
+                                prog.report(self.get_graph(graph_id, timeout=min(self.timeout, left or self.timeout)))
                 except (DeadlineExceeded, OutOfRange):
                     pass  # window over, or fell behind the history: read again
         except KeyboardInterrupt:
