@@ -79,6 +79,9 @@ func (w *Worker) setPoolTargets(ctx context.Context, ts []*wire.PoolTarget) {
 	}
 	changed := !maps.Equal(p.targets, targets)
 	p.targets = targets
+	if changed {
+		p.broadcastLocked() // a raised target is room for a waiting acquire to create
+	}
 	p.mu.Unlock()
 	if changed {
 		w.log.Info("pre-warm targets set", "targets", len(targets))
