@@ -28,6 +28,7 @@ type procrtOptions struct {
 	batch       int
 	reps        int
 	initPath    string
+	noInit      bool // run the tasks without megaflow-init: a measure of what the init costs
 }
 
 // The bounds of the procrt flags.
@@ -73,6 +74,7 @@ their ratio (target >= 0.5).`,
 	f.IntVar(&o.batch, "batch", o.batch, "tasks per graph")
 	f.IntVar(&o.reps, "reps", o.reps, "repetitions of each arm at each concurrency")
 	f.StringVar(&o.initPath, "init-path", "", "megaflow-init (default: next to this binary, then PATH, as megaflow up finds it)")
+	f.BoolVar(&o.noInit, "no-init", false, "run the tasks without megaflow-init, which is not how megaflow up runs them (a task would outlive its worker's lease): it measures what the init costs")
 	return cmd
 }
 
@@ -108,9 +110,12 @@ func runProcrt(ctx context.Context, g *globals, o procrtOptions) error {
 		return err
 	}
 	defer closer.Close()
-	initPath, err := worker.FindInit(o.initPath)
-	if err != nil {
-		return fmt.Errorf("megaflow up runs every process task under megaflow-init: %w", err)
+	initPath := ""
+	if !o.noInit {
+		initPath, err = worker.FindInit(o.initPath)
+		if err != nil {
+			return fmt.Errorf("megaflow up runs every process task under megaflow-init: %w", err)
+		}
 	}
 	trueBin, err := exec.LookPath("true")
 	if err != nil {
@@ -253,8 +258,12 @@ func minMedMax(xs []float64) (lo, med, hi float64) {
 func writeProcrt(out string, o procrtOptions, initPath, trueBin string, results map[int][]procrtRep) error {
 	var rows [][]string
 	rep := newReport(out, "procrt.md", "megaflow-bench procrt")
-	rep.p("`%s` through one head (a single-voter Raft on disk, as `megaflow up` runs it) and one worker on the process runtime (state directory, every task under megaflow-init `%s`), all in this process; each task asks for %d millicores and the worker offers concurrency x %d, with as many concurrent starts. %d tasks per arm in graphs of %d, all submitted at once, timed from the first submit to the last graph's result. Baseline: `seq %d | xargs -P <concurrency> -n 1 %s`. Arms alternate (the order flips every repetition), %d repetitions, after a warm-up of each.",
-		trueBin, initPath, procrtTaskMillis, procrtTaskMillis, o.tasks, o.batch, o.tasks, trueBin, o.reps)
+	under := fmt.Sprintf("every task under megaflow-init `%s`", initPath)
+	if initPath == "" {
+		under = "**without megaflow-init** (`--no-init`: not how `megaflow up` runs tasks; a measure of the init's cost)"
+	}
+	rep.p("`%s` through one head (a single-voter Raft on disk, as `megaflow up` runs it) and one worker on the process runtime (state directory, %s), all in this process; each task asks for %d millicores and the worker offers concurrency x %d, with as many concurrent starts. %d tasks per arm in graphs of %d, all submitted at once, timed from the first submit to the last graph's result. Baseline: `seq %d | xargs -P <concurrency> -n 1 %s`. Arms alternate (the order flips every repetition), %d repetitions, after a warm-up of each.",
+		trueBin, under, procrtTaskMillis, procrtTaskMillis, o.tasks, o.batch, o.tasks, trueBin, o.reps)
 	rep.p("")
 	var trows [][]string
 	for _, c := range o.concurrency {
