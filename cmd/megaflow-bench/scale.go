@@ -32,7 +32,11 @@ type scaleOptions struct {
 	tasksPerWorker int
 	graphSize      int
 	submitters     int
+	reps           int // repetitions of the whole sequence
 }
+
+// scaleMaxReps bounds --reps.
+const scaleMaxReps = 20
 
 func defaultScaleOptions(full bool) scaleOptions {
 	o := scaleOptions{
@@ -40,7 +44,7 @@ func defaultScaleOptions(full bool) scaleOptions {
 		deployments: []string{string(sim.Distributed), string(sim.Centralized)},
 		modes:       []string{string(sim.Ephemeral), string(sim.Persistent)},
 		compress:    300, priceSmall: sim.SmallPricePerHour, priceLarge: sim.LargePricePerHour,
-		tasksPerWorker: 1000, graphSize: 1000, submitters: 4,
+		tasksPerWorker: 1000, graphSize: 1000, submitters: 4, reps: 1,
 	}
 	if full {
 		o.ns = []int{1, 10, 100, 1000, 2000, 5000, 10_000}
@@ -75,6 +79,9 @@ func (o *scaleOptions) validate() error {
 	if o.tasksPerWorker < 1 || o.tasksPerWorker > 1024 {
 		list = append(list, fmt.Errorf("--tasks-per-worker %d is outside [1, 1024] (a worker's start cap)", o.tasksPerWorker))
 	}
+	if o.reps < 1 || o.reps > scaleMaxReps {
+		list = append(list, fmt.Errorf("--reps %d is outside [1, %d]", o.reps, scaleMaxReps))
+	}
 	if o.graphSize < 1 || o.submitters < 1 {
 		list = append(list, fmt.Errorf("--graph-size %d and --submitters %d must be at least 1", o.graphSize, o.submitters))
 	}
@@ -92,7 +99,10 @@ and the fake runtime gives each task the model's start-up time and a
 contention-slowed work time (bench/sim), time-compressed by --compress.
 For each deployment, mode and N it submits N tasks at once and measures the
 makespan, each task's start-up latency and orchestration overhead (time in the
-system outside the modelled start-up and work), instance-hours and cost.`,
+system outside the modelled start-up and work), instance-hours and cost.
+--reps runs the whole sequence again (interleaved: every cell once, then
+again); the ratios then give min / median / max over the repetitions, each
+ratio taken within its repetition, and the plots show the first.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.full && !cmd.Flags().Changed("n") {
 				o.ns = defaultScaleOptions(true).ns
@@ -116,11 +126,13 @@ system outside the modelled start-up and work), instance-hours and cost.`,
 	f.IntVar(&o.tasksPerWorker, "tasks-per-worker", o.tasksPerWorker, "task slots per worker (its simulated instances' tasks); more tasks get more workers")
 	f.IntVar(&o.graphSize, "graph-size", o.graphSize, "tasks per submitted graph")
 	f.IntVar(&o.submitters, "submitters", o.submitters, "concurrent submitting clients")
+	f.IntVar(&o.reps, "reps", o.reps, "repetitions of the whole sequence (ratios: min / median / max)")
 	return cmd
 }
 
 // scaleResult is one (deployment, mode, N) run.
 type scaleResult struct {
+	rep               int // repetition, from 0
 	d                 sim.Deployment
 	mode              sim.Mode
 	n, instances, wks int
@@ -156,18 +168,21 @@ func runScale(ctx context.Context, g *globals, o scaleOptions) error {
 	}
 	defer closer.Close()
 	var results []*scaleResult
-	for _, d := range o.deployments {
-		for _, m := range o.modes {
-			for _, n := range o.ns {
-				start := time.Now()
-				r, err := scaleOnce(ctx, g, o, model, sim.Deployment(d), sim.Mode(m), n, log)
-				if err != nil {
-					return fmt.Errorf("scale %s %s n=%d: %w", d, m, n, err)
+	for i := range o.reps {
+		for _, d := range o.deployments {
+			for _, m := range o.modes {
+				for _, n := range o.ns {
+					start := time.Now()
+					r, err := scaleOnce(ctx, g, o, model, sim.Deployment(d), sim.Mode(m), n, log)
+					if err != nil {
+						return fmt.Errorf("scale %s %s n=%d (repetition %d): %w", d, m, n, i+1, err)
+					}
+					r.rep = i
+					results = append(results, r)
+					fmt.Printf("  rep %d %-11s %-10s n=%-6d makespan %6.1f sim-min (%5.1fs wall), start-up p50 %5.2f sim-min, overhead p50 %6.1f ms/task (queue %.0f, dispatch %.0f, report %.0f), cost %8.1f USD, %d ok, %d not, %d leader changes (run %.0fs)\n",
+						i+1, d, m, n, model.Simulated(r.makespan).Minutes(), r.makespan.Seconds(), percentile(r.startup, 50),
+						percentile(r.overheadMs, 50), percentile(r.queueMs, 50), percentile(r.dispatchMs, 50), percentile(r.reportMs, 50), r.cost, r.succeeded, r.other, r.leaderChanges, time.Since(start).Seconds())
 				}
-				results = append(results, r)
-				fmt.Printf("  %-11s %-10s n=%-6d makespan %6.1f sim-min (%5.1fs wall), start-up p50 %5.2f sim-min, overhead p50 %6.1f ms/task (queue %.0f, dispatch %.0f, report %.0f), cost %8.1f USD, %d ok, %d not, %d leader changes (run %.0fs)\n",
-					d, m, n, model.Simulated(r.makespan).Minutes(), r.makespan.Seconds(), percentile(r.startup, 50),
-					percentile(r.overheadMs, 50), percentile(r.queueMs, 50), percentile(r.dispatchMs, 50), percentile(r.reportMs, 50), r.cost, r.succeeded, r.other, r.leaderChanges, time.Since(start).Seconds())
 			}
 		}
 	}
@@ -420,12 +435,12 @@ func sampleProcess(ctx context.Context, t0 time.Time) []utilSample {
 
 // writeScale writes scale.csv, scale_utilization.csv, the plots and scale.md.
 func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) error {
-	header := []string{"deployment", "mode", "n", "instances", "workers", "makespan_wall_s", "makespan_sim_min",
+	header := []string{"rep", "deployment", "mode", "n", "instances", "workers", "makespan_wall_s", "makespan_sim_min",
 		"startup_p50_sim_min", "startup_p99_sim_min", "startup_max_sim_min", "overhead_p50_ms", "overhead_p99_ms", "overhead_mean_ms",
 		"queue_p50_ms", "dispatch_p50_ms", "report_p50_ms", "instance_hours", "cost_usd", "cpu_cores", "succeeded", "not_succeeded", "retried", "leader_changes"}
 	var rows [][]string
 	for _, r := range rs {
-		rows = append(rows, []string{string(r.d), string(r.mode), strconv.Itoa(r.n), strconv.Itoa(r.instances), strconv.Itoa(r.wks),
+		rows = append(rows, []string{strconv.Itoa(r.rep + 1), string(r.d), string(r.mode), strconv.Itoa(r.n), strconv.Itoa(r.instances), strconv.Itoa(r.wks),
 			f3(r.makespan.Seconds()), f2(model.Simulated(r.makespan).Minutes()),
 			f2(percentile(r.startup, 50)), f2(percentile(r.startup, 99)), f2(percentile(r.startup, 100)),
 			f2(percentile(r.overheadMs, 50)), f2(percentile(r.overheadMs, 99)), f2(mean(r.overheadMs)),
@@ -438,23 +453,26 @@ func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) 
 	var urows [][]string
 	for _, r := range rs {
 		for _, u := range r.util {
-			urows = append(urows, []string{string(r.d), string(r.mode), strconv.Itoa(r.n), f2(model.Simulated(u.at).Minutes()),
+			urows = append(urows, []string{strconv.Itoa(r.rep + 1), string(r.d), string(r.mode), strconv.Itoa(r.n), f2(model.Simulated(u.at).Minutes()),
 				f3(u.cpu), f3(u.mem), f2(u.procCores), f2(u.heapBytes / (1 << 20))})
 		}
 	}
 	if err := writeCSV(filepath.Join(out, "scale_utilization.csv"),
-		[]string{"deployment", "mode", "n", "t_sim_min", "cpu_allocated", "memory_allocated", "process_cores", "process_heap_mib"}, urows); err != nil {
+		[]string{"rep", "deployment", "mode", "n", "t_sim_min", "cpu_allocated", "memory_allocated", "process_cores", "process_heap_mib"}, urows); err != nil {
 		return err
 	}
 
-	find := func(d sim.Deployment, m sim.Mode, n int) *scaleResult {
+	// findIn returns repetition rep's run of (d, m, n); find the first
+	// repetition's, which the plots and the paper's ratios show.
+	findIn := func(rep int, d sim.Deployment, m sim.Mode, n int) *scaleResult {
 		for _, r := range rs {
-			if r.d == d && r.mode == m && r.n == n {
+			if r.rep == rep && r.d == d && r.mode == m && r.n == n {
 				return r
 			}
 		}
 		return nil
 	}
+	find := func(d sim.Deployment, m sim.Mode, n int) *scaleResult { return findIn(0, d, m, n) }
 	type key struct {
 		d sim.Deployment
 		m sim.Mode
@@ -468,7 +486,7 @@ func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) 
 	line := func(k key, y func(*scaleResult) float64) series {
 		s := series{name: fmt.Sprintf("%s, %s", k.d, k.m)}
 		for _, r := range rs {
-			if r.d == k.d && r.mode == k.m {
+			if r.rep == 0 && r.d == k.d && r.mode == k.m {
 				s.xs, s.ys = append(s.xs, float64(r.n)), append(s.ys, y(r))
 			}
 		}
@@ -540,33 +558,63 @@ func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) 
 	rep.p("")
 	var trows [][]string
 	for _, r := range rs {
-		trows = append(trows, []string{string(r.d), string(r.mode), strconv.Itoa(r.n), strconv.Itoa(r.instances),
+		trows = append(trows, []string{strconv.Itoa(r.rep + 1), string(r.d), string(r.mode), strconv.Itoa(r.n), strconv.Itoa(r.instances),
 			fmt.Sprintf("%.1f", model.Simulated(r.makespan).Minutes()), fmt.Sprintf("%.1f s", r.makespan.Seconds()),
 			fmt.Sprintf("%.2f / %.2f", percentile(r.startup, 50), percentile(r.startup, 99)),
 			fmt.Sprintf("%.0f / %.0f", percentile(r.overheadMs, 50), percentile(r.overheadMs, 99)),
 			fmt.Sprintf("%.0f / %.0f / %.0f", percentile(r.queueMs, 50), percentile(r.dispatchMs, 50), percentile(r.reportMs, 50)),
 			fmt.Sprintf("%.0f", r.cost), f2(r.cores), fmt.Sprintf("%d / %d / %d", r.succeeded, r.other, r.retried), strconv.FormatUint(r.leaderChanges, 10)})
 	}
-	rep.table([]string{"deployment", "mode", "N", "instances", "makespan (sim min)", "wall", "start-up p50 / p99 (sim min)", "overhead p50 / p99 (wall ms per task)", "of which queue / dispatch / report p50 (ms)", "cost USD", "cores used", "ok / not ok / retried", "leader changes"}, trows)
+	rep.table([]string{"rep", "deployment", "mode", "N", "instances", "makespan (sim min)", "wall", "start-up p50 / p99 (sim min)", "overhead p50 / p99 (wall ms per task)", "of which queue / dispatch / report p50 (ms)", "cost USD", "cores used", "ok / not ok / retried", "leader changes"}, trows)
 
 	rep.p("## Ratios")
 	rep.p("")
 	var rrows [][]string
 	for _, k := range keys {
-		a, b := find(k.d, k.m, 100), find(k.d, k.m, 10_000)
-		if a != nil && b != nil {
-			// The model's own ratio: what the start-up model and contention
-			// alone make of 100 against 10,000 tasks (no orchestration).
-			shape := sim.DefaultShape(k.d)
-			floor := float64(model.Floor(k.d, k.m, 10_000, shape)) / float64(model.Floor(k.d, k.m, 100, shape))
-			measured := float64(b.makespan) / float64(a.makespan)
-			goal := fmt.Sprintf("the model's floor %.4f", floor)
-			if k.d == sim.Distributed {
-				goal += "; goal: within 1.02 of it"
+		// The model's own ratio: what the start-up model and contention
+		// alone make of 100 against 10,000 tasks (no orchestration).
+		shape := sim.DefaultShape(k.d)
+		floor := float64(model.Floor(k.d, k.m, 10_000, shape)) / float64(model.Floor(k.d, k.m, 100, shape))
+		var measured []float64
+		var changes uint64
+		for i := range o.reps {
+			a, b := findIn(i, k.d, k.m, 100), findIn(i, k.d, k.m, 10_000)
+			if a != nil && b != nil {
+				measured = append(measured, float64(b.makespan)/float64(a.makespan))
+				changes += a.leaderChanges + b.leaderChanges
 			}
-			rrows = append(rrows, []string{fmt.Sprintf("makespan(10,000) / makespan(100), %s %s", k.d, k.m), f3(measured), goal},
-				[]string{fmt.Sprintf("  the same over the model's floor ratio, %s %s", k.d, k.m), fmt.Sprintf("**%.3f**", measured/floor), goal})
 		}
+		if len(measured) == 0 {
+			continue
+		}
+		goal := fmt.Sprintf("the model's floor %.4f", floor)
+		if k.d == sim.Distributed {
+			goal += "; goal: within 1.02 of it, 0 leader changes"
+		}
+		goal += fmt.Sprintf(" (%d leader changes in the %d runs)", changes, 2*len(measured))
+		over := make([]float64, len(measured))
+		for i, m := range measured {
+			over[i] = m / floor
+		}
+		spread := func(xs []float64, bold bool) string {
+			if len(xs) == 1 {
+				if bold {
+					return fmt.Sprintf("**%.3f**", xs[0])
+				}
+				return f3(xs[0])
+			}
+			lo, med, hi := minMedMax(xs)
+			if bold {
+				return fmt.Sprintf("%.3f / **%.3f** / %.3f", lo, med, hi)
+			}
+			return fmt.Sprintf("%.3f / %.3f / %.3f", lo, med, hi)
+		}
+		what := ""
+		if len(measured) > 1 {
+			what = fmt.Sprintf(" (min / median / max of %d repetitions)", len(measured))
+		}
+		rrows = append(rrows, []string{fmt.Sprintf("makespan(10,000) / makespan(100), %s %s%s", k.d, k.m, what), spread(measured, false), goal},
+			[]string{fmt.Sprintf("  the same over the model's floor ratio, %s %s%s", k.d, k.m, what), spread(over, true), goal})
 	}
 	for _, m := range o.modes {
 		a, b := find(sim.Distributed, sim.Mode(m), 2000), find(sim.Centralized, sim.Mode(m), 2000)
