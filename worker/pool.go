@@ -303,11 +303,11 @@ func (p *pool) bindLocked(c *warm, session string) {
 // and adds it to the pool, leased (busy) or idle. p.mu is not held; the
 // caller counted it in keyPool.creating, and create takes it out of that
 // count in the same critical section that adds the container (or, on
-// failure, alone) and wakes the waiting acquires: counted in neither
-// place for a moment, a waiter could miss a free place; counted in both,
-// a waiter that saw the key full would never be woken (a lost wakeup
-// TestPersistentIdleRemoval found: a third task waiting forever beside a
-// pool of two).
+// failure, alone), and wakes the waiting acquires. Before, the caller
+// took it out later, without a wakeup: an acquire that looked in between
+// saw it counted twice, the key full, and waited for a change that never
+// came (TestPersistentIdleRemoval: a third task waiting forever beside a
+// pool of two with room for three).
 func (p *pool) create(ctx context.Context, key poolKey, tmpl contract.Spec, busy bool) (c *warm, err error) {
 	w := p.w
 	p.mu.Lock()

@@ -52,9 +52,18 @@ func TestCLIAgainstACluster(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "stopped waiting after --timeout; graph g1 keeps running") {
 		t.Fatalf("submit --watch --timeout 1s: %d %q", code, errOut)
 	}
+	// Waiting again for a graph already submitted: status --wait.
+	code, _, errOut = cli(t, heads, "--timeout=1s", "status", "g1", "--wait")
+	if code != 1 || !strings.Contains(errOut, "stopped waiting after --timeout; graph g1 keeps running (megaflow status g1 --wait waits again)") {
+		t.Fatalf("status --wait --timeout 1s: %d %q", code, errOut)
+	}
 	code, out, _ = cli(t, heads, "cancel", "g1")
 	if code != 0 || !strings.Contains(out, "cancelled 2 task(s) of g1") {
 		t.Fatalf("cancel: %d %q", code, out)
+	}
+	code, out, errOut = cli(t, heads, "status", "g1", "--wait")
+	if code != exitGraphCancelled || !strings.Contains(out, "cancelled") || !strings.Contains(errOut, "graph g1 cancelled") {
+		t.Fatalf("status --wait of the cancelled graph: %d %q %q; want exit %d with the summary", code, out, errOut, exitGraphCancelled)
 	}
 	svc := filepath.Join(dir, "svc.yaml")
 	if err := os.WriteFile(svc, []byte("id: g2\ntasks:\n  - {name: srv, kind: service, service: {name: model/qwen-7b}, image: img, command: [serve]}\n"), 0o644); err != nil {

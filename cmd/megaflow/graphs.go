@@ -133,16 +133,30 @@ func tasksCmd(g *globals) *cobra.Command {
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var wait, watch bool
+	cmd := &cobra.Command{
 		Use:   "status GRAPH",
 		Short: "Show a graph's state and counts by task state",
-		Args:  cobra.ExactArgs(1),
+		Long: `status shows a graph's state, its counts by task state and its metrics.
+With --wait it waits until the graph finishes and prints the same summary
+as submit --wait, with the same exit codes (0 succeeded, 3 failed, 4
+cancelled, 130 interrupted: the graph keeps running); --watch also shows
+the live progress bar. That is how to wait again for a graph whose
+submit --wait was interrupted, or one another client submitted.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			wait = wait || watch
+			if wait && !cmd.Flags().Changed("timeout") {
+				g.timeout = 0 // a graph may run for hours: wait until it ends or Ctrl-C
+			}
 			ctx, c, done, err := g.dial(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
+			if wait {
+				return g.follow(ctx, c, args[0], !watch)
+			}
 			gr, meta, err := c.GetGraph(ctx, args[0], g.read())
 			if err != nil {
 				return err
@@ -180,6 +194,9 @@ func statusCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the graph finishes and print its summary; exit 3 if it failed, 4 if cancelled")
+	cmd.Flags().BoolVar(&watch, "watch", false, "like --wait, with a live progress bar by task state")
+	return cmd
 }
 
 func cancelCmd(g *globals) *cobra.Command {

@@ -20,7 +20,8 @@ import (
 	"github.com/megaflow/megaflow/internal/errs"
 )
 
-// Exit codes of `megaflow submit --wait|--watch` and `megaflow demo`
+// Exit codes of `megaflow submit --wait|--watch`, `megaflow status
+// --wait|--watch` and `megaflow demo`
 // beyond the common ones (0 success, 1 an error, 2 bad usage or input).
 const (
 	// exitGraphFailed: the graph ended FAILED (a task failed or timed out
@@ -427,10 +428,10 @@ func (g *globals) follow(ctx context.Context, c *client.Client, id string, quiet
 	gr, err := watchGraph(ctx, c, id, g.stdout, quiet || g.output == "json")
 	if err != nil {
 		if ctx.Err() != nil && g.interrupted() {
-			return &codeError{code: exitInterrupted, msg: fmt.Sprintf("stopped waiting; graph %s keeps running (megaflow status %s)", id, id)}
+			return &codeError{code: exitInterrupted, msg: fmt.Sprintf("stopped waiting; graph %s keeps running (megaflow status %s --wait waits again)", id, id)}
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return &codeError{code: 1, msg: fmt.Sprintf("stopped waiting after --timeout; graph %s keeps running (megaflow status %s)", id, id)}
+			return &codeError{code: 1, msg: fmt.Sprintf("stopped waiting after --timeout; graph %s keeps running (megaflow status %s --wait waits again)", id, id)}
 		}
 		return err
 	}
