@@ -926,7 +926,7 @@ func writeSoak(out string, o soakOptions, r soakRun) error {
 		}
 	}
 	rep := newReport(out, "soak.md", "megaflow-bench soak")
-	rep.p("Load average (1 min) during the run, over the samples: min %.1f, median %.1f, max %.1f (a shared 2-core machine: other engineers' builds and tests ran alongside).",
+	rep.p("Load average (1 min) of the whole machine during the run, over the samples: min %.1f, median %.1f, max %.1f (whatever else ran counts in it).",
 		percentile(loads, 0), percentile(loads, 50), percentile(loads, 100))
 	rep.p("")
 	var extra string
