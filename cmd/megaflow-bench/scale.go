@@ -596,18 +596,18 @@ func writeScale(out string, o scaleOptions, model sim.Model, rs []*scaleResult) 
 		for i, m := range measured {
 			over[i] = m / floor
 		}
+		// spread is xs's median (in bold when asked), with the min and max
+		// around it when there are several.
 		spread := func(xs []float64, bold bool) string {
-			if len(xs) == 1 {
-				if bold {
-					return fmt.Sprintf("**%.3f**", xs[0])
-				}
-				return f3(xs[0])
-			}
 			lo, med, hi := minMedMax(xs)
+			m := f3(med)
 			if bold {
-				return fmt.Sprintf("%.3f / **%.3f** / %.3f", lo, med, hi)
+				m = "**" + m + "**"
 			}
-			return fmt.Sprintf("%.3f / %.3f / %.3f", lo, med, hi)
+			if len(xs) == 1 {
+				return m
+			}
+			return f3(lo) + " / " + m + " / " + f3(hi)
 		}
 		what := ""
 		if len(measured) > 1 {
