@@ -145,6 +145,7 @@ func procrtAt(ctx context.Context, log *slog.Logger, o procrtOptions, c int, ini
 	if err != nil {
 		return nil, err
 	}
+	defer rt.Close() // after the cluster's stop: its spawner, if the tasks had one
 	cls, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Heads: 1, Logger: log, LeaderTimeout: 60 * time.Second,
 		StopTimeout: 30 * time.Second,
 		ConfigureHead: func(_ int, hc *head.Config) {

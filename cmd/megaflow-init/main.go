@@ -1,7 +1,8 @@
 // Command megaflow-init is the init of every task the worker starts: PID 1
-// of its containers and the parent of its process-runtime tasks. It reaps
-// zombies, forwards signals to the task's process group, and kills the
-// task's tree when the worker's lease lapses (internal/leaseinit). It is
+// of its containers and, run once per worker with --spawn-fd, the parent
+// of its process-runtime tasks. It reaps zombies, forwards signals to the
+// task's process group, and kills the tasks' trees when the worker's lease
+// lapses (internal/leaseinit). It is
 // built static (CGO_ENABLED=0) so that it runs in any image, FROM scratch
 // included; the worker finds it next to its own executable or through
 // --init-path. `megaflow-init --version` prints its build and exits.

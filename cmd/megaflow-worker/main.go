@@ -316,7 +316,7 @@ func newRuntime(name, dockerHost, processDir string, logger *slog.Logger) (contr
 		if err != nil {
 			return nil, nil, fmt.Errorf("--runtime process: %w", err)
 		}
-		return rt, func() {}, nil
+		return rt, func() { _ = rt.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("--runtime %q: want docker or process", name)
 }

@@ -140,13 +140,13 @@ func chooseRuntime(ctx context.Context, name, processDir string, logger *slog.Lo
 		if perr != nil {
 			return nil, nil, "", perr
 		}
-		return rt2, func() {}, fmt.Sprintf("no Docker Engine answered (%v): tasks run as plain processes, without isolation or limits", err), nil
+		return rt2, func() { _ = rt2.Close() }, fmt.Sprintf("no Docker Engine answered (%v): tasks run as plain processes, without isolation or limits", err), nil
 	}
 	rt, err := process.New(process.Config{Logger: logger, StateDir: processDir})
 	if err != nil {
 		return nil, nil, "", err
 	}
-	return rt, func() {}, "--runtime process: tasks run as plain processes, without isolation or limits", nil
+	return rt, func() { _ = rt.Close() }, "--runtime process: tasks run as plain processes, without isolation or limits", nil
 }
 
 // openDocker returns a Docker runtime (DOCKER_HOST, or the local socket)

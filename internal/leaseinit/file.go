@@ -1,8 +1,8 @@
 // Package leaseinit is megaflow-init: the small static init that is PID 1
 // of every container the worker starts (replacing Docker's --init, tini)
-// and the parent of every process-runtime task. It runs the task's command
-// in its own process group, forwards signals to that group, reaps zombies,
-// and kills the task's whole tree when the worker's lease file says the
+// and, as the spawner (spawn.go), the parent of every process-runtime
+// task. It runs the task's command in its own process group, forwards
+// signals to that group, reaps zombies, and kills the task's whole tree when the worker's lease file says the
 // lease lapsed: a worker killed with kill -9, or frozen, that does not
 // renew its lease leaves no task running past it (internal/lease).
 //

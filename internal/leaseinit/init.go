@@ -70,10 +70,18 @@ func Main(args []string, stderr io.Writer) int {
 	leaseFile := fs.String("lease", "", "file holding the lease's expiry in Unix nanoseconds (empty: no lease)")
 	grace := fs.Duration("grace", time.Second, "time between SIGTERM and SIGKILL when the lease lapses")
 	poll := fs.Duration("poll", 200*time.Millisecond, "how often the lease file is read")
+	spawnFD := fs.Int("spawn-fd", -1, "run as the spawner of many tasks, on the unix SOCK_SEQPACKET socket at this descriptor (spawn.go); needs --lease and no command")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
 	command := fs.Args()
+	if *spawnFD >= 0 {
+		if len(command) > 0 || *leaseFile == "" || *poll <= 0 || *grace < 0 {
+			fmt.Fprintln(stderr, "megaflow-init: usage: megaflow-init --spawn-fd N --lease FILE [--grace 1s] [--poll 200ms], without a command")
+			return ExitUsage
+		}
+		return Spawn(*spawnFD, *leaseFile, *grace, *poll, stderr)
+	}
 	if len(command) == 0 {
 		fmt.Fprintln(stderr, "megaflow-init: no command: usage: megaflow-init [--lease FILE] [--grace 1s] -- COMMAND [ARG...]")
 		return ExitUsage

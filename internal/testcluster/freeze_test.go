@@ -63,6 +63,7 @@ func (r freezeRun) run(t *testing.T, bins string) (twice, rerun, frozen int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rt.Close() }) // its spawner, after the cluster's workers stopped
 	c.AddWorker(testcluster.WorkerOptions{Runtime: rt, Capacity: worker.Capacity{CPUMillis: 1000, MemoryBytes: 8 << 30}, Configure: func(cfg *worker.Config) {
 		cfg.InitPath = filepath.Join(bins, "megaflow-init")
 		if r.heartbeat > 0 {

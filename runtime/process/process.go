@@ -1,6 +1,7 @@
 // Package process is MegaFlow's runtime for machines without Docker: each
-// task attempt is a plain child process of the worker (os/exec) in its own
-// process group, with its stdout and stderr appended to the attempt's log
+// task attempt is a plain process in its own process group, a child of the
+// worker's megaflow-init spawner when the worker holds a lease (Spec.Init:
+// spawn.go) and of the worker itself otherwise (os/exec), with its stdout and stderr appended to the attempt's log
 // file (through a pipe the runtime copies: output.go). It implements
 // contract.Runtime. A task ends whole, as a container does: its stop, its
 // removal and its leader's exit signal its process group and every
@@ -11,10 +12,12 @@
 // It owns the processes it started, in this process's lifetime only: a
 // restarted worker could not adopt them (List would no longer show them),
 // so the worker stops them all through StopAll (contract.StopAller) when it
-// shuts down cleanly. A worker that crashes leaves them running until the
-// worker starts again on the same Config.StateDir, which kills them
-// (orphans.go), or until they write output (its pipe has no reader any
-// more: SIGPIPE); their tasks are re-run. There is no isolation: Image,
+// shuts down cleanly, and then closes the runtime (Close). A worker that
+// crashes leaves the spawner's tasks to the spawner, which stops them as
+// soon as the worker's end of its socket closes; tasks without one run
+// until the worker starts again on the same Config.StateDir, which kills
+// them (orphans.go), or until they write output (its pipe has no reader
+// any more: SIGPIPE). Their tasks are re-run. There is no isolation: Image,
 // Network, Capabilities and PidsLimit are ignored (User and ReadOnlyRootfs
 // are refused: ErrInvalidSpec), and CPUMillis and
 // MemoryBytes are not enforced. (RLIMIT_AS would bound address space, not
@@ -99,6 +102,13 @@ type Runtime struct {
 	mu    sync.Mutex
 	procs map[string]*proc  // id -> process, until Remove
 	names map[string]string // name -> id, from Start (before the fork) until Remove
+
+	// The spawners of tasks with Spec.Init (spawn.go).
+	spawnMu       sync.Mutex
+	spawners      map[spawnKey]*spawner
+	noSpawn       map[spawnKey]bool // inits that did not greet as spawners: one per task
+	closed        bool              // Close was called: no more spawners
+	spawnerStarts atomic.Uint64     // spawners started (tests read it)
 }
 
 // proc is one started process group.
@@ -126,7 +136,8 @@ func New(cfg Config) (*Runtime, error) {
 		clk = clock.Real()
 	}
 	r := &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), stateDir: cfg.StateDir, clock: clk,
-		procs: map[string]*proc{}, names: map[string]string{}}
+		procs: map[string]*proc{}, names: map[string]string{},
+		spawners: map[spawnKey]*spawner{}, noSpawn: map[spawnKey]bool{}}
 	if r.stateDir != "" {
 		if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("process runtime: state dir: %w", err)
@@ -152,13 +163,15 @@ func (r *Runtime) Name() string { return "process" }
 // process that prints nothing leaves no file; no LogPath: discarded). It
 // returns the generated id at once; a goroutine reaps the process, and
 // when it exits kills what is left of its group, as a container's end
-// would, and waits for the end of its output. The worker calls it once
-// per attempt.
+// would, and waits for the end of its output. With spec.Init the task is
+// a child of the init's spawner instead of the runtime's (spawn.go),
+// which holds the lease for it. The worker calls it once per attempt.
 //
 // Errors: contract.ErrConflict (spec.Name is in use by a process not yet
 // removed), or why the program could not be started (not found, not
-// executable, a bad working directory: contract.ErrInvalidSpec). ctx is only checked on entry:
-// starting a process does not block.
+// executable, a bad working directory: contract.ErrInvalidSpec), ctx's
+// error. ctx is checked on entry and, with spec.Init, while the spawner
+// answers (a few ms; a new spawner's greeting at most 5 s).
 func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
@@ -192,24 +205,79 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	}
 	defer out.Close() // the child holds its own copy
 
+	// With an init, the program must be there: a missing one fails the
+	// start, as without the init (whose own lookup would only fail the
+	// task).
+	path := spec.Command[0]
+	if spec.Init != nil {
+		if !strings.Contains(path, "/") {
+			lp, err := exec.LookPath(path)
+			if err != nil {
+				return "", fmt.Errorf("process start %s: %w: %w", spec.Name, contract.ErrInvalidSpec, err)
+			}
+			path = lp
+		} else {
+			if !filepath.IsAbs(path) && spec.WorkingDir != "" {
+				path = filepath.Join(spec.WorkingDir, path)
+			}
+			if _, err := os.Stat(path); err != nil {
+				return "", fmt.Errorf("process start %s: %w: %w", spec.Name, contract.ErrInvalidSpec, err)
+			}
+		}
+	}
+	p := &proc{id: newID(), name: spec.Name, labels: maps.Clone(spec.Labels), done: make(chan struct{})}
+	env := maps.Clone(spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[TreeEnv] = p.id // marks the task's processes, wherever they go (tree.go)
+	if spec.Name != "" {
+		r.mu.Lock()
+		if other, ok := r.names[spec.Name]; ok {
+			r.mu.Unlock()
+			return "", fmt.Errorf("process start %s: %w (process %s)", spec.Name, contract.ErrConflict, other)
+		}
+		r.names[spec.Name] = p.id // reserved while forking, outside the lock
+		r.mu.Unlock()
+	}
+	unreserve := func() {
+		if spec.Name != "" {
+			r.mu.Lock()
+			delete(r.names, spec.Name)
+			r.mu.Unlock()
+		}
+	}
+
+	if spec.Init != nil {
+		key := spawnKey{path: spec.Init.Path, leaseFile: filepath.Join(spec.Init.LeaseDir, leaseinit.FileName), grace: spec.Init.Grace}
+		req := leaseinit.SpawnRequest{ID: p.id, Path: path, Argv: spec.Command, Env: r.env(env, spec.GPUUUIDs), Dir: spec.WorkingDir}
+		started := r.clock.Now()
+		t, rep, err := r.spawn(ctx, key, req, out)
+		switch {
+		case err == nil && rep.Err != "":
+			unreserve()
+			return "", fmt.Errorf("process start %s: %w", spec.Name, spawnErr(rep))
+		case err == nil:
+			p.pid = rep.Pid // 0: refused (rep.Exited), nothing runs
+			r.startedSpawned(p, spec.LogPath, copier)
+			if rep.Exited {
+				t.exit <- spawnEnd{rep: rep}
+			}
+			go r.reapSpawned(p, t, started, copier)
+			copier = nil // the goroutines own it now
+			return p.id, nil
+		case errors.Is(err, errStopped):
+			unreserve()
+			return "", fmt.Errorf("process start %s: %w", spec.Name, ctx.Err())
+		}
+		// No spawner (an init that is none, a request too large for
+		// one): an init of its own, as below.
+	}
+
 	argv := spec.Command
 	if spec.Init != nil {
 		// megaflow-init is the task's parent: it stops the task when the
 		// worker's lease lapses, even with the worker gone.
-		// A program that is not there fails the start, as without the init.
-		prog := spec.Command[0]
-		if !strings.Contains(prog, "/") {
-			if _, err := exec.LookPath(prog); err != nil {
-				return "", fmt.Errorf("process start %s: %w: %w", spec.Name, contract.ErrInvalidSpec, err)
-			}
-		} else {
-			if !filepath.IsAbs(prog) && spec.WorkingDir != "" {
-				prog = filepath.Join(spec.WorkingDir, prog)
-			}
-			if _, err := os.Stat(prog); err != nil {
-				return "", fmt.Errorf("process start %s: %w: %w", spec.Name, contract.ErrInvalidSpec, err)
-			}
-		}
 		argv = leaseinit.Argv(spec.Init.Path, filepath.Join(spec.Init.LeaseDir, leaseinit.FileName), spec.Init.Grace, spec.Command)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -219,6 +287,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	if spec.Init != nil {
 		pr, pw, err := os.Pipe()
 		if err != nil {
+			unreserve()
 			return "", fmt.Errorf("process start %s: the init's pipe: %w", spec.Name, err)
 		}
 		cleanR = pr
@@ -229,37 +298,15 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		}()
 		defer pw.Close()                // the init holds its own copy
 		cmd.ExtraFiles = []*os.File{pw} // fd 3
+		env[leaseinit.CleanFDEnv] = "3" // ExtraFiles[0]
 	}
 	cmd.Dir = spec.WorkingDir
 	cmd.Stdout, cmd.Stderr = out, out // one *os.File: handed to the child, no os/exec goroutine
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-
-	p := &proc{id: newID(), name: spec.Name, labels: maps.Clone(spec.Labels), done: make(chan struct{})}
-	env := maps.Clone(spec.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	env[TreeEnv] = p.id // marks the task's processes, wherever they go (tree.go)
-	if cleanR != nil {
-		env[leaseinit.CleanFDEnv] = "3" // ExtraFiles[0]
-	}
 	cmd.Env = r.env(env, spec.GPUUUIDs)
-	if spec.Name != "" {
-		r.mu.Lock()
-		if other, ok := r.names[spec.Name]; ok {
-			r.mu.Unlock()
-			return "", fmt.Errorf("process start %s: %w (process %s)", spec.Name, contract.ErrConflict, other)
-		}
-		r.names[spec.Name] = p.id // reserved while forking, outside the lock
-		r.mu.Unlock()
-	}
 	started := r.clock.Now()
 	if err := cmd.Start(); err != nil {
-		if spec.Name != "" {
-			r.mu.Lock()
-			delete(r.names, spec.Name)
-			r.mu.Unlock()
-		}
+		unreserve()
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			// No such program, not executable, or no working directory:
 			// the same spec fails the same way on a retry.
@@ -268,20 +315,75 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
 	}
 	p.pid = cmd.Process.Pid
+	r.startedSpawned(p, spec.LogPath, copier)
+	go r.reap(p, cmd, started, copier, cleanR)
+	copier, cleanR = nil, nil // the goroutines own them now
+	return p.id, nil
+}
+
+// startedSpawned registers p, records its group (a pid of 0, a task the
+// spawner refused, has none) and starts copying its output to logPath.
+func (r *Runtime) startedSpawned(p *proc, logPath string, copier *output) {
 	r.mu.Lock()
 	r.procs[p.id] = p
 	r.mu.Unlock()
-	if r.stateDir != "" { // outside the lock: other starts need not wait for the disk
+	if r.stateDir != "" && p.pid > 0 { // outside the lock: other starts need not wait for the disk
 		if err := writeRecord(r.stateDir, p); err != nil {
 			r.log.Warn("cannot record a started process: a crash would leave it running", "id", p.id, "pid", p.pid, "err", err)
 		}
 	}
 	if copier != nil {
-		go copier.copy(spec.LogPath, r.log)
+		go copier.copy(logPath, r.log)
 	}
-	go r.reap(p, cmd, started, copier, cleanR)
-	copier, cleanR = nil, nil // the goroutines own them now
-	return p.id, nil
+}
+
+// spawn starts req under the spawner of key (starting one when none runs,
+// again once if the one running just died). Errors: errStopped (ctx
+// ended while the spawner had the request: nothing runs), or any other
+// error, with nothing sent: the caller runs an init of its own.
+func (r *Runtime) spawn(ctx context.Context, key spawnKey, req leaseinit.SpawnRequest, out *os.File) (*spawnTask, leaseinit.SpawnReply, error) {
+	for try := 0; ; try++ {
+		sp := r.spawnerFor(key)
+		if sp == nil {
+			return nil, leaseinit.SpawnReply{}, errors.New("no spawner")
+		}
+		t, rep, err := sp.spawn(req, out, ctx.Done())
+		if errors.Is(err, errSpawnerGone) && try == 0 {
+			continue
+		}
+		return t, rep, err
+	}
+}
+
+// reapSpawned waits for the end of p, a task of a spawner, and then does
+// what reap does for a child of the runtime's own.
+func (r *Runtime) reapSpawned(p *proc, t *spawnTask, started time.Time, out *output) {
+	end := <-t.exit
+	exit := contract.Exit{StartedAt: started, FinishedAt: r.clock.Now()}
+	exit.Code, exit.Reason = exitOf(end)
+	if p.pid > 0 {
+		if end.died != "" {
+			// The spawner did not reap it: its group may still run.
+			if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				r.log.Warn("cannot kill the rest of a process group", "id", p.id, "pgid", p.pid, "err", err)
+			}
+		}
+		if r.stateDir != "" {
+			removeRecord(r.stateDir, p.id)
+		}
+		// The spawner killed the rest of its group; what left the group
+		// ends too unless the spawner said nothing was left.
+		if end.rep.Clean {
+			r.cleanEnds.Add(1)
+		} else {
+			r.sweep.killTree(p.id)
+		}
+	}
+	if out != nil {
+		out.drain()
+	}
+	p.exit = exit
+	close(p.done)
 }
 
 // reap waits for p's process, kills the rest of its process group

@@ -24,6 +24,7 @@ func newRuntime(t *testing.T) *Runtime {
 		for _, c := range list {
 			r.Remove(context.Background(), c.ID)
 		}
+		r.Close()
 	})
 	return r
 }

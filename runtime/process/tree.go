@@ -23,8 +23,8 @@ import (
 // reach: a process that clears or rewrites its environment before exec
 // (env -i), and processes of another user (a setuid program) whose /proc
 // environ this worker cannot read. A task run under megaflow-init
-// (Spec.Init) also has its init as a child subreaper, which kills its
-// remaining descendants.
+// (Spec.Init) also has the spawner as a child subreaper, which says when
+// a task left nothing, so that its end needs no scan (spawn.go).
 //
 // The marker is read and the signal sent in two steps: a pid that ended
 // and was reused in between by a new process of the same task tree is

@@ -1,0 +1,514 @@
+package leaseinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The spawner: one megaflow-init per worker (and per lease file) instead
+// of one per task, for the process runtime (issue 17: a Go program's
+// start, about 2.6 ms of CPU, was the process runtime's limit when every
+// `true` task had an init of its own). Started as
+//
+//	megaflow-init --spawn-fd N --lease FILE [--grace 1s] [--poll 200ms]
+//
+// it is a child subreaper that reads spawn requests (SpawnRequest, with
+// the task's output descriptor passed alongside by SCM_RIGHTS) on the
+// unix SOCK_SEQPACKET socket N, forks each task in a process group of its
+// own, and answers on the same socket: SpawnReply{Pid} once started (or
+// Err, with nothing started), SpawnReply{Exited} when the task's process
+// is reaped, after SIGKILL to what is left of its group. It keeps the
+// lease's promise for all its tasks at once, as the per-task init does
+// for one: it reads FILE at every request and refuses to start a task
+// under an expired lease (exit ExitNoLease, the reason in the task's
+// log), and every --poll it reads FILE again; once the expiry has passed
+// it says so in each task's log, sends SIGTERM to every process below it,
+// and --grace later SIGKILL. When the socket's other end closes (the
+// worker exited or was killed) it stops every task the same way and
+// exits: nobody is left to report to, and the worker's successor re-runs
+// them. A worker that is frozen keeps the socket open, and the lease's
+// lapse stops the tasks.
+
+// MaxSpawnMessage bounds one message on the spawner's socket, in bytes
+// (a request's JSON: its environment is most of it). It stays under
+// Linux's default socket send buffer (net.core.wmem_default, 212,992
+// bytes), the largest datagram a SOCK_SEQPACKET socket sends without
+// privileges to raise it; the process runtime starts a larger request's
+// task under an init of its own instead.
+const MaxSpawnMessage = 192 << 10
+
+// SpawnProtocol is the spawner's greeting (SpawnReply.Hello): the version
+// of this protocol. A runtime that gets another, or none, starts each
+// task under an init of its own.
+const SpawnProtocol = "megaflow-spawn/1"
+
+// SpawnRequest asks the spawner to start one task.
+type SpawnRequest struct {
+	// ID names the task in the replies (the process runtime's id).
+	ID string `json:"id"`
+	// Path is the program's absolute path; Argv its arguments, Argv[0]
+	// included.
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	// Env is the whole environment, KEY=VALUE; Dir the working directory
+	// ("" the spawner's).
+	Env []string `json:"env"`
+	Dir string   `json:"dir,omitempty"`
+}
+
+// SpawnReply is one message from the spawner. The first message on a
+// new socket is its greeting (Hello set, nothing else). Each request gets
+// first either Pid (started) or Err (not started), then, once its process
+// is reaped, Exited; a task refused for its lease gets Exited alone.
+type SpawnReply struct {
+	// Hello is SpawnProtocol, in the greeting only.
+	Hello string `json:"hello,omitempty"`
+	ID    string `json:"id,omitempty"`
+	// Pid is the task's process id, also its process group's.
+	Pid int `json:"pid,omitempty"`
+	// Err says why the task could not be started; Errno is the error
+	// number of the fork or exec that failed (0: another cause).
+	Err   string `json:"err,omitempty"`
+	Errno int    `json:"errno,omitempty"`
+	// Exited reports the task's end: Code its exit status, or Signal the
+	// signal that killed it (then Code is 0).
+	Exited bool `json:"exited,omitempty"`
+	Code   int  `json:"code,omitempty"`
+	Signal int  `json:"signal,omitempty"`
+	// Clean reports that nothing of the task was left when it ended: the
+	// spawner, a child subreaper, had no child but the other tasks'
+	// processes once this one's was reaped (see CleanFDEnv for why that
+	// proves it). false leaves the runtime's own scan in place.
+	Clean bool `json:"clean,omitempty"`
+}
+
+// spawned is one running task of the spawner.
+type spawned struct {
+	id  string
+	out int // its stdout and stderr, for the spawner's messages (say); closed at its end
+}
+
+// spawnLoop is the spawner's state, owned by its main loop.
+type spawnLoop struct {
+	conn      *net.UnixConn
+	out       *outbox
+	stderr    io.Writer
+	leaseFile string
+	grace     time.Duration
+	subreaper bool
+	devNull   *os.File
+	tasks     map[int]*spawned // by pid
+	killAt    time.Time        // SIGKILL due to every process below (zero: none due)
+	closing   bool             // the worker is gone: stop everything and exit
+}
+
+// Spawn runs the spawner on the socket at descriptor fd until the worker
+// closes its end and every task is gone; it returns the exit status.
+func Spawn(fd int, leaseFile string, grace, poll time.Duration, stderr io.Writer) int {
+	f := os.NewFile(uintptr(fd), "spawn-socket")
+	if f == nil {
+		fmt.Fprintf(stderr, "megaflow-init: --spawn-fd %d is not an open descriptor\n", fd)
+		return ExitUsage
+	}
+	c, err := net.FileConn(f) // a close-on-exec duplicate: the tasks never hold it
+	f.Close()
+	uc, ok := c.(*net.UnixConn)
+	if err != nil || !ok {
+		fmt.Fprintf(stderr, "megaflow-init: --spawn-fd %d is not a unix socket (%v)\n", fd, err)
+		return ExitUsage
+	}
+	defer uc.Close()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		fmt.Fprintf(stderr, "megaflow-init: %v\n", err)
+		return ExitNotExec
+	}
+	defer devNull.Close()
+	closeOnExecAll()
+	l := &spawnLoop{conn: uc, stderr: stderr, leaseFile: leaseFile, grace: grace, devNull: devNull,
+		tasks: map[int]*spawned{}, subreaper: setChildSubreaper() == nil}
+
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	reqs := make(chan spawnReq)
+	eof := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go l.read(reqs, eof, stop) // ends at the socket's end or with stop
+	l.out = newOutbox()
+	go l.out.run(uc, stop) // ends with stop, or when the socket fails
+	l.send(SpawnReply{Hello: SpawnProtocol})
+
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	var exitBy time.Time // closing: give up on reaping by then
+	for {
+		select {
+		case r := <-reqs:
+			l.spawn(r)
+		case s := <-sigs:
+			if s != syscall.SIGCHLD {
+				// Stopped as a whole (the worker's StopAll came first, or
+				// someone signalled the spawner): as if the worker left.
+				l.closeDown(&exitBy)
+			}
+		case <-eof:
+			eof = nil
+			l.closeDown(&exitBy)
+		case now := <-tick.C:
+			l.checkLease(now)
+		}
+		l.reap()
+		if l.closing {
+			now := time.Now()
+			if !l.killAt.IsZero() && !now.Before(l.killAt) {
+				killTree(0, false, syscall.SIGKILL)
+				l.killAt = time.Time{}
+			}
+			if (len(l.tasks) == 0 && !hasChildren()) || now.After(exitBy) {
+				l.out.flush(time.Second) // the last ends, to a worker that may still read
+				return 0
+			}
+		}
+	}
+}
+
+// spawnReq is a request read from the socket with its output descriptor.
+type spawnReq struct {
+	req SpawnRequest
+	out int   // -1: none was passed
+	bad error // the message could not be read as a request
+}
+
+// read passes each request on the socket to reqs, and closes eof when the
+// socket ends (the worker closed it or exited).
+func (l *spawnLoop) read(reqs chan<- spawnReq, eof chan<- struct{}, stop <-chan struct{}) {
+	defer close(eof)
+	buf := make([]byte, MaxSpawnMessage+1)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	for {
+		n, oobn, flags, _, err := l.conn.ReadMsgUnix(buf, oob)
+		if err != nil || (n == 0 && oobn == 0) {
+			return
+		}
+		r := spawnReq{out: -1}
+		if fds := parseRights(oob[:oobn]); len(fds) > 0 {
+			r.out = fds[0]
+			for _, fd := range fds[1:] {
+				syscall.Close(fd)
+			}
+		}
+		switch {
+		case flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0:
+			r.bad = fmt.Errorf("a request over %d bytes", MaxSpawnMessage)
+		default:
+			if err := json.Unmarshal(buf[:n], &r.req); err != nil {
+				r.bad = err
+			} else if r.req.ID == "" || r.req.Path == "" || len(r.req.Argv) == 0 || r.out < 0 {
+				r.bad = errors.New("a request needs an id, a path, argv and an output descriptor")
+			}
+		}
+		select {
+		case reqs <- r:
+		case <-stop:
+			if r.out >= 0 {
+				syscall.Close(r.out)
+			}
+			return
+		}
+	}
+}
+
+// parseRights returns the descriptors passed in oob.
+func parseRights(oob []byte) []int {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if f, err := syscall.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+// send queues r for the worker without blocking: a frozen worker reads
+// nothing, and the loop must go on watching the lease.
+func (l *spawnLoop) send(r SpawnReply) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	l.out.put(b)
+}
+
+// outbox holds the replies the worker has not read yet (at most one per
+// task started, and one more per request refused) and writes them in
+// order from its own goroutine.
+type outbox struct {
+	mu    sync.Mutex
+	q     [][]byte
+	busy  bool          // run holds messages taken from q and not yet written
+	wake  chan struct{} // capacity 1: q grew
+	drain chan struct{} // capacity 1: q emptied and nothing in flight
+}
+
+func newOutbox() *outbox {
+	return &outbox{wake: make(chan struct{}, 1), drain: make(chan struct{}, 1)}
+}
+
+func (o *outbox) put(b []byte) {
+	o.mu.Lock()
+	o.q = append(o.q, b)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the queued messages until stop, or until a write fails (the
+// worker is gone: the rest would fail too).
+func (o *outbox) run(conn *net.UnixConn, stop <-chan struct{}) {
+	for {
+		o.mu.Lock()
+		q := o.q
+		o.q = nil
+		o.busy = len(q) > 0
+		o.mu.Unlock()
+		if len(q) == 0 {
+			select {
+			case o.drain <- struct{}{}:
+			default:
+			}
+			select {
+			case <-o.wake:
+				continue
+			case <-stop:
+				return
+			}
+		}
+		for _, b := range q {
+			if _, err := conn.Write(b); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// flush waits until every queued message is written, at most d.
+func (o *outbox) flush(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		o.mu.Lock()
+		empty := len(o.q) == 0 && !o.busy
+		o.mu.Unlock()
+		if empty {
+			return
+		}
+		select {
+		case <-o.drain:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// spawn starts one task, or says why not.
+func (l *spawnLoop) spawn(r spawnReq) {
+	if r.bad != nil {
+		if r.out >= 0 {
+			syscall.Close(r.out)
+		}
+		l.send(SpawnReply{ID: r.req.ID, Err: "megaflow-init: a bad spawn request: " + r.bad.Error()})
+		return
+	}
+	refuse := func(msg string) {
+		say(r.out, msg)
+		syscall.Close(r.out)
+		l.send(SpawnReply{ID: r.req.ID, Exited: true, Code: ExitNoLease})
+	}
+	switch expiry, err := ReadExpiry(l.leaseFile); {
+	case l.closing:
+		refuse("megaflow-init: the worker is gone; the task is not started")
+		return
+	case err != nil:
+		refuse(fmt.Sprintf("megaflow-init: cannot read the worker's lease: %v; the task is not started", err))
+		return
+	case !time.Now().Before(expiry) || !l.killAt.IsZero():
+		refuse(fmt.Sprintf("megaflow-init: the worker's lease expired at %s; the task is not started", expiry.Format(time.RFC3339Nano)))
+		return
+	}
+	fd := uintptr(r.out)
+	pid, err := syscall.ForkExec(r.req.Path, r.req.Argv, &syscall.ProcAttr{
+		Dir:   r.req.Dir,
+		Env:   r.req.Env,
+		Files: []uintptr{l.devNull.Fd(), fd, fd},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		syscall.Close(r.out)
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		l.send(SpawnReply{ID: r.req.ID, Err: fmt.Sprintf("start %s: %v", r.req.Path, err), Errno: int(errno)})
+		return
+	}
+	l.tasks[pid] = &spawned{id: r.req.ID, out: r.out}
+	l.send(SpawnReply{ID: r.req.ID, Pid: pid})
+}
+
+// reap collects every exited child; for each task's own process it kills
+// the rest of its process group and reports its end.
+func (l *spawnLoop) reap() {
+	var ended []SpawnReply
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			break
+		}
+		t := l.tasks[pid]
+		if t == nil {
+			continue // an orphan of some task, reparented here
+		}
+		delete(l.tasks, pid)
+		// Reaped just now, by the one loop that forks: no task of this
+		// spawner took the id since, so the group is still the task's.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		syscall.Close(t.out)
+		rep := SpawnReply{ID: t.id, Exited: true}
+		switch {
+		case ws.Exited():
+			rep.Code = ws.ExitStatus()
+		case ws.Signaled():
+			rep.Signal = int(ws.Signal())
+		default:
+			rep.Code = 1
+		}
+		ended = append(ended, rep)
+	}
+	if len(ended) == 0 {
+		return
+	}
+	clean := l.subreaper && l.onlyTasksLeft()
+	for _, rep := range ended {
+		rep.Clean = clean
+		l.send(rep)
+	}
+}
+
+// onlyTasksLeft reports whether the spawner's children are all live
+// tasks' own processes: then no task that ended left anything (its
+// descendants would have a chain of live parents up to a child of the
+// spawner that is no task's own process). It reads the children of each
+// of the spawner's threads (/proc/self/task/*/children); false when it
+// cannot.
+func (l *spawnLoop) onlyTasksLeft() bool {
+	threads, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return false
+	}
+	for _, th := range threads {
+		b, err := os.ReadFile("/proc/self/task/" + th.Name() + "/children")
+		if err != nil {
+			return false
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || l.tasks[pid] == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkLease stops every task once the lease in the file has expired:
+// SIGTERM now, SIGKILL grace later.
+func (l *spawnLoop) checkLease(now time.Time) {
+	if !l.killAt.IsZero() {
+		if !now.Before(l.killAt) {
+			killTree(0, false, syscall.SIGKILL)
+			l.killAt = time.Time{}
+		}
+		return
+	}
+	if len(l.tasks) == 0 || l.closing {
+		return
+	}
+	expiry, err := ReadExpiry(l.leaseFile)
+	if err != nil || now.Before(expiry) {
+		return // unreadable for a moment: the last lease read holds
+	}
+	l.stopAll(fmt.Sprintf("megaflow-init: the worker's lease expired at %s (the worker is gone or frozen and did not renew it); stopping the task (SIGTERM, SIGKILL in %v)",
+		expiry.Format(time.RFC3339Nano), l.grace))
+}
+
+// closeDown stops every task because the worker is gone, once.
+func (l *spawnLoop) closeDown(exitBy *time.Time) {
+	if l.closing {
+		return
+	}
+	l.closing = true
+	*exitBy = time.Now().Add(l.grace + 5*time.Second)
+	if len(l.tasks) > 0 && l.killAt.IsZero() {
+		l.stopAll(fmt.Sprintf("megaflow-init: the worker is gone; stopping the task (SIGTERM, SIGKILL in %v)", l.grace))
+	}
+}
+
+// stopAll says msg in every task's log and sends SIGTERM to every process
+// below the spawner, SIGKILL grace later.
+func (l *spawnLoop) stopAll(msg string) {
+	for _, t := range l.tasks {
+		say(t.out, msg)
+	}
+	killTree(0, false, syscall.SIGTERM)
+	l.killAt = time.Now().Add(l.grace)
+}
+
+// say writes msg and a newline to the task's log at descriptor fd without
+// blocking: through a new, non-blocking open file description of the same
+// pipe (/proc/self/fd), so that the task's own descriptor stays blocking.
+// A full pipe (a frozen worker reads none of it) loses the message rather
+// than stalling every other task's lease.
+func say(fd int, msg string) {
+	w, err := syscall.Open("/proc/self/fd/"+strconv.Itoa(fd), syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	_, _ = syscall.Write(w, []byte(msg+"\n"))
+	syscall.Close(w)
+}
+
+// closeOnExecAll marks every descriptor above stderr close-on-exec, so
+// that the tasks get only their three: whatever the worker inherited
+// without the flag (a shell's or a supervisor's descriptors) passed on to
+// the spawner through its exec, and would pass on to every task.
+func closeOnExecAll() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}

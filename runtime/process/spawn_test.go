@@ -1,0 +1,255 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/internal/leaseinit"
+	"github.com/megaflow/megaflow/runtime/contract"
+)
+
+// spawnEnv is a runtime, a lease directory holding a lease of an hour, and
+// the Init that runs tasks under the spawner.
+type spawnEnv struct {
+	r     *Runtime
+	lease string
+	init  *contract.Init
+}
+
+func newSpawnEnv(t *testing.T, grace time.Duration) spawnEnv {
+	t.Helper()
+	e := spawnEnv{r: newRuntime(t), lease: t.TempDir()}
+	e.renew(t, time.Hour)
+	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: grace}
+	return e
+}
+
+func (e spawnEnv) renew(t *testing.T, in time.Duration) {
+	t.Helper()
+	if err := leaseinit.WriteExpiry(e.lease, time.Now().Add(in)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e spawnEnv) start(t *testing.T, log string, command ...string) string {
+	t.Helper()
+	id, err := e.r.Start(context.Background(), contract.Spec{Command: command, LogPath: log, Init: e.init})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// spawnerPid returns the pid of the runtime's one spawner.
+func spawnerPid(t *testing.T, r *Runtime) int {
+	t.Helper()
+	r.spawnMu.Lock()
+	defer r.spawnMu.Unlock()
+	if len(r.spawners) != 1 {
+		t.Fatalf("%d spawners, want 1", len(r.spawners))
+	}
+	for _, sp := range r.spawners {
+		return sp.cmd.Process.Pid
+	}
+	return 0
+}
+
+// Many tasks with an init share one spawner, which starts each with its
+// own exit code, output and environment, and says of each that it left
+// nothing, so that no end scans /proc. What cannot start fails Start as
+// it does without the init.
+func TestSpawnerRunsEveryTask(t *testing.T) {
+	e := newSpawnEnv(t, time.Second)
+	dir := t.TempDir()
+	scans := e.r.sweep.scanCount()
+	const n = 40
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = e.start(t, filepath.Join(dir, fmt.Sprint(i)), "sh", "-c", fmt.Sprintf("echo out $((%d * 2)) $MEGAFLOW_X; echo err %d >&2; exit %d", i, i, i%5), "ignored")
+	}
+	for i, id := range ids {
+		exit := wait(t, e.r, id)
+		if exit.Code != i%5 || exit.Reason != "" {
+			t.Errorf("task %d: exit %+v, want %d", i, exit, i%5)
+		}
+		if exit.StartedAt.IsZero() || exit.FinishedAt.Before(exit.StartedAt) {
+			t.Errorf("task %d: started %v, finished %v", i, exit.StartedAt, exit.FinishedAt)
+		}
+		if got, want := read(t, filepath.Join(dir, fmt.Sprint(i))), fmt.Sprintf("out %d\nerr %d\n", 2*i, i); got != want {
+			t.Errorf("task %d: log %q, want %q", i, got, want)
+		}
+	}
+	if got := e.r.spawnerStarts.Load(); got != 1 {
+		t.Errorf("%d spawners started for %d tasks, want 1", got, n)
+	}
+	if got := e.r.sweep.scanCount() - scans; got != 0 {
+		t.Errorf("%d scans of /proc, want 0: every task left nothing", got)
+	}
+	if got := e.r.cleanEnds.Load(); got != n {
+		t.Errorf("%d clean ends, want %d", got, n)
+	}
+
+	// The environment, the working directory and the GPU variables.
+	log := filepath.Join(dir, "env")
+	wd := t.TempDir()
+	id, err := e.r.Start(context.Background(), contract.Spec{Command: []string{"sh", "-c", "pwd; echo $MEGAFLOW_X $CUDA_VISIBLE_DEVICES; echo $" + TreeEnv},
+		Env: map[string]string{"MEGAFLOW_X": "x y"}, GPUUUIDs: []string{"GPU-a", "GPU-b"}, WorkingDir: wd, LogPath: log, Init: e.init})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit := wait(t, e.r, id); exit.Code != 0 {
+		t.Fatalf("exit %+v", exit)
+	}
+	if got, want := read(t, log), wd+"\nx y GPU-a,GPU-b\n"+id+"\n"; got != want {
+		t.Errorf("log %q, want %q", got, want)
+	}
+
+	// A signal's end, through Stop: the group's SIGTERM.
+	id = e.start(t, "", "sleep", uniqueSleep(20))
+	eventually(t, "the sleep running", func() bool { return count("sleep", uniqueSleep(20)) == 1 })
+	if err := e.r.Stop(context.Background(), id, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if exit := wait(t, e.r, id); exit.Code != 128+int(syscall.SIGTERM) || exit.Reason != "killed by terminated" {
+		t.Errorf("exit %+v, want 143 killed by terminated", exit)
+	}
+
+	// What cannot start: contract.ErrInvalidSpec, as without the init.
+	notExec := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []contract.Spec{
+		{Command: []string{"no-such-program-here"}},
+		{Command: []string{"/no/such/program"}},
+		{Command: []string{notExec}},
+		{Command: []string{"true"}, WorkingDir: "/no/such/dir"},
+	} {
+		spec.Init = e.init
+		if _, err := e.r.Start(context.Background(), spec); !errors.Is(err, contract.ErrInvalidSpec) {
+			t.Errorf("Start %v in %q: %v, want contract.ErrInvalidSpec", spec.Command, spec.WorkingDir, err)
+		}
+	}
+	if got := e.r.spawnerStarts.Load(); got != 1 {
+		t.Errorf("%d spawners started, want 1", got)
+	}
+}
+
+// When the lease in the file lapses, the spawner stops every task it runs
+// (SIGTERM, then SIGKILL after the grace to one that ignores it, and to
+// what a task left in a session of its own), says so in each task's log,
+// and refuses new tasks (exit leaseinit.ExitNoLease, the reason in the
+// log) until the lease is renewed.
+func TestSpawnerStopsTasksWhenTheLeaseLapses(t *testing.T) {
+	e := newSpawnEnv(t, 300*time.Millisecond)
+	dir := t.TempDir()
+	e.renew(t, 2*time.Second)
+	polite := e.start(t, filepath.Join(dir, "polite"), "sleep", uniqueSleep(30))
+	stubborn := e.start(t, filepath.Join(dir, "stubborn"), "sh", "-c", "trap '' TERM; setsid sleep "+uniqueSleep(31)+" & echo trapped; while :; do sleep 0.05; done")
+	eventually(t, "the stubborn task trapping", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "stubborn"))
+		return strings.Contains(string(b), "trapped")
+	})
+	if exit := wait(t, e.r, polite); exit.Code != 128+int(syscall.SIGTERM) {
+		t.Errorf("polite: exit %+v, want SIGTERM's", exit)
+	}
+	if exit := wait(t, e.r, stubborn); exit.Code != 128+int(syscall.SIGKILL) {
+		t.Errorf("stubborn: exit %+v, want SIGKILL's", exit)
+	}
+	for _, name := range []string{"polite", "stubborn"} {
+		if got := read(t, filepath.Join(dir, name)); !strings.Contains(got, "the worker's lease expired") {
+			t.Errorf("%s's log does not say why it stopped: %q", name, got)
+		}
+	}
+	eventually(t, "no sleep "+uniqueSleep(31)+" left", func() bool { return count("sleep", uniqueSleep(31)) == 0 })
+
+	refused := e.start(t, filepath.Join(dir, "refused"), "true")
+	if exit := wait(t, e.r, refused); exit.Code != leaseinit.ExitNoLease {
+		t.Errorf("a task started under an expired lease: exit %+v, want %d", exit, leaseinit.ExitNoLease)
+	}
+	if got := read(t, filepath.Join(dir, "refused")); !strings.Contains(got, "the task is not started") {
+		t.Errorf("the refused task's log: %q", got)
+	}
+	e.renew(t, time.Hour)
+	if exit := wait(t, e.r, e.start(t, "", "true")); exit.Code != 0 {
+		t.Errorf("a task after the renewal: exit %+v", exit)
+	}
+	if got := e.r.spawnerStarts.Load(); got != 1 {
+		t.Errorf("%d spawners started, want 1", got)
+	}
+}
+
+// A spawner that dies (SIGKILL) takes its tasks with it: each ends with a
+// reason naming the spawner, none of their processes is left, and the
+// next start starts a new spawner.
+func TestSpawnerDeathEndsItsTasks(t *testing.T) {
+	e := newSpawnEnv(t, time.Second)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, e.start(t, "", "sh", "-c", "sleep "+uniqueSleep(40+i)+"; true"))
+	}
+	eventually(t, "3 sleeps running", func() bool {
+		return count("sleep", uniqueSleep(40))+count("sleep", uniqueSleep(41))+count("sleep", uniqueSleep(42)) == 3
+	})
+	if err := syscall.Kill(spawnerPid(t, e.r), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if exit := wait(t, e.r, id); exit.Code != -1 || !strings.Contains(exit.Reason, "the spawner") {
+			t.Errorf("exit %+v, want -1 with a reason naming the spawner", exit)
+		}
+	}
+	eventually(t, "no sleep left", func() bool {
+		return count("sleep", uniqueSleep(40))+count("sleep", uniqueSleep(41))+count("sleep", uniqueSleep(42)) == 0
+	})
+	if exit := wait(t, e.r, e.start(t, "", "true")); exit.Code != 0 {
+		t.Errorf("a task after the spawner's death: exit %+v", exit)
+	}
+	if got := e.r.spawnerStarts.Load(); got != 2 {
+		t.Errorf("%d spawners started, want 2", got)
+	}
+}
+
+// Close ends the spawner, which stops what it still runs: a worker that
+// exits, cleanly or not, closes the socket the same way.
+func TestCloseEndsTheSpawnerAndItsTasks(t *testing.T) {
+	e := newSpawnEnv(t, 200*time.Millisecond)
+	log := filepath.Join(t.TempDir(), "log")
+	id := e.start(t, log, "sh", "-c", "trap '' TERM; echo trapped; while :; do sleep 0.05; done")
+	eventually(t, "the task trapping", func() bool {
+		b, _ := os.ReadFile(log)
+		return strings.Contains(string(b), "trapped")
+	})
+	pid := spawnerPid(t, e.r)
+	done := make(chan struct{})
+	go func() { // ends with Close, bounded by the spawner's grace and 10 s
+		e.r.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return within 30s")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the spawner %d is still there after Close: %v", pid, err)
+	}
+	exit := wait(t, e.r, id)
+	if exit.Code == 0 {
+		t.Errorf("exit %+v, want the task stopped", exit)
+	}
+	if got := read(t, log); !strings.Contains(got, "the worker is gone") {
+		t.Errorf("the log does not say why the task stopped: %q", got)
+	}
+	// After Close, a task gets an init of its own.
+	if exit := wait(t, e.r, e.start(t, "", "true")); exit.Code != 0 {
+		t.Errorf("a task after Close: exit %+v", exit)
+	}
+}
