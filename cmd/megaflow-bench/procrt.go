@@ -259,7 +259,7 @@ func minMedMax(xs []float64) (lo, med, hi float64) {
 func writeProcrt(out string, o procrtOptions, initPath, trueBin string, results map[int][]procrtRep) error {
 	var rows [][]string
 	rep := newReport(out, "procrt.md", "megaflow-bench procrt")
-	under := fmt.Sprintf("every task under megaflow-init `%s`", initPath)
+	under := fmt.Sprintf("every task under the worker's megaflow-init spawner `%s --spawn-fd`", initPath)
 	if initPath == "" {
 		under = "**without megaflow-init** (`--no-init`: not how `megaflow up` runs tasks; a measure of the init's cost)"
 	}
