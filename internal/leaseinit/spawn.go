@@ -74,8 +74,12 @@ type SpawnReply struct {
 	// Hello is SpawnProtocol, in the greeting only.
 	Hello string `json:"hello,omitempty"`
 	ID    string `json:"id,omitempty"`
-	// Pid is the task's process id, also its process group's.
-	Pid int `json:"pid,omitempty"`
+	// Pid is the task's process id, also its process group's; StartTime
+	// its start in clock ticks since boot (proc(5): field 22 of
+	// /proc/<pid>/stat), read before the spawner could reap it, which
+	// tells the task's group from a later one with the same id.
+	Pid       int    `json:"pid,omitempty"`
+	StartTime uint64 `json:"start_time,omitempty"`
 	// Err says why the task could not be started; Errno is the error
 	// number of the fork or exec that failed (0: another cause).
 	Err   string `json:"err,omitempty"`
@@ -368,7 +372,9 @@ func (l *spawnLoop) spawn(r spawnReq) {
 		return
 	}
 	l.tasks[pid] = &spawned{id: r.req.ID, out: r.out}
-	l.send(SpawnReply{ID: r.req.ID, Pid: pid})
+	// Not reaped before this loop's next reap: the id is still the task's.
+	st, _ := startTime(pid)
+	l.send(SpawnReply{ID: r.req.ID, Pid: pid, StartTime: st})
 }
 
 // reap collects every exited child; for each task's own process it kills
@@ -511,4 +517,23 @@ func closeOnExecAll() {
 			syscall.CloseOnExec(fd)
 		}
 	}
+}
+
+// startTime returns the start time of process pid in clock ticks since
+// boot (proc(5): /proc/<pid>/stat field 22); 0 when it cannot be read.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }

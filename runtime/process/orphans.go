@@ -36,6 +36,12 @@ func writeRecord(dir string, p *proc) error {
 	if err != nil {
 		return err
 	}
+	return writeRecordAt(dir, p, st)
+}
+
+// writeRecordAt is writeRecord with the group leader's start time known
+// (the spawner read it before it could reap the leader).
+func writeRecordAt(dir string, p *proc, st uint64) error {
 	return os.WriteFile(filepath.Join(dir, p.id+recordExt), []byte(fmt.Sprintf("%d %d\n", p.pid, st)), 0o600)
 }
 

@@ -259,7 +259,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 			return "", fmt.Errorf("process start %s: %w", spec.Name, spawnErr(rep))
 		case err == nil:
 			p.pid = rep.Pid // 0: refused (rep.Exited), nothing runs
-			r.startedSpawned(p, spec.LogPath, copier)
+			r.register(p, rep.StartTime, spec.LogPath, copier)
 			if rep.Exited {
 				t.exit <- spawnEnd{rep: rep}
 			}
@@ -315,20 +315,28 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 		return "", fmt.Errorf("process start %s: %w", spec.Name, err)
 	}
 	p.pid = cmd.Process.Pid
-	r.startedSpawned(p, spec.LogPath, copier)
+	r.register(p, 0, spec.LogPath, copier)
 	go r.reap(p, cmd, started, copier, cleanR)
 	copier, cleanR = nil, nil // the goroutines own them now
 	return p.id, nil
 }
 
-// startedSpawned registers p, records its group (a pid of 0, a task the
-// spawner refused, has none) and starts copying its output to logPath.
-func (r *Runtime) startedSpawned(p *proc, logPath string, copier *output) {
+// register adds p to the runtime's processes, records its group (a pid
+// of 0, a task the spawner refused, has none; a start time of 0: read it
+// from /proc, the runtime's own child not being reaped yet) and starts
+// copying its output to logPath.
+func (r *Runtime) register(p *proc, startTime uint64, logPath string, copier *output) {
 	r.mu.Lock()
 	r.procs[p.id] = p
 	r.mu.Unlock()
 	if r.stateDir != "" && p.pid > 0 { // outside the lock: other starts need not wait for the disk
-		if err := writeRecord(r.stateDir, p); err != nil {
+		var err error
+		if startTime == 0 {
+			err = writeRecord(r.stateDir, p)
+		} else {
+			err = writeRecordAt(r.stateDir, p, startTime)
+		}
+		if err != nil {
 			r.log.Warn("cannot record a started process: a crash would leave it running", "id", p.id, "pid", p.pid, "err", err)
 		}
 	}

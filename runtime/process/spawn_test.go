@@ -1,12 +1,15 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -252,4 +255,67 @@ func TestCloseEndsTheSpawnerAndItsTasks(t *testing.T) {
 	if exit := wait(t, e.r, e.start(t, "", "true")); exit.Code != 0 {
 		t.Errorf("a task after Close: exit %+v", exit)
 	}
+}
+
+// A spawned task's process group is recorded in the state directory with
+// its leader's start time, as the spawner read it, while it runs, and the
+// record goes with it; a `true` reaped before the runtime could have read
+// /proc is recorded too.
+func TestSpawnedTasksAreRecorded(t *testing.T) {
+	state := t.TempDir()
+	var logs syncBuffer
+	r, err := New(Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	e := spawnEnv{r: r, lease: t.TempDir()}
+	e.renew(t, time.Hour)
+	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	for range 20 {
+		if exit := wait(t, r, e.start(t, "", "true")); exit.Code != 0 {
+			t.Fatalf("exit %+v", exit)
+		}
+	}
+	if got := logs.String(); strings.Contains(got, "cannot record") {
+		t.Errorf("a task the spawner reaped at once was not recorded:\n%s", got)
+	}
+	id := e.start(t, "", "sleep", uniqueSleep(50))
+	b, err := os.ReadFile(filepath.Join(state, id+recordExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	var st uint64
+	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
+		t.Fatalf("record %q: %v", b, err)
+	}
+	if want, err := startTime(pid); err != nil || st != want {
+		t.Errorf("record %q: start time %d, /proc says %d (%v)", b, st, want, err)
+	}
+	if err := r.Stop(context.Background(), id, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, id)
+	if ents, err := os.ReadDir(state); err != nil || len(ents) != 0 {
+		t.Errorf("records left after every task ended: %v %v", ents, err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the runtime's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
