@@ -19,7 +19,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build release run demo demo-bare demo-images image images compose-check test test-short test-python fuzz proto proto-python bench bench-harness chaos chaos-long vet fmt clean
+.PHONY: all build release run demo demo-bare demo-images image images compose-check test test-short test-python fuzz proto proto-python bench bench-build bench-harness chaos chaos-long vet fmt clean
 
 all: build
 
@@ -228,8 +228,12 @@ bench: build
 	$(GO) test -run '^$$' -bench ArtifactWrite -benchtime 1x ./internal/blob/s3blob
 	$(MAKE) bench-harness
 
-bench-harness: build
-	$(GO) build -o $(BIN)/megaflow-bench ./cmd/megaflow-bench
+# megaflow-bench, stamped like the daemons (`make test` checks the version
+# of every binary in $(BIN)).
+bench-build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/megaflow-bench ./cmd/megaflow-bench
+
+bench-harness: build bench-build
 	$(BIN)/megaflow-bench scale --out $(BENCH_OUT) $(BENCH_FLAGS)
 	$(BIN)/megaflow-bench throughput --out $(BENCH_OUT) $(BENCH_FLAGS)
 	$(BIN)/megaflow-bench failover --out $(BENCH_OUT) $(BENCH_FLAGS)

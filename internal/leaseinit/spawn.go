@@ -106,7 +106,6 @@ type spawned struct {
 type spawnLoop struct {
 	conn      *net.UnixConn
 	out       *outbox
-	stderr    io.Writer
 	leaseFile string
 	grace     time.Duration
 	subreaper bool
@@ -139,7 +138,7 @@ func Spawn(fd int, leaseFile string, grace, poll time.Duration, stderr io.Writer
 	}
 	defer devNull.Close()
 	closeOnExecAll()
-	l := &spawnLoop{conn: uc, stderr: stderr, leaseFile: leaseFile, grace: grace, devNull: devNull,
+	l := &spawnLoop{conn: uc, leaseFile: leaseFile, grace: grace, devNull: devNull,
 		tasks: map[int]*spawned{}, subreaper: setChildSubreaper() == nil}
 
 	sigs := make(chan os.Signal, 32)
