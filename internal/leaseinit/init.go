@@ -307,6 +307,11 @@ func killTree(child int, pid1 bool, sig syscall.Signal) {
 
 // descendants lists the processes below pid, from /proc.
 func descendants(pid int) []int {
+	return below(processTree(), pid)
+}
+
+// processTree maps each process of /proc to its children.
+func processTree() map[int][]int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -337,12 +342,17 @@ func descendants(pid int) []int {
 		}
 		children[ppid] = append(children[ppid], p)
 	}
+	return children
+}
+
+// below lists the processes below pid in tree, breadth first.
+func below(tree map[int][]int, pid int) []int {
 	var out []int
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		for _, c := range children[p] {
+		for _, c := range tree[p] {
 			out = append(out, c)
 			queue = append(queue, c)
 		}

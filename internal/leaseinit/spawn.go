@@ -31,13 +31,25 @@ import (
 // lease's promise for all its tasks at once, as the per-task init does
 // for one: it reads FILE at every request and refuses to start a task
 // under an expired lease (exit ExitNoLease, the reason in the task's
-// log), and every --poll it reads FILE again; once the expiry has passed
-// it says so in each task's log, sends SIGTERM to every process below it,
-// and --grace later SIGKILL. When the socket's other end closes (the
-// worker exited or was killed) it stops every task the same way and
-// exits: nobody is left to report to, and the worker's successor re-runs
-// them. A worker that is frozen keeps the socket open, and the lease's
+// log), and every --poll it reads FILE again (an unreadable file: the
+// last expiry read holds); once the expiry has passed it says so in each
+// task's log, sends SIGTERM to every process below it, and --grace later
+// SIGKILL to the same tasks and to whatever else is below it but the
+// tasks started since (the lease renewed meanwhile). When the socket's
+// other end closes (the worker exited or was killed), or the spawner gets
+// SIGTERM, SIGINT or SIGHUP, it stops every process below it the same way
+// and exits, answering requests meanwhile with Retry: the worker's
+// successor re-runs the tasks, and a worker still there starts another
+// spawner. A worker that is frozen keeps the socket open, and the lease's
 // lapse stops the tasks.
+//
+// What a task leaves when it ends: the spawner kills the rest of its
+// process group, and says whether anything else is left (Clean). Its
+// orphans come to the spawner; one that carries the task's marker
+// (TaskMarkerEnv) is the worker's to find, and the spawner also kills the
+// orphans that carry no marker (an `env -i` stripped it) once every task
+// that was running when the orphan appeared has ended: one of them left
+// it, and a live task's daemon is not killed under it.
 
 // MaxSpawnMessage bounds one message on the spawner's socket, in bytes
 // (a request's JSON: its environment is most of it). It stays under
@@ -47,23 +59,51 @@ import (
 // task under an init of its own instead.
 const MaxSpawnMessage = 192 << 10
 
+// TaskMarkerEnv is the environment variable that marks every process of a
+// process-runtime task with the task's id (SpawnRequest.ID): the worker
+// sets it, every descendant inherits it, and the spawner reads it to tell
+// whose an orphan is.
+const TaskMarkerEnv = "MEGAFLOW_PROCESS_ID"
+
 // SpawnProtocol is the spawner's greeting (SpawnReply.Hello): the version
 // of this protocol. A runtime that gets another, or none, starts each
 // task under an init of its own.
-const SpawnProtocol = "megaflow-spawn/1"
+const SpawnProtocol = "megaflow-spawn/2"
 
 // SpawnRequest asks the spawner to start one task.
 type SpawnRequest struct {
 	// ID names the task in the replies (the process runtime's id).
 	ID string `json:"id"`
-	// Path is the program's absolute path; Argv its arguments, Argv[0]
-	// included.
-	Path string   `json:"path"`
-	Argv []string `json:"argv"`
+	// Path is the program's path; Argv its arguments, Argv[0] included.
+	// Bytes, not strings: they go to exec as they are, and a value that is
+	// not UTF-8 (an environment's Latin-1) must not be altered by JSON.
+	Path []byte   `json:"path"`
+	Argv [][]byte `json:"argv"`
 	// Env is the whole environment, KEY=VALUE; Dir the working directory
-	// ("" the spawner's).
-	Env []string `json:"env"`
-	Dir string   `json:"dir,omitempty"`
+	// (empty: the spawner's).
+	Env [][]byte `json:"env"`
+	Dir []byte   `json:"dir,omitempty"`
+}
+
+// NewSpawnRequest returns the request that starts path with argv, env
+// and dir as task id.
+func NewSpawnRequest(id, path string, argv, env []string, dir string) SpawnRequest {
+	bs := func(ss []string) [][]byte {
+		out := make([][]byte, len(ss))
+		for i, s := range ss {
+			out[i] = []byte(s)
+		}
+		return out
+	}
+	return SpawnRequest{ID: id, Path: []byte(path), Argv: bs(argv), Env: bs(env), Dir: []byte(dir)}
+}
+
+func strs(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
 }
 
 // SpawnReply is one message from the spawner. The first message on a
@@ -81,14 +121,19 @@ type SpawnReply struct {
 	Pid       int    `json:"pid,omitempty"`
 	StartTime uint64 `json:"start_time,omitempty"`
 	// Err says why the task could not be started; Errno is the error
-	// number of the fork or exec that failed (0: another cause).
+	// number of the fork or exec that failed (0: another cause). Retry
+	// says that this spawner is stopping and started nothing: another
+	// spawner may start the task.
 	Err   string `json:"err,omitempty"`
 	Errno int    `json:"errno,omitempty"`
+	Retry bool   `json:"retry,omitempty"`
 	// Exited reports the task's end: Code its exit status, or Signal the
-	// signal that killed it (then Code is 0).
-	Exited bool `json:"exited,omitempty"`
-	Code   int  `json:"code,omitempty"`
-	Signal int  `json:"signal,omitempty"`
+	// signal that killed it (then Code is 0); Reason says why the spawner
+	// stopped it, if it did (its lease lapsed, the spawner stopped).
+	Exited bool   `json:"exited,omitempty"`
+	Code   int    `json:"code,omitempty"`
+	Signal int    `json:"signal,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Clean reports that nothing of the task was left when it ended: the
 	// spawner, a child subreaper, had no child but the other tasks'
 	// processes once this one's was reaped (see CleanFDEnv for why that
@@ -98,8 +143,17 @@ type SpawnReply struct {
 
 // spawned is one running task of the spawner.
 type spawned struct {
-	id  string
-	out int // its stdout and stderr, for the spawner's messages (say); closed at its end
+	id      string
+	out     int    // its stdout and stderr, for the spawner's messages (say); closed at its end
+	stopped string // why the spawner stopped it ("": it did not)
+}
+
+// suspect is an orphan without a task's marker, and the tasks one of
+// which left it: those running when it was first seen, and those that
+// had just ended.
+type suspect struct {
+	start uint64          // its start time: a later process with its pid is another
+	tasks map[string]bool // ids of the tasks not yet ended
 }
 
 // spawnLoop is the spawner's state, owned by its main loop.
@@ -111,8 +165,13 @@ type spawnLoop struct {
 	subreaper bool
 	devNull   *os.File
 	tasks     map[int]*spawned // by pid
-	killAt    time.Time        // SIGKILL due to every process below (zero: none due)
-	closing   bool             // the worker is gone: stop everything and exit
+	expiry    time.Time        // the last expiry read from the lease file (zero: none yet)
+	killAt    time.Time        // SIGKILL due (zero: none due)
+	doomed    map[int]bool     // the tasks the SIGKILL is for (pids); the others are spared
+	closing   bool             // the worker is gone or the spawner was told to stop: stop everything and exit
+	suspects  map[int]suspect  // orphans without a marker, by pid
+	ended     []string         // ids of the tasks that ended leaving something, since the last look at the orphans
+	anyEnded  bool             // some task ended since the last look
 }
 
 // Spawn runs the spawner on the socket at descriptor fd until the worker
@@ -139,7 +198,7 @@ func Spawn(fd int, leaseFile string, grace, poll time.Duration, stderr io.Writer
 	defer devNull.Close()
 	closeOnExecAll()
 	l := &spawnLoop{conn: uc, leaseFile: leaseFile, grace: grace, devNull: devNull,
-		tasks: map[int]*spawned{}, subreaper: setChildSubreaper() == nil}
+		tasks: map[int]*spawned{}, suspects: map[int]suspect{}, subreaper: setChildSubreaper() == nil}
 
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -162,13 +221,14 @@ func Spawn(fd int, leaseFile string, grace, poll time.Duration, stderr io.Writer
 			l.spawn(r)
 		case s := <-sigs:
 			if s != syscall.SIGCHLD {
-				// Stopped as a whole (the worker's StopAll came first, or
-				// someone signalled the spawner): as if the worker left.
-				l.closeDown(&exitBy)
+				// Told to stop (a service manager stopping everything, or
+				// someone signalled the spawner): as if the worker left,
+				// though it may still read the ends.
+				l.closeDown(&exitBy, fmt.Sprintf("megaflow-init (the spawner) got %v and stopped the task", s))
 			}
 		case <-eof:
 			eof = nil
-			l.closeDown(&exitBy)
+			l.closeDown(&exitBy, "the worker is gone: megaflow-init stopped the task")
 		case now := <-tick.C:
 			l.checkLease(now)
 		}
@@ -176,13 +236,15 @@ func Spawn(fd int, leaseFile string, grace, poll time.Duration, stderr io.Writer
 		if l.closing {
 			now := time.Now()
 			if !l.killAt.IsZero() && !now.Before(l.killAt) {
-				killTree(0, false, syscall.SIGKILL)
+				killBelow(syscall.SIGKILL, nil)
 				l.killAt = time.Time{}
 			}
 			if (len(l.tasks) == 0 && !hasChildren()) || now.After(exitBy) {
 				l.out.flush(time.Second) // the last ends, to a worker that may still read
 				return 0
 			}
+		} else if len(l.ended) > 0 || (len(l.suspects) > 0 && l.anyEnded) {
+			l.orphans()
 		}
 	}
 }
@@ -218,7 +280,7 @@ func (l *spawnLoop) read(reqs chan<- spawnReq, eof chan<- struct{}, stop <-chan 
 		default:
 			if err := json.Unmarshal(buf[:n], &r.req); err != nil {
 				r.bad = err
-			} else if r.req.ID == "" || r.req.Path == "" || len(r.req.Argv) == 0 || r.out < 0 {
+			} else if r.req.ID == "" || len(r.req.Path) == 0 || len(r.req.Argv) == 0 || r.out < 0 {
 				r.bad = errors.New("a request needs an id, a path, argv and an output descriptor")
 			}
 		}
@@ -267,10 +329,11 @@ type outbox struct {
 	busy  bool          // run holds messages taken from q and not yet written
 	wake  chan struct{} // capacity 1: q grew
 	drain chan struct{} // capacity 1: q emptied and nothing in flight
+	gone  chan struct{} // closed when run returned: nothing more is written
 }
 
 func newOutbox() *outbox {
-	return &outbox{wake: make(chan struct{}, 1), drain: make(chan struct{}, 1)}
+	return &outbox{wake: make(chan struct{}, 1), drain: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
 func (o *outbox) put(b []byte) {
@@ -286,6 +349,7 @@ func (o *outbox) put(b []byte) {
 // run writes the queued messages until stop, or until a write fails (the
 // worker is gone: the rest would fail too).
 func (o *outbox) run(conn *net.UnixConn, stop <-chan struct{}) {
+	defer close(o.gone)
 	for {
 		o.mu.Lock()
 		q := o.q
@@ -325,6 +389,8 @@ func (o *outbox) flush(d time.Duration) {
 		}
 		select {
 		case <-o.drain:
+		case <-o.gone:
+			return
 		case <-t.C:
 			return
 		}
@@ -340,26 +406,28 @@ func (l *spawnLoop) spawn(r spawnReq) {
 		l.send(SpawnReply{ID: r.req.ID, Err: "megaflow-init: a bad spawn request: " + r.bad.Error()})
 		return
 	}
+	if l.closing {
+		syscall.Close(r.out)
+		l.send(SpawnReply{ID: r.req.ID, Err: "megaflow-init (the spawner) is stopping: the task is not started", Retry: true})
+		return
+	}
 	refuse := func(msg string) {
 		say(r.out, msg)
 		syscall.Close(r.out)
 		l.send(SpawnReply{ID: r.req.ID, Exited: true, Code: ExitNoLease})
 	}
-	switch expiry, err := ReadExpiry(l.leaseFile); {
-	case l.closing:
-		refuse("megaflow-init: the worker is gone; the task is not started")
-		return
+	switch expiry, err := l.readLease(); {
 	case err != nil:
 		refuse(fmt.Sprintf("megaflow-init: cannot read the worker's lease: %v; the task is not started", err))
 		return
-	case !time.Now().Before(expiry) || !l.killAt.IsZero():
+	case !time.Now().Before(expiry):
 		refuse(fmt.Sprintf("megaflow-init: the worker's lease expired at %s; the task is not started", expiry.Format(time.RFC3339Nano)))
 		return
 	}
 	fd := uintptr(r.out)
-	pid, err := syscall.ForkExec(r.req.Path, r.req.Argv, &syscall.ProcAttr{
-		Dir:   r.req.Dir,
-		Env:   r.req.Env,
+	pid, err := syscall.ForkExec(string(r.req.Path), strs(r.req.Argv), &syscall.ProcAttr{
+		Dir:   string(r.req.Dir),
+		Env:   strs(r.req.Env),
 		Files: []uintptr{l.devNull.Fd(), fd, fd},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
@@ -367,7 +435,13 @@ func (l *spawnLoop) spawn(r spawnReq) {
 		syscall.Close(r.out)
 		var errno syscall.Errno
 		errors.As(err, &errno)
-		l.send(SpawnReply{ID: r.req.ID, Err: fmt.Sprintf("start %s: %v", r.req.Path, err), Errno: int(errno)})
+		msg := fmt.Sprintf("start %s: %v", r.req.Path, err)
+		if len(r.req.Dir) > 0 {
+			if _, serr := os.Stat(string(r.req.Dir)); serr != nil {
+				msg = fmt.Sprintf("start %s: working directory: %v", r.req.Path, serr)
+			}
+		}
+		l.send(SpawnReply{ID: r.req.ID, Err: msg, Errno: int(errno)})
 		return
 	}
 	l.tasks[pid] = &spawned{id: r.req.ID, out: r.out}
@@ -398,7 +472,7 @@ func (l *spawnLoop) reap() {
 		// spawner took the id since, so the group is still the task's.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		syscall.Close(t.out)
-		rep := SpawnReply{ID: t.id, Exited: true}
+		rep := SpawnReply{ID: t.id, Exited: true, Reason: t.stopped}
 		switch {
 		case ws.Exited():
 			rep.Code = ws.ExitStatus()
@@ -412,10 +486,14 @@ func (l *spawnLoop) reap() {
 	if len(ended) == 0 {
 		return
 	}
+	l.anyEnded = true
 	clean := l.subreaper && l.onlyTasksLeft()
 	for _, rep := range ended {
 		rep.Clean = clean
 		l.send(rep)
+		if !clean { // what is left is looked at next (orphans)
+			l.ended = append(l.ended, rep.ID)
+		}
 	}
 }
 
@@ -426,66 +504,203 @@ func (l *spawnLoop) reap() {
 // of the spawner's threads (/proc/self/task/*/children); false when it
 // cannot.
 func (l *spawnLoop) onlyTasksLeft() bool {
-	threads, err := os.ReadDir("/proc/self/task")
-	if err != nil {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
 		return false
 	}
-	for _, th := range threads {
-		b, err := os.ReadFile("/proc/self/task/" + th.Name() + "/children")
-		if err != nil {
+	for _, pid := range childrenOf() {
+		if l.tasks[pid] == nil {
 			return false
-		}
-		for _, f := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(f)
-			if err != nil || l.tasks[pid] == nil {
-				return false
-			}
 		}
 	}
 	return true
 }
 
-// checkLease stops every task once the lease in the file has expired:
-// SIGTERM now, SIGKILL grace later.
+// readLease reads the lease file, and returns the expiry read, or the
+// last one read with the error when it cannot be read.
+func (l *spawnLoop) readLease() (time.Time, error) {
+	e, err := ReadExpiry(l.leaseFile)
+	if err == nil {
+		l.expiry = e
+		return e, nil
+	}
+	return l.expiry, err
+}
+
+// checkLease stops every process below once the lease in the file has
+// expired: SIGTERM now, SIGKILL grace later to those and to whatever else
+// is below then, but the tasks started since (the lease was renewed).
 func (l *spawnLoop) checkLease(now time.Time) {
 	if !l.killAt.IsZero() {
 		if !now.Before(l.killAt) {
-			killTree(0, false, syscall.SIGKILL)
-			l.killAt = time.Time{}
+			spare := map[int]bool{}
+			for pid := range l.tasks {
+				if !l.doomed[pid] {
+					spare[pid] = true
+				}
+			}
+			killBelow(syscall.SIGKILL, spare)
+			l.killAt, l.doomed = time.Time{}, nil
 		}
 		return
 	}
-	if len(l.tasks) == 0 || l.closing {
+	if l.closing {
 		return
 	}
-	expiry, err := ReadExpiry(l.leaseFile)
-	if err != nil || now.Before(expiry) {
-		return // unreadable for a moment: the last lease read holds
+	expiry, _ := l.readLease() // unreadable for a moment: the last lease read holds
+	if expiry.IsZero() || now.Before(expiry) || (len(l.tasks) == 0 && len(childrenOf()) == 0) {
+		return
 	}
 	l.stopAll(fmt.Sprintf("megaflow-init: the worker's lease expired at %s (the worker is gone or frozen and did not renew it); stopping the task (SIGTERM, SIGKILL in %v)",
-		expiry.Format(time.RFC3339Nano), l.grace))
+		expiry.Format(time.RFC3339Nano), l.grace), "the worker's lease expired: megaflow-init stopped the task")
 }
 
-// closeDown stops every task because the worker is gone, once.
-func (l *spawnLoop) closeDown(exitBy *time.Time) {
+// closeDown stops every process below because the worker is gone or the
+// spawner was told to stop, once; reason goes with each task's end.
+func (l *spawnLoop) closeDown(exitBy *time.Time, reason string) {
 	if l.closing {
 		return
 	}
 	l.closing = true
 	*exitBy = time.Now().Add(l.grace + 5*time.Second)
-	if len(l.tasks) > 0 && l.killAt.IsZero() {
-		l.stopAll(fmt.Sprintf("megaflow-init: the worker is gone; stopping the task (SIGTERM, SIGKILL in %v)", l.grace))
-	}
+	l.stopAll(fmt.Sprintf("megaflow-init: %s (SIGTERM, SIGKILL in %v)", reason, l.grace), reason)
 }
 
 // stopAll says msg in every task's log and sends SIGTERM to every process
-// below the spawner, SIGKILL grace later.
-func (l *spawnLoop) stopAll(msg string) {
-	for _, t := range l.tasks {
+// below the spawner, SIGKILL grace later (to the same tasks: doomed).
+func (l *spawnLoop) stopAll(msg, reason string) {
+	l.doomed = map[int]bool{}
+	for pid, t := range l.tasks {
 		say(t.out, msg)
+		t.stopped = reason
+		l.doomed[pid] = true
 	}
-	killTree(0, false, syscall.SIGTERM)
-	l.killAt = time.Now().Add(l.grace)
+	killBelow(syscall.SIGTERM, nil)
+	if at := time.Now().Add(l.grace); l.killAt.IsZero() || at.Before(l.killAt) {
+		l.killAt = at
+	}
+}
+
+// orphans looks at the spawner's children that are no task's own
+// process, once some task ended or some orphan without a marker waits:
+// one with the marker of a task that ended is killed (with what is below
+// it), one with a live task's marker is left to that task, and one with
+// no marker is a suspect until every task that could have left it has
+// ended, and is killed then.
+func (l *spawnLoop) orphans() {
+	ended := l.ended
+	l.ended, l.anyEnded = nil, false
+	live := make(map[string]bool, len(l.tasks))
+	for _, t := range l.tasks {
+		live[t.id] = true
+	}
+	kids := childrenOf()
+	seen := map[int]bool{}
+	for _, pid := range kids {
+		if l.tasks[pid] != nil {
+			continue
+		}
+		seen[pid] = true
+		st, err := startTime(pid)
+		if err != nil {
+			continue // gone
+		}
+		id, marked := markerOf(pid)
+		switch {
+		case marked && live[id]:
+			continue // a live task's daemon
+		case marked:
+			killSubtree(pid, syscall.SIGKILL)
+			continue
+		}
+		sus, ok := l.suspects[pid]
+		if !ok || sus.start != st {
+			sus = suspect{start: st, tasks: map[string]bool{}}
+			for id := range live {
+				sus.tasks[id] = true
+			}
+			for _, id := range ended {
+				sus.tasks[id] = true
+			}
+		}
+		for id := range sus.tasks {
+			if !live[id] {
+				delete(sus.tasks, id)
+			}
+		}
+		if len(sus.tasks) == 0 {
+			killSubtree(pid, syscall.SIGKILL)
+			delete(l.suspects, pid)
+			continue
+		}
+		l.suspects[pid] = sus
+	}
+	for pid := range l.suspects {
+		if !seen[pid] {
+			delete(l.suspects, pid) // ended, or killed
+		}
+	}
+}
+
+// markerOf returns the task id in process pid's TaskMarkerEnv, if it has
+// one and its environment can be read.
+func markerOf(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return "", false
+	}
+	prefix := TaskMarkerEnv + "="
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, prefix); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// childrenOf lists the spawner's children, from each of its threads'
+// /proc children file (nil when it cannot).
+func childrenOf() []int {
+	threads, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, th := range threads {
+		b, err := os.ReadFile("/proc/self/task/" + th.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// killBelow sends sig to every process below the spawner but the
+// subtrees of the children in spare.
+func killBelow(sig syscall.Signal, spare map[int]bool) {
+	tree := processTree()
+	self := os.Getpid()
+	for _, c := range tree[self] {
+		if spare[c] {
+			continue
+		}
+		_ = syscall.Kill(c, sig)
+		for _, d := range below(tree, c) {
+			_ = syscall.Kill(d, sig)
+		}
+	}
+}
+
+// killSubtree sends sig to pid and every process below it.
+func killSubtree(pid int, sig syscall.Signal) {
+	_ = syscall.Kill(pid, sig)
+	for _, d := range below(processTree(), pid) {
+		_ = syscall.Kill(d, sig)
+	}
 }
 
 // say writes msg and a newline to the task's log at descriptor fd without

@@ -104,18 +104,18 @@ func TestSpawnerProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	send(t, conn, leaseinit.SpawnRequest{ID: "a", Path: "/bin/sh", Argv: []string{"sh", "-c", "exit 3"}}, null)
+	send(t, conn, leaseinit.NewSpawnRequest("a", "/bin/sh", []string{"sh", "-c", "exit 3"}, nil, ""), null)
 	if rep := recv(t, conn); rep.ID != "a" || rep.Pid <= 0 {
 		t.Fatalf("first reply %+v, want a's pid", rep)
 	}
 	if rep := recv(t, conn); rep.ID != "a" || !rep.Exited || rep.Code != 3 || !rep.Clean {
 		t.Fatalf("second reply %+v, want a's clean end with code 3", rep)
 	}
-	send(t, conn, leaseinit.SpawnRequest{ID: "b", Path: "/no/such/program", Argv: []string{"x"}}, null)
+	send(t, conn, leaseinit.NewSpawnRequest("b", "/no/such/program", []string{"x"}, nil, ""), null)
 	if rep := recv(t, conn); rep.ID != "b" || rep.Err == "" || rep.Errno != int(syscall.ENOENT) {
 		t.Fatalf("reply %+v, want b not started with ENOENT", rep)
 	}
-	send(t, conn, leaseinit.SpawnRequest{ID: "c", Path: "/bin/true", Argv: []string{"true"}}, nil)
+	send(t, conn, leaseinit.NewSpawnRequest("c", "/bin/true", []string{"true"}, nil, ""), nil)
 	if rep := recv(t, conn); rep.ID != "c" || rep.Err == "" || rep.Pid != 0 {
 		t.Fatalf("reply %+v, want c refused", rep)
 	}
@@ -132,9 +132,9 @@ func TestSpawnerKeepsTheLeaseWithRepliesUnread(t *testing.T) {
 	}
 	defer null.Close()
 	sleep := strconv.Itoa(2_000_000 + os.Getpid())
-	send(t, conn, leaseinit.SpawnRequest{ID: "sleep", Path: "/bin/sleep", Argv: []string{"sleep", sleep}}, null)
+	send(t, conn, leaseinit.NewSpawnRequest("sleep", "/bin/sleep", []string{"sleep", sleep}, nil, ""), null)
 	for i := range 600 {
-		send(t, conn, leaseinit.SpawnRequest{ID: "t" + strconv.Itoa(i), Path: "/bin/true", Argv: []string{"true"}}, null)
+		send(t, conn, leaseinit.NewSpawnRequest("t"+strconv.Itoa(i), "/bin/true", []string{"true"}, nil, ""), null)
 	}
 	var pid int
 	waitFor(t, "the sleep running", func() bool { pid = pidOf("sleep", sleep); return pid > 0 })
@@ -170,5 +170,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("after 10s: %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A lease file that cannot be read (removed here) does not stop the
+// spawner's watch: the last expiry it read holds, and the task is stopped
+// when that passes.
+func TestSpawnerLeaseUnreadableLastExpiryHolds(t *testing.T) {
+	conn, dir := spawner(t, 1500*time.Millisecond)
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	sleep := strconv.Itoa(2_100_000 + os.Getpid())
+	send(t, conn, leaseinit.NewSpawnRequest("sleep", "/bin/sleep", []string{"sleep", sleep}, nil, ""), null)
+	if rep := recv(t, conn); rep.Pid <= 0 {
+		t.Fatalf("reply %+v, want the pid", rep)
+	}
+	if err := os.Remove(filepath.Join(dir, leaseinit.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	rep := recv(t, conn) // within recv's 10 s: the lease ends 1.5 s in, SIGTERM then
+	if !rep.Exited || rep.Signal != int(syscall.SIGTERM) || rep.Reason == "" {
+		t.Fatalf("reply %+v, want the task's end by SIGTERM, with a reason", rep)
 	}
 }

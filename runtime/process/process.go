@@ -106,6 +106,7 @@ type Runtime struct {
 	// The spawners of tasks with Spec.Init (spawn.go).
 	spawnMu       sync.Mutex
 	spawners      map[spawnKey]*spawner
+	retired       []*spawner        // spawners replaced (dead or stopping), for Close to wait for
 	noSpawn       map[spawnKey]bool // inits that did not greet as spawners: one per task
 	closed        bool              // Close was called: no more spawners
 	spawnerStarts atomic.Uint64     // spawners started (tests read it)
@@ -205,10 +206,18 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 	}
 	defer out.Close() // the child holds its own copy
 
-	// With an init, the program must be there: a missing one fails the
-	// start, as without the init (whose own lookup would only fail the
-	// task).
+	// With an init, the program and the working directory must be there:
+	// a missing one fails the start, as without the init (whose own lookup
+	// would only fail the task).
 	path := spec.Command[0]
+	if spec.Init != nil && spec.WorkingDir != "" {
+		if fi, err := os.Stat(spec.WorkingDir); err != nil || !fi.IsDir() {
+			if err == nil {
+				err = errors.New("not a directory")
+			}
+			return "", fmt.Errorf("process start %s: %w: working directory %s: %w", spec.Name, contract.ErrInvalidSpec, spec.WorkingDir, err)
+		}
+	}
 	if spec.Init != nil {
 		if !strings.Contains(path, "/") {
 			lp, err := exec.LookPath(path)
@@ -250,7 +259,7 @@ func (r *Runtime) Start(ctx context.Context, spec contract.Spec) (string, error)
 
 	if spec.Init != nil {
 		key := spawnKey{path: spec.Init.Path, leaseFile: filepath.Join(spec.Init.LeaseDir, leaseinit.FileName), grace: spec.Init.Grace}
-		req := leaseinit.SpawnRequest{ID: p.id, Path: path, Argv: spec.Command, Env: r.env(env, spec.GPUUUIDs), Dir: spec.WorkingDir}
+		req := leaseinit.NewSpawnRequest(p.id, path, spec.Command, r.env(env, spec.GPUUUIDs), spec.WorkingDir)
 		started := r.clock.Now()
 		t, rep, err := r.spawn(ctx, key, req, out)
 		switch {
@@ -356,7 +365,13 @@ func (r *Runtime) spawn(ctx context.Context, key spawnKey, req leaseinit.SpawnRe
 			return nil, leaseinit.SpawnReply{}, errors.New("no spawner")
 		}
 		t, rep, err := sp.spawn(req, out, ctx.Done())
-		if errors.Is(err, errSpawnerGone) && try == 0 {
+		if err == nil && t.died {
+			// It died with the request: should it have forked the task
+			// first, the task dies here, by its marker, before another try.
+			r.sweep.killTree(req.ID)
+		}
+		if try == 0 && (errors.Is(err, errSpawnerGone) || (err == nil && (rep.Retry || t.died))) {
+			r.retire(sp) // stopping or gone: the next try gets a new one
 			continue
 		}
 		return t, rep, err
@@ -409,7 +424,7 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output, c
 	case errors.As(err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			exit.Code = 128 + int(ws.Signal())
-			exit.Reason = "killed by " + ws.Signal().String()
+			exit.Reason = signalReason(ws.Signal())
 		} else {
 			exit.Code = ee.ExitCode()
 		}

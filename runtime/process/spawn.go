@@ -64,6 +64,7 @@ type spawnTask struct {
 	first     chan leaseinit.SpawnReply // Pid, Err, or Exited for a task refused: one message
 	exit      chan spawnEnd             // the task's end: one message
 	answered  bool                      // first was sent
+	died      bool                      // first is the reader's: the spawner died before it answered
 	abandoned bool                      // Start stopped waiting: kill it once it starts
 	pid       int
 }
@@ -170,6 +171,7 @@ func (sp *spawner) read() {
 				_ = syscall.Kill(-t.pid, syscall.SIGKILL)
 			}
 		case !t.answered:
+			t.died = true
 			t.first <- leaseinit.SpawnReply{Err: died}
 		default:
 			t.exit <- spawnEnd{died: died}
@@ -299,6 +301,7 @@ func (r *Runtime) spawnerFor(key spawnKey) *spawner {
 			return sp
 		}
 		delete(r.spawners, key)
+		r.retireLocked(sp) // Close waits for its reader
 	}
 	sp, err := startSpawner(key, r.log)
 	if err != nil {
@@ -311,6 +314,34 @@ func (r *Runtime) spawnerFor(key spawnKey) *spawner {
 	return sp
 }
 
+// retire stops using sp for new tasks (it is stopping, or gone); its
+// tasks still end through it, and Close waits for it.
+func (r *Runtime) retire(sp *spawner) {
+	sp.mu.Lock()
+	sp.dead = true
+	sp.mu.Unlock()
+	r.spawnMu.Lock()
+	defer r.spawnMu.Unlock()
+	if r.spawners[sp.key] == sp {
+		delete(r.spawners, sp.key)
+		r.retireLocked(sp)
+	}
+}
+
+// retireLocked keeps sp for Close, and forgets the retired spawners that
+// are gone (their readers ended). spawnMu is held.
+func (r *Runtime) retireLocked(sp *spawner) {
+	kept := r.retired[:0]
+	for _, o := range r.retired {
+		select {
+		case <-o.done:
+		default:
+			kept = append(kept, o)
+		}
+	}
+	r.retired = append(kept, sp)
+}
+
 // Close stops the spawners this Runtime started (each stops what it still
 // runs, SIGTERM then SIGKILL after its grace) and waits for them, a
 // bounded time. Call it after StopAll, once the worker is done with the
@@ -318,8 +349,12 @@ func (r *Runtime) spawnerFor(key spawnKey) *spawner {
 func (r *Runtime) Close() error {
 	r.spawnMu.Lock()
 	r.closed = true
-	sps := r.spawners
-	r.spawners = map[spawnKey]*spawner{}
+	var sps []*spawner
+	for _, sp := range r.spawners {
+		sps = append(sps, sp)
+	}
+	sps = append(sps, r.retired...)
+	r.spawners, r.retired = map[spawnKey]*spawner{}, nil
 	r.spawnMu.Unlock()
 	var wg sync.WaitGroup
 	for _, sp := range sps {
@@ -340,11 +375,20 @@ func exitOf(end spawnEnd) (code int, reason string) {
 	case end.died != "":
 		return -1, end.died
 	case end.rep.Signal != 0:
-		sig := syscall.Signal(end.rep.Signal)
-		return 128 + end.rep.Signal, "killed by " + sig.String()
+		reason := signalReason(syscall.Signal(end.rep.Signal))
+		if end.rep.Reason != "" {
+			reason += ": " + end.rep.Reason
+		}
+		return 128 + end.rep.Signal, reason
 	default:
-		return end.rep.Code, ""
+		return end.rep.Code, end.rep.Reason
 	}
+}
+
+// signalReason says which signal ended a task: "killed by signal 9
+// (killed)".
+func signalReason(sig syscall.Signal) string {
+	return fmt.Sprintf("killed by signal %d (%v)", int(sig), sig)
 }
 
 // spawnErr turns a spawner's refusal to start a task into Start's error:

@@ -99,18 +99,19 @@ func TestSpawnerRunsEveryTask(t *testing.T) {
 		t.Errorf("%d clean ends, want %d", got, n)
 	}
 
-	// The environment, the working directory and the GPU variables.
+	// The environment (bytes that are not UTF-8 included), the working
+	// directory and the GPU variables.
 	log := filepath.Join(dir, "env")
 	wd := t.TempDir()
-	id, err := e.r.Start(context.Background(), contract.Spec{Command: []string{"sh", "-c", "pwd; echo $MEGAFLOW_X $CUDA_VISIBLE_DEVICES; echo $" + TreeEnv},
-		Env: map[string]string{"MEGAFLOW_X": "x y"}, GPUUUIDs: []string{"GPU-a", "GPU-b"}, WorkingDir: wd, LogPath: log, Init: e.init})
+	id, err := e.r.Start(context.Background(), contract.Spec{Command: []string{"sh", "-c", `pwd; echo $MEGAFLOW_X $CUDA_VISIBLE_DEVICES; echo $` + TreeEnv + `; printf %s "$MEGAFLOW_L1"`},
+		Env: map[string]string{"MEGAFLOW_X": "x y", "MEGAFLOW_L1": "caf\xe9-\xff\xfe"}, GPUUUIDs: []string{"GPU-a", "GPU-b"}, WorkingDir: wd, LogPath: log, Init: e.init})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if exit := wait(t, e.r, id); exit.Code != 0 {
 		t.Fatalf("exit %+v", exit)
 	}
-	if got, want := read(t, log), wd+"\nx y GPU-a,GPU-b\n"+id+"\n"; got != want {
+	if got, want := read(t, log), wd+"\nx y GPU-a,GPU-b\n"+id+"\ncaf\xe9-\xff\xfe"; got != want {
 		t.Errorf("log %q, want %q", got, want)
 	}
 
@@ -120,8 +121,8 @@ func TestSpawnerRunsEveryTask(t *testing.T) {
 	if err := e.r.Stop(context.Background(), id, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if exit := wait(t, e.r, id); exit.Code != 128+int(syscall.SIGTERM) || exit.Reason != "killed by terminated" {
-		t.Errorf("exit %+v, want 143 killed by terminated", exit)
+	if exit := wait(t, e.r, id); exit.Code != 128+int(syscall.SIGTERM) || exit.Reason != "killed by signal 15 (terminated)" {
+		t.Errorf("exit %+v, want 143 killed by signal 15 (terminated)", exit)
 	}
 
 	// What cannot start: contract.ErrInvalidSpec, as without the init.
@@ -129,15 +130,20 @@ func TestSpawnerRunsEveryTask(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, spec := range []contract.Spec{
-		{Command: []string{"no-such-program-here"}},
-		{Command: []string{"/no/such/program"}},
-		{Command: []string{notExec}},
-		{Command: []string{"true"}, WorkingDir: "/no/such/dir"},
+	for _, c := range []struct {
+		spec contract.Spec
+		says string
+	}{
+		{contract.Spec{Command: []string{"no-such-program-here"}}, "no-such-program-here"},
+		{contract.Spec{Command: []string{"/no/such/program"}}, "/no/such/program"},
+		{contract.Spec{Command: []string{notExec}}, notExec},
+		{contract.Spec{Command: []string{"true"}, WorkingDir: "/no/such/dir"}, "working directory /no/such/dir"},
+		{contract.Spec{Command: []string{"true"}, WorkingDir: notExec}, "working directory " + notExec},
 	} {
-		spec.Init = e.init
-		if _, err := e.r.Start(context.Background(), spec); !errors.Is(err, contract.ErrInvalidSpec) {
-			t.Errorf("Start %v in %q: %v, want contract.ErrInvalidSpec", spec.Command, spec.WorkingDir, err)
+		c.spec.Init = e.init
+		_, err := e.r.Start(context.Background(), c.spec)
+		if !errors.Is(err, contract.ErrInvalidSpec) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("Start %v in %q: %v, want contract.ErrInvalidSpec saying %q", c.spec.Command, c.spec.WorkingDir, err, c.says)
 		}
 	}
 	if got := e.r.spawnerStarts.Load(); got != 1 {
@@ -318,4 +324,95 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A lease that lapses and is renewed while its tasks are being stopped:
+// the tasks started after the renewal run (the spawner refuses a start
+// only while the file's lease has expired), and the SIGKILL that follows
+// the lapse's grace spares them.
+func TestSpawnerStartsTasksOnceTheLeaseIsRenewed(t *testing.T) {
+	e := newSpawnEnv(t, 2*time.Second)
+	dir := t.TempDir()
+	e.renew(t, time.Second)
+	stubborn := e.start(t, filepath.Join(dir, "stubborn"), "sh", "-c", "trap '' TERM; echo trapped; while :; do sleep 0.05; done")
+	eventually(t, "the lapse's SIGTERM said in the log", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "stubborn"))
+		return strings.Contains(string(b), "the worker's lease expired")
+	})
+	e.renew(t, time.Hour) // the worker is back, within the grace
+	after := e.start(t, filepath.Join(dir, "after"), "sh", "-c", "echo started; sleep "+uniqueSleep(60))
+	if exit := wait(t, e.r, stubborn); exit.Code != 128+int(syscall.SIGKILL) || !strings.Contains(exit.Reason, "lease expired") {
+		t.Errorf("the stubborn task: exit %+v, want SIGKILL's with the lapse as its reason", exit)
+	}
+	if n := count("sleep", uniqueSleep(60)); n != 1 {
+		t.Errorf("%d sleep %s after the lapse's SIGKILL, want 1: the task started after the renewal was killed", n, uniqueSleep(60))
+	}
+	if got := read(t, filepath.Join(dir, "after")); got != "started\n" {
+		t.Errorf("the task started after the renewal: log %q", got)
+	}
+	if err := e.r.Stop(context.Background(), after, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What a task leaves in a session of its own without its marker (env -i)
+// is killed by the spawner once every task that could have left it has
+// ended, and not before: a live task's daemon is not killed under it.
+func TestSpawnerKillsUnmarkedOrphans(t *testing.T) {
+	e := newSpawnEnv(t, time.Second)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The long task leaves a daemon without a marker, then waits.
+	long := e.start(t, "", "sh", "-c", "setsid env -i /bin/sh -c 'exec sleep "+uniqueSleep(70)+"' & cat "+fifo)
+	eventually(t, "the long task's daemon", func() bool { return count("sleep", uniqueSleep(70)) == 1 })
+	// A short task leaves one too and ends; the long task still runs, so
+	// either could have left it.
+	short := e.start(t, "", "sh", "-c", "setsid env -i /bin/sh -c 'exec sleep "+uniqueSleep(71)+"' & sleep 0.2")
+	wait(t, e.r, short)
+	if exit := wait(t, e.r, e.start(t, "", "true")); exit.Code != 0 { // one more end: the spawner looks again
+		t.Fatalf("exit %+v", exit)
+	}
+	if n := count("sleep", uniqueSleep(70)) + count("sleep", uniqueSleep(71)); n != 2 {
+		t.Errorf("%d daemons while the long task runs, want 2", n)
+	}
+	// The long task ends: both daemons go.
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	wait(t, e.r, long)
+	eventually(t, "no daemon left", func() bool {
+		return count("sleep", uniqueSleep(70))+count("sleep", uniqueSleep(71)) == 0
+	})
+}
+
+// A spawner told to stop (SIGTERM, as a service manager stops everything)
+// stops its tasks, each ending with a reason that says so, answers the
+// starts it gets meanwhile with a retry, and the runtime starts the next
+// task under a new spawner.
+func TestSpawnerToldToStop(t *testing.T) {
+	e := newSpawnEnv(t, 300*time.Millisecond)
+	id := e.start(t, "", "sleep", uniqueSleep(80))
+	eventually(t, "the sleep", func() bool { return count("sleep", uniqueSleep(80)) == 1 })
+	if err := syscall.Kill(spawnerPid(t, e.r), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var next []string
+	for range 5 {
+		next = append(next, e.start(t, "", "true"))
+	}
+	if exit := wait(t, e.r, id); exit.Code != 128+int(syscall.SIGTERM) || !strings.Contains(exit.Reason, "megaflow-init (the spawner) got terminated") {
+		t.Errorf("exit %+v, want SIGTERM's, with the spawner's stop as its reason", exit)
+	}
+	for _, id := range next {
+		if exit := wait(t, e.r, id); exit.Code != 0 {
+			t.Errorf("a task started while the spawner stopped: exit %+v, want 0", exit)
+		}
+	}
+	if got := e.r.spawnerStarts.Load(); got != 2 {
+		t.Errorf("%d spawners started, want 2", got)
+	}
 }

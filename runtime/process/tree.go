@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/megaflow/megaflow/internal/leaseinit"
 )
 
 // Every process a task starts, and whatever it starts in turn, inherits
@@ -22,7 +24,9 @@ import (
 // without Docker usually cannot create), and only /proc. What it cannot
 // reach: a process that clears or rewrites its environment before exec
 // (env -i), and processes of another user (a setuid program) whose /proc
-// environ this worker cannot read. A task run under megaflow-init
+// environ this worker cannot read; under the spawner (Spec.Init) such a
+// process still comes to the spawner as an orphan, which kills it once
+// every task that could have left it has ended (leaseinit, spawn.go). A task run under megaflow-init
 // (Spec.Init) also has the spawner as a child subreaper, which says when
 // a task left nothing, so that its end needs no scan (spawn.go).
 //
@@ -40,7 +44,7 @@ import (
 // waits one scan, as before; many ending together share each scan.
 
 // TreeEnv is the environment variable that marks a task's processes.
-const TreeEnv = "MEGAFLOW_PROCESS_ID"
+const TreeEnv = leaseinit.TaskMarkerEnv
 
 // maxKillRounds bounds a tree kill's scans against a tree that forks while
 // it is being killed: each scan signals every marked process found.
