@@ -145,12 +145,13 @@ type SpawnReply struct {
 type spawned struct {
 	id      string
 	out     int    // its stdout and stderr, for the spawner's messages (say); closed at its end
+	start   uint64 // its process's start time (0: unknown)
 	stopped string // why the spawner stopped it ("": it did not)
 }
 
 // suspect is an orphan without a task's marker, and the tasks one of
-// which left it: those running when it was first seen, and those that
-// had just ended.
+// which left it: those running when it was first seen that had started
+// before it did, and those that had just ended.
 type suspect struct {
 	start uint64          // its start time: a later process with its pid is another
 	tasks map[string]bool // ids of the tasks not yet ended
@@ -417,7 +418,7 @@ func (l *spawnLoop) spawn(r spawnReq) {
 		l.send(SpawnReply{ID: r.req.ID, Exited: true, Code: ExitNoLease})
 	}
 	switch expiry, err := l.readLease(); {
-	case err != nil:
+	case err != nil && expiry.IsZero(): // unreadable for a moment: the last lease read holds
 		refuse(fmt.Sprintf("megaflow-init: cannot read the worker's lease: %v; the task is not started", err))
 		return
 	case !time.Now().Before(expiry):
@@ -444,9 +445,9 @@ func (l *spawnLoop) spawn(r spawnReq) {
 		l.send(SpawnReply{ID: r.req.ID, Err: msg, Errno: int(errno)})
 		return
 	}
-	l.tasks[pid] = &spawned{id: r.req.ID, out: r.out}
 	// Not reaped before this loop's next reap: the id is still the task's.
 	st, _ := startTime(pid)
+	l.tasks[pid] = &spawned{id: r.req.ID, out: r.out, start: st}
 	l.send(SpawnReply{ID: r.req.ID, Pid: pid, StartTime: st})
 }
 
@@ -532,13 +533,7 @@ func (l *spawnLoop) readLease() (time.Time, error) {
 func (l *spawnLoop) checkLease(now time.Time) {
 	if !l.killAt.IsZero() {
 		if !now.Before(l.killAt) {
-			spare := map[int]bool{}
-			for pid := range l.tasks {
-				if !l.doomed[pid] {
-					spare[pid] = true
-				}
-			}
-			killBelow(syscall.SIGKILL, spare)
+			killBelow(syscall.SIGKILL, l.spared())
 			l.killAt, l.doomed = time.Time{}, nil
 		}
 		return
@@ -580,6 +575,41 @@ func (l *spawnLoop) stopAll(msg, reason string) {
 	}
 }
 
+// spared returns the spawner's children the lapse's SIGKILL spares: the
+// tasks started since the lapse (not doomed), the orphans that carry one
+// of their markers, and the orphans without a marker that one of them
+// could have left (it started before the orphan did).
+func (l *spawnLoop) spared() map[int]bool {
+	spare := map[int]bool{}
+	ids := map[string]bool{}
+	var earliest uint64 // the earliest start among them (0: none)
+	for pid, t := range l.tasks {
+		if l.doomed[pid] {
+			continue
+		}
+		spare[pid], ids[t.id] = true, true
+		if earliest == 0 || t.start < earliest {
+			earliest = t.start
+		}
+	}
+	if len(ids) == 0 {
+		return spare
+	}
+	for _, pid := range childrenOf() {
+		if spare[pid] || l.tasks[pid] != nil {
+			continue
+		}
+		if id, marked := markerOf(pid); marked {
+			spare[pid] = ids[id]
+			continue
+		}
+		if st, err := startTime(pid); err == nil && st >= earliest {
+			spare[pid] = true
+		}
+	}
+	return spare
+}
+
 // orphans looks at the spawner's children that are no task's own
 // process, once some task ended or some orphan without a marker waits:
 // one with the marker of a task that ended is killed (with what is below
@@ -615,8 +645,10 @@ func (l *spawnLoop) orphans() {
 		sus, ok := l.suspects[pid]
 		if !ok || sus.start != st {
 			sus = suspect{start: st, tasks: map[string]bool{}}
-			for id := range live {
-				sus.tasks[id] = true
+			for _, t := range l.tasks {
+				if t.start <= st { // a task that started after the orphan is not its ancestor
+					sus.tasks[t.id] = true
+				}
 			}
 			for _, id := range ended {
 				sus.tasks[id] = true

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -329,7 +330,8 @@ func (s *syncBuffer) String() string {
 // A lease that lapses and is renewed while its tasks are being stopped:
 // the tasks started after the renewal run (the spawner refuses a start
 // only while the file's lease has expired), and the SIGKILL that follows
-// the lapse's grace spares them.
+// the lapse's grace spares them and the daemons they left, with their
+// marker or without it.
 func TestSpawnerStartsTasksOnceTheLeaseIsRenewed(t *testing.T) {
 	e := newSpawnEnv(t, 2*time.Second)
 	dir := t.TempDir()
@@ -340,12 +342,16 @@ func TestSpawnerStartsTasksOnceTheLeaseIsRenewed(t *testing.T) {
 		return strings.Contains(string(b), "the worker's lease expired")
 	})
 	e.renew(t, time.Hour) // the worker is back, within the grace
-	after := e.start(t, filepath.Join(dir, "after"), "sh", "-c", "echo started; sleep "+uniqueSleep(60))
+	after := e.start(t, filepath.Join(dir, "after"), "sh", "-c", "setsid env -i /bin/sh -c 'exec sleep "+uniqueSleep(61)+"' & "+
+		"setsid /bin/sh -c 'sleep "+uniqueSleep(62)+" &'; echo started; sleep "+uniqueSleep(60))
+	eventually(t, "the new task's daemons", func() bool { return count("sleep", uniqueSleep(61))+count("sleep", uniqueSleep(62)) == 2 })
 	if exit := wait(t, e.r, stubborn); exit.Code != 128+int(syscall.SIGKILL) || !strings.Contains(exit.Reason, "lease expired") {
 		t.Errorf("the stubborn task: exit %+v, want SIGKILL's with the lapse as its reason", exit)
 	}
-	if n := count("sleep", uniqueSleep(60)); n != 1 {
-		t.Errorf("%d sleep %s after the lapse's SIGKILL, want 1: the task started after the renewal was killed", n, uniqueSleep(60))
+	for i := 60; i <= 62; i++ {
+		if n := count("sleep", uniqueSleep(i)); n != 1 {
+			t.Errorf("%d sleep %s after the lapse's SIGKILL, want 1: the task started after the renewal, or a daemon of it, was killed", n, uniqueSleep(i))
+		}
 	}
 	if got := read(t, filepath.Join(dir, "after")); got != "started\n" {
 		t.Errorf("the task started after the renewal: log %q", got)
@@ -353,11 +359,15 @@ func TestSpawnerStartsTasksOnceTheLeaseIsRenewed(t *testing.T) {
 	if err := e.r.Stop(context.Background(), after, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	wait(t, e.r, after)
+	eventually(t, "the daemons gone with their task", func() bool { return count("sleep", uniqueSleep(61))+count("sleep", uniqueSleep(62)) == 0 })
 }
 
 // What a task leaves in a session of its own without its marker (env -i)
 // is killed by the spawner once every task that could have left it has
-// ended, and not before: a live task's daemon is not killed under it.
+// ended, and not before: a live task's daemon is not killed under it. A
+// task started after the daemon could not have left it, and does not
+// keep it.
 func TestSpawnerKillsUnmarkedOrphans(t *testing.T) {
 	e := newSpawnEnv(t, time.Second)
 	fifo := filepath.Join(t.TempDir(), "fifo")
@@ -377,6 +387,15 @@ func TestSpawnerKillsUnmarkedOrphans(t *testing.T) {
 	if n := count("sleep", uniqueSleep(70)) + count("sleep", uniqueSleep(71)); n != 2 {
 		t.Errorf("%d daemons while the long task runs, want 2", n)
 	}
+	// A task that starts after both daemons (a clock tick later: start
+	// times count ticks) and runs on.
+	daemon := pidOf("sleep", uniqueSleep(71))
+	st, err := startTime(daemon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a clock tick after the daemon's start", func() bool { return ticksSinceBoot(t) > st })
+	later := e.start(t, "", "sleep", uniqueSleep(72))
 	// The long task ends: both daemons go.
 	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 	if err != nil {
@@ -387,6 +406,39 @@ func TestSpawnerKillsUnmarkedOrphans(t *testing.T) {
 	eventually(t, "no daemon left", func() bool {
 		return count("sleep", uniqueSleep(70))+count("sleep", uniqueSleep(71)) == 0
 	})
+	if n := count("sleep", uniqueSleep(72)); n != 1 {
+		t.Errorf("%d of the later task's sleep, want 1", n)
+	}
+	if err := e.r.Stop(context.Background(), later, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pidOf returns the pid of a process whose argv is exactly argv (0: none).
+func pidOf(argv ...string) int {
+	want := strings.Join(argv, "\x00") + "\x00"
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		if b, err := os.ReadFile(d); err == nil && string(b) == want {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			return pid
+		}
+	}
+	return 0
+}
+
+// ticksSinceBoot is the time since boot in clock ticks (USER_HZ, 100 on
+// Linux), the unit of a process's start time.
+func ticksSinceBoot(t *testing.T) uint64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up float64
+	if _, err := fmt.Sscan(string(b), &up); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(up * 100)
 }
 
 // A spawner told to stop (SIGTERM, as a service manager stops everything)
