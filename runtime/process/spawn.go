@@ -32,7 +32,10 @@ import (
 // the runtime says so in its log once. So is the spawner for a request
 // too large for one message (leaseinit.MaxSpawnMessage, an environment
 // of hundreds of KB). When the spawner dies, every task it had is killed
-// and ends with a reason that says so; the next start starts a new one.
+// and ends with a reason that says so; the next start starts a new one,
+// as does a start that a stopping spawner answers with Retry, or that was
+// in flight when the spawner died (after a kill by its marker of
+// whatever it might have forked).
 
 // spawnHello bounds the wait for a new spawner's greeting.
 const spawnHello = 5 * time.Second
@@ -55,7 +58,7 @@ type spawner struct {
 	sendMu sync.Mutex // one request on the socket at a time
 
 	mu    sync.Mutex
-	dead  bool                  // the socket ended: no more requests
+	dead  bool                  // the socket ended, or the spawner is stopping (retire): no more requests
 	tasks map[string]*spawnTask // by process id, until its end is delivered
 }
 
