@@ -394,13 +394,20 @@ func (r *Runtime) reapSpawned(p *proc, t *spawnTask, started time.Time, out *out
 		if r.stateDir != "" {
 			removeRecord(r.stateDir, p.id)
 		}
-		// The spawner killed the rest of its group; what left the group
-		// ends too unless the spawner said nothing was left.
-		if end.rep.Clean {
-			r.cleanEnds.Add(1)
-		} else {
-			r.sweep.killTree(p.id)
-		}
+	}
+	// The spawner killed the rest of its group; what left the group ends
+	// too unless the spawner said nothing was left (or nothing ran).
+	r.end(p, exit, p.pid > 0 && !end.rep.Clean, out)
+}
+
+// end finishes p: kills its marked processes when sweep (else counts a
+// clean end), waits for the end of its output (out; nil when discarded),
+// and records its exit.
+func (r *Runtime) end(p *proc, exit contract.Exit, sweep bool, out *output) {
+	if sweep {
+		r.sweep.killTree(p.id)
+	} else {
+		r.cleanEnds.Add(1)
 	}
 	if out != nil {
 		out.drain()
@@ -441,16 +448,7 @@ func (r *Runtime) reap(p *proc, cmd *exec.Cmd, started time.Time, out *output, c
 	// Descendants that left the group (setsid, a double fork) end with
 	// the task too, as in a container; an init that is a subreaper killed
 	// and reaped them already, and says so.
-	if saidClean(clean) {
-		r.cleanEnds.Add(1)
-	} else {
-		r.sweep.killTree(p.id)
-	}
-	if out != nil {
-		out.drain()
-	}
-	p.exit = exit
-	close(p.done)
+	r.end(p, exit, !saidClean(clean), out)
 }
 
 // saidClean reports whether the init wrote leaseinit.CleanByte on f
