@@ -212,6 +212,10 @@ func (d *driver) apply(ev attempt.Event) {
 		// The lease lapsed while it ran: its init killed it, or the
 		// worker is stopping it. It ends STOPPED (the head retries it).
 		d.apply(attempt.StopRequest{Reason: "worker lease lapsed"})
+	} else if ok && wd.Exit.Lost {
+		// The runtime lost it (the process runtime's spawner died): not
+		// the task's failure, as a dead worker's attempts are not.
+		d.apply(attempt.StopRequest{Reason: wd.Exit.Reason})
 	}
 	now := d.w.clock.Now()
 	effects := d.m.Step(ev, now)

@@ -1,11 +1,13 @@
 package worker
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
+	"github.com/megaflow/megaflow/runtime/fake"
 )
 
 // TestAssignmentReadAfterTheLeaseLapsedIsRefused: an assignment the worker
@@ -78,4 +80,25 @@ func silentHeadConfig(t *testing.T, rt contract.Runtime, head string) Config {
 	cfg := testConfig(t, rt, t.TempDir(), head)
 	cfg.HeartbeatInterval = 10 * time.Second
 	return cfg
+}
+
+// An attempt whose end the runtime lost (contract.Exit.Lost: the process
+// runtime's spawner died under it) ends STOPPED with the runtime's reason,
+// as a dead worker's attempts do, so that the head runs it again without
+// counting a failure; an attempt that exits by itself with the same code
+// ends EXITED.
+func TestLostAttemptEndsStopped(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	rt.OnCommand("lost", fake.Behavior{Lost: true})
+	rt.OnCommand("fail", fake.Behavior{ExitCode: 3})
+	startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	waitFor(t, 10*time.Second, "a stream", func() bool { return head.helloCount() >= 1 })
+	head.send(assignMsg("g/lost", 1, spec("img", "lost")))
+	ev := head.waitEvent("g/lost", 1, kindStopped)
+	if !strings.Contains(ev.GetReason(), "lost by the runtime") {
+		t.Errorf("reason %q, want the runtime's", ev.GetReason())
+	}
+	head.send(assignMsg("g/fail", 1, spec("img", "fail")))
+	head.waitEvent("g/fail", 1, kindExited)
 }

@@ -141,6 +141,12 @@ type Exit struct {
 	OOMKilled bool
 	// Reason says what the runtime knows beyond the code ("" if nothing).
 	Reason string
+	// Lost is true when the task's end is not the task's own but the
+	// runtime's: what held it died (the process runtime's spawner), so
+	// its exit status is unknown and it was killed. The worker ends such
+	// an attempt STOPPED, which the head runs again as it does the
+	// attempts of a worker that died, without counting a failure.
+	Lost bool
 	// StartedAt and FinishedAt bound the run (zero when unknown).
 	StartedAt  time.Time
 	FinishedAt time.Time

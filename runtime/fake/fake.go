@@ -61,6 +61,9 @@ type Behavior struct {
 	// StartErr makes Start (or Exec) fail with it and create nothing; use
 	// contract.ErrImageNotFound and friends to fake the real classes.
 	StartErr error
+	// Lost makes it end after Duration as one the runtime lost
+	// (contract.Exit.Lost, code -1).
+	Lost bool
 	// StartDelay is how long Start (or Exec) takes, on the Clock, before
 	// the container (or exec) runs: an image pull and container creation,
 	// or an exec's set-up. Duration counts from the end of it. When ctx
@@ -371,6 +374,9 @@ func (r *Runtime) run(c *ctr, timer <-chan time.Time) {
 		exit.Code = c.b.ExitCode
 		if c.b.OOM {
 			exit.Code, exit.OOMKilled, exit.Reason = 137, true, "OOM-killed (fake)"
+		}
+		if c.b.Lost {
+			exit.Code, exit.Lost, exit.Reason = -1, true, "lost by the runtime (fake)"
 		}
 	case code := <-c.kill:
 		exit.Code = code

@@ -382,7 +382,7 @@ func (r *Runtime) spawn(ctx context.Context, key spawnKey, req leaseinit.SpawnRe
 // what reap does for a child of the runtime's own.
 func (r *Runtime) reapSpawned(p *proc, t *spawnTask, started time.Time, out *output) {
 	end := <-t.exit
-	exit := contract.Exit{StartedAt: started, FinishedAt: r.clock.Now()}
+	exit := contract.Exit{StartedAt: started, FinishedAt: r.clock.Now(), Lost: end.died != ""}
 	exit.Code, exit.Reason = exitOf(end)
 	if p.pid > 0 {
 		if end.died != "" {

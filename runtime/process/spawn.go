@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,8 @@ type spawner struct {
 	cmd  *exec.Cmd
 	conn *net.UnixConn
 	done chan struct{} // closed once the reader ended and the spawner was reaped
+	// closing is set by close: the spawner's exit is expected.
+	closing atomic.Bool
 
 	sendMu sync.Mutex // one request on the socket at a time
 
@@ -167,6 +170,9 @@ func (sp *spawner) read() {
 	sp.conn.Close()
 	err := sp.cmd.Wait()
 	died := fmt.Sprintf("its megaflow-init (the spawner, pid %d) exited (%v; %s): the task was killed", sp.cmd.Process.Pid, err, why)
+	if !sp.closing.Load() {
+		sp.log.Warn("megaflow-init, the tasks' spawner, exited: its tasks are ended and the next one starts a new spawner", "pid", sp.cmd.Process.Pid, "exit", err, "tasks", len(tasks))
+	}
 	for _, t := range tasks {
 		switch {
 		case t.abandoned:
@@ -275,6 +281,7 @@ var (
 // close closes the socket, which makes the spawner stop its tasks and
 // exit, and waits for it up to its grace and 10 s more; then SIGKILL.
 func (sp *spawner) close() {
+	sp.closing.Store(true)
 	sp.conn.Close()
 	t := time.NewTimer(sp.key.grace + 10*time.Second)
 	defer t.Stop()
@@ -314,6 +321,7 @@ func (r *Runtime) spawnerFor(key spawnKey) *spawner {
 	}
 	r.spawners[key] = sp
 	r.spawnerStarts.Add(1)
+	r.log.Info("started megaflow-init as the tasks' spawner: it forks every task with an init and stops them when the lease lapses", "pid", sp.cmd.Process.Pid, "init", key.path)
 	return sp
 }
 

@@ -196,8 +196,9 @@ func TestSpawnerStopsTasksWhenTheLeaseLapses(t *testing.T) {
 	}
 }
 
-// A spawner that dies (SIGKILL) takes its tasks with it: each ends with a
-// reason naming the spawner, none of their processes is left, and the
+// A spawner that dies (SIGKILL) takes its tasks with it: each ends lost
+// (contract.Exit.Lost: the worker retries it without counting a failure),
+// with a reason naming the spawner, none of their processes is left, and the
 // next start starts a new spawner.
 func TestSpawnerDeathEndsItsTasks(t *testing.T) {
 	e := newSpawnEnv(t, time.Second)
@@ -212,8 +213,8 @@ func TestSpawnerDeathEndsItsTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if exit := wait(t, e.r, id); exit.Code != -1 || !strings.Contains(exit.Reason, "the spawner") {
-			t.Errorf("exit %+v, want -1 with a reason naming the spawner", exit)
+		if exit := wait(t, e.r, id); exit.Code != -1 || !exit.Lost || !strings.Contains(exit.Reason, "the spawner") {
+			t.Errorf("exit %+v, want -1, lost, with a reason naming the spawner", exit)
 		}
 	}
 	eventually(t, "no sleep left", func() bool {
