@@ -169,7 +169,11 @@ func (sp *spawner) read() {
 	sp.mu.Unlock()
 	sp.conn.Close()
 	err := sp.cmd.Wait()
-	died := fmt.Sprintf("its megaflow-init (the spawner, pid %d) exited (%v; %s): the task was killed", sp.cmd.Process.Pid, err, why)
+	how := why
+	if err != nil {
+		how = err.Error() // "signal: killed", "exit status 2"
+	}
+	died := fmt.Sprintf("its megaflow-init (the spawner, pid %d) exited (%s): the task was killed", sp.cmd.Process.Pid, how)
 	if !sp.closing.Load() {
 		sp.log.Warn("megaflow-init, the tasks' spawner, exited: its tasks are ended and the next one starts a new spawner", "pid", sp.cmd.Process.Pid, "exit", err, "tasks", len(tasks))
 	}
