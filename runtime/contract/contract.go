@@ -143,9 +143,11 @@ type Exit struct {
 	Reason string
 	// Lost is true when the task's end is not the task's own but the
 	// runtime's: what held it died (the process runtime's spawner), so
-	// its exit status is unknown and it was killed. The worker ends such
-	// an attempt STOPPED, which the head runs again as it does the
-	// attempts of a worker that died, without counting a failure.
+	// its exit status is unknown and it was killed, or stopped it with a
+	// signal that killed it (the spawner told to stop, or the worker's
+	// lease lapsed). The worker ends such an attempt STOPPED, which the
+	// head runs again as it does the attempts of a worker that died,
+	// without counting a failure.
 	Lost bool
 	// StartedAt and FinishedAt bound the run (zero when unknown).
 	StartedAt  time.Time

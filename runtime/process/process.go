@@ -382,7 +382,10 @@ func (r *Runtime) spawn(ctx context.Context, key spawnKey, req leaseinit.SpawnRe
 // what reap does for a child of the runtime's own.
 func (r *Runtime) reapSpawned(p *proc, t *spawnTask, started time.Time, out *output) {
 	end := <-t.exit
-	exit := contract.Exit{StartedAt: started, FinishedAt: r.clock.Now(), Lost: end.died != ""}
+	// Lost: the spawner died under it, or stopped it and the stop killed
+	// it (a task that exited by itself meanwhile keeps its own end).
+	lost := end.died != "" || (end.rep.Reason != "" && end.rep.Signal != 0)
+	exit := contract.Exit{StartedAt: started, FinishedAt: r.clock.Now(), Lost: lost}
 	exit.Code, exit.Reason = exitOf(end)
 	if p.pid > 0 {
 		if end.died != "" {

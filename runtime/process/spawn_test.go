@@ -443,7 +443,8 @@ func ticksSinceBoot(t *testing.T) uint64 {
 }
 
 // A spawner told to stop (SIGTERM, as a service manager stops everything)
-// stops its tasks, each ending with a reason that says so, answers the
+// stops its tasks, each ending lost (the worker re-runs it) with a reason
+// that says so, answers the
 // starts it gets meanwhile with a retry, and the runtime starts the next
 // task under a new spawner.
 func TestSpawnerToldToStop(t *testing.T) {
@@ -457,8 +458,8 @@ func TestSpawnerToldToStop(t *testing.T) {
 	for range 5 {
 		next = append(next, e.start(t, "", "true"))
 	}
-	if exit := wait(t, e.r, id); exit.Code != 128+int(syscall.SIGTERM) || !strings.Contains(exit.Reason, "megaflow-init (the spawner) got terminated") {
-		t.Errorf("exit %+v, want SIGTERM's, with the spawner's stop as its reason", exit)
+	if exit := wait(t, e.r, id); exit.Code != 128+int(syscall.SIGTERM) || !exit.Lost || !strings.Contains(exit.Reason, "megaflow-init (the spawner) got terminated") {
+		t.Errorf("exit %+v, want SIGTERM's, lost, with the spawner's stop as its reason", exit)
 	}
 	for _, id := range next {
 		if exit := wait(t, e.r, id); exit.Code != 0 {
