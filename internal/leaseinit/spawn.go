@@ -36,12 +36,13 @@ import (
 // task's log, sends SIGTERM to every process below it, and --grace later
 // SIGKILL to the same tasks and to whatever else is below it but the
 // tasks started since (the lease renewed meanwhile). When the socket's
-// other end closes (the worker exited or was killed), or the spawner gets
-// SIGTERM, SIGINT or SIGHUP, it stops every process below it the same way
-// and exits, answering requests meanwhile with Retry: the worker's
-// successor re-runs the tasks, and a worker still there starts another
-// spawner. A worker that is frozen keeps the socket open, and the lease's
-// lapse stops the tasks.
+// other end closes (the worker exited or was killed) it stops every
+// process below it the same way and exits, answering any request still
+// queued with Retry: the worker's successor re-runs the tasks. SIGTERM,
+// SIGINT and SIGHUP do not stop it (a task's `kill $PPID` must not stop
+// the worker's other tasks); SIGKILL does, and the worker then ends its
+// tasks and starts another spawner. A worker that is frozen keeps the
+// socket open, and the lease's lapse stops the tasks.
 //
 // What a task leaves when it ends: the spawner kills the rest of its
 // process group, and says whether anything else is left (Clean). Its
@@ -220,13 +221,13 @@ func Spawn(fd int, leaseFile string, grace, poll time.Duration, stderr io.Writer
 		select {
 		case r := <-reqs:
 			l.spawn(r)
-		case s := <-sigs:
-			if s != syscall.SIGCHLD {
-				// Told to stop (a service manager stopping everything, or
-				// someone signalled the spawner): as if the worker left,
-				// though it may still read the ends.
-				l.closeDown(&exitBy, fmt.Sprintf("megaflow-init (the spawner) got %v and stopped the task", s))
-			}
+		case <-sigs:
+			// SIGCHLD: reaped below. SIGTERM, SIGINT and SIGHUP are caught
+			// and dropped: the spawner ends with the worker's socket, and a
+			// stray signal (a task's `kill $PPID`, a service manager's stop
+			// of the whole group, which reaches the tasks and the worker
+			// itself) must not stop every task of the worker. Caught, not
+			// ignored: an ignored signal would stay ignored in the tasks.
 		case <-eof:
 			eof = nil
 			l.closeDown(&exitBy, "the worker is gone: megaflow-init stopped the task")

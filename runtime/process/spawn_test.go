@@ -442,29 +442,74 @@ func ticksSinceBoot(t *testing.T) uint64 {
 	return uint64(up * 100)
 }
 
-// A spawner told to stop (SIGTERM, as a service manager stops everything)
-// stops its tasks, each ending lost (the worker re-runs it) with a reason
-// that says so, answers the
-// starts it gets meanwhile with a retry, and the runtime starts the next
-// task under a new spawner.
-func TestSpawnerToldToStop(t *testing.T) {
+// Stray signals do not stop the spawner: SIGTERM, SIGINT and SIGHUP sent
+// to it (a task's `kill $PPID`, a service manager's stop of the whole
+// group) leave its tasks running and it serves the next start. A spawner
+// that dies (SIGKILL) while a start waits for its answer (it was frozen)
+// does not fail the start: the runtime starts the task under a new one.
+func TestSpawnerIgnoresStraySignalsAndAStartOutlivesItsDeath(t *testing.T) {
 	e := newSpawnEnv(t, 300*time.Millisecond)
 	id := e.start(t, "", "sleep", uniqueSleep(80))
 	eventually(t, "the sleep", func() bool { return count("sleep", uniqueSleep(80)) == 1 })
-	if err := syscall.Kill(spawnerPid(t, e.r), syscall.SIGTERM); err != nil {
+	pid := spawnerPid(t, e.r)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if exit := wait(t, e.r, e.start(t, "", "sh", "-c", "kill $PPID; kill -HUP $PPID")); exit.Code != 0 {
+		t.Errorf("a task that signals its parent: exit %+v, want 0", exit)
+	}
+	if exit := wait(t, e.r, e.start(t, "", "true")); exit.Code != 0 {
+		t.Errorf("a task after the signals: exit %+v, want 0", exit)
+	}
+	if n := count("sleep", uniqueSleep(80)); n != 1 {
+		t.Errorf("%d sleep %s after the signals, want 1: they stopped the spawner's task", n, uniqueSleep(80))
+	}
+	if got := e.r.spawnerStarts.Load(); got != 1 {
+		t.Errorf("%d spawners started, want 1", got)
+	}
+
+	// Frozen, then killed, with a start waiting for its answer.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	var next []string
-	for range 5 {
-		next = append(next, e.start(t, "", "true"))
-	}
-	if exit := wait(t, e.r, id); exit.Code != 128+int(syscall.SIGTERM) || !exit.Lost || !strings.Contains(exit.Reason, "megaflow-init (the spawner) got terminated") {
-		t.Errorf("exit %+v, want SIGTERM's, lost, with the spawner's stop as its reason", exit)
-	}
-	for _, id := range next {
-		if exit := wait(t, e.r, id); exit.Code != 0 {
-			t.Errorf("a task started while the spawner stopped: exit %+v, want 0", exit)
+	started := make(chan string, 1)
+	go func() { // ends with the Start, which the second spawner answers
+		id, err := e.r.Start(context.Background(), contract.Spec{Command: []string{"true"}, Init: e.init})
+		if err != nil {
+			t.Errorf("a start whose spawner died under it: %v", err)
 		}
+		started <- id
+	}()
+	eventually(t, "the start waiting on the frozen spawner", func() bool {
+		e.r.spawnMu.Lock()
+		defer e.r.spawnMu.Unlock()
+		for _, sp := range e.r.spawners {
+			sp.mu.Lock()
+			n := len(sp.tasks)
+			sp.mu.Unlock()
+			if n == 2 { // the sleep and the start's
+				return true
+			}
+		}
+		return false
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-started:
+		if id != "" {
+			if exit := wait(t, e.r, id); exit.Code != 0 {
+				t.Errorf("the start's task: exit %+v, want 0", exit)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the start did not return within 30s of its spawner's death")
+	}
+	if exit := wait(t, e.r, id); !exit.Lost {
+		t.Errorf("the sleep under the dead spawner: exit %+v, want lost", exit)
 	}
 	if got := e.r.spawnerStarts.Load(); got != 2 {
 		t.Errorf("%d spawners started, want 2", got)
