@@ -175,7 +175,7 @@ func (sp *spawner) read() {
 	}
 	died := fmt.Sprintf("its megaflow-init (the spawner, pid %d) exited (%s): the task was killed", sp.cmd.Process.Pid, how)
 	if !sp.closing.Load() {
-		sp.log.Warn("megaflow-init, the tasks' spawner, exited: its tasks are ended and the next one starts a new spawner", "pid", sp.cmd.Process.Pid, "exit", err, "tasks", len(tasks))
+		sp.log.Warn("megaflow-init, the tasks' spawner, exited unexpectedly: its running tasks are stopped and run again, and the next task starts a new spawner", "pid", sp.cmd.Process.Pid, "exit", how, "tasks", len(tasks))
 	}
 	for _, t := range tasks {
 		switch {
@@ -325,7 +325,7 @@ func (r *Runtime) spawnerFor(key spawnKey) *spawner {
 	}
 	r.spawners[key] = sp
 	r.spawnerStarts.Add(1)
-	r.log.Info("started megaflow-init as the tasks' spawner: it forks every task with an init and stops them when the lease lapses", "pid", sp.cmd.Process.Pid, "init", key.path)
+	r.log.Info("started megaflow-init, the tasks' spawner: it starts each task and stops them all if this worker's lease lapses", "pid", sp.cmd.Process.Pid, "init", key.path)
 	return sp
 }
 
