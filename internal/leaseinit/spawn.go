@@ -37,8 +37,8 @@ import (
 // SIGKILL to the same tasks and to whatever else is below it but the
 // tasks started since (the lease renewed meanwhile). When the socket's
 // other end closes (the worker exited or was killed) it stops every
-// process below it the same way and exits, answering any request still
-// queued with Retry: the worker's successor re-runs the tasks. SIGTERM,
+// process below it the same way and exits, starting nothing more: the
+// worker's successor re-runs the tasks. SIGTERM,
 // SIGINT and SIGHUP do not stop it (a task's `kill $PPID` must not stop
 // the worker's other tasks); SIGKILL does, and the worker then ends its
 // tasks and starts another spawner. A worker that is frozen keeps the
@@ -122,12 +122,9 @@ type SpawnReply struct {
 	Pid       int    `json:"pid,omitempty"`
 	StartTime uint64 `json:"start_time,omitempty"`
 	// Err says why the task could not be started; Errno is the error
-	// number of the fork or exec that failed (0: another cause). Retry
-	// says that this spawner is stopping and started nothing: another
-	// spawner may start the task.
+	// number of the fork or exec that failed (0: another cause).
 	Err   string `json:"err,omitempty"`
 	Errno int    `json:"errno,omitempty"`
-	Retry bool   `json:"retry,omitempty"`
 	// Exited reports the task's end: Code its exit status, or Signal the
 	// signal that killed it (then Code is 0); Reason says why the spawner
 	// stopped it, if it did (its lease lapsed, the spawner stopped).
@@ -230,7 +227,7 @@ func Spawn(fd int, leaseFile string, grace, poll time.Duration, stderr io.Writer
 			// ignored: an ignored signal would stay ignored in the tasks.
 		case <-eof:
 			eof = nil
-			l.closeDown(&exitBy, "the worker is gone: megaflow-init stopped the task")
+			l.closeDown(&exitBy)
 		case now := <-tick.C:
 			l.checkLease(now)
 		}
@@ -408,9 +405,8 @@ func (l *spawnLoop) spawn(r spawnReq) {
 		l.send(SpawnReply{ID: r.req.ID, Err: "megaflow-init: a bad spawn request: " + r.bad.Error()})
 		return
 	}
-	if l.closing {
+	if l.closing { // the worker is gone: nobody reads an answer
 		syscall.Close(r.out)
-		l.send(SpawnReply{ID: r.req.ID, Err: "megaflow-init (the spawner) is stopping: the task is not started", Retry: true})
 		return
 	}
 	refuse := func(msg string) {
@@ -447,7 +443,7 @@ func (l *spawnLoop) spawn(r spawnReq) {
 		return
 	}
 	// Not reaped before this loop's next reap: the id is still the task's.
-	st, _ := startTime(pid)
+	st, _ := StartTime(pid)
 	l.tasks[pid] = &spawned{id: r.req.ID, out: r.out, start: st}
 	l.send(SpawnReply{ID: r.req.ID, Pid: pid, StartTime: st})
 }
@@ -506,10 +502,11 @@ func (l *spawnLoop) reap() {
 // of the spawner's threads (/proc/self/task/*/children); false when it
 // cannot.
 func (l *spawnLoop) onlyTasksLeft() bool {
-	if _, err := os.Stat("/proc/self/task"); err != nil {
+	kids, ok := childrenOf()
+	if !ok {
 		return false
 	}
-	for _, pid := range childrenOf() {
+	for _, pid := range kids {
 		if l.tasks[pid] == nil {
 			return false
 		}
@@ -543,21 +540,26 @@ func (l *spawnLoop) checkLease(now time.Time) {
 		return
 	}
 	expiry, _ := l.readLease() // unreadable for a moment: the last lease read holds
-	if expiry.IsZero() || now.Before(expiry) || (len(l.tasks) == 0 && len(childrenOf()) == 0) {
+	if expiry.IsZero() || now.Before(expiry) {
 		return
+	}
+	if kids, _ := childrenOf(); len(l.tasks) == 0 && len(kids) == 0 {
+		return // nothing below to stop
 	}
 	l.stopAll(fmt.Sprintf("megaflow-init: the worker's lease expired at %s (the worker is gone or frozen and did not renew it); stopping the task (SIGTERM, SIGKILL in %v)",
 		expiry.Format(time.RFC3339Nano), l.grace), "the worker's lease expired: megaflow-init stopped the task")
 }
 
-// closeDown stops every process below because the worker is gone or the
-// spawner was told to stop, once; reason goes with each task's end.
-func (l *spawnLoop) closeDown(exitBy *time.Time, reason string) {
+// closeDown stops every process below because the worker is gone (its
+// end of the socket closed), once, and sets when the spawner gives up
+// reaping and exits.
+func (l *spawnLoop) closeDown(exitBy *time.Time) {
 	if l.closing {
 		return
 	}
 	l.closing = true
 	*exitBy = time.Now().Add(l.grace + 5*time.Second)
+	const reason = "the worker is gone: megaflow-init stopped the task"
 	l.stopAll(fmt.Sprintf("megaflow-init: %s (SIGTERM, SIGKILL in %v)", reason, l.grace), reason)
 }
 
@@ -576,36 +578,59 @@ func (l *spawnLoop) stopAll(msg, reason string) {
 	}
 }
 
+// owners returns the ids of the live tasks that could have left orphan
+// pid, which started at st: the task its marker names (none when that
+// task has ended), or, without a marker (an `env -i` stripped it), every
+// task that started no later than it did (a later one cannot be its
+// ancestor). marked reports a marker.
+func (l *spawnLoop) owners(pid int, st uint64) (ids []string, marked bool) {
+	if id, ok := markerOf(pid); ok {
+		for _, t := range l.tasks {
+			if t.id == id {
+				return []string{id}, true
+			}
+		}
+		return nil, true
+	}
+	for _, t := range l.tasks {
+		if t.start <= st {
+			ids = append(ids, t.id)
+		}
+	}
+	return ids, false
+}
+
 // spared returns the spawner's children the lapse's SIGKILL spares: the
-// tasks started since the lapse (not doomed), the orphans that carry one
-// of their markers, and the orphans without a marker that one of them
-// could have left (it started before the orphan did).
+// tasks started since the lapse (not doomed), and the orphans one of them
+// could have left (owners).
 func (l *spawnLoop) spared() map[int]bool {
 	spare := map[int]bool{}
-	ids := map[string]bool{}
-	var earliest uint64 // the earliest start among them (0: none)
+	doomedIDs := map[string]bool{}
 	for pid, t := range l.tasks {
 		if l.doomed[pid] {
-			continue
-		}
-		spare[pid], ids[t.id] = true, true
-		if earliest == 0 || t.start < earliest {
-			earliest = t.start
+			doomedIDs[t.id] = true
+		} else {
+			spare[pid] = true
 		}
 	}
-	if len(ids) == 0 {
+	if len(spare) == 0 {
 		return spare
 	}
-	for _, pid := range childrenOf() {
-		if spare[pid] || l.tasks[pid] != nil {
+	kids, _ := childrenOf()
+	for _, pid := range kids {
+		if l.tasks[pid] != nil {
 			continue
 		}
-		if id, marked := markerOf(pid); marked {
-			spare[pid] = ids[id]
-			continue
+		st, err := StartTime(pid)
+		if err != nil {
+			continue // gone
 		}
-		if st, err := startTime(pid); err == nil && st >= earliest {
-			spare[pid] = true
+		ids, _ := l.owners(pid, st)
+		for _, id := range ids {
+			if !doomedIDs[id] {
+				spare[pid] = true
+				break
+			}
 		}
 	}
 	return spare
@@ -620,40 +645,38 @@ func (l *spawnLoop) spared() map[int]bool {
 func (l *spawnLoop) orphans() {
 	ended := l.ended
 	l.ended, l.anyEnded = nil, false
-	live := make(map[string]bool, len(l.tasks))
-	for _, t := range l.tasks {
-		live[t.id] = true
-	}
-	kids := childrenOf()
+	kids, _ := childrenOf()
 	seen := map[int]bool{}
 	for _, pid := range kids {
 		if l.tasks[pid] != nil {
 			continue
 		}
 		seen[pid] = true
-		st, err := startTime(pid)
+		st, err := StartTime(pid)
 		if err != nil {
 			continue // gone
 		}
-		id, marked := markerOf(pid)
+		ids, marked := l.owners(pid, st)
 		switch {
-		case marked && live[id]:
+		case marked && len(ids) > 0:
 			continue // a live task's daemon
 		case marked:
-			killSubtree(pid, syscall.SIGKILL)
+			killSubtree(pid, syscall.SIGKILL) // its task ended
 			continue
 		}
 		sus, ok := l.suspects[pid]
 		if !ok || sus.start != st {
 			sus = suspect{start: st, tasks: map[string]bool{}}
-			for _, t := range l.tasks {
-				if t.start <= st { // a task that started after the orphan is not its ancestor
-					sus.tasks[t.id] = true
-				}
+			for _, id := range ids {
+				sus.tasks[id] = true
 			}
 			for _, id := range ended {
 				sus.tasks[id] = true
 			}
+		}
+		live := map[string]bool{}
+		for _, id := range ids {
+			live[id] = true
 		}
 		for id := range sus.tasks {
 			if !live[id] {
@@ -691,17 +714,17 @@ func markerOf(pid int) (string, bool) {
 }
 
 // childrenOf lists the spawner's children, from each of its threads'
-// /proc children file (nil when it cannot).
-func childrenOf() []int {
+// /proc children file; ok is false when /proc cannot tell.
+func childrenOf() (pids []int, ok bool) {
 	threads, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	var out []int
 	for _, th := range threads {
 		b, err := os.ReadFile("/proc/self/task/" + th.Name() + "/children")
 		if err != nil {
-			continue
+			continue // a thread that just exited
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil {
@@ -709,7 +732,7 @@ func childrenOf() []int {
 			}
 		}
 	}
-	return out
+	return out, true
 }
 
 // killBelow sends sig to every process below the spawner but the
@@ -766,19 +789,32 @@ func closeOnExecAll() {
 	}
 }
 
-// startTime returns the start time of process pid in clock ticks since
-// boot (proc(5): /proc/<pid>/stat field 22); 0 when it cannot be read.
-func startTime(pid int) (uint64, error) {
+// StatFields returns the fields of /proc/<pid>/stat after the command
+// name (which may hold spaces and parentheses): f[0] is the state (field
+// 3), f[1] the parent (field 4), f[2] the process group (field 5), f[19]
+// the start time (field 22). Errors: the process is gone, or the file is
+// not as proc(5) says.
+func StatFields(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
-	f := strings.Fields(s[i+1:])
+	return strings.Fields(s[i+1:]), nil
+}
+
+// StartTime returns the start time of process pid in clock ticks since
+// boot (proc(5): /proc/<pid>/stat field 22), which tells a process from a
+// later one with its pid. Errors: as StatFields.
+func StartTime(pid int) (uint64, error) {
+	f, err := StatFields(pid)
+	if err != nil {
+		return 0, err
+	}
 	if len(f) < 20 {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
 	}

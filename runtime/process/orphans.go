@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/megaflow/megaflow/internal/leaseinit"
 )
 
 // Records of started process groups (Config.StateDir): one file per
@@ -32,7 +34,7 @@ const recordExt = ".pg"
 // half done. A crash between the file's creation and the write leaves an
 // empty record, which killOrphans drops, as it would have no record.
 func writeRecord(dir string, p *proc) error {
-	st, err := startTime(p.pid)
+	st, err := leaseinit.StartTime(p.pid)
 	if err != nil {
 		return err
 	}
@@ -90,7 +92,7 @@ func killOrphans(dir string) (int, error) {
 // leader started at start: the leader lives with that start time, or the
 // leader is gone and some process is still in the group.
 func groupIsOurs(pgid int, start uint64) bool {
-	if st, err := startTime(pgid); err == nil {
+	if st, err := leaseinit.StartTime(pgid); err == nil {
 		return st == start
 	}
 	procs, _ := os.ReadDir("/proc")
@@ -99,38 +101,9 @@ func groupIsOurs(pgid int, start uint64) bool {
 		if err != nil {
 			continue
 		}
-		if f, err := statFields(pid); err == nil && len(f) > 2 && f[2] == strconv.Itoa(pgid) {
+		if f, err := leaseinit.StatFields(pid); err == nil && len(f) > 2 && f[2] == strconv.Itoa(pgid) {
 			return true
 		}
 	}
 	return false
-}
-
-// startTime returns the start time of process pid in clock ticks since
-// boot (proc(5): /proc/<pid>/stat field 22).
-func startTime(pid int) (uint64, error) {
-	f, err := statFields(pid)
-	if err != nil {
-		return 0, err
-	}
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(f))
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// statFields returns the fields of /proc/<pid>/stat after the command name
-// (which may hold spaces and parentheses): f[0] is the state (field 3),
-// f[2] the process group (field 5), f[19] the start time (field 22).
-func statFields(pid int) ([]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	return strings.Fields(s[i+1:]), nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
 
@@ -38,7 +39,7 @@ func TestNewKillsTheOrphansOfACrashedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { stranger.Process.Kill(); stranger.Wait() }()
-	st, err := startTime(stranger.Process.Pid)
+	st, err := leaseinit.StartTime(stranger.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -370,8 +370,8 @@ func (r *Runtime) spawn(ctx context.Context, key spawnKey, req leaseinit.SpawnRe
 			// first, the task dies here, by its marker, before another try.
 			r.sweep.killTree(req.ID)
 		}
-		if try == 0 && (errors.Is(err, errSpawnerGone) || (err == nil && (rep.Retry || t.died))) {
-			r.retire(sp) // stopping or gone: the next try gets a new one
+		if try == 0 && (errors.Is(err, errSpawnerGone) || (err == nil && t.died)) {
+			r.retire(sp) // gone: the next try gets a new one
 			continue
 		}
 		return t, rep, err

@@ -34,9 +34,8 @@ import (
 // too large for one message (leaseinit.MaxSpawnMessage, an environment
 // of hundreds of KB). When the spawner dies, every task it had is killed
 // and ends with a reason that says so; the next start starts a new one,
-// as does a start that a stopping spawner answers with Retry, or that was
-// in flight when the spawner died (after a kill by its marker of
-// whatever it might have forked).
+// as does a start that was in flight when the spawner died (after a kill
+// by its marker of whatever it might have forked).
 
 // spawnHello bounds the wait for a new spawner's greeting.
 const spawnHello = 5 * time.Second
@@ -61,7 +60,7 @@ type spawner struct {
 	sendMu sync.Mutex // one request on the socket at a time
 
 	mu    sync.Mutex
-	dead  bool                  // the socket ended, or the spawner is stopping (retire): no more requests
+	dead  bool                  // the socket ended (or retire saw it die): no more requests
 	tasks map[string]*spawnTask // by process id, until its end is delivered
 }
 
@@ -231,8 +230,8 @@ func (sp *spawner) deliver(rep leaseinit.SpawnReply) {
 
 // spawn sends req with the task's output descriptor and waits for the
 // first answer. Errors: errSpawnerGone (nothing was sent: the caller may
-// start another spawner), the request is too large for one message (the
-// caller runs an init of its own), ctx's.
+// start another spawner), errTooLarge (the caller runs an init of its
+// own), errStopped (stop closed first: nothing runs).
 func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan struct{}) (*spawnTask, leaseinit.SpawnReply, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -269,10 +268,7 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 			return t, rep, nil
 		default:
 		}
-		t.abandoned = true
-		if t.pid > 0 {
-			_ = syscall.Kill(-t.pid, syscall.SIGKILL)
-		}
+		t.abandoned = true // deliver kills it if it starts after all
 		return nil, leaseinit.SpawnReply{}, errStopped
 	}
 }
@@ -329,8 +325,8 @@ func (r *Runtime) spawnerFor(key spawnKey) *spawner {
 	return sp
 }
 
-// retire stops using sp for new tasks (it is stopping, or gone); its
-// tasks still end through it, and Close waits for it.
+// retire stops using sp for new tasks (it is gone, perhaps before its
+// reader saw it); its tasks still end through it, and Close waits for it.
 func (r *Runtime) retire(sp *spawner) {
 	sp.mu.Lock()
 	sp.dead = true

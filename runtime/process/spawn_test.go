@@ -298,7 +298,7 @@ func TestSpawnedTasksAreRecorded(t *testing.T) {
 	if _, err := fmt.Sscan(string(b), &pid, &st); err != nil {
 		t.Fatalf("record %q: %v", b, err)
 	}
-	if want, err := startTime(pid); err != nil || st != want {
+	if want, err := leaseinit.StartTime(pid); err != nil || st != want {
 		t.Errorf("record %q: start time %d, /proc says %d (%v)", b, st, want, err)
 	}
 	if err := r.Stop(context.Background(), id, time.Minute); err != nil {
@@ -391,7 +391,7 @@ func TestSpawnerKillsUnmarkedOrphans(t *testing.T) {
 	// A task that starts after both daemons (a clock tick later: start
 	// times count ticks) and runs on.
 	daemon := pidOf("sleep", uniqueSleep(71))
-	st, err := startTime(daemon)
+	st, err := leaseinit.StartTime(daemon)
 	if err != nil {
 		t.Fatal(err)
 	}
