@@ -116,7 +116,7 @@ func tasksCmd(g *globals) *cobra.Command {
 				if n := len(t.Attempts); n > 0 {
 					worker = t.Attempts[n-1].WorkerId
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Id, taskState(t.State), len(t.Attempts), orDash(worker), t.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Id, taskState(t.State), len(t.Attempts), orDash(worker), taskReason(t))
 			}
 			if next != "" {
 				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
@@ -257,6 +257,44 @@ func histogram(h []uint32) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// taskReason is the REASON column of `megaflow tasks`: the task's own
+// reason, and, for a task that is on a later attempt (queued again,
+// assigned, running) or ended without a reason of its own after earlier
+// attempts, why the last earlier attempt ended: a task that was run again
+// (its worker died, its lease lapsed, it failed and had retries) says so
+// instead of showing an empty reason or only the queue's.
+func taskReason(t *client.Task) string {
+	n := len(t.Attempts)
+	var prev *client.Attempt
+	switch t.State {
+	case client.TaskPending, client.TaskQueued:
+		if n > 0 {
+			prev = t.Attempts[n-1] // ended: the task is waiting for another
+		}
+	default:
+		if n > 1 {
+			prev = t.Attempts[n-2]
+		}
+	}
+	if prev == nil || prev.Reason == "" || prev.Reason == t.Reason || (t.Reason != "" && taskEnded(t.State)) {
+		return t.Reason
+	}
+	earlier := fmt.Sprintf("attempt %d ended (%s): %s", prev.Number, taskState(prev.State), prev.Reason)
+	if t.Reason == "" {
+		return earlier
+	}
+	return t.Reason + "; " + earlier
+}
+
+// taskEnded reports whether s is a task's final state.
+func taskEnded(s client.TaskState) bool {
+	switch s {
+	case client.TaskSucceeded, client.TaskFailed, client.TaskCancelled, client.TaskTimedOut:
+		return true
+	}
+	return false
 }
 
 func taskState(s client.TaskState) string {
