@@ -58,7 +58,8 @@ func (b *GraphBuilder) Deadline(d time.Duration) *GraphBuilder {
 }
 
 // Task adds a batch task named name running command (argv) in image, and
-// returns it for further settings. Names are unique within a graph: a
+// returns it for further settings. image may be "" for a task that runs
+// as a plain process (Runtime("process")). Names are unique within a graph: a
 // duplicate is reported by Build.
 func (b *GraphBuilder) Task(name, image string, command ...string) *TaskBuilder {
 	t := &TaskBuilder{s: &TaskSpec{Name: name, Image: image, Command: command}}
@@ -186,6 +187,12 @@ func (t *TaskBuilder) WorkDir(dir string) *TaskBuilder { t.s.WorkingDir = dir; r
 // Network sets the container network ("none", the default, "bridge",
 // "host" or a network the workers define).
 func (t *TaskBuilder) Network(n string) *TaskBuilder { t.s.Network = n; return t }
+
+// Runtime sets the worker runtime the task needs: "docker" (its image's
+// isolation: never a process worker), "process" (a process-runtime
+// worker only; then the image may be left out, unless the task is
+// persistent), or "" (any worker, the default). Build refuses any other.
+func (t *TaskBuilder) Runtime(r string) *TaskBuilder { t.s.Runtime = r; return t }
 
 // Selector requires a worker label to match exactly.
 func (t *TaskBuilder) Selector(k, v string) *TaskBuilder {

@@ -44,6 +44,18 @@ func TestGraphBuilder(t *testing.T) {
 	if ta.Env["K"] != "V" {
 		t.Errorf("the built graph changed with the builder")
 	}
+	p := client.NewGraph("p")
+	p.Task("plain", "", "true").Runtime("process")
+	if g, err := p.Build(); err != nil {
+		t.Errorf("a process task without an image: %v; want it built", err)
+	} else if g.Tasks[0].Runtime != "process" {
+		t.Errorf("runtime %q, want process", g.Tasks[0].Runtime)
+	}
+	c := client.NewGraph("c")
+	c.Task("boxed", "", "true")
+	if _, err := c.Build(); !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), "runtime: process") {
+		t.Errorf("a task without an image or runtime: %v, want InvalidArgument suggesting runtime: process", err)
+	}
 	b.Task("a", "img", "true") // a duplicate name
 	if _, err := b.Build(); !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), `"a"`) {
 		t.Errorf("duplicate task: %v, want InvalidArgument naming the task", err)

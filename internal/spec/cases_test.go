@@ -119,7 +119,15 @@ var invalidCases = []invalidCase{
 
 	// Image and command.
 	{name: "image empty", mut: t1("setup", func(t *wire.TaskSpec) { t.Image = "" }),
-		want: `graph "step-42": task "setup": image: is empty; name a container image`},
+		want: `graph "step-42": task "setup": image: is empty; name a container image, e.g. "python:3.12-slim", or set runtime: process to run the command as a plain process`},
+	{name: "image empty, persistent on the process runtime", mut: t1("setup", func(t *wire.TaskSpec) {
+		t.Image, t.Runtime, t.Mode = "", "process", wire.ExecutionMode_EXECUTION_MODE_PERSISTENT
+	}), want: `task "setup": image: is empty; a persistent task or a sandbox runs in a container even on a process-runtime worker`},
+	{name: "image empty, a session on the process runtime", mut: t1("setup", func(t *wire.TaskSpec) {
+		t.Image, t.Runtime, t.Mode, t.Session = "", "process", wire.ExecutionMode_EXECUTION_MODE_PERSISTENT, "s1"
+	}), want: `task "setup": image: is empty; a persistent task or a sandbox runs in a container`},
+	{name: "image empty, runtime docker", mut: t1("setup", func(t *wire.TaskSpec) { t.Image, t.Runtime = "", "docker" }),
+		want: `task "setup": image: is empty; name a container image`},
 	{name: "image space", mut: t1("setup", func(t *wire.TaskSpec) { t.Image = "python 3" }),
 		want: `task "setup": image: "python 3" has ' ' at byte 6`},
 	{name: "image dash", mut: t1("setup", func(t *wire.TaskSpec) { t.Image = "-x" }),

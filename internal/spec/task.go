@@ -39,8 +39,15 @@ func (v *validator) checkTask(i int, t *wire.TaskSpec) error {
 		return v.taskErr(i, "name", "%q is also the name of tasks[%d]; task names must be unique within a graph", t.Name, j)
 	}
 
-	// image and command
-	if p := imageProblem(t.Image); p != "" {
+	// image and command: a plain process needs no image (imageOptional)
+	if p := imageProblem(t.Image); p != "" && (t.Image != "" || !imageOptional(t)) {
+		switch {
+		case t.Image != "":
+		case t.Runtime == "process":
+			p = `is empty; a persistent task or a sandbox runs in a container even on a process-runtime worker: name its image, e.g. "python:3.12-slim"`
+		default:
+			p += `, or set runtime: process to run the command as a plain process without an image (on process-runtime workers only)`
+		}
 		return v.taskErr(i, "image", "%s", p)
 	}
 	switch n := len(t.Command); {
@@ -335,4 +342,13 @@ func (v *validator) checkService(i int, t *wire.TaskSpec) error {
 		return v.taskErr(i, "uses_services", "names %q, the task's own service; it would wait for itself forever", s.Name)
 	}
 	return nil
+}
+
+// imageOptional reports whether t may leave its image out: a task that
+// runs only on process-runtime workers (runtime "process"), which start
+// its command as a plain process and have no images, unless it asks for
+// a warm container (persistent mode, a session) or is a sandbox, both of
+// which are containers.
+func imageOptional(t *wire.TaskSpec) bool {
+	return t.Runtime == "process" && t.Mode != wire.ExecutionMode_EXECUTION_MODE_PERSISTENT && t.Session == "" && t.Sandbox == nil
 }

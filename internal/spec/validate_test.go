@@ -135,6 +135,11 @@ func TestValidateAccepts(t *testing.T) {
 			return g
 		}, func(l *Limits) { l.MaxWorker = &wire.Resources{} }},
 		{"zero limits mean defaults", base, func(l *Limits) { *l = Limits{} }},
+		{"a plain process needs no image", func() *wire.GraphSpec {
+			g := base()
+			g.Tasks[0].Image, g.Tasks[0].Runtime = "", "process"
+			return g
+		}, nil},
 		{"normalized", func() *wire.GraphSpec { return Normalize(base()) }, nil},
 	}
 	for _, c := range cases {

@@ -82,7 +82,9 @@ def _graph_with(**task):
 @pytest.mark.parametrize("task,message", [
     (dict(name="bad name"), r'tasks\[0\]: name: .* may hold only'),
     (dict(name=".hidden"), "not start with '.'"),
-    (dict(image=""), 'task "a": image: is empty'),
+    (dict(image=""), 'task "a": image: is empty; .* or set runtime="process"'),
+    (dict(image="", runtime="process", persistent=True), 'task "a": image: is empty; a persistent task'),
+    (dict(image="", runtime="docker"), 'task "a": image: is empty'),
     (dict(command=[]), 'task "a": command: is empty'),
     (dict(command=[""]), r'command\[0\]: the program is empty'),
     (dict(type="Train"), 'task "a": type:'),
@@ -96,6 +98,12 @@ def _graph_with(**task):
 def test_local_checks_name_the_field(task, message):
     with pytest.raises(megaflow.InvalidGraph, match=message):
         _graph_with(**task).build()
+
+
+def test_a_plain_process_needs_no_image():
+    g = megaflow.Graph("x")
+    g.task("a", ["true"], runtime="process")
+    assert g.build().tasks[0].image == ""
 
 
 def test_command_must_be_a_list():

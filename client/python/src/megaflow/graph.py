@@ -247,7 +247,7 @@ class Graph:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def task(self, name: str, command: Sequence[str], *, image: str,
+    def task(self, name: str, command: Sequence[str], *, image: str = "",
              after: Iterable[Union[Task, str]] = (), type: str = "",
              cpu: Optional[Cpu] = None, memory: Optional[Memory] = None,
              gpus: int = 0, gpu_model: str = "", gpu_memory: Optional[Memory] = None,
@@ -265,8 +265,9 @@ class Graph:
             name: unique within the graph: [A-Za-z0-9._-], 1 to 128 characters.
             command: argv; the first element is the program (a str is
                 refused: pass ``["sh", "-c", "..."]``).
-            image: container image (required; the process runtime ignores
-                it but the head still asks for one).
+            image: container image; required unless ``runtime="process"``
+                (a plain process on a process-runtime worker needs none,
+                but a persistent task or a session still does).
             after: tasks or task names this one waits for.
             type: queue: "train", "eval", "synth" or "" (the default queue).
             cpu: cores (``2``, ``0.5``) or millicores (``"500m"``).
@@ -414,8 +415,14 @@ def validate(g: pb.GraphSpec) -> None:
             fail(f'task "{t.name}": {field}: {msg}')
 
         if not t.image:
-            tfail("image", 'is empty; name a container image, e.g. "python:3.12-slim"')
-        if len(t.image) > 512 or any(not " " < ch < "\x7f" for ch in t.image) or t.image[0] == "-":
+            if t.runtime != "process":
+                tfail("image", 'is empty; name a container image, e.g. "python:3.12-slim", or set '
+                      'runtime="process" to run the command as a plain process without an image '
+                      '(on process-runtime workers only)')
+            if t.mode == pb.EXECUTION_MODE_PERSISTENT or t.session:
+                tfail("image", "is empty; a persistent task or a session runs in a container even on a "
+                      'process-runtime worker: name its image, e.g. "python:3.12-slim"')
+        elif len(t.image) > 512 or any(not " " < ch < "\x7f" for ch in t.image) or t.image[0] == "-":
             tfail("image", f"{t.image!r} is not an image reference (printable ASCII, no spaces, up to 512 bytes)")
         if not t.command:
             tfail("command", 'is empty; give the program and its arguments, e.g. ["python", "rollout.py"]')
