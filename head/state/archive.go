@@ -108,7 +108,7 @@ func (t *Txn) ArchiveGraphs(ids []string, nanos int64) []string {
 	var out []string
 	for _, id := range ids {
 		g := t.Graph(id)
-		if g == nil || archivable(t.mem, g, snaps) != nil {
+		if g == nil || archivable(t.taskTxn(), g, snaps) != nil {
 			continue
 		}
 		sum := g.ToWire()

@@ -65,7 +65,7 @@ func gangKey(graphID, gang string) string { return graphID + "/" + gang }
 // GangTasks returns the tasks of gang gang of graph graphID, in id order
 // (an index lookup, not a scan of the graph).
 func (t *Txn) GangTasks(graphID, gang string) []*Task {
-	return collect[*Task](get(t.mem, tableTasks, indexGang, gangKey(graphID, gang)))
+	return collect[*Task](get(t.taskTxnFor(indexGang), tableTasks, indexGang, gangKey(graphID, gang)))
 }
 
 // gangOf returns the other tasks of task's gang, in id order.

@@ -48,7 +48,7 @@ func (t *Txn) SetGPUHealth(id string, unhealthy map[string]string, unixNanos int
 	if n == 0 {
 		return 0, l, nil
 	}
-	held := collect[*Task](get(t.mem, tableTasks, indexWorker, id))
+	held := collect[*Task](get(t.taskTxn(), tableTasks, indexWorker, id))
 	slices.SortFunc(held, func(a, b *Task) int {
 		switch {
 		case a.ID < b.ID:

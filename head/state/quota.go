@@ -156,7 +156,7 @@ func (t *Txn) QuotaGuard() *QuotaGuard {
 	for _, q := range tenants {
 		g.tenants[q.Tenant] = q
 	}
-	g.usage, g.total = usageOf(t.mem)
+	g.usage, g.total = usageOf(t.taskTxn())
 	return g
 }
 

@@ -62,7 +62,7 @@ func (t *Txn) stopGraphServices(graphID string, nanos int64) {
 		return
 	}
 	var live []*Task
-	for it := get(t.mem, tableTasks, indexGraphService, graphID); ; {
+	for it := get(t.taskTxnFor(indexGraphService), tableTasks, indexGraphService, graphID); ; {
 		o := it.Next()
 		if o == nil {
 			break
@@ -103,12 +103,12 @@ func (t *Txn) stoppedWithGraph(graphID string) uint32 {
 // submitted.
 func (t *Txn) serviceEnded(svc *Task, nanos int64) {
 	name := svc.ServiceName()
-	if it := get(t.mem, tableTasks, indexService, name); it.Next() != nil {
+	if it := get(t.taskTxnFor(indexService), tableTasks, indexService, name); it.Next() != nil {
 		return // another task still provides it
 	}
 	var waiters []*Task
 	for _, st := range []wire.TaskState{pending, queued} {
-		it := get(t.mem, tableTasks, indexState, st)
+		it := get(t.taskTxn(), tableTasks, indexState, st)
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			if task := raw.(*Task); slices.Contains(task.Spec.GetUsesServices(), name) {
 				waiters = append(waiters, task)

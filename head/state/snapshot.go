@@ -97,7 +97,7 @@ func (t *Txn) DeleteSnapshot(id string) (*wire.Snapshot, error) {
 	if raw == nil {
 		return nil, nil
 	}
-	if users := collect[*Task](get(t.mem, tableTasks, indexSnapshotUse, id)); len(users) > 0 {
+	if users := collect[*Task](get(t.taskTxnFor(indexSnapshotUse), tableTasks, indexSnapshotUse, id)); len(users) > 0 {
 		var open, closing []string
 		for _, task := range users {
 			if IsTerminal(task.State) {

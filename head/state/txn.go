@@ -35,10 +35,23 @@ type Txn struct {
 	cancelling string
 	// taskWrites counts the task rows written or deleted (TaskWrites).
 	taskWrites int
+	// tasks holds the task rows written by this transaction and not yet
+	// inserted into mem: a task moved several times in one batch of
+	// entries (assigned, running, ended) is inserted once, each insert
+	// costing a copy of its path in every index tree. Task returns them;
+	// every read of the tasks table by an index (taskTxn) and Commit
+	// insert them first (flushTasks).
+	tasks map[string]*Task
+	// tasksPlain is set while every row of tasks is a plain batch task's
+	// (not of a gang or a service, not a sandbox from a snapshot), which
+	// no version of is in the gang, service or snapshot-use index: those
+	// indexes can then be read without flushing tasks (taskTxnFor).
+	tasksPlain bool
 }
 
 // TaskWrites returns how many task rows the transaction wrote or deleted
-// so far. The FSM commits a batch of entries in several transactions when
+// so far (a row written several times counts each time, though it is
+// inserted once). The FSM commits a batch of entries in several transactions when
 // it grows past a bound: go-memdb closes the watch channels of at most
 // 8,192 changed tree nodes one by one, and past that walks every tree
 // whole (go-immutable-radix's slowNotify), a cost in the size of the table,
@@ -49,7 +62,7 @@ func (t *Txn) TaskWrites() int { return t.taskWrites }
 // calls it on its goroutine; only one may be open at a time.
 func (s *Store) WriteTxn(index uint64) *Txn {
 	return &Txn{mem: s.db.Load().Txn(true), index: index, graphs: map[string]*Graph{},
-		workers: map[string]*Worker{}}
+		workers: map[string]*Worker{}, tasks: map[string]*Task{}}
 }
 
 // SetIndex moves the transaction on to the next log entry of a batch: later
@@ -73,6 +86,7 @@ func (t *Txn) TakeEvents() []*wire.Event {
 // index as the last applied, and makes everything visible to new views at
 // once.
 func (t *Txn) Commit() {
+	t.flushTasks()
 	ids := make([]string, 0, len(t.graphs))
 	for id := range t.graphs {
 		ids = append(ids, id)
@@ -114,6 +128,9 @@ func (t *Txn) Graph(id string) *Graph {
 // Task returns the task with id as this transaction sees it, or nil. The
 // result must not be modified.
 func (t *Txn) Task(id string) *Task {
+	if task, ok := t.tasks[id]; ok {
+		return task
+	}
 	if raw := first(t.mem, tableTasks, indexID, id); raw != nil {
 		return raw.(*Task)
 	}
@@ -148,7 +165,7 @@ func (t *Txn) writableWorker(id string) *Worker {
 }
 
 // TasksOfGraph returns the tasks of the graph with id in id order.
-func (t *Txn) TasksOfGraph(id string) []*Task { return tasksOfGraph(t.mem, id) }
+func (t *Txn) TasksOfGraph(id string) []*Task { return tasksOfGraph(t.taskTxn(), id) }
 
 // writableGraph returns the transaction's private copy of a graph, which
 // must exist.
@@ -170,7 +187,56 @@ func (t *Txn) writableGraph(id string) *Graph {
 func (t *Txn) putTask(old, n *Task) {
 	t.account(old, n)
 	t.taskWrites++
-	must(t.mem.Insert(tableTasks, n))
+	if len(t.tasks) == 0 {
+		t.tasksPlain = true
+	}
+	t.tasks[n.ID] = n
+	t.tasksPlain = t.tasksPlain && !inSparseIndexes(n)
+}
+
+// inSparseIndexes reports whether any version of task may be in the gang,
+// service or snapshot-use index: those depend on its spec alone being of
+// a gang, a service or a sandbox from a snapshot (and then on its state).
+func inSparseIndexes(task *Task) bool {
+	return task.Spec.GetGang() != "" || task.ServiceName() != "" || task.Spec.GetSandbox().GetFromSnapshot() != ""
+}
+
+// flushTasks inserts the task rows written since the last flush into mem,
+// in id order (neighbours share the tree nodes copied for the first).
+func (t *Txn) flushTasks() {
+	if len(t.tasks) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(t.tasks))
+	for id := range t.tasks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		must(t.mem.Insert(tableTasks, t.tasks[id]))
+	}
+	clear(t.tasks)
+}
+
+// taskTxn returns mem with every task row written so far in it: for a
+// read of the tasks table by any index but the id (Task reads the rows
+// not yet flushed itself).
+func (t *Txn) taskTxn() *memdb.Txn {
+	t.flushTasks()
+	return t.mem
+}
+
+// taskTxnFor is taskTxn for a read of the gang, service or snapshot-use
+// index (index), which rows of plain batch tasks never enter: those need
+// not be flushed first.
+func (t *Txn) taskTxnFor(index string) *memdb.Txn {
+	switch index {
+	case indexGang, indexService, indexGraphService, indexSnapshotUse:
+		if t.tasksPlain {
+			return t.mem
+		}
+	}
+	return t.taskTxn()
 }
 
 // takeQueueSeq hands out the next queue_seq.

@@ -208,7 +208,7 @@ func (t *Txn) WorkerDown(id string, left bool, code wire.ReasonCode, reason stri
 	w.Reason = reason
 	w.UpdateUnixNanos, w.ModifyIndex = unixNanos, t.index
 	// Collect first: the loop writes the index it would walk.
-	held := collect[*Task](get(t.mem, tableTasks, indexWorker, id))
+	held := collect[*Task](get(t.taskTxn(), tableTasks, indexWorker, id))
 	var l Losses
 	why := LostReason(id, reason)
 	for _, task := range held {
