@@ -158,7 +158,9 @@ func machine() string {
 	commit := "unknown commit"
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain").Output(); err == nil && len(st) > 0 {
+		// The results folder is left out: a run writes its CSVs and plots
+		// there before its report.
+		if st, err := exec.Command("git", "status", "--porcelain", "--", ".", ":(exclude)bench/results").Output(); err == nil && len(st) > 0 {
 			commit += " (with uncommitted changes)"
 		}
 	}

@@ -375,7 +375,7 @@ func writeThroughput(out string, o throughputOptions, ours, peer [][]tpResult) e
 		trows = append(trows, []string{strconv.Itoa(c), strconv.Itoa(max(1, o.tasks/c) * c), mmm(rates(ours[i]), "%.0f"), mmm(p50s(ours[i]), "%.1f"), mmm(rates(peer[i]), "%.0f"), mmm(p50s(peer[i]), "%.1f"), ratio})
 	}
 	rep.table([]string{"clients", "tasks per repetition", "MegaFlow tasks/s", "MegaFlow submit-to-start p50 ms", "Dask tasks/s", "Dask submit-to-start p50 ms", "MegaFlow / Dask tasks/s (target >= 10 at the median)"}, trows)
-	rep.p("Where MegaFlow's time went, from the leader's metrics (means per attempt or per command, ms, median over the repetitions): queued = QUEUED to ASSIGNED committed (scheduling round and plan commit), starting = ASSIGNED to RUNNING committed (delivery, the start on the worker, the event's commit), Raft apply = a command's proposal to its application on the leader (megaflow_raft_apply_duration_seconds).")
+	rep.p("Where MegaFlow's time went, from the leader's metrics (means per attempt or per command, ms, median over the repetitions): each stage runs between the leader's timestamps of two commands, taken when the leader makes them: queued = QUEUED to ASSIGNED (the submission's commit, the wait for a scheduling round and the planning), starting = ASSIGNED to RUNNING (the plan's commit, the delivery, the start on the worker, and the worker's event until the leader proposes it, behind the worker's earlier batch in flight), Raft apply = a command's proposal to its application on the leader (megaflow_raft_apply_duration_seconds).")
 	rep.p("")
 	var srows [][]string
 	for i, c := range o.clients {
