@@ -127,7 +127,7 @@ var invalidCases = []invalidCase{
 		t.Image, t.Runtime, t.Mode, t.Session = "", "process", wire.ExecutionMode_EXECUTION_MODE_PERSISTENT, "s1"
 	}), want: `task "setup": image: is empty; a persistent task or a sandbox runs in a container`},
 	{name: "image empty, runtime docker", mut: t1("setup", func(t *wire.TaskSpec) { t.Image, t.Runtime = "", "docker" }),
-		want: `task "setup": image: is empty; name a container image`},
+		want: `task "setup": image: is empty; name a container image, e.g. "python:3.12-slim"`},
 	{name: "image space", mut: t1("setup", func(t *wire.TaskSpec) { t.Image = "python 3" }),
 		want: `task "setup": image: "python 3" has ' ' at byte 6`},
 	{name: "image dash", mut: t1("setup", func(t *wire.TaskSpec) { t.Image = "-x" }),

@@ -42,7 +42,7 @@ func (v *validator) checkTask(i int, t *wire.TaskSpec) error {
 	// image and command: a plain process needs no image (imageOptional)
 	if p := imageProblem(t.Image); p != "" && (t.Image != "" || !imageOptional(t)) {
 		switch {
-		case t.Image != "":
+		case t.Image != "", t.Runtime == "docker":
 		case t.Runtime == "process":
 			p = `is empty; a persistent task or a sandbox runs in a container even on a process-runtime worker: name its image, e.g. "python:3.12-slim"`
 		default:

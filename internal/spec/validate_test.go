@@ -368,3 +368,19 @@ func TestValidateGangSharingDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An empty image suggests runtime: process only to a task that did not
+// ask for docker.
+func TestEmptyImageHintFitsTheRuntime(t *testing.T) {
+	for _, c := range []struct {
+		runtime string
+		hint    bool
+	}{{"", true}, {"docker", false}} {
+		g := base()
+		g.Tasks[0].Image, g.Tasks[0].Runtime = "", c.runtime
+		err := Validate(g, DefaultLimits())
+		if err == nil || strings.Contains(err.Error(), "runtime: process") != c.hint {
+			t.Errorf("runtime %q: %v; want the runtime: process hint %v", c.runtime, err, c.hint)
+		}
+	}
+}

@@ -415,6 +415,8 @@ def validate(g: pb.GraphSpec) -> None:
             fail(f'task "{t.name}": {field}: {msg}')
 
         if not t.image:
+            if t.runtime == "docker":
+                tfail("image", 'is empty; name a container image, e.g. "python:3.12-slim"')
             if t.runtime != "process":
                 tfail("image", 'is empty; name a container image, e.g. "python:3.12-slim", or set '
                       'runtime="process" to run the command as a plain process without an image '
