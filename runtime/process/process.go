@@ -80,10 +80,19 @@ type Config struct {
 	// records, and a crash leaves its processes running.
 	StateDir string
 	// Clock stamps each Exit's StartedAt and FinishedAt and times Stop's
-	// grace; nil: clock.Real (what the daemons use). Tests pass a
-	// clock.Fake.
+	// grace and SpawnAnswer; nil: clock.Real (what the daemons use). Tests
+	// pass a clock.Fake.
 	Clock clock.Clock
+	// SpawnAnswer bounds how long a start waits for the spawner's answer
+	// (spawn.go; a fork takes milliseconds): a spawner silent that long is
+	// taken for hung (stopped, or stuck), killed, and the start goes to a
+	// new one; the tasks it ran end lost and run again. 0: 30 s.
+	SpawnAnswer time.Duration
 }
+
+// defaultSpawnAnswer is Config.SpawnAnswer's default: a thousand times a
+// loaded machine's fork, far below the worker's start timeout (15 min).
+const defaultSpawnAnswer = 30 * time.Second
 
 // Runtime runs task attempts as process groups. It is safe for concurrent
 // use; the worker creates one with New.
@@ -110,6 +119,7 @@ type Runtime struct {
 	noSpawn       map[spawnKey]bool // inits that did not greet as spawners: one per task
 	closed        bool              // Close was called: no more spawners
 	spawnerStarts atomic.Uint64     // spawners started (tests read it)
+	spawnAnswer   time.Duration     // Config.SpawnAnswer
 }
 
 // proc is one started process group.
@@ -136,7 +146,11 @@ func New(cfg Config) (*Runtime, error) {
 	if clk == nil {
 		clk = clock.Real()
 	}
-	r := &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), stateDir: cfg.StateDir, clock: clk,
+	answer := cfg.SpawnAnswer
+	if answer <= 0 {
+		answer = defaultSpawnAnswer
+	}
+	r := &Runtime{environ: cfg.Environ, log: log.With("runtime", "process"), stateDir: cfg.StateDir, clock: clk, spawnAnswer: answer,
 		procs: map[string]*proc{}, names: map[string]string{},
 		spawners: map[spawnKey]*spawner{}, noSpawn: map[spawnKey]bool{}}
 	if r.stateDir != "" {
@@ -364,7 +378,7 @@ func (r *Runtime) spawn(ctx context.Context, key spawnKey, req leaseinit.SpawnRe
 		if sp == nil {
 			return nil, leaseinit.SpawnReply{}, errors.New("no spawner")
 		}
-		t, rep, err := sp.spawn(req, out, ctx.Done())
+		t, rep, err := sp.spawn(req, out, ctx.Done(), r.clock, r.spawnAnswer)
 		if err == nil && t.died {
 			// It died with the request: should it have forked the task
 			// first, the task dies here, by its marker, before another try.

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/runtime/contract"
 )
@@ -229,10 +230,13 @@ func (sp *spawner) deliver(rep leaseinit.SpawnReply) {
 }
 
 // spawn sends req with the task's output descriptor and waits for the
-// first answer. Errors: errSpawnerGone (nothing was sent: the caller may
-// start another spawner), errTooLarge (the caller runs an init of its
-// own), errStopped (stop closed first: nothing runs).
-func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan struct{}) (*spawnTask, leaseinit.SpawnReply, error) {
+// first answer. A spawner that has not answered within answer (on clk) is
+// taken for hung and killed: its reader then answers for it that it died
+// (spawnTask.died), and the caller starts another. Errors: errSpawnerGone
+// (nothing was sent: the caller may start another spawner), errTooLarge
+// (the caller runs an init of its own), errStopped (stop closed first:
+// nothing runs).
+func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan struct{}, clk clock.Clock, answer time.Duration) (*spawnTask, leaseinit.SpawnReply, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, leaseinit.SpawnReply{}, err
@@ -257,19 +261,29 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 		sp.mu.Unlock()
 		return nil, leaseinit.SpawnReply{}, fmt.Errorf("%w: %v", errSpawnerGone, err)
 	}
-	select {
-	case rep := <-t.first:
-		return t, rep, nil
-	case <-stop:
-		sp.mu.Lock()
-		defer sp.mu.Unlock()
+	deadline := clk.NewTimer(answer)
+	defer deadline.Stop()
+	hung := deadline.C()
+	for {
 		select {
-		case rep := <-t.first: // it answered meanwhile
+		case rep := <-t.first:
 			return t, rep, nil
-		default:
+		case <-hung:
+			hung = nil
+			sp.log.Warn("megaflow-init, the tasks' spawner, has not answered a start: it is taken for hung (stopped or stuck) and killed; its tasks are stopped and run again, and the start goes to a new spawner",
+				"pid", sp.cmd.Process.Pid, "waited", answer, "task", req.ID)
+			_ = syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL) // its reader answers t.first (died)
+		case <-stop:
+			sp.mu.Lock()
+			defer sp.mu.Unlock()
+			select {
+			case rep := <-t.first: // it answered meanwhile
+				return t, rep, nil
+			default:
+			}
+			t.abandoned = true // deliver kills it if it starts after all
+			return nil, leaseinit.SpawnReply{}, errStopped
 		}
-		t.abandoned = true // deliver kills it if it starts after all
-		return nil, leaseinit.SpawnReply{}, errStopped
 	}
 }
 

@@ -515,3 +515,49 @@ func TestSpawnerIgnoresStraySignalsAndAStartOutlivesItsDeath(t *testing.T) {
 		t.Errorf("%d spawners started, want 2", got)
 	}
 }
+
+// A spawner that does not answer a start within Config.SpawnAnswer (here
+// stopped with SIGSTOP) is taken for hung: it is killed, the tasks it ran
+// end lost (they run again), and the start goes to a new spawner instead
+// of waiting for the worker's start timeout.
+func TestHungSpawnerIsReplaced(t *testing.T) {
+	r, err := New(Config{SpawnAnswer: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		list, _ := r.List(context.Background(), nil)
+		for _, c := range list {
+			r.Remove(context.Background(), c.ID)
+		}
+		r.Close()
+	})
+	e := spawnEnv{r: r, lease: t.TempDir()}
+	e.renew(t, time.Hour)
+	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	long := e.start(t, "", "sleep", uniqueSleep(50))
+	eventually(t, "the sleep running", func() bool { return count("sleep", uniqueSleep(50)) == 1 })
+	hung := spawnerPid(t, r)
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(hung, syscall.SIGCONT) // if the test fails before the kill
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a bound: the old runtime waited for ever
+	defer cancel()
+	id, err := r.Start(ctx, contract.Spec{Command: []string{"true"}, Init: e.init})
+	if err != nil {
+		t.Fatalf("the start after the hang: %v", err)
+	}
+	if exit := wait(t, r, id); exit.Code != 0 {
+		t.Errorf("the start after the hang: exit %+v, want 0", exit)
+	}
+	if got := r.spawnerStarts.Load(); got != 2 {
+		t.Errorf("%d spawners started, want 2", got)
+	}
+	if exit := wait(t, r, long); !exit.Lost || !strings.Contains(exit.Reason, "the spawner") {
+		t.Errorf("the hung spawner's task: exit %+v, want lost, with a reason naming the spawner", exit)
+	}
+	eventually(t, "the hung spawner gone", func() bool { return errors.Is(syscall.Kill(hung, 0), syscall.ESRCH) })
+	eventually(t, "no sleep left", func() bool { return count("sleep", uniqueSleep(50)) == 0 })
+}
