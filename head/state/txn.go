@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -87,20 +88,10 @@ func (t *Txn) TakeEvents() []*wire.Event {
 // once.
 func (t *Txn) Commit() {
 	t.flushTasks()
-	ids := make([]string, 0, len(t.graphs))
-	for id := range t.graphs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(t.graphs)) {
 		must(t.mem.Insert(tableGraphs, t.graphs[id]))
 	}
-	ids = ids[:0]
-	for id := range t.workers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(t.workers)) {
 		must(t.mem.Insert(tableWorkers, t.workers[id]))
 	}
 	must(t.mem.Insert(tableMeta, &metaRow{Key: metaIndex, Value: t.index}))
@@ -207,12 +198,7 @@ func (t *Txn) flushTasks() {
 	if len(t.tasks) == 0 {
 		return
 	}
-	ids := make([]string, 0, len(t.tasks))
-	for id := range t.tasks {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(t.tasks)) {
 		must(t.mem.Insert(tableTasks, t.tasks[id]))
 	}
 	clear(t.tasks)

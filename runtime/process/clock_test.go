@@ -16,16 +16,7 @@ import (
 func TestStopGraceAndExitTimesOnTheClock(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(start)
-	r, err := New(Config{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		list, _ := r.List(context.Background(), nil)
-		for _, c := range list {
-			r.Remove(context.Background(), c.ID)
-		}
-	})
+	r := newRuntimeWith(t, Config{Clock: clk})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -15,7 +15,14 @@ import (
 
 func newRuntime(t *testing.T) *Runtime {
 	t.Helper()
-	r, err := New(Config{})
+	return newRuntimeWith(t, Config{})
+}
+
+// newRuntimeWith returns New(cfg), whose processes are removed and
+// spawners closed when the test ends.
+func newRuntimeWith(t *testing.T, cfg Config) *Runtime {
+	t.Helper()
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

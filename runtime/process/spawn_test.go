@@ -521,17 +521,7 @@ func TestSpawnerIgnoresStraySignalsAndAStartOutlivesItsDeath(t *testing.T) {
 // end lost (they run again), and the start goes to a new spawner instead
 // of waiting for the worker's start timeout.
 func TestHungSpawnerIsReplaced(t *testing.T) {
-	r, err := New(Config{SpawnAnswer: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		list, _ := r.List(context.Background(), nil)
-		for _, c := range list {
-			r.Remove(context.Background(), c.ID)
-		}
-		r.Close()
-	})
+	r := newRuntimeWith(t, Config{SpawnAnswer: 300 * time.Millisecond})
 	e := spawnEnv{r: r, lease: t.TempDir()}
 	e.renew(t, time.Hour)
 	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
