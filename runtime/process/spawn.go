@@ -253,12 +253,19 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 	sp.tasks[req.ID] = t
 	sp.mu.Unlock()
 	sp.sendMu.Lock()
+	// A spawner that reads nothing fills its socket: the write waits for
+	// it as long as for an answer (the socket's deadline is the system's
+	// time, not clk's).
+	_ = sp.conn.SetWriteDeadline(time.Now().Add(answer))
 	_, _, err = sp.conn.WriteMsgUnix(b, syscall.UnixRights(int(out.Fd())), nil) // Fd: blocking, as the task expects
 	sp.sendMu.Unlock()
 	if err != nil { // a datagram is sent whole or not at all
 		sp.mu.Lock()
 		delete(sp.tasks, req.ID)
 		sp.mu.Unlock()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			sp.kill("has not read a start", answer, req.ID)
+		}
 		return nil, leaseinit.SpawnReply{}, fmt.Errorf("%w: %v", errSpawnerGone, err)
 	}
 	deadline := clk.NewTimer(answer)
@@ -270,9 +277,7 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 			return t, rep, nil
 		case <-hung:
 			hung = nil
-			sp.log.Warn("megaflow-init, the tasks' spawner, has not answered a start: it is taken for hung (stopped or stuck) and killed; its tasks are stopped and run again, and the start goes to a new spawner",
-				"pid", sp.cmd.Process.Pid, "waited", answer, "task", req.ID)
-			_ = syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL) // its reader answers t.first (died)
+			sp.kill("has not answered a start", answer, req.ID) // its reader then answers t.first (died)
 		case <-stop:
 			sp.mu.Lock()
 			defer sp.mu.Unlock()
@@ -285,6 +290,15 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 			return nil, leaseinit.SpawnReply{}, errStopped
 		}
 	}
+}
+
+// kill kills a spawner taken for hung (what it did not do, waited), and
+// says so: its reader then ends its tasks (lost: they run again) and the
+// next start starts a new spawner.
+func (sp *spawner) kill(what string, waited time.Duration, task string) {
+	sp.log.Warn("megaflow-init, the tasks' spawner, "+what+": it is taken for hung (stopped or stuck) and killed; its tasks are stopped and run again, and the start goes to a new spawner",
+		"pid", sp.cmd.Process.Pid, "waited", waited, "task", task)
+	_ = syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 var (

@@ -551,3 +551,65 @@ func TestHungSpawnerIsReplaced(t *testing.T) {
 	eventually(t, "the hung spawner gone", func() bool { return errors.Is(syscall.Kill(hung, 0), syscall.ESRCH) })
 	eventually(t, "no sleep left", func() bool { return count("sleep", uniqueSleep(50)) == 0 })
 }
+
+// A stopped spawner also stops reading: a start whose request no longer
+// fits its socket waits for the write as long as for an answer, then the
+// spawner is killed and the start goes to a new one, even when no earlier
+// start still waits for an answer (here the one that filled the socket
+// gave up).
+func TestHungSpawnerWithAFullSocketIsReplaced(t *testing.T) {
+	r := newRuntimeWith(t, Config{SpawnAnswer: 2 * time.Second})
+	e := spawnEnv{r: r, lease: t.TempDir()}
+	e.renew(t, time.Hour)
+	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	if exit := wait(t, r, e.start(t, "", "true")); exit.Code != 0 {
+		t.Fatalf("a first task: exit %+v", exit)
+	}
+	hung := spawnerPid(t, r)
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(hung, syscall.SIGCONT) // if the test fails before the kill
+
+	// Requests of about 135 KB (100 KB of environment, in base64): a send
+	// waits once the socket holds its send buffer's worth (208 KB by
+	// default), so it takes two.
+	big := map[string]string{}
+	for i := range 4 {
+		big[fmt.Sprintf("BIG%d", i)] = strings.Repeat("x", 25<<10)
+	}
+	spec := contract.Spec{Command: []string{"true"}, Env: big, Init: e.init}
+	for range 2 {
+		quick, cancelQuick := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := r.Start(quick, spec)
+		cancelQuick()
+		if err == nil {
+			t.Fatal("a start under a stopped spawner succeeded before its context ended")
+		}
+	}
+	type started struct {
+		id  string
+		err error
+	}
+	res := make(chan started, 1)
+	go func() { // returns at the latest when the cleanup closes the runtime
+		id, err := r.Start(context.Background(), spec)
+		res <- started{id, err}
+	}()
+	var st started
+	select {
+	case st = <-res:
+	case <-time.After(30 * time.Second): // a bound: the old runtime waited for ever, in the socket's write
+		t.Fatal("a start behind a full socket did not return within 30s")
+	}
+	if st.err != nil {
+		t.Fatalf("a start behind a full socket: %v", st.err)
+	}
+	if exit := wait(t, r, st.id); exit.Code != 0 {
+		t.Errorf("a start behind a full socket: exit %+v, want 0", exit)
+	}
+	if got := r.spawnerStarts.Load(); got != 2 {
+		t.Errorf("%d spawners started, want 2", got)
+	}
+	eventually(t, "the hung spawner gone", func() bool { return errors.Is(syscall.Kill(hung, 0), syscall.ESRCH) })
+}
