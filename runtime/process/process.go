@@ -378,7 +378,7 @@ func (r *Runtime) spawn(ctx context.Context, key spawnKey, req leaseinit.SpawnRe
 		if sp == nil {
 			return nil, leaseinit.SpawnReply{}, errors.New("no spawner")
 		}
-		t, rep, err := sp.spawn(req, out, ctx.Done(), r.clock, r.spawnAnswer)
+		t, rep, err := sp.spawn(req, out, ctx.Done())
 		if err == nil && t.died {
 			// It died with the request: should it have forked the task
 			// first, the task dies here, by its marker, before another try.
@@ -402,7 +402,7 @@ func (r *Runtime) reapSpawned(p *proc, t *spawnTask, started time.Time, out *out
 	exit := contract.Exit{StartedAt: started, FinishedAt: r.clock.Now(), Lost: lost}
 	exit.Code, exit.Reason = exitOf(end)
 	if p.pid > 0 {
-		if end.died != "" {
+		if end.died != "" || end.salvaged {
 			// The spawner did not reap it: its group may still run.
 			if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 				r.log.Warn("cannot kill the rest of a process group", "id", p.id, "pgid", p.pid, "err", err)

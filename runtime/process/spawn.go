@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,9 +61,15 @@ type spawner struct {
 
 	sendMu sync.Mutex // one request on the socket at a time
 
+	// clk and answer time the wait for an answer (Config.SpawnAnswer) and
+	// the watch for a stopped spawner (watch).
+	clk    clock.Clock
+	answer time.Duration
+
 	mu    sync.Mutex
 	dead  bool                  // the socket ended (or retire saw it die): no more requests
 	tasks map[string]*spawnTask // by process id, until its end is delivered
+	hung  string                // why the runtime killed it as hung ("": it did not)
 }
 
 // spawnTask is one request to a spawner, from its send to its end.
@@ -73,12 +80,19 @@ type spawnTask struct {
 	died      bool                      // first is the reader's: the spawner died before it answered
 	abandoned bool                      // Start stopped waiting: kill it once it starts
 	pid       int
+	start     uint64 // its process's start time, from the spawner's answer
+	// salvaged is its end, read from /proc while it was a zombie of a
+	// spawner about to be killed as hung (which can no longer reap it).
+	salvaged *leaseinit.SpawnReply
 }
 
 // spawnEnd is a task's end as the reader delivers it.
 type spawnEnd struct {
-	rep  leaseinit.SpawnReply
-	died string // the spawner died first: why, and rep is empty
+	rep leaseinit.SpawnReply
+	// salvaged: rep was read from the zombie of a spawner killed as hung;
+	// the rest of its process group was not killed.
+	salvaged bool
+	died     string // the spawner died first: why, and rep is empty
 }
 
 var errSpawnerGone = errors.New("the spawner (megaflow-init) exited")
@@ -86,7 +100,7 @@ var errSpawnerGone = errors.New("the spawner (megaflow-init) exited")
 // startSpawner starts a spawner for key and waits for its greeting.
 // Errors: it could not be started, or did not greet as a spawner of this
 // protocol within spawnHello (the caller then runs an init per task).
-func startSpawner(key spawnKey, log *slog.Logger) (*spawner, error) {
+func startSpawner(key spawnKey, log *slog.Logger, clk clock.Clock, answer time.Duration) (*spawner, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socket pair: %w", err)
@@ -112,14 +126,16 @@ func startSpawner(key spawnKey, log *slog.Logger) (*spawner, error) {
 		conn.Close()
 		return nil, err
 	}
-	sp := &spawner{key: key, log: log, cmd: cmd, conn: conn, done: make(chan struct{}), tasks: map[string]*spawnTask{}}
+	sp := &spawner{key: key, log: log, cmd: cmd, conn: conn, done: make(chan struct{}), tasks: map[string]*spawnTask{},
+		clk: clk, answer: answer}
 	if err := sp.hello(); err != nil {
 		conn.Close()
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		return nil, err
 	}
-	go sp.read() // ends with the socket; reaps the spawner
+	go sp.read()  // ends with the socket; reaps the spawner
+	go sp.watch() // ends with read (done)
 	return sp, nil
 }
 
@@ -164,7 +180,7 @@ func (sp *spawner) read() {
 	}
 	sp.mu.Lock()
 	sp.dead = true
-	tasks := sp.tasks
+	tasks, hung := sp.tasks, sp.hung
 	sp.tasks = nil
 	sp.mu.Unlock()
 	sp.conn.Close()
@@ -174,6 +190,9 @@ func (sp *spawner) read() {
 		how = err.Error() // "signal: killed", "exit status 2"
 	}
 	died := fmt.Sprintf("its megaflow-init (the spawner, pid %d) exited (%s): the task was killed", sp.cmd.Process.Pid, how)
+	if hung != "" {
+		died = fmt.Sprintf("its megaflow-init (the spawner, pid %d) %s and was killed as hung: the task was killed", sp.cmd.Process.Pid, hung)
+	}
 	if !sp.closing.Load() {
 		sp.log.Warn("megaflow-init, the tasks' spawner, exited unexpectedly: its running tasks are stopped and run again, and the next task starts a new spawner", "pid", sp.cmd.Process.Pid, "exit", how, "tasks", len(tasks))
 	}
@@ -186,6 +205,8 @@ func (sp *spawner) read() {
 		case !t.answered:
 			t.died = true
 			t.first <- leaseinit.SpawnReply{Err: died}
+		case t.salvaged != nil: // it had ended: its own end, not the kill
+			t.exit <- spawnEnd{rep: *t.salvaged, salvaged: true}
 		default:
 			t.exit <- spawnEnd{died: died}
 		}
@@ -203,7 +224,7 @@ func (sp *spawner) deliver(rep leaseinit.SpawnReply) {
 	}
 	switch {
 	case rep.Pid > 0 && !rep.Exited:
-		t.pid = rep.Pid
+		t.pid, t.start = rep.Pid, rep.StartTime
 		if t.abandoned { // Start gave up: the task must not run unseen
 			_ = syscall.Kill(-rep.Pid, syscall.SIGKILL)
 			return
@@ -230,13 +251,13 @@ func (sp *spawner) deliver(rep leaseinit.SpawnReply) {
 }
 
 // spawn sends req with the task's output descriptor and waits for the
-// first answer. A spawner that has not answered within answer (on clk) is
-// taken for hung and killed: its reader then answers for it that it died
+// first answer. A spawner that has not answered within sp.answer (on
+// sp.clk) is taken for hung and killed: its reader then answers for it that it died
 // (spawnTask.died), and the caller starts another. Errors: errSpawnerGone
 // (nothing was sent: the caller may start another spawner), errTooLarge
 // (the caller runs an init of its own), errStopped (stop closed first:
 // nothing runs).
-func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan struct{}, clk clock.Clock, answer time.Duration) (*spawnTask, leaseinit.SpawnReply, error) {
+func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan struct{}) (*spawnTask, leaseinit.SpawnReply, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, leaseinit.SpawnReply{}, err
@@ -256,7 +277,7 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 	// A spawner that reads nothing fills its socket: the write waits for
 	// it as long as for an answer (the socket's deadline is the system's
 	// time, not clk's).
-	_ = sp.conn.SetWriteDeadline(time.Now().Add(answer))
+	_ = sp.conn.SetWriteDeadline(time.Now().Add(sp.answer))
 	_, _, err = sp.conn.WriteMsgUnix(b, syscall.UnixRights(int(out.Fd())), nil) // Fd: blocking, as the task expects
 	sp.sendMu.Unlock()
 	if err != nil { // a datagram is sent whole or not at all
@@ -264,11 +285,11 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 		delete(sp.tasks, req.ID)
 		sp.mu.Unlock()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			sp.kill("has not read a start", answer, req.ID)
+			sp.kill(fmt.Sprintf("read no start for %v", sp.answer))
 		}
 		return nil, leaseinit.SpawnReply{}, fmt.Errorf("%w: %v", errSpawnerGone, err)
 	}
-	deadline := clk.NewTimer(answer)
+	deadline := sp.clk.NewTimer(sp.answer)
 	defer deadline.Stop()
 	hung := deadline.C()
 	for {
@@ -277,7 +298,7 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 			return t, rep, nil
 		case <-hung:
 			hung = nil
-			sp.kill("has not answered a start", answer, req.ID) // its reader then answers t.first (died)
+			sp.kill(fmt.Sprintf("answered no start for %v", sp.answer)) // its reader then answers t.first (died)
 		case <-stop:
 			sp.mu.Lock()
 			defer sp.mu.Unlock()
@@ -292,13 +313,86 @@ func (sp *spawner) spawn(req leaseinit.SpawnRequest, out *os.File, stop <-chan s
 	}
 }
 
-// kill kills a spawner taken for hung (what it did not do, waited), and
-// says so: its reader then ends its tasks (lost: they run again) and the
-// next start starts a new spawner.
-func (sp *spawner) kill(what string, waited time.Duration, task string) {
-	sp.log.Warn("megaflow-init, the tasks' spawner, "+what+": it is taken for hung (stopped or stuck) and killed; its tasks are stopped and run again, and the start goes to a new spawner",
-		"pid", sp.cmd.Process.Pid, "waited", waited, "task", task)
+// kill kills a spawner taken for hung (why: what it did not do), once,
+// and says so. The tasks that had ended and wait, as its zombies, for it
+// to reap them keep their ends (salvage); its reader ends the others
+// (lost: they run again), and the next start starts a new spawner.
+func (sp *spawner) kill(why string) {
+	sp.mu.Lock()
+	if sp.hung != "" || sp.dead {
+		sp.mu.Unlock()
+		return
+	}
+	sp.hung = why
+	salvaged := sp.salvageLocked()
+	sp.mu.Unlock()
+	sp.log.Warn("megaflow-init, the tasks' spawner, is taken for hung (stopped or stuck) and killed: the tasks it still ran are stopped and run again, and the next start goes to a new spawner",
+		"pid", sp.cmd.Process.Pid, "why", why, "ended_tasks_kept", salvaged)
 	_ = syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// salvageLocked reads the end of each task of sp that has exited and is
+// still a zombie (its spawner not having reaped it) from /proc (proc(5):
+// the state, field 3, is Z; field 52 is its wait status), checking its
+// start time against the one the spawner reported, and returns how many.
+// sp.mu is held.
+func (sp *spawner) salvageLocked() int {
+	n := 0
+	for id, t := range sp.tasks {
+		if !t.answered || t.pid <= 0 || t.salvaged != nil {
+			continue
+		}
+		f, err := leaseinit.StatFields(t.pid)
+		if err != nil || len(f) < 50 || f[0] != "Z" || (t.start != 0 && f[19] != strconv.FormatUint(t.start, 10)) {
+			continue
+		}
+		code, err := strconv.Atoi(f[49])
+		if err != nil {
+			continue
+		}
+		ws := syscall.WaitStatus(code)
+		rep := leaseinit.SpawnReply{ID: id, Exited: true}
+		switch {
+		case ws.Exited():
+			rep.Code = ws.ExitStatus()
+		case ws.Signaled():
+			rep.Signal = int(ws.Signal())
+		default:
+			rep.Code = 1
+		}
+		t.salvaged = &rep
+		n++
+	}
+	return n
+}
+
+// watch kills the spawner, as hung, once it has been stopped (SIGSTOP: the
+// state T in /proc) for sp.answer: a stopped spawner neither reaps its
+// tasks' ends nor answers a stop, and a start may not come to find it
+// hung. It checks every second and returns when the spawner is gone.
+func (sp *spawner) watch() {
+	var since time.Time // when it was first seen stopped; zero: it is not
+	for {
+		tick := sp.clk.NewTimer(time.Second)
+		select {
+		case <-sp.done:
+			tick.Stop()
+			return
+		case <-tick.C():
+		}
+		f, err := leaseinit.StatFields(sp.cmd.Process.Pid)
+		if err != nil || len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+			since = time.Time{}
+			continue
+		}
+		now := sp.clk.Now()
+		if since.IsZero() {
+			since = now
+		}
+		if now.Sub(since) >= sp.answer {
+			sp.kill(fmt.Sprintf("was stopped (SIGSTOP) for %v", sp.answer))
+		}
+	}
 }
 
 var (
@@ -341,7 +435,7 @@ func (r *Runtime) spawnerFor(key spawnKey) *spawner {
 		delete(r.spawners, key)
 		r.retireLocked(sp) // Close waits for its reader
 	}
-	sp, err := startSpawner(key, r.log)
+	sp, err := startSpawner(key, r.log, r.clock, r.spawnAnswer)
 	if err != nil {
 		r.noSpawn[key] = true
 		r.log.Warn("megaflow-init cannot run as a spawner: each task gets an init of its own, which costs a few ms of CPU per task", "init", key.path, "err", err)

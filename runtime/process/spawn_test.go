@@ -613,3 +613,45 @@ func TestHungSpawnerWithAFullSocketIsReplaced(t *testing.T) {
 	}
 	eventually(t, "the hung spawner gone", func() bool { return errors.Is(syscall.Kill(hung, 0), syscall.ESRCH) })
 }
+
+// A spawner stopped (SIGSTOP) for Config.SpawnAnswer is killed as hung
+// even when no start comes to find it: the tasks that ended meanwhile,
+// zombies it could not reap, keep their own ends (read from /proc), and
+// the ones still running end lost, with a reason that says why.
+func TestStoppedSpawnerIsKilledAndFinishedTasksKeepTheirEnds(t *testing.T) {
+	r := newRuntimeWith(t, Config{SpawnAnswer: 2 * time.Second})
+	e := spawnEnv{r: r, lease: t.TempDir()}
+	e.renew(t, time.Hour)
+	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	long := e.start(t, "", "sleep", uniqueSleep(60))
+	ends := e.start(t, "", "sh", "-c", "sleep 0.5; exit 7")
+	killed := e.start(t, "", "sleep", uniqueSleep(61))
+	eventually(t, "the sleeps running", func() bool { return count("sleep", uniqueSleep(60))+count("sleep", uniqueSleep(61)) == 2 })
+	hung := spawnerPid(t, r)
+	if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(hung, syscall.SIGCONT) // if the test fails before the kill
+	// A stop of a task whose spawner is stopped: it dies, unreaped.
+	r.mu.Lock()
+	pid := r.procs[killed].pid
+	r.mu.Unlock()
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	if exit := wait(t, r, ends); exit.Code != 7 || exit.Lost {
+		t.Errorf("a task that ended under the stopped spawner: exit %+v, want its own code 7, not lost", exit)
+	}
+	if exit := wait(t, r, killed); exit.Code != 128+9 || exit.Lost {
+		t.Errorf("a task killed under the stopped spawner: exit %+v, want killed by signal 9, not lost", exit)
+	}
+	if exit := wait(t, r, long); !exit.Lost || !strings.Contains(exit.Reason, "was stopped (SIGSTOP)") {
+		t.Errorf("a task still running: exit %+v, want lost, with a reason saying its spawner was stopped", exit)
+	}
+	eventually(t, "the hung spawner gone", func() bool { return errors.Is(syscall.Kill(hung, 0), syscall.ESRCH) })
+	eventually(t, "no sleep left", func() bool { return count("sleep", uniqueSleep(60)) == 0 })
+	if exit := wait(t, r, e.start(t, "", "true")); exit.Code != 0 {
+		t.Errorf("a task after the hung spawner: exit %+v", exit)
+	}
+}
