@@ -3,6 +3,7 @@ package consensus
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -89,6 +90,7 @@ func demote(level hclog.Level, msg string, args []any) hclog.Level {
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	args = formatArgs(args)
 	level = demote(level, msg, args)
 	if a.enabled(level) {
 		a.l.Log(context.Background(), toSlogLevel(level), msg, args...)
@@ -180,4 +182,32 @@ func (w *stdWriter) Write(p []byte) (int, error) {
 	}
 	w.a.Log(level, line)
 	return len(p), nil
+}
+
+// formatArgs returns args with each hclog.Format value (hclog.Fmt: a
+// format and its operands, which hashicorp/raft logs its configuration
+// with) formatted as hclog's own loggers do; args itself when it holds
+// none.
+func formatArgs(args []any) []any {
+	var out []any
+	for i, v := range args {
+		f, ok := v.(hclog.Format)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), args...)
+		}
+		if len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				out[i] = fmt.Sprintf(format, f[1:]...)
+				continue
+			}
+		}
+		out[i] = fmt.Sprint([]any(f)...)
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }

@@ -30,3 +30,20 @@ func TestDemote(t *testing.T) {
 		}
 	}
 }
+
+// hclog.Fmt values are formatted, as hclog's own loggers do; raft logs its
+// configuration with one, which printed as "[%+v [...]]" before.
+func TestFormatArgs(t *testing.T) {
+	args := []any{"index", 0, "servers", hclog.Fmt("%+v", []string{"h1", "h2"}), "odd", hclog.Format{42}}
+	got := formatArgs(args)
+	if got[3] != "[h1 h2]" || got[5] != "42" || got[1] != 0 {
+		t.Errorf("formatArgs = %#v", got)
+	}
+	if _, ok := args[3].(hclog.Format); !ok {
+		t.Error("formatArgs changed its argument")
+	}
+	plain := []any{"a", 1}
+	if out := formatArgs(plain); &out[0] != &plain[0] {
+		t.Error("formatArgs copied args without a Format in them")
+	}
+}

@@ -122,10 +122,12 @@ var invalidCases = []invalidCase{
 		want: `graph "step-42": task "setup": image: is empty; name a container image, e.g. "python:3.12-slim", or set runtime: process to run the command as a plain process`},
 	{name: "image empty, persistent on the process runtime", mut: t1("setup", func(t *wire.TaskSpec) {
 		t.Image, t.Runtime, t.Mode = "", "process", wire.ExecutionMode_EXECUTION_MODE_PERSISTENT
-	}), want: `task "setup": image: is empty; a persistent task or a sandbox runs in a container even on a process-runtime worker`},
+	}), want: `task "setup": image: is empty; a persistent task, a session or a sandbox runs in a container even on a process-runtime worker`},
 	{name: "image empty, a session on the process runtime", mut: t1("setup", func(t *wire.TaskSpec) {
 		t.Image, t.Runtime, t.Mode, t.Session = "", "process", wire.ExecutionMode_EXECUTION_MODE_PERSISTENT, "s1"
-	}), want: `task "setup": image: is empty; a persistent task or a sandbox runs in a container`},
+	}), want: `task "setup": image: is empty; a persistent task, a session or a sandbox runs in a container`},
+	{name: "image empty, runtime misspelt", mut: t1("setup", func(t *wire.TaskSpec) { t.Image, t.Runtime = "", "proces" }),
+		want: `task "setup": runtime: "proces" is not a runtime; use "docker"`},
 	{name: "image empty, runtime docker", mut: t1("setup", func(t *wire.TaskSpec) { t.Image, t.Runtime = "", "docker" }),
 		want: `task "setup": image: is empty; name a container image, e.g. "python:3.12-slim"`},
 	{name: "image space", mut: t1("setup", func(t *wire.TaskSpec) { t.Image = "python 3" }),

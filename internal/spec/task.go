@@ -44,7 +44,9 @@ func (v *validator) checkTask(i int, t *wire.TaskSpec) error {
 		switch {
 		case t.Image != "", t.Runtime == "docker":
 		case t.Runtime == "process":
-			p = `is empty; a persistent task or a sandbox runs in a container even on a process-runtime worker: name its image, e.g. "python:3.12-slim"`
+			p = `is empty; a persistent task, a session or a sandbox runs in a container even on a process-runtime worker: name its image, e.g. "python:3.12-slim"`
+		case !validRuntime(t.Runtime):
+			return v.taskErr(i, "runtime", "%s", runtimeProblem(t.Runtime)) // the misspelt runtime first: the image hint names a runtime
 		default:
 			p += `, or set runtime: process to run the command as a plain process without an image (on process-runtime workers only)`
 		}
@@ -136,10 +138,8 @@ func (v *validator) checkTask(i int, t *wire.TaskSpec) error {
 	}
 
 	// container
-	switch t.Runtime {
-	case "", "docker", "process":
-	default:
-		return v.taskErr(i, "runtime", "%q is not a runtime; use \"docker\" (containers: never a process worker), \"process\", or leave it empty for any worker", t.Runtime)
+	if !validRuntime(t.Runtime) {
+		return v.taskErr(i, "runtime", "%s", runtimeProblem(t.Runtime))
 	}
 	if p := networkProblem(t.Network); p != "" {
 		return v.taskErr(i, "network", "%s", p)
@@ -351,4 +351,12 @@ func (v *validator) checkService(i int, t *wire.TaskSpec) error {
 // which are containers.
 func imageOptional(t *wire.TaskSpec) bool {
 	return t.Runtime == "process" && t.Mode != wire.ExecutionMode_EXECUTION_MODE_PERSISTENT && t.Session == "" && t.Sandbox == nil
+}
+
+// validRuntime reports whether r is a runtime a task may require.
+func validRuntime(r string) bool { return r == "" || r == "docker" || r == "process" }
+
+// runtimeProblem says why r is not a runtime and what to give instead.
+func runtimeProblem(r string) string {
+	return fmt.Sprintf("%q is not a runtime; use \"docker\" (containers: never a process worker), \"process\", or leave it empty for any worker", r)
 }

@@ -85,6 +85,8 @@ def _graph_with(**task):
     (dict(image=""), 'task "a": image: is empty; .* or set runtime="process"'),
     (dict(image="", runtime="process", persistent=True), 'task "a": image: is empty; a persistent task'),
     (dict(image="", runtime="docker"), 'task "a": image: is empty'),
+    (dict(image="", runtime="proces"), 'task "a": runtime: \'proces\' is not a runtime'),
+    (dict(runtime="podman"), 'task "a": runtime: \'podman\' is not a runtime'),
     (dict(command=[]), 'task "a": command: is empty'),
     (dict(command=[""]), r'command\[0\]: the program is empty'),
     (dict(type="Train"), 'task "a": type:'),

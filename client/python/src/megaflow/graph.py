@@ -414,6 +414,9 @@ def validate(g: pb.GraphSpec) -> None:
         def tfail(field: str, msg: str) -> None:
             fail(f'task "{t.name}": {field}: {msg}')
 
+        if t.runtime not in ("", "docker", "process"):
+            tfail("runtime", f'{t.runtime!r} is not a runtime; use "docker" (containers: never a process worker), '
+                  '"process", or "" for any worker')
         if not t.image:
             if t.runtime == "docker":
                 tfail("image", 'is empty; name a container image, e.g. "python:3.12-slim"')
