@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
 func TestTaskReasonSaysWhyAnEarlierAttemptEnded(t *testing.T) {
@@ -32,6 +33,27 @@ func TestTaskReasonSaysWhyAnEarlierAttemptEnded(t *testing.T) {
 	} {
 		if got := taskReason(c.task); got != c.want {
 			t.Errorf("%s: taskReason = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// The watch's progress line says why a graph that runs nothing waits.
+func TestStuckNote(t *testing.T) {
+	const why = "no worker runs the docker runtime (the task asks for runtime: docker; a worker's is its --runtime)"
+	for _, c := range []struct {
+		name   string
+		counts *wire.StateCounts
+		reason string
+		want   string
+	}{
+		{"all queued", &wire.StateCounts{Queued: 2}, why, "  (queued: " + why + ")"},
+		{"some running", &wire.StateCounts{Queued: 2, Running: 1}, why, ""},
+		{"some assigned", &wire.StateCounts{Queued: 2, Assigned: 1}, why, ""},
+		{"none queued", &wire.StateCounts{Succeeded: 2}, why, ""},
+		{"no reason yet", &wire.StateCounts{Queued: 2}, "", ""},
+	} {
+		if got := stuckNote(c.counts, c.reason); got != c.want {
+			t.Errorf("%s: stuckNote = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

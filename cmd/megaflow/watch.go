@@ -76,6 +76,22 @@ func countsLine(c interface {
 	return strings.Join(parts, "  ")
 }
 
+// stuckNote is what the progress line adds when nothing of the graph runs
+// and some of it waits in the queue: the latest queueing reason its
+// events gave (e.g. "no worker runs the docker runtime ..."), so that a
+// graph that cannot be placed says why instead of sitting at "queued" (""
+// otherwise).
+func stuckNote(c interface {
+	GetQueued() uint32
+	GetAssigned() uint32
+	GetRunning() uint32
+}, queued string) string {
+	if queued == "" || c.GetQueued() == 0 || c.GetAssigned()+c.GetRunning() > 0 {
+		return ""
+	}
+	return "  (queued: " + queued + ")"
+}
+
 func terminalCount(g *client.Graph) int64 {
 	c := g.Counts
 	return int64(c.GetSucceeded() + c.GetFailed() + c.GetCancelled() + c.GetTimedOut())
@@ -95,13 +111,20 @@ func watchGraph(ctx context.Context, c *client.Client, id string, out io.Writer,
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	changed := make(chan struct{}, 1)
+	var mu sync.Mutex
+	queued := "" // the latest queueing reason an event gave (stuckNote); under mu
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // owned by watchGraph: stopped and waited for below
 		defer wg.Done()
-		for _, err := range c.Watch(wctx, client.WatchOptions{GraphID: id, After: client.Cursor{Index: g.ModifyIndex}}) {
+		for ev, err := range c.Watch(wctx, client.WatchOptions{GraphID: id, After: client.Cursor{Index: g.ModifyIndex}}) {
 			if err != nil {
 				return // ctx ended, or history lost: the ticker below still re-reads
+			}
+			if ev.TaskState == client.TaskQueued && ev.Reason != "" {
+				mu.Lock()
+				queued = ev.Reason
+				mu.Unlock()
 			}
 			select {
 			case changed <- struct{}{}:
@@ -113,7 +136,6 @@ func watchGraph(ctx context.Context, c *client.Client, id string, out io.Writer,
 
 	var bar *mpb.Bar
 	var p *mpb.Progress
-	var mu sync.Mutex
 	line := countsLine(g.Counts)
 	if !quiet && isTerminal(out) {
 		p = mpb.NewWithContext(ctx, mpb.WithOutput(out), mpb.WithWidth(32), mpb.WithRefreshRate(refresh))
@@ -130,7 +152,7 @@ func watchGraph(ctx context.Context, c *client.Client, id string, out io.Writer,
 	lastPlain, lastLine := time.Time{}, ""
 	show := func() {
 		mu.Lock()
-		line = countsLine(g.Counts)
+		line = countsLine(g.Counts) + stuckNote(g.Counts, queued)
 		l := line
 		mu.Unlock()
 		switch {

@@ -158,6 +158,10 @@ func (r *round) fitReason(t *ptask) Reason {
 	}
 	c := r.census(t)
 	if c.sel == 0 {
+		if len(t.sel) == 1 && t.sel[0].k == RuntimeLabel { // the task's runtime alone, in the user's words
+			rt := t.sel[0].v
+			return infeasible("no worker runs the %s runtime (the task asks for runtime: %s; a worker's is its --runtime)", rt, rt)
+		}
 		return infeasible("no worker matches node selector %s", formatSelector(t.sel))
 	}
 	subject := "worker"
