@@ -90,10 +90,9 @@ func demote(level hclog.Level, msg string, args []any) hclog.Level {
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
-	args = formatArgs(args)
 	level = demote(level, msg, args)
 	if a.enabled(level) {
-		a.l.Log(context.Background(), toSlogLevel(level), msg, args...)
+		a.l.Log(context.Background(), toSlogLevel(level), msg, formatArgs(args)...)
 	}
 }
 
