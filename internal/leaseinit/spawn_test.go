@@ -99,11 +99,7 @@ func send(t *testing.T, conn *net.UnixConn, req leaseinit.SpawnRequest, out *os.
 // request without an output descriptor (refused as bad).
 func TestSpawnerProtocol(t *testing.T) {
 	conn, _ := spawner(t, time.Hour)
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	null := devNull(t)
 	send(t, conn, leaseinit.NewSpawnRequest("a", "/bin/sh", []string{"sh", "-c", "exit 3"}, nil, ""), null)
 	if rep := recv(t, conn); rep.ID != "a" || rep.Pid <= 0 {
 		t.Fatalf("first reply %+v, want a's pid", rep)
@@ -126,11 +122,7 @@ func TestSpawnerProtocol(t *testing.T) {
 // still stops a running task when the lease lapses.
 func TestSpawnerKeepsTheLeaseWithRepliesUnread(t *testing.T) {
 	conn, dir := spawner(t, time.Hour)
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	null := devNull(t)
 	sleep := strconv.Itoa(2_000_000 + os.Getpid())
 	send(t, conn, leaseinit.NewSpawnRequest("sleep", "/bin/sleep", []string{"sleep", sleep}, nil, ""), null)
 	for i := range 600 {
@@ -161,6 +153,17 @@ func pidOf(argv ...string) int {
 	return 0
 }
 
+// devNull opens /dev/null for writing, closed when the test ends.
+func devNull(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 // waitFor polls cond every 10 ms for up to 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -178,11 +181,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // when that passes.
 func TestSpawnerLeaseUnreadableLastExpiryHolds(t *testing.T) {
 	conn, dir := spawner(t, 1500*time.Millisecond)
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	null := devNull(t)
 	sleep := strconv.Itoa(2_100_000 + os.Getpid())
 	send(t, conn, leaseinit.NewSpawnRequest("sleep", "/bin/sleep", []string{"sleep", sleep}, nil, ""), null)
 	if rep := recv(t, conn); rep.Pid <= 0 {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -86,17 +88,19 @@ func TestRecordsAreRemovedWhenProcessesEnd(t *testing.T) {
 }
 
 // count returns how many processes have exactly argv.
-func count(argv ...string) int {
-	n := 0
+func count(argv ...string) int { return len(pidsOf(argv...)) }
+
+// pidsOf returns the pids of the processes whose argv is exactly argv
+// (not zombies: their cmdline is empty).
+func pidsOf(argv ...string) []int {
+	want := strings.Join(argv, "\x00") + "\x00"
 	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	want := ""
-	for _, a := range argv {
-		want += a + "\x00"
-	}
+	var pids []int
 	for _, d := range dirs {
 		if b, err := os.ReadFile(d); err == nil && string(b) == want {
-			n++
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }

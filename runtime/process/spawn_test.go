@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +28,13 @@ type spawnEnv struct {
 
 func newSpawnEnv(t *testing.T, grace time.Duration) spawnEnv {
 	t.Helper()
-	e := spawnEnv{r: newRuntime(t), lease: t.TempDir()}
+	return newSpawnEnvOn(t, newRuntime(t), grace)
+}
+
+// newSpawnEnvOn is newSpawnEnv on runtime r.
+func newSpawnEnvOn(t *testing.T, r *Runtime, grace time.Duration) spawnEnv {
+	t.Helper()
+	e := spawnEnv{r: r, lease: t.TempDir()}
 	e.renew(t, time.Hour)
 	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: grace}
 	return e
@@ -277,9 +282,7 @@ func TestSpawnedTasksAreRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	e := spawnEnv{r: r, lease: t.TempDir()}
-	e.renew(t, time.Hour)
-	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	e := newSpawnEnvOn(t, r, time.Second)
 	for range 20 {
 		if exit := wait(t, r, e.start(t, "", "true")); exit.Code != 0 {
 			t.Fatalf("exit %+v", exit)
@@ -417,13 +420,8 @@ func TestSpawnerKillsUnmarkedOrphans(t *testing.T) {
 
 // pidOf returns the pid of a process whose argv is exactly argv (0: none).
 func pidOf(argv ...string) int {
-	want := strings.Join(argv, "\x00") + "\x00"
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		if b, err := os.ReadFile(d); err == nil && string(b) == want {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-			return pid
-		}
+	if pids := pidsOf(argv...); len(pids) > 0 {
+		return pids[0]
 	}
 	return 0
 }
@@ -522,9 +520,7 @@ func TestSpawnerIgnoresStraySignalsAndAStartOutlivesItsDeath(t *testing.T) {
 // of waiting for the worker's start timeout.
 func TestHungSpawnerIsReplaced(t *testing.T) {
 	r := newRuntimeWith(t, Config{SpawnAnswer: 300 * time.Millisecond})
-	e := spawnEnv{r: r, lease: t.TempDir()}
-	e.renew(t, time.Hour)
-	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	e := newSpawnEnvOn(t, r, time.Second)
 	long := e.start(t, "", "sleep", uniqueSleep(50))
 	eventually(t, "the sleep running", func() bool { return count("sleep", uniqueSleep(50)) == 1 })
 	hung := spawnerPid(t, r)
@@ -559,9 +555,7 @@ func TestHungSpawnerIsReplaced(t *testing.T) {
 // gave up).
 func TestHungSpawnerWithAFullSocketIsReplaced(t *testing.T) {
 	r := newRuntimeWith(t, Config{SpawnAnswer: 2 * time.Second})
-	e := spawnEnv{r: r, lease: t.TempDir()}
-	e.renew(t, time.Hour)
-	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	e := newSpawnEnvOn(t, r, time.Second)
 	if exit := wait(t, r, e.start(t, "", "true")); exit.Code != 0 {
 		t.Fatalf("a first task: exit %+v", exit)
 	}
@@ -620,9 +614,7 @@ func TestHungSpawnerWithAFullSocketIsReplaced(t *testing.T) {
 // the ones still running end lost, with a reason that says why.
 func TestStoppedSpawnerIsKilledAndFinishedTasksKeepTheirEnds(t *testing.T) {
 	r := newRuntimeWith(t, Config{SpawnAnswer: 2 * time.Second})
-	e := spawnEnv{r: r, lease: t.TempDir()}
-	e.renew(t, time.Hour)
-	e.init = &contract.Init{Path: builtInit(t), LeaseDir: e.lease, Grace: time.Second}
+	e := newSpawnEnvOn(t, r, time.Second)
 	long := e.start(t, "", "sleep", uniqueSleep(60))
 	ends := e.start(t, "", "sh", "-c", "sleep 0.5; exit 7")
 	killed := e.start(t, "", "sleep", uniqueSleep(61))
