@@ -130,6 +130,9 @@ func newLogger(path string, verbose bool) (*slog.Logger, io.Closer, error) {
 // megaflow_raft_apply_duration_seconds, in ms.
 type stageMeans struct {
 	queued, starting, running, apply float64
+	// commands counts the commands the leader proposed and applied
+	// (the samples of megaflow_raft_apply_duration_seconds).
+	commands float64
 }
 
 // stageMeans reads the leader's metrics into a stageMeans; zero when no
@@ -170,7 +173,7 @@ func (c *cluster) stageMeans() stageMeans {
 			}
 			return 1000 * sum[k] / n[k]
 		}
-		return stageMeans{queued: mean("queued"), starting: mean("starting"), running: mean("running"), apply: mean("apply")}
+		return stageMeans{queued: mean("queued"), starting: mean("starting"), running: mean("running"), apply: mean("apply"), commands: n["apply"]}
 	}
 	return out
 }

@@ -88,7 +88,11 @@ type tpResult struct {
 	err            error   // why the side could not run (the peer only)
 	// stages is where MegaFlow's time went (MegaFlow only).
 	stages stageMeans
-	load   string // the load average after the run
+	// commandsPerBatch is how many commands the leader applied per batch
+	// of tasks in the run (MegaFlow only): the chain of commits a batch
+	// waits for, and the other clients' beside it.
+	commandsPerBatch float64
+	load             string // the load average after the run
 }
 
 func (r tpResult) rate() float64 { return float64(r.tasks) / r.wall.Seconds() }
@@ -112,8 +116,8 @@ func runThroughput(ctx context.Context, g *globals, o throughputOptions) error {
 			}
 			r.load = loadAvg()
 			ours[i] = append(ours[i], r)
-			fmt.Printf("  rep %d megaflow %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; mean queued %.1f ms, starting %.1f ms, Raft apply %.1f ms; load %s\n",
-				rep+1, c, r.rate(), r.p50, r.p99, r.stages.queued, r.stages.starting, r.stages.apply, r.load)
+			fmt.Printf("  rep %d megaflow %2d clients: %7.0f tasks/s, submit-to-start p50 %6.1f ms p99 %6.1f ms; mean queued %.1f ms, starting %.1f ms, Raft apply %.1f ms, %.1f commands per batch; load %s\n",
+				rep+1, c, r.rate(), r.p50, r.p99, r.stages.queued, r.stages.starting, r.stages.apply, r.commandsPerBatch, r.load)
 			if o.noDask {
 				continue
 			}
@@ -184,6 +188,7 @@ func megaflowNoop(ctx context.Context, log *slog.Logger, clients, per, batch int
 	var lat []float64
 	var firstErr error
 	var wg sync.WaitGroup
+	before := c.stageMeans().commands
 	t0 := time.Now()
 	for i, cl := range cls {
 		wg.Add(1)
@@ -243,6 +248,7 @@ func megaflowNoop(ctx context.Context, log *slog.Logger, clients, per, batch int
 	}
 	res.p50, res.p99 = percentile(lat, 50), percentile(lat, 99)
 	res.stages = c.stageMeans()
+	res.commandsPerBatch = (res.stages.commands - before) / float64(res.tasks) * float64(batch)
 	return res, nil
 }
 
