@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
@@ -67,6 +69,50 @@ func deliveries(view *state.View, workerID string, sent map[attemptKey]bool) []*
 			delete(sent, k)
 		}
 	}
+	return out
+}
+
+// maxAssignmentBatchBytes bounds the encoded assignments of one
+// AssignmentBatch: a quarter of gRPC's default 4 MiB receive limit, which
+// the worker's stream keeps.
+const maxAssignmentBatchBytes = 1 << 20
+
+// batchAssignments returns msgs with each run of consecutive assignments
+// in AssignmentBatch messages of at most maxBytes of encoded assignments,
+// in order; other messages (stops) stay where they are, and so does an
+// assignment alone in its run or larger than maxBytes (as an Assignment,
+// which every worker handles). A worker that starts a batch's attempts
+// together reports their starts in one event batch: one commit where
+// assignments sent one by one caused several.
+func batchAssignments(msgs []*wire.HeadMessage, maxBytes int) []*wire.HeadMessage {
+	out := make([]*wire.HeadMessage, 0, len(msgs))
+	var run []*wire.Assignment
+	size := 0
+	end := func() {
+		switch len(run) {
+		case 0:
+		case 1:
+			out = append(out, &wire.HeadMessage{Msg: &wire.HeadMessage_Assign{Assign: run[0]}})
+		default:
+			out = append(out, &wire.HeadMessage{Msg: &wire.HeadMessage_Assignments{Assignments: &wire.AssignmentBatch{Assignments: run}}})
+		}
+		run, size = nil, 0
+	}
+	for _, m := range msgs {
+		a := m.GetAssign()
+		if a == nil {
+			end()
+			out = append(out, m)
+			continue
+		}
+		n := proto.Size(a)
+		if len(run) > 0 && size+n > maxBytes {
+			end()
+		}
+		run = append(run, a)
+		size += n
+	}
+	end()
 	return out
 }
 

@@ -62,7 +62,7 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	var snaps *wire.WorkerSnapshots // the snapshot ids last sent
 	for {
 		changed := h.fsm.Changed()
-		if err := h.pushAssignments(stream, sess.workerID, sent); err != nil {
+		if err := h.pushAssignments(stream, sess.workerID, sent, hello.GetAcceptsAssignmentBatches()); err != nil {
 			return err
 		}
 		view := h.fsm.View()
@@ -315,9 +315,15 @@ func stopMsg(taskID string, attempt uint32, reason string) *wire.HeadMessage {
 	return &wire.HeadMessage{Msg: &wire.HeadMessage_Stop{Stop: &wire.StopAttempt{TaskId: taskID, Attempt: attempt, Reason: reason}}}
 }
 
-// pushAssignments sends the worker what deliveries decides, in order.
-func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool) error {
-	for _, m := range deliveries(h.fsm.View(), workerID, sent) {
+// pushAssignments sends the worker what deliveries decides, in order;
+// batches: the worker accepts assignment batches (its hello said so), and
+// consecutive assignments go in them (batchAssignments).
+func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool, batches bool) error {
+	msgs := deliveries(h.fsm.View(), workerID, sent)
+	if batches {
+		msgs = batchAssignments(msgs, maxAssignmentBatchBytes)
+	}
+	for _, m := range msgs {
 		if err := stream.Send(m); err != nil {
 			return err
 		}

@@ -119,8 +119,10 @@ type Config struct {
 	// Default 30 s, in [10 ms, 10 min].
 	UploadIdle time.Duration
 	// BatchDelay is how long events are collected behind a batch that
-	// waits for its ack before they are sent; with no batch in flight an
-	// event is sent at once. 0 sends every event at once. Default 5 ms.
+	// waits for its ack before they are sent, and how long the events of
+	// the attempts of an assignment batch are held so that they go
+	// together; otherwise, with no batch in flight, an event is sent at
+	// once. 0 sends every event at once. Default 5 ms.
 	BatchDelay time.Duration
 	// MaxBatchEvents caps the events in one batch. Default 256.
 	MaxBatchEvents int

@@ -316,6 +316,16 @@ func assignMsg(taskID string, n uint32, spec *wire.TaskSpec) *wire.HeadMessage {
 	}}}
 }
 
+// assignBatchMsg puts the assignments of msgs (assignMsg's) in one
+// AssignmentBatch, in order.
+func assignBatchMsg(msgs ...*wire.HeadMessage) *wire.HeadMessage {
+	b := &wire.AssignmentBatch{}
+	for _, m := range msgs {
+		b.Assignments = append(b.Assignments, m.GetAssign())
+	}
+	return &wire.HeadMessage{Msg: &wire.HeadMessage_Assignments{Assignments: b}}
+}
+
 func stopMsg(taskID string, n uint32, reason string) *wire.HeadMessage {
 	return &wire.HeadMessage{Msg: &wire.HeadMessage_Stop{Stop: &wire.StopAttempt{TaskId: taskID, Attempt: n, Reason: reason}}}
 }

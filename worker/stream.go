@@ -300,7 +300,7 @@ func (w *Worker) headGone(addr string) bool {
 // hello is the WorkerHello: the worker's info and every attempt it holds.
 func (w *Worker) hello() *wire.WorkerHello {
 	w.markInfoSent()
-	h := &wire.WorkerHello{Info: w.currentInfo(), WireVersion: version.WireCurrent}
+	h := &wire.WorkerHello{Info: w.currentInfo(), WireVersion: version.WireCurrent, AcceptsAssignmentBatches: true}
 	for _, a := range w.Attempts() {
 		if a.State == attempt.Done {
 			continue
@@ -452,6 +452,13 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 		}
 	}
 	defer stopLinger()
+	// hold: after an assignment batch, events wait until this many are
+	// pending (or a full batch, or linger's end); 0: no hold.
+	hold := 0
+	holding := func() bool {
+		n := w.outbox.pendingLen()
+		return hold > 0 && n < hold && n < w.cfg.MaxBatchEvents
+	}
 	for {
 		var lingerC <-chan time.Time
 		if linger != nil {
@@ -470,6 +477,20 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 			}
 			unanswered = 0
 			w.handleHeadMessage(ctx, r.msg)
+			if n := len(r.msg.GetAssignments().GetAssignments()); n > 1 && w.cfg.BatchDelay > 0 {
+				// The attempts of a batch start together, and their
+				// events go together: held until each attempt could have
+				// reported its start and an end that came at once (two
+				// events each), BatchDelay at most, rather than the first
+				// start alone and the rest behind its commit.
+				hold = w.outbox.pendingLen() + 2*n
+				if linger == nil {
+					linger = w.clock.NewTimer(w.cfg.BatchDelay)
+				}
+			}
+			if holding() {
+				continue
+			}
 			if r.msg.GetAck() != nil && w.outbox.unackedLen() == 0 && w.outbox.pendingLen() > 0 {
 				// The batch in flight is committed: what piled up behind it
 				// goes now, as one batch.
@@ -483,6 +504,9 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 			// event alone is not held back BatchDelay); behind a batch in
 			// flight they pile up until its ack, BatchDelay at most, or a
 			// full batch (Nagle's rule: batching only under load).
+			if holding() {
+				continue
+			}
 			if w.cfg.BatchDelay > 0 && w.outbox.pendingLen() < w.cfg.MaxBatchEvents && w.outbox.unackedLen() > 0 {
 				if linger == nil {
 					linger = w.clock.NewTimer(w.cfg.BatchDelay)
@@ -490,6 +514,7 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 				continue
 			}
 			stopLinger()
+			hold = 0
 			if err := flush(); err != nil {
 				return true, err
 			}
@@ -506,7 +531,7 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 				return true, moved
 			}
 		case <-lingerC:
-			linger = nil
+			linger, hold = nil, 0
 			if err := flush(); err != nil {
 				return true, err
 			}
@@ -541,6 +566,10 @@ func (w *Worker) handleHeadMessage(ctx context.Context, m *wire.HeadMessage) {
 	switch msg := m.GetMsg().(type) {
 	case *wire.HeadMessage_Assign:
 		w.assign(ctx, msg.Assign)
+	case *wire.HeadMessage_Assignments:
+		for _, a := range msg.Assignments.GetAssignments() {
+			w.assign(ctx, a)
+		}
 	case *wire.HeadMessage_Stop:
 		w.stopAttempt(msg.Stop)
 	case *wire.HeadMessage_Ack:

@@ -104,6 +104,55 @@ func TestEventsGoAtOnceWhenNothingIsInFlight(t *testing.T) {
 	}
 }
 
+// The attempts of an assignment batch report together: their starts and
+// the ends that came at once go in one event batch, not the first start
+// alone with the rest behind its commit, and an attempt that runs on holds
+// the others' events BatchDelay at most. The worker's clock moves only when
+// the test moves it: a batch sent before that was not sent for BatchDelay.
+func TestAssignmentBatchReportsTogether(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
+	clk := newFakeClock()
+	cfg := testConfig(t, rt, t.TempDir(), head.addr)
+	cfg.Clock = clk
+	cfg.BatchDelay = time.Second
+	cfg.HeartbeatInterval = time.Hour
+	cfg.ReconcileInterval = time.Hour
+	w := startWorker(t, cfg)
+	waitFor(t, 10*time.Second, "the hello", func() bool { return head.helloCount() > 0 })
+	if !head.hello(0).GetAcceptsAssignmentBatches() {
+		t.Fatal("the hello does not say the worker accepts assignment batches")
+	}
+
+	tasks := []string{"g/a", "g/b", "g/c", "g/d"}
+	var msgs []*wire.HeadMessage
+	for _, task := range tasks {
+		msgs = append(msgs, assignMsg(task, 1, spec("busybox", "true"))) // exits 0 at once
+	}
+	head.send(assignBatchMsg(msgs...))
+	for _, task := range tasks {
+		head.waitEvent(task, 1, kindExited)
+	}
+	if b := head.allBatches(); len(b) != 1 || len(b[0].GetEvents()) != 2*len(tasks) {
+		t.Fatalf("4 attempts that ended at once reported in %d batches, want their 8 events in 1: %v", len(b), b)
+	}
+
+	// g/e runs on: the others' four events and g/e's start wait for
+	// BatchDelay, then go together.
+	head.send(assignBatchMsg(assignMsg("g/e", 1, spec("busybox", "ten-minutes")),
+		assignMsg("g/f", 1, spec("busybox", "true")), assignMsg("g/g", 1, spec("busybox", "true"))))
+	waitFor(t, 10*time.Second, "5 events pending", func() bool { return w.outbox.pendingLen() == 5 })
+	if n := len(head.allBatches()); n != 1 {
+		t.Fatalf("%d batches before BatchDelay passed, want 1 (the first assignment batch's)", n)
+	}
+	clk.Advance(cfg.BatchDelay)
+	head.waitEvent("g/g", 1, kindExited)
+	if b := head.allBatches(); len(b) != 2 || len(b[1].GetEvents()) != 5 {
+		t.Fatalf("after BatchDelay: %d batches, want the 5 held events in a second one: %v", len(b), b)
+	}
+}
+
 func TestEventsBatchedAndResentUntilAcked(t *testing.T) {
 	head := newFakeHead(t, "h1")
 	head.set(func(h *fakeHead) { h.autoAck = false })

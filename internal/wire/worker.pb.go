@@ -556,9 +556,13 @@ type WorkerHello struct {
 	// 0: a worker from before protocol versions (protocol 1). A head that
 	// does not serve it refuses the stream with FAILED_PRECONDITION saying
 	// which side to upgrade.
-	WireVersion   uint32 `protobuf:"varint,190,opt,name=wire_version,json=wireVersion,proto3" json:"wire_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WireVersion uint32 `protobuf:"varint,190,opt,name=wire_version,json=wireVersion,proto3" json:"wire_version,omitempty"`
+	// The worker handles HeadMessage.assignments. A head that predates it
+	// ignores the field and sends each assignment alone, which every worker
+	// handles: no protocol version is needed for it.
+	AcceptsAssignmentBatches bool `protobuf:"varint,200,opt,name=accepts_assignment_batches,json=acceptsAssignmentBatches,proto3" json:"accepts_assignment_batches,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *WorkerHello) Reset() {
@@ -610,6 +614,13 @@ func (x *WorkerHello) GetWireVersion() uint32 {
 		return x.WireVersion
 	}
 	return 0
+}
+
+func (x *WorkerHello) GetAcceptsAssignmentBatches() bool {
+	if x != nil {
+		return x.AcceptsAssignmentBatches
+	}
+	return false
 }
 
 // AttemptEvent is one event of one attempt, reported by its worker.
@@ -1421,6 +1432,7 @@ type HeadMessage struct {
 	//	*HeadMessage_PoolTargets
 	//	*HeadMessage_LeaseAck
 	//	*HeadMessage_Snapshots
+	//	*HeadMessage_Assignments
 	Msg           isHeadMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1526,6 +1538,15 @@ func (x *HeadMessage) GetSnapshots() *WorkerSnapshots {
 	return nil
 }
 
+func (x *HeadMessage) GetAssignments() *AssignmentBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_Assignments); ok {
+			return x.Assignments
+		}
+	}
+	return nil
+}
+
 type isHeadMessage_Msg interface {
 	isHeadMessage_Msg()
 }
@@ -1563,6 +1584,14 @@ type HeadMessage_Snapshots struct {
 	Snapshots *WorkerSnapshots `protobuf:"bytes,160,opt,name=snapshots,proto3,oneof"`
 }
 
+type HeadMessage_Assignments struct {
+	// Several assignments at once, in order, to a worker whose hello set
+	// accepts_assignment_batches: what one commit placed on the worker
+	// arrives in one message, and the worker reports the starts it causes
+	// in one event batch.
+	Assignments *AssignmentBatch `protobuf:"bytes,170,opt,name=assignments,proto3,oneof"`
+}
+
 func (*HeadMessage_Welcome) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Assign) isHeadMessage_Msg() {}
@@ -1576,6 +1605,55 @@ func (*HeadMessage_PoolTargets) isHeadMessage_Msg() {}
 func (*HeadMessage_LeaseAck) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Snapshots) isHeadMessage_Msg() {}
+
+func (*HeadMessage_Assignments) isHeadMessage_Msg() {}
+
+// AssignmentBatch carries assignments in the order the worker handles
+// them, each as an Assignment message would; at most 1 MiB of them (a
+// larger assignment goes alone, as an Assignment).
+type AssignmentBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Assignments   []*Assignment          `protobuf:"bytes,1,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignmentBatch) Reset() {
+	*x = AssignmentBatch{}
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignmentBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignmentBatch) ProtoMessage() {}
+
+func (x *AssignmentBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignmentBatch.ProtoReflect.Descriptor instead.
+func (*AssignmentBatch) Descriptor() ([]byte, []int) {
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AssignmentBatch) GetAssignments() []*Assignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
 
 // WorkerSnapshots lists the ids of the sandbox snapshots (Snapshot.id)
 // whose row names this worker, in id order, at most 20,000.
@@ -1591,7 +1669,7 @@ type WorkerSnapshots struct {
 
 func (x *WorkerSnapshots) Reset() {
 	*x = WorkerSnapshots{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1681,7 @@ func (x *WorkerSnapshots) String() string {
 func (*WorkerSnapshots) ProtoMessage() {}
 
 func (x *WorkerSnapshots) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[15]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1694,7 @@ func (x *WorkerSnapshots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerSnapshots.ProtoReflect.Descriptor instead.
 func (*WorkerSnapshots) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkerSnapshots) GetIds() []string {
@@ -1643,7 +1721,7 @@ type PoolTargets struct {
 
 func (x *PoolTargets) Reset() {
 	*x = PoolTargets{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1733,7 @@ func (x *PoolTargets) String() string {
 func (*PoolTargets) ProtoMessage() {}
 
 func (x *PoolTargets) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[16]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1746,7 @@ func (x *PoolTargets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolTargets.ProtoReflect.Descriptor instead.
 func (*PoolTargets) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PoolTargets) GetTargets() []*PoolTarget {
@@ -1689,7 +1767,7 @@ type GpuHealthReport struct {
 
 func (x *GpuHealthReport) Reset() {
 	*x = GpuHealthReport{}
-	mi := &file_megaflow_v1_worker_proto_msgTypes[17]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1779,7 @@ func (x *GpuHealthReport) String() string {
 func (*GpuHealthReport) ProtoMessage() {}
 
 func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
-	mi := &file_megaflow_v1_worker_proto_msgTypes[17]
+	mi := &file_megaflow_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1792,7 @@ func (x *GpuHealthReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuHealthReport.ProtoReflect.Descriptor instead.
 func (*GpuHealthReport) Descriptor() ([]byte, []int) {
-	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_megaflow_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GpuHealthReport) GetUnhealthy() map[string]string {
@@ -1765,11 +1843,12 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12!\n" +
 	"\fcontainer_id\x18\x03 \x01(\tR\vcontainerId\x12\x18\n" +
-	"\astarted\x18\x04 \x01(\bR\astarted\"\x95\x01\n" +
+	"\astarted\x18\x04 \x01(\bR\astarted\"\xd4\x01\n" +
 	"\vWorkerHello\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.megaflow.v1.WorkerInfoR\x04info\x125\n" +
 	"\arunning\x18\x02 \x03(\v2\x1b.megaflow.v1.RunningAttemptR\arunning\x12\"\n" +
-	"\fwire_version\x18\xbe\x01 \x01(\rR\vwireVersion\"\xcc\x03\n" +
+	"\fwire_version\x18\xbe\x01 \x01(\rR\vwireVersion\x12=\n" +
+	"\x1aaccepts_assignment_batches\x18\xc8\x01 \x01(\bR\x18acceptsAssignmentBatches\"\xcc\x03\n" +
 	"\fAttemptEvent\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x121\n" +
@@ -1841,7 +1920,7 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\flease_millis\x18\x02 \x01(\x03R\vleaseMillis\x12.\n" +
 	"\x13lease_margin_millis\x18\x03 \x01(\x03R\x11leaseMarginMillis\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x85\x03\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xc8\x03\n" +
 	"\vHeadMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.megaflow.v1.WelcomeH\x00R\awelcome\x121\n" +
 	"\x06assign\x18\x02 \x01(\v2\x17.megaflow.v1.AssignmentH\x00R\x06assign\x12.\n" +
@@ -1849,8 +1928,11 @@ const file_megaflow_v1_worker_proto_rawDesc = "" +
 	"\x03ack\x18\x04 \x01(\v2\x10.megaflow.v1.AckH\x00R\x03ack\x12>\n" +
 	"\fpool_targets\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PoolTargetsH\x00R\vpoolTargets\x125\n" +
 	"\tlease_ack\x18\x96\x01 \x01(\v2\x15.megaflow.v1.LeaseAckH\x00R\bleaseAck\x12=\n" +
-	"\tsnapshots\x18\xa0\x01 \x01(\v2\x1c.megaflow.v1.WorkerSnapshotsH\x00R\tsnapshotsB\x05\n" +
-	"\x03msg\"A\n" +
+	"\tsnapshots\x18\xa0\x01 \x01(\v2\x1c.megaflow.v1.WorkerSnapshotsH\x00R\tsnapshots\x12A\n" +
+	"\vassignments\x18\xaa\x01 \x01(\v2\x1c.megaflow.v1.AssignmentBatchH\x00R\vassignmentsB\x05\n" +
+	"\x03msg\"L\n" +
+	"\x0fAssignmentBatch\x129\n" +
+	"\vassignments\x18\x01 \x03(\v2\x17.megaflow.v1.AssignmentR\vassignments\"A\n" +
 	"\x0fWorkerSnapshots\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"@\n" +
@@ -1891,7 +1973,7 @@ func file_megaflow_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_megaflow_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_megaflow_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_megaflow_v1_worker_proto_goTypes = []any{
 	(WorkerStatus)(0),          // 0: megaflow.v1.WorkerStatus
 	(AttemptEventKind)(0),      // 1: megaflow.v1.AttemptEventKind
@@ -1910,59 +1992,62 @@ var file_megaflow_v1_worker_proto_goTypes = []any{
 	(*LeaseAck)(nil),           // 14: megaflow.v1.LeaseAck
 	(*Ack)(nil),                // 15: megaflow.v1.Ack
 	(*HeadMessage)(nil),        // 16: megaflow.v1.HeadMessage
-	(*WorkerSnapshots)(nil),    // 17: megaflow.v1.WorkerSnapshots
-	(*PoolTargets)(nil),        // 18: megaflow.v1.PoolTargets
-	(*GpuHealthReport)(nil),    // 19: megaflow.v1.GpuHealthReport
-	nil,                        // 20: megaflow.v1.WorkerInfo.LabelsEntry
-	nil,                        // 21: megaflow.v1.Assignment.EnvEntry
-	nil,                        // 22: megaflow.v1.Assignment.ArtifactInputsEntry
-	nil,                        // 23: megaflow.v1.GpuHealthReport.UnhealthyEntry
-	(*Resources)(nil),          // 24: megaflow.v1.Resources
-	(ReasonCode)(0),            // 25: megaflow.v1.ReasonCode
-	(*TaskSpec)(nil),           // 26: megaflow.v1.TaskSpec
-	(*AdmissionPolicy)(nil),    // 27: megaflow.v1.AdmissionPolicy
-	(AdmissionPolicySource)(0), // 28: megaflow.v1.AdmissionPolicySource
-	(*PoolTarget)(nil),         // 29: megaflow.v1.PoolTarget
+	(*AssignmentBatch)(nil),    // 17: megaflow.v1.AssignmentBatch
+	(*WorkerSnapshots)(nil),    // 18: megaflow.v1.WorkerSnapshots
+	(*PoolTargets)(nil),        // 19: megaflow.v1.PoolTargets
+	(*GpuHealthReport)(nil),    // 20: megaflow.v1.GpuHealthReport
+	nil,                        // 21: megaflow.v1.WorkerInfo.LabelsEntry
+	nil,                        // 22: megaflow.v1.Assignment.EnvEntry
+	nil,                        // 23: megaflow.v1.Assignment.ArtifactInputsEntry
+	nil,                        // 24: megaflow.v1.GpuHealthReport.UnhealthyEntry
+	(*Resources)(nil),          // 25: megaflow.v1.Resources
+	(ReasonCode)(0),            // 26: megaflow.v1.ReasonCode
+	(*TaskSpec)(nil),           // 27: megaflow.v1.TaskSpec
+	(*AdmissionPolicy)(nil),    // 28: megaflow.v1.AdmissionPolicy
+	(AdmissionPolicySource)(0), // 29: megaflow.v1.AdmissionPolicySource
+	(*PoolTarget)(nil),         // 30: megaflow.v1.PoolTarget
 }
 var file_megaflow_v1_worker_proto_depIdxs = []int32{
-	24, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
-	20, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
+	25, // 0: megaflow.v1.WorkerInfo.capacity:type_name -> megaflow.v1.Resources
+	21, // 1: megaflow.v1.WorkerInfo.labels:type_name -> megaflow.v1.WorkerInfo.LabelsEntry
 	3,  // 2: megaflow.v1.WorkerInfo.gpus:type_name -> megaflow.v1.GpuDevice
 	2,  // 3: megaflow.v1.Worker.info:type_name -> megaflow.v1.WorkerInfo
 	0,  // 4: megaflow.v1.Worker.status:type_name -> megaflow.v1.WorkerStatus
-	24, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
+	25, // 5: megaflow.v1.Worker.allocated:type_name -> megaflow.v1.Resources
 	2,  // 6: megaflow.v1.WorkerHello.info:type_name -> megaflow.v1.WorkerInfo
 	5,  // 7: megaflow.v1.WorkerHello.running:type_name -> megaflow.v1.RunningAttempt
 	1,  // 8: megaflow.v1.AttemptEvent.kind:type_name -> megaflow.v1.AttemptEventKind
-	25, // 9: megaflow.v1.AttemptEvent.reason_code:type_name -> megaflow.v1.ReasonCode
+	26, // 9: megaflow.v1.AttemptEvent.reason_code:type_name -> megaflow.v1.ReasonCode
 	7,  // 10: megaflow.v1.EventBatch.events:type_name -> megaflow.v1.AttemptEvent
 	2,  // 11: megaflow.v1.Heartbeat.info:type_name -> megaflow.v1.WorkerInfo
 	6,  // 12: megaflow.v1.WorkerMessage.hello:type_name -> megaflow.v1.WorkerHello
 	8,  // 13: megaflow.v1.WorkerMessage.events:type_name -> megaflow.v1.EventBatch
 	9,  // 14: megaflow.v1.WorkerMessage.heartbeat:type_name -> megaflow.v1.Heartbeat
-	19, // 15: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
-	26, // 16: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
-	21, // 17: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
-	22, // 18: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
-	27, // 19: megaflow.v1.Assignment.admission_policy:type_name -> megaflow.v1.AdmissionPolicy
-	28, // 20: megaflow.v1.Assignment.admission_source:type_name -> megaflow.v1.AdmissionPolicySource
+	20, // 15: megaflow.v1.WorkerMessage.gpu_health:type_name -> megaflow.v1.GpuHealthReport
+	27, // 16: megaflow.v1.Assignment.spec:type_name -> megaflow.v1.TaskSpec
+	22, // 17: megaflow.v1.Assignment.env:type_name -> megaflow.v1.Assignment.EnvEntry
+	23, // 18: megaflow.v1.Assignment.artifact_inputs:type_name -> megaflow.v1.Assignment.ArtifactInputsEntry
+	28, // 19: megaflow.v1.Assignment.admission_policy:type_name -> megaflow.v1.AdmissionPolicy
+	29, // 20: megaflow.v1.Assignment.admission_source:type_name -> megaflow.v1.AdmissionPolicySource
 	12, // 21: megaflow.v1.Welcome.stops:type_name -> megaflow.v1.StopAttempt
 	13, // 22: megaflow.v1.HeadMessage.welcome:type_name -> megaflow.v1.Welcome
 	11, // 23: megaflow.v1.HeadMessage.assign:type_name -> megaflow.v1.Assignment
 	12, // 24: megaflow.v1.HeadMessage.stop:type_name -> megaflow.v1.StopAttempt
 	15, // 25: megaflow.v1.HeadMessage.ack:type_name -> megaflow.v1.Ack
-	18, // 26: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
+	19, // 26: megaflow.v1.HeadMessage.pool_targets:type_name -> megaflow.v1.PoolTargets
 	14, // 27: megaflow.v1.HeadMessage.lease_ack:type_name -> megaflow.v1.LeaseAck
-	17, // 28: megaflow.v1.HeadMessage.snapshots:type_name -> megaflow.v1.WorkerSnapshots
-	29, // 29: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
-	23, // 30: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
-	10, // 31: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
-	16, // 32: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
-	32, // [32:33] is the sub-list for method output_type
-	31, // [31:32] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	18, // 28: megaflow.v1.HeadMessage.snapshots:type_name -> megaflow.v1.WorkerSnapshots
+	17, // 29: megaflow.v1.HeadMessage.assignments:type_name -> megaflow.v1.AssignmentBatch
+	11, // 30: megaflow.v1.AssignmentBatch.assignments:type_name -> megaflow.v1.Assignment
+	30, // 31: megaflow.v1.PoolTargets.targets:type_name -> megaflow.v1.PoolTarget
+	24, // 32: megaflow.v1.GpuHealthReport.unhealthy:type_name -> megaflow.v1.GpuHealthReport.UnhealthyEntry
+	10, // 33: megaflow.v1.WorkerService.Connect:input_type -> megaflow.v1.WorkerMessage
+	16, // 34: megaflow.v1.WorkerService.Connect:output_type -> megaflow.v1.HeadMessage
+	34, // [34:35] is the sub-list for method output_type
+	33, // [33:34] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_worker_proto_init() }
@@ -1985,6 +2070,7 @@ func file_megaflow_v1_worker_proto_init() {
 		(*HeadMessage_PoolTargets)(nil),
 		(*HeadMessage_LeaseAck)(nil),
 		(*HeadMessage_Snapshots)(nil),
+		(*HeadMessage_Assignments)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1992,7 +2078,7 @@ func file_megaflow_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_megaflow_v1_worker_proto_rawDesc), len(file_megaflow_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from . import types_pb2 as megaflow_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18megaflow/v1/worker.proto\x12\x0bmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xce\x02\n\nWorkerInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12(\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x16.megaflow.v1.Resources\x12\x33\n\x06labels\x18\x03 \x03(\x0b\x32#.megaflow.v1.WorkerInfo.LabelsEntry\x12\x0f\n\x07runtime\x18\x04 \x01(\t\x12\x0e\n\x06images\x18\x05 \x03(\t\x12\x1d\n\x15max_concurrent_starts\x18\x06 \x01(\x05\x12\x0c\n\x04\x61\x64\x64r\x18\x07 \x01(\t\x12$\n\x04gpus\x18\x08 \x03(\x0b\x32\x16.megaflow.v1.GpuDevice\x12\x11\n\x08instance\x18\x8c\x01 \x01(\t\x12\r\n\x04host\x18\xa0\x01 \x01(\t\x12\x10\n\x07version\x18\xb4\x01 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"h\n\tGpuDevice\x12\x0c\n\x04uuid\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x03 \x01(\x03\x12\x14\n\x0cnvlink_peers\x18\x04 \x03(\t\x12\x12\n\tunhealthy\x18\x8c\x01 \x01(\t\"\xa5\x02\n\x06Worker\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.megaflow.v1.WorkerInfo\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.megaflow.v1.WorkerStatus\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12)\n\tallocated\x18\x04 \x01(\x0b\x32\x16.megaflow.v1.Resources\x12\x19\n\x11update_unix_nanos\x18\x05 \x01(\x03\x12\x14\n\x0cmodify_index\x18\x06 \x01(\x04\x12\x17\n\x0f\x61\x63tive_attempts\x18\x07 \x01(\r\x12!\n\x18lease_renewed_unix_nanos\x18\x8c\x01 \x01(\x03\x12!\n\x18lease_expires_unix_nanos\x18\x8d\x01 \x01(\x03\"Y\n\x0eRunningAttempt\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\x14\n\x0c\x63ontainer_id\x18\x03 \x01(\t\x12\x0f\n\x07started\x18\x04 \x01(\x08\"y\n\x0bWorkerHello\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.megaflow.v1.WorkerInfo\x12,\n\x07running\x18\x02 \x03(\x0b\x32\x1b.megaflow.v1.RunningAttempt\x12\x15\n\x0cwire_version\x18\xbe\x01 \x01(\r\"\xc2\x02\n\x0c\x41ttemptEvent\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12+\n\x04kind\x18\x03 \x01(\x0e\x32\x1d.megaflow.v1.AttemptEventKind\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06result\x18\x06 \x01(\x0c\x12\x12\n\nunix_nanos\x18\x07 \x01(\x03\x12\x12\n\noom_killed\x18\x08 \x01(\x08\x12\x14\n\x0c\x63ontainer_id\x18\t \x01(\t\x12\x16\n\rnot_retryable\x18\x8c\x01 \x01(\x08\x12\x19\n\x11\x61rtifacts_pending\x18\x64 \x01(\x08\x12\x10\n\x08\x65ndpoint\x18x \x01(\t\x12-\n\x0breason_code\x18\xa0\x01 \x01(\x0e\x32\x17.megaflow.v1.ReasonCode\"D\n\nEventBatch\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12)\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x19.megaflow.v1.AttemptEvent\"G\n\tHeartbeat\x12\x12\n\nunix_nanos\x18\x01 \x01(\x03\x12&\n\x04info\x18\x8c\x01 \x01(\x0b\x32\x17.megaflow.v1.WorkerInfo\"\xce\x01\n\rWorkerMessage\x12)\n\x05hello\x18\x01 \x01(\x0b\x32\x18.megaflow.v1.WorkerHelloH\x00\x12)\n\x06\x65vents\x18\x02 \x01(\x0b\x32\x17.megaflow.v1.EventBatchH\x00\x12+\n\theartbeat\x18\x03 \x01(\x0b\x32\x16.megaflow.v1.HeartbeatH\x00\x12\x33\n\ngpu_health\x18\x8c\x01 \x01(\x0b\x32\x1c.megaflow.v1.GpuHealthReportH\x00\x42\x05\n\x03msg\"\x83\x04\n\nAssignment\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\x13\n\x0bleader_term\x18\x03 \x01(\x04\x12\x10\n\x08graph_id\x18\x04 \x01(\t\x12\x0e\n\x06tenant\x18\x05 \x01(\t\x12#\n\x04spec\x18\x06 \x01(\x0b\x32\x15.megaflow.v1.TaskSpec\x12\x11\n\tgpu_uuids\x18\x07 \x03(\t\x12-\n\x03\x65nv\x18\x08 \x03(\x0b\x32 .megaflow.v1.Assignment.EnvEntry\x12\x14\n\x0csession_ends\x18\t \x01(\x08\x12\x44\n\x0f\x61rtifact_inputs\x18\x64 \x03(\x0b\x32+.megaflow.v1.Assignment.ArtifactInputsEntry\x12\x37\n\x10\x61\x64mission_policy\x18\xf0\x01 \x01(\x0b\x32\x1c.megaflow.v1.AdmissionPolicy\x12=\n\x10\x61\x64mission_source\x18\xf1\x01 \x01(\x0e\x32\".megaflow.v1.AdmissionPolicySource\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x35\n\x13\x41rtifactInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"?\n\x0bStopAttempt\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xb1\x01\n\x07Welcome\x12\x11\n\tleader_id\x18\x01 \x01(\t\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\'\n\x05stops\x18\x03 \x03(\x0b\x32\x18.megaflow.v1.StopAttempt\x12\x13\n\ncluster_id\x18\xa0\x01 \x01(\t\x12\x15\n\x0clease_millis\x18\x8c\x01 \x01(\x03\x12\x1c\n\x13lease_margin_millis\x18\x8d\x01 \x01(\x03\x12\x12\n\trelay_key\x18\xaa\x01 \x01(\x0c\"[\n\x08LeaseAck\x12\x1c\n\x14heartbeat_unix_nanos\x18\x01 \x01(\x03\x12\x14\n\x0clease_millis\x18\x02 \x01(\x03\x12\x1b\n\x13lease_margin_millis\x18\x03 \x01(\x03\"\x12\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"\xc7\x02\n\x0bHeadMessage\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.WelcomeH\x00\x12)\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x17.megaflow.v1.AssignmentH\x00\x12(\n\x04stop\x18\x03 \x01(\x0b\x32\x18.megaflow.v1.StopAttemptH\x00\x12\x1f\n\x03\x61\x63k\x18\x04 \x01(\x0b\x32\x10.megaflow.v1.AckH\x00\x12\x31\n\x0cpool_targets\x18\x8c\x01 \x01(\x0b\x32\x18.megaflow.v1.PoolTargetsH\x00\x12+\n\tlease_ack\x18\x96\x01 \x01(\x0b\x32\x15.megaflow.v1.LeaseAckH\x00\x12\x32\n\tsnapshots\x18\xa0\x01 \x01(\x0b\x32\x1c.megaflow.v1.WorkerSnapshotsH\x00\x42\x05\n\x03msg\"1\n\x0fWorkerSnapshots\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"7\n\x0bPoolTargets\x12(\n\x07targets\x18\x01 \x03(\x0b\x32\x17.megaflow.v1.PoolTarget\"\x83\x01\n\x0fGpuHealthReport\x12>\n\tunhealthy\x18\x01 \x03(\x0b\x32+.megaflow.v1.GpuHealthReport.UnhealthyEntry\x1a\x30\n\x0eUnhealthyEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*v\n\x0cWorkerStatus\x12\x1d\n\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n\x12WORKER_STATUS_DOWN\x10\x02\x12\x16\n\x12WORKER_STATUS_LEFT\x10\x03*\xa5\x02\n\x10\x41ttemptEventKind\x12\"\n\x1e\x41TTEMPT_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x41TTEMPT_EVENT_KIND_STARTED\x10\x01\x12\x1d\n\x19\x41TTEMPT_EVENT_KIND_EXITED\x10\x02\x12\x1d\n\x19\x41TTEMPT_EVENT_KIND_FAILED\x10\x03\x12 \n\x1c\x41TTEMPT_EVENT_KIND_TIMED_OUT\x10\x04\x12\x1e\n\x1a\x41TTEMPT_EVENT_KIND_STOPPED\x10\x05\x12\'\n#ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED\x10\x64\x12$\n ATTEMPT_EVENT_KIND_SERVICE_READY\x10x2T\n\rWorkerService\x12\x43\n\x07\x43onnect\x12\x1a.megaflow.v1.WorkerMessage\x1a\x18.megaflow.v1.HeadMessage(\x01\x30\x01\x42\x31Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18megaflow/v1/worker.proto\x12\x0bmegaflow.v1\x1a\x17megaflow/v1/types.proto\"\xce\x02\n\nWorkerInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12(\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x16.megaflow.v1.Resources\x12\x33\n\x06labels\x18\x03 \x03(\x0b\x32#.megaflow.v1.WorkerInfo.LabelsEntry\x12\x0f\n\x07runtime\x18\x04 \x01(\t\x12\x0e\n\x06images\x18\x05 \x03(\t\x12\x1d\n\x15max_concurrent_starts\x18\x06 \x01(\x05\x12\x0c\n\x04\x61\x64\x64r\x18\x07 \x01(\t\x12$\n\x04gpus\x18\x08 \x03(\x0b\x32\x16.megaflow.v1.GpuDevice\x12\x11\n\x08instance\x18\x8c\x01 \x01(\t\x12\r\n\x04host\x18\xa0\x01 \x01(\t\x12\x10\n\x07version\x18\xb4\x01 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"h\n\tGpuDevice\x12\x0c\n\x04uuid\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x03 \x01(\x03\x12\x14\n\x0cnvlink_peers\x18\x04 \x03(\t\x12\x12\n\tunhealthy\x18\x8c\x01 \x01(\t\"\xa5\x02\n\x06Worker\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.megaflow.v1.WorkerInfo\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.megaflow.v1.WorkerStatus\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12)\n\tallocated\x18\x04 \x01(\x0b\x32\x16.megaflow.v1.Resources\x12\x19\n\x11update_unix_nanos\x18\x05 \x01(\x03\x12\x14\n\x0cmodify_index\x18\x06 \x01(\x04\x12\x17\n\x0f\x61\x63tive_attempts\x18\x07 \x01(\r\x12!\n\x18lease_renewed_unix_nanos\x18\x8c\x01 \x01(\x03\x12!\n\x18lease_expires_unix_nanos\x18\x8d\x01 \x01(\x03\"Y\n\x0eRunningAttempt\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\x14\n\x0c\x63ontainer_id\x18\x03 \x01(\t\x12\x0f\n\x07started\x18\x04 \x01(\x08\"\x9e\x01\n\x0bWorkerHello\x12%\n\x04info\x18\x01 \x01(\x0b\x32\x17.megaflow.v1.WorkerInfo\x12,\n\x07running\x18\x02 \x03(\x0b\x32\x1b.megaflow.v1.RunningAttempt\x12\x15\n\x0cwire_version\x18\xbe\x01 \x01(\r\x12#\n\x1a\x61\x63\x63\x65pts_assignment_batches\x18\xc8\x01 \x01(\x08\"\xc2\x02\n\x0c\x41ttemptEvent\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12+\n\x04kind\x18\x03 \x01(\x0e\x32\x1d.megaflow.v1.AttemptEventKind\x12\x11\n\texit_code\x18\x04 \x01(\x05\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06result\x18\x06 \x01(\x0c\x12\x12\n\nunix_nanos\x18\x07 \x01(\x03\x12\x12\n\noom_killed\x18\x08 \x01(\x08\x12\x14\n\x0c\x63ontainer_id\x18\t \x01(\t\x12\x16\n\rnot_retryable\x18\x8c\x01 \x01(\x08\x12\x19\n\x11\x61rtifacts_pending\x18\x64 \x01(\x08\x12\x10\n\x08\x65ndpoint\x18x \x01(\t\x12-\n\x0breason_code\x18\xa0\x01 \x01(\x0e\x32\x17.megaflow.v1.ReasonCode\"D\n\nEventBatch\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12)\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x19.megaflow.v1.AttemptEvent\"G\n\tHeartbeat\x12\x12\n\nunix_nanos\x18\x01 \x01(\x03\x12&\n\x04info\x18\x8c\x01 \x01(\x0b\x32\x17.megaflow.v1.WorkerInfo\"\xce\x01\n\rWorkerMessage\x12)\n\x05hello\x18\x01 \x01(\x0b\x32\x18.megaflow.v1.WorkerHelloH\x00\x12)\n\x06\x65vents\x18\x02 \x01(\x0b\x32\x17.megaflow.v1.EventBatchH\x00\x12+\n\theartbeat\x18\x03 \x01(\x0b\x32\x16.megaflow.v1.HeartbeatH\x00\x12\x33\n\ngpu_health\x18\x8c\x01 \x01(\x0b\x32\x1c.megaflow.v1.GpuHealthReportH\x00\x42\x05\n\x03msg\"\x83\x04\n\nAssignment\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\x13\n\x0bleader_term\x18\x03 \x01(\x04\x12\x10\n\x08graph_id\x18\x04 \x01(\t\x12\x0e\n\x06tenant\x18\x05 \x01(\t\x12#\n\x04spec\x18\x06 \x01(\x0b\x32\x15.megaflow.v1.TaskSpec\x12\x11\n\tgpu_uuids\x18\x07 \x03(\t\x12-\n\x03\x65nv\x18\x08 \x03(\x0b\x32 .megaflow.v1.Assignment.EnvEntry\x12\x14\n\x0csession_ends\x18\t \x01(\x08\x12\x44\n\x0f\x61rtifact_inputs\x18\x64 \x03(\x0b\x32+.megaflow.v1.Assignment.ArtifactInputsEntry\x12\x37\n\x10\x61\x64mission_policy\x18\xf0\x01 \x01(\x0b\x32\x1c.megaflow.v1.AdmissionPolicy\x12=\n\x10\x61\x64mission_source\x18\xf1\x01 \x01(\x0e\x32\".megaflow.v1.AdmissionPolicySource\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x35\n\x13\x41rtifactInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"?\n\x0bStopAttempt\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xb1\x01\n\x07Welcome\x12\x11\n\tleader_id\x18\x01 \x01(\t\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\'\n\x05stops\x18\x03 \x03(\x0b\x32\x18.megaflow.v1.StopAttempt\x12\x13\n\ncluster_id\x18\xa0\x01 \x01(\t\x12\x15\n\x0clease_millis\x18\x8c\x01 \x01(\x03\x12\x1c\n\x13lease_margin_millis\x18\x8d\x01 \x01(\x03\x12\x12\n\trelay_key\x18\xaa\x01 \x01(\x0c\"[\n\x08LeaseAck\x12\x1c\n\x14heartbeat_unix_nanos\x18\x01 \x01(\x03\x12\x14\n\x0clease_millis\x18\x02 \x01(\x03\x12\x1b\n\x13lease_margin_millis\x18\x03 \x01(\x03\"\x12\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"\xfd\x02\n\x0bHeadMessage\x12\'\n\x07welcome\x18\x01 \x01(\x0b\x32\x14.megaflow.v1.WelcomeH\x00\x12)\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x17.megaflow.v1.AssignmentH\x00\x12(\n\x04stop\x18\x03 \x01(\x0b\x32\x18.megaflow.v1.StopAttemptH\x00\x12\x1f\n\x03\x61\x63k\x18\x04 \x01(\x0b\x32\x10.megaflow.v1.AckH\x00\x12\x31\n\x0cpool_targets\x18\x8c\x01 \x01(\x0b\x32\x18.megaflow.v1.PoolTargetsH\x00\x12+\n\tlease_ack\x18\x96\x01 \x01(\x0b\x32\x15.megaflow.v1.LeaseAckH\x00\x12\x32\n\tsnapshots\x18\xa0\x01 \x01(\x0b\x32\x1c.megaflow.v1.WorkerSnapshotsH\x00\x12\x34\n\x0b\x61ssignments\x18\xaa\x01 \x01(\x0b\x32\x1c.megaflow.v1.AssignmentBatchH\x00\x42\x05\n\x03msg\"?\n\x0f\x41ssignmentBatch\x12,\n\x0b\x61ssignments\x18\x01 \x03(\x0b\x32\x17.megaflow.v1.Assignment\"1\n\x0fWorkerSnapshots\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"7\n\x0bPoolTargets\x12(\n\x07targets\x18\x01 \x03(\x0b\x32\x17.megaflow.v1.PoolTarget\"\x83\x01\n\x0fGpuHealthReport\x12>\n\tunhealthy\x18\x01 \x03(\x0b\x32+.megaflow.v1.GpuHealthReport.UnhealthyEntry\x1a\x30\n\x0eUnhealthyEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*v\n\x0cWorkerStatus\x12\x1d\n\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13WORKER_STATUS_ALIVE\x10\x01\x12\x16\n\x12WORKER_STATUS_DOWN\x10\x02\x12\x16\n\x12WORKER_STATUS_LEFT\x10\x03*\xa5\x02\n\x10\x41ttemptEventKind\x12\"\n\x1e\x41TTEMPT_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x41TTEMPT_EVENT_KIND_STARTED\x10\x01\x12\x1d\n\x19\x41TTEMPT_EVENT_KIND_EXITED\x10\x02\x12\x1d\n\x19\x41TTEMPT_EVENT_KIND_FAILED\x10\x03\x12 \n\x1c\x41TTEMPT_EVENT_KIND_TIMED_OUT\x10\x04\x12\x1e\n\x1a\x41TTEMPT_EVENT_KIND_STOPPED\x10\x05\x12\'\n#ATTEMPT_EVENT_KIND_ARTIFACTS_LANDED\x10\x64\x12$\n ATTEMPT_EVENT_KIND_SERVICE_READY\x10x2T\n\rWorkerService\x12\x43\n\x07\x43onnect\x12\x1a.megaflow.v1.WorkerMessage\x1a\x18.megaflow.v1.HeadMessage(\x01\x30\x01\x42\x31Z/github.com/megaflow/megaflow/internal/wire;wireb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'megaflow.v1.worker_pb2', globals())
@@ -30,10 +30,10 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _ASSIGNMENT_ARTIFACTINPUTSENTRY._serialized_options = b'8\001'
   _GPUHEALTHREPORT_UNHEALTHYENTRY._options = None
   _GPUHEALTHREPORT_UNHEALTHYENTRY._serialized_options = b'8\001'
-  _WORKERSTATUS._serialized_start=3144
-  _WORKERSTATUS._serialized_end=3262
-  _ATTEMPTEVENTKIND._serialized_start=3265
-  _ATTEMPTEVENTKIND._serialized_end=3558
+  _WORKERSTATUS._serialized_start=3301
+  _WORKERSTATUS._serialized_end=3419
+  _ATTEMPTEVENTKIND._serialized_start=3422
+  _ATTEMPTEVENTKIND._serialized_end=3715
   _WORKERINFO._serialized_start=67
   _WORKERINFO._serialized_end=401
   _WORKERINFO_LABELSENTRY._serialized_start=356
@@ -44,40 +44,42 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _WORKER._serialized_end=803
   _RUNNINGATTEMPT._serialized_start=805
   _RUNNINGATTEMPT._serialized_end=894
-  _WORKERHELLO._serialized_start=896
-  _WORKERHELLO._serialized_end=1017
-  _ATTEMPTEVENT._serialized_start=1020
-  _ATTEMPTEVENT._serialized_end=1342
-  _EVENTBATCH._serialized_start=1344
-  _EVENTBATCH._serialized_end=1412
-  _HEARTBEAT._serialized_start=1414
-  _HEARTBEAT._serialized_end=1485
-  _WORKERMESSAGE._serialized_start=1488
-  _WORKERMESSAGE._serialized_end=1694
-  _ASSIGNMENT._serialized_start=1697
-  _ASSIGNMENT._serialized_end=2212
-  _ASSIGNMENT_ENVENTRY._serialized_start=2115
-  _ASSIGNMENT_ENVENTRY._serialized_end=2157
-  _ASSIGNMENT_ARTIFACTINPUTSENTRY._serialized_start=2159
-  _ASSIGNMENT_ARTIFACTINPUTSENTRY._serialized_end=2212
-  _STOPATTEMPT._serialized_start=2214
-  _STOPATTEMPT._serialized_end=2277
-  _WELCOME._serialized_start=2280
-  _WELCOME._serialized_end=2457
-  _LEASEACK._serialized_start=2459
-  _LEASEACK._serialized_end=2550
-  _ACK._serialized_start=2552
-  _ACK._serialized_end=2570
-  _HEADMESSAGE._serialized_start=2573
-  _HEADMESSAGE._serialized_end=2900
-  _WORKERSNAPSHOTS._serialized_start=2902
-  _WORKERSNAPSHOTS._serialized_end=2951
-  _POOLTARGETS._serialized_start=2953
-  _POOLTARGETS._serialized_end=3008
-  _GPUHEALTHREPORT._serialized_start=3011
-  _GPUHEALTHREPORT._serialized_end=3142
-  _GPUHEALTHREPORT_UNHEALTHYENTRY._serialized_start=3094
-  _GPUHEALTHREPORT_UNHEALTHYENTRY._serialized_end=3142
-  _WORKERSERVICE._serialized_start=3560
-  _WORKERSERVICE._serialized_end=3644
+  _WORKERHELLO._serialized_start=897
+  _WORKERHELLO._serialized_end=1055
+  _ATTEMPTEVENT._serialized_start=1058
+  _ATTEMPTEVENT._serialized_end=1380
+  _EVENTBATCH._serialized_start=1382
+  _EVENTBATCH._serialized_end=1450
+  _HEARTBEAT._serialized_start=1452
+  _HEARTBEAT._serialized_end=1523
+  _WORKERMESSAGE._serialized_start=1526
+  _WORKERMESSAGE._serialized_end=1732
+  _ASSIGNMENT._serialized_start=1735
+  _ASSIGNMENT._serialized_end=2250
+  _ASSIGNMENT_ENVENTRY._serialized_start=2153
+  _ASSIGNMENT_ENVENTRY._serialized_end=2195
+  _ASSIGNMENT_ARTIFACTINPUTSENTRY._serialized_start=2197
+  _ASSIGNMENT_ARTIFACTINPUTSENTRY._serialized_end=2250
+  _STOPATTEMPT._serialized_start=2252
+  _STOPATTEMPT._serialized_end=2315
+  _WELCOME._serialized_start=2318
+  _WELCOME._serialized_end=2495
+  _LEASEACK._serialized_start=2497
+  _LEASEACK._serialized_end=2588
+  _ACK._serialized_start=2590
+  _ACK._serialized_end=2608
+  _HEADMESSAGE._serialized_start=2611
+  _HEADMESSAGE._serialized_end=2992
+  _ASSIGNMENTBATCH._serialized_start=2994
+  _ASSIGNMENTBATCH._serialized_end=3057
+  _WORKERSNAPSHOTS._serialized_start=3059
+  _WORKERSNAPSHOTS._serialized_end=3108
+  _POOLTARGETS._serialized_start=3110
+  _POOLTARGETS._serialized_end=3165
+  _GPUHEALTHREPORT._serialized_start=3168
+  _GPUHEALTHREPORT._serialized_end=3299
+  _GPUHEALTHREPORT_UNHEALTHYENTRY._serialized_start=3251
+  _GPUHEALTHREPORT_UNHEALTHYENTRY._serialized_end=3299
+  _WORKERSERVICE._serialized_start=3717
+  _WORKERSERVICE._serialized_end=3801
 # @@protoc_insertion_point(module_scope)

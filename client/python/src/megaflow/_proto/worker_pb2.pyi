@@ -67,6 +67,12 @@ class Assignment(_message.Message):
     tenant: str
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., leader_term: _Optional[int] = ..., graph_id: _Optional[str] = ..., tenant: _Optional[str] = ..., spec: _Optional[_Union[_types_pb2.TaskSpec, _Mapping]] = ..., gpu_uuids: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., session_ends: bool = ..., artifact_inputs: _Optional[_Mapping[str, int]] = ..., admission_policy: _Optional[_Union[_types_pb2.AdmissionPolicy, _Mapping]] = ..., admission_source: _Optional[_Union[_types_pb2.AdmissionPolicySource, str]] = ...) -> None: ...
 
+class AssignmentBatch(_message.Message):
+    __slots__ = ["assignments"]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
+    def __init__(self, assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ...) -> None: ...
+
 class AttemptEvent(_message.Message):
     __slots__ = ["artifacts_pending", "attempt", "container_id", "endpoint", "exit_code", "kind", "not_retryable", "oom_killed", "reason", "reason_code", "result", "task_id", "unix_nanos"]
     ARTIFACTS_PENDING_FIELD_NUMBER: _ClassVar[int]
@@ -133,8 +139,9 @@ class GpuHealthReport(_message.Message):
     def __init__(self, unhealthy: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class HeadMessage(_message.Message):
-    __slots__ = ["ack", "assign", "lease_ack", "pool_targets", "snapshots", "stop", "welcome"]
+    __slots__ = ["ack", "assign", "assignments", "lease_ack", "pool_targets", "snapshots", "stop", "welcome"]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     LEASE_ACK_FIELD_NUMBER: _ClassVar[int]
     POOL_TARGETS_FIELD_NUMBER: _ClassVar[int]
@@ -143,12 +150,13 @@ class HeadMessage(_message.Message):
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ack: Ack
     assign: Assignment
+    assignments: AssignmentBatch
     lease_ack: LeaseAck
     pool_targets: PoolTargets
     snapshots: WorkerSnapshots
     stop: StopAttempt
     welcome: Welcome
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., stop: _Optional[_Union[StopAttempt, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., pool_targets: _Optional[_Union[PoolTargets, _Mapping]] = ..., lease_ack: _Optional[_Union[LeaseAck, _Mapping]] = ..., snapshots: _Optional[_Union[WorkerSnapshots, _Mapping]] = ...) -> None: ...
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assign: _Optional[_Union[Assignment, _Mapping]] = ..., stop: _Optional[_Union[StopAttempt, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., pool_targets: _Optional[_Union[PoolTargets, _Mapping]] = ..., lease_ack: _Optional[_Union[LeaseAck, _Mapping]] = ..., snapshots: _Optional[_Union[WorkerSnapshots, _Mapping]] = ..., assignments: _Optional[_Union[AssignmentBatch, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ["info", "unix_nanos"]
@@ -237,14 +245,16 @@ class Worker(_message.Message):
     def __init__(self, info: _Optional[_Union[WorkerInfo, _Mapping]] = ..., status: _Optional[_Union[WorkerStatus, str]] = ..., reason: _Optional[str] = ..., allocated: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., update_unix_nanos: _Optional[int] = ..., modify_index: _Optional[int] = ..., active_attempts: _Optional[int] = ..., lease_renewed_unix_nanos: _Optional[int] = ..., lease_expires_unix_nanos: _Optional[int] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ["info", "running", "wire_version"]
+    __slots__ = ["accepts_assignment_batches", "info", "running", "wire_version"]
+    ACCEPTS_ASSIGNMENT_BATCHES_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     WIRE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    accepts_assignment_batches: bool
     info: WorkerInfo
     running: _containers.RepeatedCompositeFieldContainer[RunningAttempt]
     wire_version: int
-    def __init__(self, info: _Optional[_Union[WorkerInfo, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningAttempt, _Mapping]]] = ..., wire_version: _Optional[int] = ...) -> None: ...
+    def __init__(self, info: _Optional[_Union[WorkerInfo, _Mapping]] = ..., running: _Optional[_Iterable[_Union[RunningAttempt, _Mapping]]] = ..., wire_version: _Optional[int] = ..., accepts_assignment_batches: bool = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
     __slots__ = ["addr", "capacity", "gpus", "host", "id", "images", "instance", "labels", "max_concurrent_starts", "runtime", "version"]

@@ -1,0 +1,92 @@
+package head_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/internal/version"
+	"github.com/megaflow/megaflow/internal/wire"
+)
+
+// A worker whose hello accepts assignment batches gets what one plan
+// placed on it in one AssignmentBatch; a worker that does not say so (a
+// build from before them) gets each assignment alone, as before. Both
+// through a real head, over raw worker streams.
+func TestAssignmentsAreBatchedOnlyForWorkersThatAcceptThem(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
+	// connect opens a raw worker stream and reads its Welcome.
+	connect := func(id string, batches bool) (wire.WorkerService_ConnectClient, error) {
+		stream, err := wire.NewWorkerServiceClient(dial(t, leader.GRPCAddr())).Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: &wire.WorkerHello{
+			WireVersion: version.WireCurrent, AcceptsAssignmentBatches: batches,
+			Info: &wire.WorkerInfo{Id: id, Runtime: "fake", Labels: map[string]string{"worker": id},
+				Capacity: &wire.Resources{CpuMillis: 8000, MemoryBytes: 8 << 30}}}}}); err != nil {
+			return nil, err
+		}
+		m, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if m.GetWelcome() == nil {
+			return nil, fmt.Errorf("first answer %v, want a Welcome", m)
+		}
+		return stream, nil
+	}
+	var old, batched wire.WorkerService_ConnectClient
+	testcluster.WaitFor(t, 10*time.Second, "the leader welcomes a worker", func() bool {
+		var err error
+		old, err = connect("old", false)
+		return err == nil
+	})
+	batched, err := connect("new", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client()
+	for _, id := range []string{"old", "new"} {
+		gs := &client.GraphSpec{Id: "g-" + id}
+		for i := range 5 {
+			gs.Tasks = append(gs.Tasks, &client.TaskSpec{Name: fmt.Sprint("t", i), Image: "megaflow/noop:1", Command: []string{"true"},
+				Resources: &client.Resources{CpuMillis: 100, MemoryBytes: 64 << 20}, NodeSelector: map[string]string{"worker": id}})
+		}
+		if _, err := cl.Submit(ctx, gs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// messages reads a stream until it has delivered 5 assignments and
+	// returns how many came alone and in batches (batch sizes).
+	messages := func(s wire.WorkerService_ConnectClient) (singles int, batches []int) {
+		t.Helper()
+		for n := 0; n < 5; {
+			m, err := s.Recv()
+			if err != nil {
+				t.Fatalf("after %d assignments: %v", n, err)
+			}
+			if a := m.GetAssign(); a != nil {
+				singles++
+				n++
+			}
+			if b := m.GetAssignments(); b != nil {
+				batches = append(batches, len(b.GetAssignments()))
+				n += len(b.GetAssignments())
+			}
+		}
+		return singles, batches
+	}
+	if singles, batches := messages(old); singles != 5 || len(batches) != 0 {
+		t.Errorf("worker without batches got %d assignments alone and batches %v; want 5 alone", singles, batches)
+	}
+	if singles, batches := messages(batched); singles != 0 || len(batches) != 1 {
+		t.Errorf("worker with batches got %d assignments alone and batches %v; want one batch of 5 (one plan)", singles, batches)
+	}
+}
