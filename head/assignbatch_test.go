@@ -15,7 +15,8 @@ import (
 // A worker whose hello accepts assignment batches gets what one plan
 // placed on it in one AssignmentBatch; a worker that does not say so (a
 // build from before them) gets each assignment alone, as before. Both
-// through a real head, over raw worker streams.
+// through a real head, over raw worker streams. A graph submitted while no
+// task waits is placed with its submission (submissionPlan).
 func TestAssignmentsAreBatchedOnlyForWorkersThatAcceptThem(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -88,5 +89,14 @@ func TestAssignmentsAreBatchedOnlyForWorkersThatAcceptThem(t *testing.T) {
 	}
 	if singles, batches := messages(batched); singles != 0 || len(batches) != 1 {
 		t.Errorf("worker with batches got %d assignments alone and batches %v; want one batch of 5 (one plan)", singles, batches)
+	}
+	// Nothing waited in a queue at either submission: each graph's tasks
+	// were placed in the submission's own entry (rules 8), at its time.
+	for _, id := range []string{"g-old", "g-new"} {
+		for _, task := range leader.FSM().View().TasksOfGraph(id) {
+			if len(task.Attempts) != 1 || task.Attempts[0].AssignUnixNanos != task.QueuedUnixNanos {
+				t.Errorf("task %s: attempts %+v queued at %d; want one assigned with the submission, at the same time", task.ID, task.Attempts, task.QueuedUnixNanos)
+			}
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/megaflow/megaflow/head/fsm"
 	"github.com/megaflow/megaflow/head/scheduler"
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/artifact"
@@ -172,6 +173,37 @@ func planRound(in roundInput) round {
 	}
 	out.Fail = unplaceable(queued, plan.Unplaced, in.Now, in.MaxQueueWait)
 	return out
+}
+
+// submissionPlan returns the placements of the ready tasks of submission
+// cmd (a new graph in one chunk) for the submission to carry
+// (SubmitGraphCommand.plan), planned by a round (planRound) on the table
+// as the submission will leave it (fsm.Speculate), so that the graph's
+// first tasks are placed in its own entry rather than one commit later.
+// Nil when the rules in force predate it (fsm.RulesSubmitPlan), when any
+// task already waits in a queue (in.View's: the scheduling loop places
+// those, its rounds paced to bound their CPU, and its plan for them may
+// be in flight; a round per submission on a long queue would cost what
+// that pacing saves), or when the round places nothing. The round plans
+// in queue order like any other, and the FSM checks each placement again
+// when it applies the submission, as it does a plan's.
+func submissionPlan(in roundInput, cmd *wire.SubmitGraphCommand) *wire.PlanCommand {
+	if in.View.Rules() < fsm.RulesSubmitPlan || cmd.GetChunks() != 1 {
+		return nil
+	}
+	for range in.View.Queued() {
+		return nil
+	}
+	after, err := fsm.Speculate(in.View, cmd)
+	if err != nil {
+		return nil // the submission's own apply says why
+	}
+	in.View = after
+	r := planRound(in)
+	if r.Plan == nil || len(r.Plan.Attempts) == 0 {
+		return nil
+	}
+	return r.Plan
 }
 
 // unplaceable returns the command that fails the tasks no worker could run

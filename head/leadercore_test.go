@@ -184,7 +184,7 @@ func (s *leaderSim) do(line string) (string, error) {
 		for w := range s.connected {
 			s.connected[w] = false
 		}
-	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [gpus=N] [deadline=S] [fork=SNAPSHOT@WORKER] [sandbox=yes] [chunks=N] [at=]
+	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [gpus=N] [deadline=S] [fork=SNAPSHOT@WORKER] [sandbox=yes] [chunks=N] [at=]: as the leader submits (submissionPlan: placed with the submission when no task waits)
 		g := &wire.GraphSpec{Id: pos[0]}
 		if d := kv["deadline"]; d != "" {
 			g.DeadlineSeconds, _ = strconv.ParseInt(d, 10, 64)
@@ -216,8 +216,23 @@ func (s *leaderSim) do(line string) (string, error) {
 		chunks, _ := strconv.Atoi(cmp.Or(kv["chunks"], "1"))
 		cmd := &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: g.Id, DeadlineSeconds: g.DeadlineSeconds},
 			Tasks: g.Tasks, Chunks: uint32(chunks), SpecDigest: []byte("digest"), UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
+		// As the leader submits: with the placements of a round on the
+		// table the submission leaves, when no other task waits.
+		cmd.Plan = submissionPlan(roundInput{View: s.f.View(), Connected: func(id string) bool { return s.connected[id] },
+			Term: s.term, Now: now, Policy: s.cfg.Scheduler, MaxQueueWait: s.cfg.MaxQueueWait}, cmd)
+		for _, a := range cmd.Plan.GetAttempts() {
+			p("place %s#%d on %s (with the submission)", a.TaskId, a.Attempt, a.WorkerId)
+		}
+		for _, id := range slices.Sorted(maps.Keys(cmd.Plan.GetUnplaced())) {
+			p("reason %s: %s (with the submission)", id, cmd.Plan.GetUnplaced()[id])
+		}
 		if err := s.apply(fsm.OpSubmitGraph, cmd); err != nil {
 			return "", err
+		}
+		if r, ok := s.lastResult.(*fsm.SubmitResult); ok && r.Plan != nil {
+			for _, id := range slices.Sorted(maps.Keys(r.Plan.Skipped)) {
+				p("skipped %s: %s", id, r.Plan.Skipped[id])
+			}
 		}
 		if chunks <= 1 {
 			s.graphs = append(s.graphs, pos[0])

@@ -57,7 +57,9 @@ func (p *fakeProposer) term() uint64 { return p.sim.term }
 // clock's time and fenced by the proposer's term; the loops that wait for
 // a time run before it (nothing) and after the fake clock passes it.
 func TestLeaderLoopsPropose(t *testing.T) {
-	setup := []string{"worker w1", "worker w2", "submit g a b"}
+	// g is submitted before any worker registers: placed by a round, not
+	// with the submission (submissionPlan).
+	setup := []string{"submit g a b", "worker w1", "worker w2"}
 	at := func(s int) string { return fmt.Sprint(epochPlus(s).UnixNano()) }
 	at30 := at(30)
 	manifest := artifact.ForTask("default", "g", "g/a", 1).ManifestKey()

@@ -103,6 +103,13 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 	for i, tasks := range chunks {
 		cmd := &wire.SubmitGraphCommand{Header: header, Tasks: tasks, Chunk: uint32(i), Chunks: uint32(len(chunks)),
 			SpecDigest: digest, UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
+		if len(chunks) == 1 {
+			// An idle cluster places the graph's ready tasks with it. The
+			// speculative apply interns cmd's strings, which changes no
+			// value: cmd encodes as it would have.
+			cmd.Plan = submissionPlan(roundInput{View: view, Connected: h.sessions.connected, Term: h.prop.term(),
+				Now: now, Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait}, cmd)
+		}
 		if res, index, err = h.apply(ctx, fsm.OpSubmitGraph, cmd); err != nil {
 			h.refused(g.Tenant, err) // a policy changed since checkAdmission
 			return nil, err

@@ -34,6 +34,10 @@ type logGen struct {
 	term   uint64
 	ref    *testFSM
 	out    [][]byte
+	// plans, when set, draws the placements that some submissions carry
+	// (SubmitGraphCommand.plan, rules 8): a stream of its own, so that the
+	// rest of the log is what rng alone gives.
+	plans *rand.Rand
 	// rareEvery is 1 in how many entries is followed by a rare op; 0:
 	// none.
 	rareEvery int
@@ -125,6 +129,14 @@ func (g *logGen) entries(n int) [][]byte {
 			gs := g.randomGraph(fmt.Sprintf("g%d", len(g.graphs)))
 			g.graphs = append(g.graphs, gs)
 			cmds := chunkCmds(gs, 1+g.rng.Intn(5), g.nanos)
+			if g.plans != nil && g.plans.Intn(3) == 0 { // the last chunk carries placements (rules 8), some of them refused
+				p := &wire.PlanCommand{LeaderTerm: 7, UnixNanos: g.nanos}
+				for range 1 + g.plans.Intn(4) {
+					p.Attempts = append(p.Attempts, &wire.PlannedAttempt{TaskId: fmt.Sprintf("%s/t%d", gs.Id, g.plans.Intn(len(gs.Tasks)+1)),
+						Attempt: 1, WorkerId: fmt.Sprintf("w%d", g.plans.Intn(genWorkers+1))})
+				}
+				cmds[len(cmds)-1].Plan = p
+			}
 			lose := len(cmds) > 1 && g.rng.Intn(6) == 0
 			abandon := len(cmds) > 1 && g.rng.Intn(6) == 0 // stays staged
 			for i, c := range cmds {
@@ -519,7 +531,7 @@ func TestDeterminism(t *testing.T) {
 	for seed := int64(1); seed <= 32; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
-			gen := &logGen{rng: rand.New(rand.NewSource(seed)), tb: t, seen: &seen}
+			gen := &logGen{rng: rand.New(rand.NewSource(seed)), plans: rand.New(rand.NewSource(seed)), tb: t, seen: &seen}
 			if seed > 20 {
 				gen.rareEvery = 6
 			}

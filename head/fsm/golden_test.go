@@ -77,6 +77,10 @@ type goldenLog struct {
 // rules 6: the one without ACLs is removed), OpSetRules 7, two more such
 // policies (under rules 7 with the bootstrap marker: the one for clusters
 // with ACLs is removed), 200 more random entries: seed 67.
+// rules7-8: OpSetRules 2 to 7, 200 random entries (some submissions carry
+// plans: ignored), a graph submitted with a plan placing its task
+// (ignored), OpSetRules 8, another (placed in its entry), 200 more random
+// entries (plans applied): seed 78.
 var goldenLogs = []goldenLog{
 	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
 		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
@@ -151,6 +155,64 @@ var goldenLogs = []goldenLog{
 		entries = append(entries, aclDefaultEntries(gen, "r7")...) // the default for clusters with ACLs in force
 		return append(entries, withoutRules(gen.entries(200))...)
 	}, check: checkRules67Coverage},
+	{name: "rules7-8", rules: 8, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(78)), plans: rand.New(rand.NewSource(78)), tb: t, rareEvery: 6, sandboxEvery: 3, ref: newTestFSM(t, 0)}
+		var entries [][]byte
+		for _, r := range []uint64{2, 3, 4, 5, 6, 7} {
+			entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(r)))
+			gen.cmd(OpSetRules, wrapperspb.UInt64(r))
+		}
+		entries = append(entries, withoutRules(gen.entries(200))...) // submissions' plans ignored
+		entries = append(entries, plannedSubmission(t, gen, "r7-plan")...)
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(8)))
+		gen.cmd(OpSetRules, wrapperspb.UInt64(8))
+		entries = append(entries, plannedSubmission(t, gen, "r8-plan")...)
+		if a := gen.ref.View().Task("r8-plan/t0").CurrentAttempt(); a == nil || a.AssignUnixNanos != plannedNanos {
+			t.Fatal("rules7-8: r8-plan's placement was not applied with it; choose another seed")
+		}
+		return append(entries, withoutRules(gen.entries(200))...) // applied
+	}, check: checkRules78Coverage},
+}
+
+// plannedNanos is the time of the plan plannedSubmission's graph carries,
+// which no other entry of the log uses.
+const plannedNanos = 1 << 60
+
+// plannedSubmission appends to gen, and returns, the submission of graph
+// id (one task) carrying a plan that places its task, at plannedNanos, on
+// a worker announced just before (<id>-worker).
+func plannedSubmission(t *testing.T, gen *logGen, id string) [][]byte {
+	t.Helper()
+	gen.out = nil
+	gen.nanos++
+	s := spec("t0")
+	s.Resources = &wire.Resources{CpuMillis: 1, MemoryBytes: 1}
+	cmd := submitCmd(graphSpec(id, s), gen.nanos)
+	worker := id + "-worker"
+	gen.cmd(OpWorkerUpsert, &wire.WorkerUpsertCommand{UnixNanos: gen.nanos, Info: &wire.WorkerInfo{
+		Id: worker, Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}})
+	cmd.Plan = &wire.PlanCommand{LeaderTerm: 7, UnixNanos: plannedNanos,
+		Attempts: []*wire.PlannedAttempt{{TaskId: id + "/t0", Attempt: 1, WorkerId: worker}}}
+	gen.cmd(OpSubmitGraph, cmd)
+	out := gen.out
+	gen.out = nil
+	return out
+}
+
+// checkRules78Coverage checks that the rules7-8 log's table holds what
+// rules 8 changed: the plan of a submission under rules 7 was ignored
+// (no attempt of its task was assigned at the plan's time), the one under
+// rules 8 placed its task in the submission's entry.
+func checkRules78Coverage(t *testing.T, v *state.View) {
+	t.Helper()
+	for _, a := range v.Task("r7-plan/t0").Attempts {
+		if a.AssignUnixNanos == plannedNanos {
+			t.Fatalf("the rules7-8 log replays to r7-plan placed by its submission's plan under rules 7: %+v", a)
+		}
+	}
+	if a := v.Task("r8-plan/t0").Attempts; len(a) == 0 || a[0].AssignUnixNanos != plannedNanos {
+		t.Fatalf("the rules7-8 log replays to r8-plan's attempts %+v; want the first placed by its submission's plan", a)
+	}
 }
 
 // aclDefaultEntries appends to gen, and returns, two admission policies of

@@ -19,6 +19,10 @@ type SubmitResult struct {
 	// Index is the Raft index at which the graph became visible (its
 	// create_index); 0 while staged.
 	Index uint64
+	// Plan is what became of the placements the submission carried
+	// (rules 8, SubmitGraphCommand.plan); nil when it carried none or
+	// they were not applied.
+	Plan *PlanResult
 }
 
 // CancelResult is the result of OpCancel.

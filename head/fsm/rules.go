@@ -66,7 +66,15 @@ import (
 //     that default, not one equal to the default without ACLs (kept: it
 //     runs containers as the image's user). Without the marker nothing
 //     changed.
-const RulesCurrent uint64 = 7
+//   - 8: a submission's plan: OpSubmitGraph applies the placements its
+//     last chunk carries (SubmitGraphCommand.plan) once the graph is in
+//     the table, as OpPlan would (applyPlan), in the same entry; below 8
+//     the field is ignored (no leader writes it there).
+const RulesCurrent uint64 = 8
+
+// RulesSubmitPlan is the first rules version under which a submission
+// carries the placements of its ready tasks (SubmitGraphCommand.plan).
+const RulesSubmitPlan uint64 = 8
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

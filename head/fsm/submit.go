@@ -22,7 +22,9 @@ import (
 // (state.Txn.CheckForks: another tenant's snapshot, the wrong worker, a
 // snapshot's image outside a fork) is refused as well; from rules 5 on,
 // so is a graph with a task its tenant's admission policy does not allow
-// (state.Txn.CheckAdmission: PermissionDenied).
+// (state.Txn.CheckAdmission: PermissionDenied). From rules 8 on, the
+// placements the last chunk carries (plan) are applied once the graph is
+// in the table, as OpPlan applies them (RulesSubmitPlan).
 func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, error) {
 	h := cmd.GetHeader()
 	id := h.GetId()
@@ -93,7 +95,14 @@ func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, e
 	if err := txn.InsertGraph(g, tasks, cmd.GetUnixNanos()); err != nil {
 		return nil, err
 	}
-	return &SubmitResult{GraphID: id, Committed: true, Index: txn.Index()}, nil
+	res := &SubmitResult{GraphID: id, Committed: true, Index: txn.Index()}
+	if p := cmd.GetPlan(); p != nil && txn.Rules() >= RulesSubmitPlan {
+		// The leader's placements of the graph's ready tasks (rules 8).
+		if res.Plan, err = applyPlan(txn, p); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 // sameSubmission reports whether two chunks belong to the same submission
@@ -101,4 +110,27 @@ func applySubmit(txn *state.Txn, cmd *wire.SubmitGraphCommand) (*SubmitResult, e
 func sameSubmission(a, b *wire.SubmitGraphCommand) bool {
 	return bytes.Equal(a.GetSpecDigest(), b.GetSpecDigest()) && a.GetChunks() == b.GetChunks() &&
 		a.GetTaskCount() == b.GetTaskCount()
+}
+
+// Speculate returns the table of view as it would be after the submission
+// cmd (the only chunk of a graph, with its plan if it carries one) applied
+// at the next index, leaving view
+// and the FSM's table as they are: the leader plans a submission's ready
+// tasks on it before proposing the submission (SubmitGraphCommand.plan).
+// The error is the one the apply would give; cmd must not change while the
+// returned view is in use (its rows share cmd's specs).
+func Speculate(view *state.View, cmd *wire.SubmitGraphCommand) (*state.View, error) {
+	store := view.Fork()
+	txn := store.WriteTxn(view.Index() + 1)
+	res, err := applySubmit(txn, cmd)
+	if err != nil {
+		txn.Abort()
+		return nil, err
+	}
+	if !res.Committed || res.Existed {
+		txn.Abort()
+		return nil, errs.New(errs.FailedPrecondition, "submit graph %q: not a new graph in one chunk", res.GraphID)
+	}
+	txn.Commit()
+	return store.Snapshot(), nil
 }

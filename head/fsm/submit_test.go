@@ -1,8 +1,12 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
@@ -211,5 +215,53 @@ func TestSubmitEmptyGraphSucceeds(t *testing.T) {
 	f.submit(graphSpec("empty"))
 	if g := f.View().Graph("empty"); g.State != wire.GraphState_GRAPH_STATE_SUCCEEDED || g.FinishUnixNanos != 100 {
 		t.Fatalf("%+v", g)
+	}
+}
+
+// A submission's plan is applied in its entry from rules 8 (each placement
+// checked: one on a worker without room is skipped) and ignored below;
+// Speculate shows the submission's outcome without changing the table it
+// forked.
+func TestSubmissionPlan(t *testing.T) {
+	for _, rules := range []uint64{RulesSubmitPlan - 1, RulesSubmitPlan} {
+		t.Run(fmt.Sprint("rules ", rules), func(t *testing.T) {
+			f := newTestFSM(t, 0)
+			f.ok(OpSetRules, wrapperspb.UInt64(rules))
+			f.ok(OpWorkerUpsert, &wire.WorkerUpsertCommand{UnixNanos: 1, Info: &wire.WorkerInfo{Id: "w1",
+				Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}})
+			g := graphSpec("g", spec("a"), spec("b"), spec("c", "a"))
+			for _, s := range g.Tasks {
+				s.Resources = &wire.Resources{CpuMillis: 1000}
+			}
+			cmd := submitCmd(g, 5)
+			before := f.View()
+			after, err := Speculate(before, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before.Graph("g") != nil || f.View().Graph("g") != nil || after.Graph("g") == nil {
+				t.Fatal("Speculate: want the graph in its view only, not in the view it forked or the FSM's")
+			}
+			if a := after.Task("g/a"); a.State != wire.TaskState_TASK_STATE_QUEUED {
+				t.Fatalf("Speculate's view: g/a is %s; want QUEUED", a.State)
+			}
+			cmd.Plan = &wire.PlanCommand{LeaderTerm: 3, UnixNanos: 5, Attempts: []*wire.PlannedAttempt{
+				{TaskId: "g/a", Attempt: 1, WorkerId: "w1"}, {TaskId: "g/b", Attempt: 1, WorkerId: "w1"}}}
+
+			res := f.ok(OpSubmitGraph, cmd).(*SubmitResult)
+			a, b := f.task("g/a"), f.task("g/b")
+			if rules < RulesSubmitPlan {
+				if res.Plan != nil || a.State != wire.TaskState_TASK_STATE_QUEUED || b.State != wire.TaskState_TASK_STATE_QUEUED {
+					t.Fatalf("under rules %d: plan result %+v, g/a %s, g/b %s; want the plan ignored", rules, res.Plan, a.State, b.State)
+				}
+				return
+			}
+			if a.State != wire.TaskState_TASK_STATE_ASSIGNED || a.Attempts[0].AssignUnixNanos != 5 || a.Attempts[0].LeaderTerm != 3 {
+				t.Fatalf("g/a: %s %+v; want ASSIGNED by the submission's plan at 5, term 3", a.State, a.Attempts)
+			}
+			if b.State != wire.TaskState_TASK_STATE_QUEUED || !strings.Contains(res.Plan.Skipped["g/b"], "lacks") {
+				t.Fatalf("g/b: %s, skipped %q; want QUEUED, skipped for want of room", b.State, res.Plan.Skipped["g/b"])
+			}
+		})
 	}
 }

@@ -42,6 +42,17 @@ func (s *Store) Snapshot() *View {
 	return v
 }
 
+// Fork returns a new table holding what v shows, which writes then change
+// independently of v and of the table v came from (go-memdb's snapshot:
+// no copy until written, and a snapshot's commits notify no watcher of the
+// table it came from). The leader applies a command to a fork to plan on
+// its outcome before proposing it (fsm.Speculate).
+func (v *View) Fork() *Store {
+	s := &Store{}
+	s.db.Store(v.db.Snapshot())
+	return s
+}
+
 func readMeta(txn *memdb.Txn, key string) uint64 {
 	raw, err := txn.First(tableMeta, indexID, key)
 	if err != nil {

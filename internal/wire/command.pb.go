@@ -34,7 +34,13 @@ type SubmitGraphCommand struct {
 	SpecDigest []byte      `protobuf:"bytes,5,opt,name=spec_digest,json=specDigest,proto3" json:"spec_digest,omitempty"`
 	UnixNanos  int64       `protobuf:"varint,6,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
 	// Total tasks of the graph.
-	TaskCount     uint32 `protobuf:"varint,7,opt,name=task_count,json=taskCount,proto3" json:"task_count,omitempty"`
+	TaskCount uint32 `protobuf:"varint,7,opt,name=task_count,json=taskCount,proto3" json:"task_count,omitempty"`
+	// From rules 8, in a graph's last (or only) chunk: placements of its
+	// ready tasks that the leader planned with the submission, applied as
+	// an OpPlan would (each re-checked, those that no longer fit skipped)
+	// once the graph is in the table, in the same entry. The leader plans
+	// so only when no other task waits in a queue. Ignored below rules 8.
+	Plan          *PlanCommand `protobuf:"bytes,140,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -116,6 +122,13 @@ func (x *SubmitGraphCommand) GetTaskCount() uint32 {
 		return x.TaskCount
 	}
 	return 0
+}
+
+func (x *SubmitGraphCommand) GetPlan() *PlanCommand {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
 }
 
 // CancelCommand cancels a graph or a task.
@@ -1246,7 +1259,7 @@ var File_megaflow_v1_command_proto protoreflect.FileDescriptor
 
 const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x19megaflow/v1/command.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\x1a\x18megaflow/v1/worker.proto\"\xfe\x01\n" +
+	"\x19megaflow/v1/command.proto\x12\vmegaflow.v1\x1a\x17megaflow/v1/types.proto\x1a\x18megaflow/v1/worker.proto\"\xad\x02\n" +
 	"\x12SubmitGraphCommand\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.megaflow.v1.GraphSpecR\x06header\x12+\n" +
 	"\x05tasks\x18\x02 \x03(\v2\x15.megaflow.v1.TaskSpecR\x05tasks\x12\x14\n" +
@@ -1257,7 +1270,8 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"unix_nanos\x18\x06 \x01(\x03R\tunixNanos\x12\x1d\n" +
 	"\n" +
-	"task_count\x18\a \x01(\rR\ttaskCount\"\xb5\x01\n" +
+	"task_count\x18\a \x01(\rR\ttaskCount\x12-\n" +
+	"\x04plan\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PlanCommandR\x04plan\"\xb5\x01\n" +
 	"\rCancelCommand\x12\x19\n" +
 	"\bgraph_id\x18\x01 \x01(\tR\agraphId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
@@ -1405,24 +1419,25 @@ var file_megaflow_v1_command_proto_goTypes = []any{
 var file_megaflow_v1_command_proto_depIdxs = []int32{
 	20, // 0: megaflow.v1.SubmitGraphCommand.header:type_name -> megaflow.v1.GraphSpec
 	21, // 1: megaflow.v1.SubmitGraphCommand.tasks:type_name -> megaflow.v1.TaskSpec
-	22, // 2: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	23, // 3: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
-	22, // 4: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	5,  // 5: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	18, // 6: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
-	24, // 7: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
-	5,  // 8: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	22, // 9: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	25, // 10: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	26, // 11: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
-	27, // 12: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
-	19, // 13: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	28, // 14: megaflow.v1.TokenCreateCommand.token:type_name -> megaflow.v1.Token
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	6,  // 2: megaflow.v1.SubmitGraphCommand.plan:type_name -> megaflow.v1.PlanCommand
+	22, // 3: megaflow.v1.CancelCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	23, // 4: megaflow.v1.WorkerUpsertCommand.info:type_name -> megaflow.v1.WorkerInfo
+	22, // 5: megaflow.v1.WorkerDownCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	5,  // 6: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
+	18, // 7: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
+	24, // 8: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
+	5,  // 9: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
+	22, // 10: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	25, // 11: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	26, // 12: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
+	27, // 13: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	19, // 14: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	28, // 15: megaflow.v1.TokenCreateCommand.token:type_name -> megaflow.v1.Token
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }
