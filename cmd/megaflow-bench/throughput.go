@@ -381,21 +381,22 @@ func writeThroughput(out string, o throughputOptions, ours, peer [][]tpResult) e
 		trows = append(trows, []string{strconv.Itoa(c), strconv.Itoa(max(1, o.tasks/c) * c), mmm(rates(ours[i]), "%.0f"), mmm(p50s(ours[i]), "%.1f"), mmm(rates(peer[i]), "%.0f"), mmm(p50s(peer[i]), "%.1f"), ratio})
 	}
 	rep.table([]string{"clients", "tasks per repetition", "MegaFlow tasks/s", "MegaFlow submit-to-start p50 ms", "Dask tasks/s", "Dask submit-to-start p50 ms", "MegaFlow / Dask tasks/s (target >= 10 at the median)"}, trows)
-	rep.p("Where MegaFlow's time went, from the leader's metrics (means per attempt or per command, ms, median over the repetitions): each stage runs between the leader's timestamps of two commands, taken when the leader makes them: queued = QUEUED to ASSIGNED (the submission's commit, the wait for a scheduling round and the planning), starting = ASSIGNED to RUNNING (the plan's commit, the delivery, the start on the worker, and the worker's event until the leader proposes it, behind the worker's earlier batch in flight), Raft apply = a command's proposal to its application on the leader (megaflow_raft_apply_duration_seconds).")
+	rep.p("Where MegaFlow's time went, from the leader's metrics (means per attempt or per command, ms, median over the repetitions): each stage runs between the leader's timestamps of two commands, taken when the leader makes them: queued = QUEUED to ASSIGNED (the submission's commit, the wait for a scheduling round and the planning; 0 for a task placed with its submission, which the leader does when no task waits), starting = ASSIGNED to RUNNING (the commit that placed it, the delivery, the start on the worker, and the worker's event until the leader proposes it, behind the worker's earlier batch in flight), Raft apply = a command's proposal to its application on the leader (megaflow_raft_apply_duration_seconds), commands per batch = the commands the leader applied in the run per batch of tasks (its submission, plans, event batches; the chain of commits a batch waits for).")
 	rep.p("")
 	var srows [][]string
 	for i, c := range o.clients {
-		var q, st, ru, ap []float64
+		var q, st, ru, ap, cb []float64
 		for _, r := range ours[i] {
 			q, st, ru, ap = append(q, r.stages.queued), append(st, r.stages.starting), append(ru, r.stages.running), append(ap, r.stages.apply)
+			cb = append(cb, r.commandsPerBatch)
 		}
 		med := func(xs []float64) string {
 			_, m, _ := minMedMax(xs)
 			return fmt.Sprintf("%.1f", m)
 		}
-		srows = append(srows, []string{strconv.Itoa(c), med(q), med(st), med(ru), med(ap)})
+		srows = append(srows, []string{strconv.Itoa(c), med(q), med(st), med(ru), med(ap), med(cb)})
 	}
-	rep.table([]string{"clients", "queued ms", "starting ms", "running ms", "Raft apply ms"}, srows)
+	rep.table([]string{"clients", "queued ms", "starting ms", "running ms", "Raft apply ms", "commands per batch"}, srows)
 	var loads []string
 	for i := range o.clients {
 		for _, r := range ours[i] {
