@@ -61,6 +61,7 @@ type Head struct {
 
 	submitLocks *graphLocks
 	leaderReady atomic.Bool   // set by the leader loop after its barrier
+	planning    atomic.Bool   // the scheduling loop's plan is being committed (submissionPlan waits it out)
 	leaderKick  chan struct{} // gossip changed: the leader loop reconciles heads
 	leaderMu    sync.Mutex
 	leaderDone  chan struct{} // closed when the current leadership ends; nil when not leading

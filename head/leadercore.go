@@ -175,24 +175,31 @@ func planRound(in roundInput) round {
 	return out
 }
 
-// submissionPlan returns the placements of the ready tasks of submission
-// cmd (a new graph in one chunk) for the submission to carry
-// (SubmitGraphCommand.plan), planned by a round (planRound) on the table
-// as the submission will leave it (fsm.Speculate), so that the graph's
-// first tasks are placed in its own entry rather than one commit later.
-// Nil when the rules in force predate it (fsm.RulesSubmitPlan), when any
-// task already waits in a queue (in.View's: the scheduling loop places
-// those, its rounds paced to bound their CPU, and its plan for them may
-// be in flight; a round per submission on a long queue would cost what
-// that pacing saves), or when the round places nothing. The round plans
-// in queue order like any other, and the FSM checks each placement again
-// when it applies the submission, as it does a plan's.
-func submissionPlan(in roundInput, cmd *wire.SubmitGraphCommand) *wire.PlanCommand {
-	if in.View.Rules() < fsm.RulesSubmitPlan || cmd.GetChunks() != 1 {
+// maxSubmitPlanQueued is how many tasks may wait in the queues for a
+// submission to carry a plan (submissionPlan): a round per submission on
+// a longer queue would cost the CPU the scheduling loop's pacing saves.
+const maxSubmitPlanQueued = 256
+
+// submissionPlan returns the plan of a scheduling round (planRound) run on
+// the table as submission cmd (a new graph in one chunk) will leave it
+// (fsm.Speculate), for the submission to carry (SubmitGraphCommand.plan):
+// the graph's ready tasks, and any task that waited before them, in queue
+// order, are then placed in the submission's own entry rather than one
+// commit later. Nil when the rules in force predate it
+// (fsm.RulesSubmitPlan), while the scheduling loop's own plan is being
+// committed (loopPlanning: both would place the same queued tasks), when
+// more than maxSubmitPlanQueued tasks wait, or when the round places
+// nothing. The FSM checks each placement again when it applies the
+// submission, as it does a plan's.
+func submissionPlan(in roundInput, cmd *wire.SubmitGraphCommand, loopPlanning bool) *wire.PlanCommand {
+	if in.View.Rules() < fsm.RulesSubmitPlan || cmd.GetChunks() != 1 || loopPlanning {
 		return nil
 	}
+	n := 0
 	for range in.View.Queued() {
-		return nil
+		if n++; n > maxSubmitPlanQueued {
+			return nil
+		}
 	}
 	after, err := fsm.Speculate(in.View, cmd)
 	if err != nil {

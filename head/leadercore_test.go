@@ -184,7 +184,7 @@ func (s *leaderSim) do(line string) (string, error) {
 		for w := range s.connected {
 			s.connected[w] = false
 		}
-	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [gpus=N] [deadline=S] [fork=SNAPSHOT@WORKER] [sandbox=yes] [chunks=N] [at=]: as the leader submits (submissionPlan: placed with the submission when no task waits)
+	case "submit": // submit GRAPH TASK[:DEP+DEP] ... [retries=N] [cpu=MILLIS] [gpus=N] [deadline=S] [fork=SNAPSHOT@WORKER] [sandbox=yes] [chunks=N] [at=]: as the leader submits (submissionPlan: placed with the submission)
 		g := &wire.GraphSpec{Id: pos[0]}
 		if d := kv["deadline"]; d != "" {
 			g.DeadlineSeconds, _ = strconv.ParseInt(d, 10, 64)
@@ -217,9 +217,9 @@ func (s *leaderSim) do(line string) (string, error) {
 		cmd := &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: g.Id, DeadlineSeconds: g.DeadlineSeconds},
 			Tasks: g.Tasks, Chunks: uint32(chunks), SpecDigest: []byte("digest"), UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
 		// As the leader submits: with the placements of a round on the
-		// table the submission leaves, when no other task waits.
+		// table the submission leaves (submissionPlan).
 		cmd.Plan = submissionPlan(roundInput{View: s.f.View(), Connected: func(id string) bool { return s.connected[id] },
-			Term: s.term, Now: now, Policy: s.cfg.Scheduler, MaxQueueWait: s.cfg.MaxQueueWait}, cmd)
+			Term: s.term, Now: now, Policy: s.cfg.Scheduler, MaxQueueWait: s.cfg.MaxQueueWait}, cmd, false)
 		for _, a := range cmd.Plan.GetAttempts() {
 			p("place %s#%d on %s (with the submission)", a.TaskId, a.Attempt, a.WorkerId)
 		}
@@ -489,3 +489,40 @@ func (s *leaderSim) do(line string) (string, error) {
 
 // args splits "a b k=v" into positional arguments and key=value pairs.
 func args(fields []string) (pos []string, kv map[string]string) { return scenario.Args(fields) }
+
+// submissionPlan carries no plan while the scheduling loop commits its own
+// (both would place the same queued tasks) or when more than
+// maxSubmitPlanQueued tasks wait (a round per submission would cost the
+// CPU the loop's pacing saves); otherwise a round on the submission's
+// outcome, queued tasks first.
+func TestSubmissionPlanBounds(t *testing.T) {
+	sim := newLeaderSim(t)
+	backlog := []string{"submit big"}
+	for i := range maxSubmitPlanQueued + 1 {
+		backlog = append(backlog, fmt.Sprint("t", i))
+	}
+	// w1 has no GPU: the 257 tasks of big wait (and hold no room), and
+	// small/x would fit.
+	for _, line := range []string{"worker w1", strings.Join(backlog, " ") + " gpus=1"} {
+		if _, err := sim.do(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := roundInput{View: sim.f.View(), Connected: func(string) bool { return true }, Term: sim.term, Now: sim.epoch, Policy: sim.cfg.Scheduler}
+	small := &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: "small"}, Chunks: 1, SpecDigest: []byte("d"), TaskCount: 1,
+		Tasks: []*wire.TaskSpec{{Name: "x", Image: "img", Command: []string{"run"}, Resources: &wire.Resources{CpuMillis: 1}}}}
+	if p := submissionPlan(in, small, false); p != nil {
+		t.Fatalf("with %d tasks waiting: placements %v; want no plan", maxSubmitPlanQueued+1, p.GetAttempts())
+	}
+	if _, err := sim.do("cancel big"); err != nil {
+		t.Fatal(err)
+	}
+	in.View = sim.f.View()
+	if p := submissionPlan(in, small, true); p != nil {
+		t.Fatalf("while the loop commits its plan: placements %v; want no plan", p.GetAttempts())
+	}
+	p := submissionPlan(in, small, false)
+	if len(p.GetAttempts()) != 1 || p.GetAttempts()[0].GetTaskId() != "small/x" {
+		t.Fatalf("on a quiet cluster: placements %v; want small/x placed", p.GetAttempts())
+	}
+}

@@ -78,7 +78,10 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time, planning time.
 		// Stamped when proposed, after placement: attempts' assign times
 		// (and the queue times measured from them) include the round.
 		r.Plan.UnixNanos = h.clock.Now().UnixNano()
-		if _, err := h.prop.propose(ctx, fsm.OpPlan, r.Plan); err != nil {
+		h.planning.Store(true) // submissions carry no plan meanwhile: it would place the same tasks
+		_, err := h.prop.propose(ctx, fsm.OpPlan, r.Plan)
+		h.planning.Store(false)
+		if err != nil {
 			if ctx.Err() == nil {
 				h.logger.Warn("committing a plan failed", "placements", len(r.Plan.Attempts), "err", err)
 			}

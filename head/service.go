@@ -104,11 +104,12 @@ func (h *Head) submit(ctx context.Context, in *wire.GraphSpec) (*wire.SubmitGrap
 		cmd := &wire.SubmitGraphCommand{Header: header, Tasks: tasks, Chunk: uint32(i), Chunks: uint32(len(chunks)),
 			SpecDigest: digest, UnixNanos: now.UnixNano(), TaskCount: uint32(len(g.Tasks))}
 		if len(chunks) == 1 {
-			// An idle cluster places the graph's ready tasks with it. The
+			// The graph's ready tasks are placed with it (unless many
+			// tasks wait or the scheduling loop is committing). The
 			// speculative apply interns cmd's strings, which changes no
 			// value: cmd encodes as it would have.
 			cmd.Plan = submissionPlan(roundInput{View: view, Connected: h.sessions.connected, Term: h.prop.term(),
-				Now: now, Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait}, cmd)
+				Now: now, Policy: h.cfg.Scheduler, MaxQueueWait: h.cfg.MaxQueueWait}, cmd, h.planning.Load())
 		}
 		if res, index, err = h.apply(ctx, fsm.OpSubmitGraph, cmd); err != nil {
 			h.refused(g.Tenant, err) // a policy changed since checkAdmission

@@ -17,6 +17,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/megaflow/megaflow/internal/version"
 )
 
 // series is one line of a plot.
@@ -156,7 +158,13 @@ func machine() string {
 		}
 	}
 	commit := "unknown commit"
-	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+	if v := version.Get(); v.Commit != "" {
+		// The binary's own build: what ran, wherever it runs from.
+		commit = v.Commit[:min(12, len(v.Commit))]
+		if v.Modified {
+			commit += " (built with uncommitted changes)"
+		}
+	} else if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
 		// The results folder is left out: a run writes its CSVs and plots
 		// there before its report.

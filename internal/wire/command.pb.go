@@ -35,11 +35,13 @@ type SubmitGraphCommand struct {
 	UnixNanos  int64       `protobuf:"varint,6,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
 	// Total tasks of the graph.
 	TaskCount uint32 `protobuf:"varint,7,opt,name=task_count,json=taskCount,proto3" json:"task_count,omitempty"`
-	// From rules 8, in a graph's last (or only) chunk: placements of its
-	// ready tasks that the leader planned with the submission, applied as
-	// an OpPlan would (each re-checked, those that no longer fit skipped)
-	// once the graph is in the table, in the same entry. The leader plans
-	// so only when no other task waits in a queue. Ignored below rules 8.
+	// From rules 8, in a graph's last (or only) chunk: the plan of a
+	// scheduling round the leader ran on the table as the submission leaves
+	// it (the graph's ready tasks, after any that waited before them),
+	// applied as an OpPlan would (each re-checked, those that no longer fit
+	// skipped) once the graph is in the table, in the same entry. The
+	// leader plans so for a graph in one chunk while at most 256 tasks wait
+	// and its scheduling loop commits no plan. Ignored below rules 8.
 	Plan          *PlanCommand `protobuf:"bytes,140,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
