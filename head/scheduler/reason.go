@@ -164,9 +164,26 @@ func (r *round) fitReason(t *ptask) Reason {
 		}
 		return infeasible("no worker matches node selector %s", formatSelector(t.sel))
 	}
+	// The task's runtime is a pseudo label (RuntimeLabel): named in the
+	// user's words, apart from the labels they wrote.
 	subject := "worker"
-	if len(t.sel) > 0 {
-		subject += " matching node selector " + formatSelector(t.sel)
+	var user []kv
+	runtime := ""
+	for _, s := range t.sel {
+		if s.k == RuntimeLabel {
+			runtime = s.v
+		} else {
+			user = append(user, s)
+		}
+	}
+	if runtime != "" {
+		subject += " running the " + runtime + " runtime"
+	}
+	if len(user) > 0 {
+		if runtime != "" {
+			subject += " and"
+		}
+		subject += " matching node selector " + formatSelector(user)
 	}
 	if t.gpus > 0 {
 		gpus := formatGPUs(t, t.gpus, "")
