@@ -453,11 +453,13 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 	}
 	defer stopLinger()
 	// hold: after an assignment batch, events wait until this many are
-	// pending (or a full batch, or linger's end); 0: no hold.
+	// pending (or a full batch, or linger's end); 0: no hold. Every flush
+	// clears it, and it never holds without linger running: events are
+	// held BatchDelay at most.
 	hold := 0
 	holding := func() bool {
 		n := w.outbox.pendingLen()
-		return hold > 0 && n < hold && n < w.cfg.MaxBatchEvents
+		return hold > 0 && linger != nil && n < hold && n < w.cfg.MaxBatchEvents
 	}
 	for {
 		var lingerC <-chan time.Time
@@ -495,6 +497,7 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 				// The batch in flight is committed: what piled up behind it
 				// goes now, as one batch.
 				stopLinger()
+				hold = 0
 				if err := flush(); err != nil {
 					return true, err
 				}

@@ -153,6 +153,36 @@ func TestAssignmentBatchReportsTogether(t *testing.T) {
 	}
 }
 
+// The events of an assignment batch that wait behind a batch in flight go
+// when it is acked, and that send ends their hold: a later event goes at
+// once when nothing is in flight. (The ack's send once left the hold in
+// place without its timer, and every later event waited until as many had
+// piled up.) The worker's clock stands: nothing here is sent for
+// BatchDelay.
+func TestAckAfterAnAssignmentBatchEndsTheHold(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.autoAck = false })
+	rt := newFakeRT(t)
+	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
+	cfg := testConfig(t, rt, t.TempDir(), head.addr)
+	cfg.Clock = newFakeClock()
+	cfg.BatchDelay = time.Second
+	cfg.HeartbeatInterval = time.Hour
+	cfg.ReconcileInterval = time.Hour
+	w := startWorker(t, cfg)
+
+	head.send(assignMsg("g/long", 1, spec("busybox", "ten-minutes")))
+	head.waitEvent("g/long", 1, kindStarted) // nothing in flight: at once, unacked
+	head.send(assignBatchMsg(assignMsg("g/a", 1, spec("busybox", "true")), assignMsg("g/b", 1, spec("busybox", "true"))))
+	waitFor(t, 10*time.Second, "g/a's and g/b's 4 events behind the unacked batch", func() bool { return w.outbox.pendingLen() == 4 })
+	head.send(ackMsg(head.allBatches()[0].GetSeq()))
+	head.waitEvent("g/b", 1, kindExited) // sent with the ack
+	head.send(ackMsg(head.allBatches()[1].GetSeq()))
+	waitFor(t, 10*time.Second, "every batch acked", func() bool { return w.outbox.unackedLen() == 0 })
+	head.send(assignMsg("g/c", 1, spec("busybox", "true")))
+	head.waitEvent("g/c", 1, kindExited)
+}
+
 func TestEventsBatchedAndResentUntilAcked(t *testing.T) {
 	head := newFakeHead(t, "h1")
 	head.set(func(h *fakeHead) { h.autoAck = false })
