@@ -66,6 +66,16 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 			return err
 		}
 		view := h.fsm.View()
+		if w := view.Worker(sess.workerID); w != nil && w.Status == wire.WorkerStatus_WORKER_STATUS_DOWN {
+			// Declared down while this stream was open (its hello made it
+			// ALIVE): a worker that froze past its lease and resumed keeps
+			// its stream, and its heartbeats would be acked for ever while
+			// the table gives it no work. Ending the stream makes it
+			// reconnect: its hello rejoins it, and the Welcome stops the
+			// attempts it still holds that were re-queued.
+			log.Info("ending the stream of a worker declared down; it rejoins when it reconnects", "reason", w.Reason)
+			return errs.ToStatus(errs.New(errs.Unavailable, "worker %s was declared down (%s) and its attempts re-queued; reconnect to rejoin", sess.workerID, w.Reason))
+		}
 		if m := poolTargetsMessage(view, sess.workerID, pools); m != nil {
 			if err := stream.Send(&wire.HeadMessage{Msg: &wire.HeadMessage_PoolTargets{PoolTargets: m}}); err != nil {
 				return err
