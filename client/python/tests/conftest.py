@@ -78,6 +78,9 @@ def bin_dir(tmp_path_factory):
     if go is None:
         pytest.skip("Go is not installed and MEGAFLOW_BIN_DIR is not set: cannot build the megaflow binaries")
     out = tmp_path_factory.mktemp("bin")
+    # Static, as `make build` builds them: megaflow-init runs inside test
+    # containers FROM scratch, which have no C library for a cgo binary
+    # (a sandbox's container then exits 1 at once).
     subprocess.run([go, "build", "-o", str(out) + "/"] + [f"./cmd/{d}" for d in DAEMONS], cwd=REPO, check=True,
-                   timeout=900)
+                   timeout=900, env={**os.environ, "CGO_ENABLED": "0"})
     return out
