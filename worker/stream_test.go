@@ -179,8 +179,8 @@ func TestAckAfterAnAssignmentBatchEndsTheHold(t *testing.T) {
 	head.waitEvent("g/b", 1, kindExited) // sent with the ack
 	head.send(ackMsg(head.allBatches()[1].GetSeq()))
 	waitFor(t, 10*time.Second, "every batch acked", func() bool { return w.outbox.unackedLen() == 0 })
-	head.send(assignMsg("g/c", 1, spec("busybox", "true")))
-	head.waitEvent("g/c", 1, kindExited)
+	head.send(assignMsg("g/c", 1, spec("busybox", "ten-minutes")))
+	head.waitEvent("g/c", 1, kindStarted) // nothing in flight: at once
 }
 
 func TestEventsBatchedAndResentUntilAcked(t *testing.T) {

@@ -7,8 +7,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/megaflow/megaflow/internal/testcluster"
+	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/megaflow/megaflow/worker"
 )
 
 // cli runs the CLI in process and returns its exit code and output.
@@ -134,5 +137,30 @@ func TestCLIAgainstACluster(t *testing.T) {
 	code, _, _ = cli(t, heads, "frobnicate")
 	if code != exitUsage {
 		t.Fatalf("unknown command: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// status --watch of a graph that was stuck before the watch began says
+// why on its progress line: the reason came with an event before the
+// watch, so it is read from the queued task's row (a new-user trial saw
+// only "queued 1").
+func TestStatusWatchSaysWhyAGraphStuckBeforeIsQueued(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	c.AddWorker(testcluster.WorkerOptions{Runtime: fake.New(nil), Capacity: worker.Capacity{CPUMillis: 2000, MemoryBytes: 1 << 30}})
+	heads := "--heads=" + strings.Join(c.GRPCAddrs(), ",")
+	file := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(file, []byte("id: big\ntasks:\n  - {name: a, image: img, command: [\"true\"], resources: {cpu_millis: 4000}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := cli(t, heads, "submit", file); code != 0 {
+		t.Fatalf("submit: %d %q %q", code, out, errOut)
+	}
+	testcluster.WaitFor(t, 10*time.Second, "big/a's queueing reason", func() bool {
+		_, out, _ := cli(t, heads, "tasks", "big")
+		return strings.Contains(out, "has 4 cores")
+	})
+	code, out, errOut := cli(t, heads, "--timeout=1s", "status", "big", "--watch")
+	if code != 1 || !strings.Contains(out, "queued 1  (queued: no worker") || !strings.Contains(out, "has 4 cores (the largest has 2 cores)") {
+		t.Fatalf("status --watch: %d %q %q; want the queueing reason on the progress line", code, out, errOut)
 	}
 }

@@ -113,6 +113,17 @@ func watchGraph(ctx context.Context, c *client.Client, id string, out io.Writer,
 	changed := make(chan struct{}, 1)
 	var mu sync.Mutex
 	queued := "" // the latest queueing reason an event gave (stuckNote); under mu
+	if n := g.Counts; n.GetQueued() > 0 && n.GetAssigned()+n.GetRunning() == 0 {
+		// Stuck before the watch began: its reason came with an event
+		// already past; the first queued task's row has it (read from the
+		// leader: an idle follower learns of the reason's commit only at
+		// the leader's next heartbeat).
+		ts, _, err := c.ListTasks(ctx, client.TaskFilter{GraphID: id, State: client.TaskQueued, PageSize: 1, OmitSpec: true,
+			Read: client.ReadOptions{RequireLeader: true}})
+		if err == nil && len(ts) > 0 {
+			queued = ts[0].Reason
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // owned by watchGraph: stopped and waited for below
