@@ -147,7 +147,7 @@ Raft cluster together. A head started later with --join and no
 	f.StringVar(&queueWeights, "queue-weights", "", "weighted fair share between queues, e.g. train=2,eval=1,synth=1,default=1 (default: 1 each)")
 	f.StringVar(&queueStrategies, "queue-strategies", "", "placement per queue, spread or binpack, e.g. eval=binpack (default: spread)")
 	f.IntVar(&cfg.RateBurst, "rate-burst", cfg.RateBurst, "calls a tenant may make at once above --rate-limit (0: the rate, rounded up)")
-	f.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", cfg.MaxQueueWait, "fail a task queued this long with an infeasible reason (0: never)")
+	f.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", cfg.MaxQueueWait, "fail a task queued this long with an infeasible reason (no worker can ever run it, or over its tenant's quota) (0: never)")
 	f.IntVar(&cfg.MaxSnapshots, "max-snapshots", cfg.MaxSnapshots, "sandbox snapshots one tenant may hold (0: 64)")
 	f.DurationVar(&cfg.Lease.Duration, "worker-lease", cfg.Lease.Duration, "worker lease: a worker with no heartbeat acked for this long stops its attempts (and its tasks' init kills them when the worker is gone)")
 	f.DurationVar(&cfg.Lease.Margin, "worker-lease-margin", cfg.Lease.Margin, "how long after --worker-lease the leader waits before it re-queues the attempts of a worker it has not heard from")

@@ -63,6 +63,10 @@ type localOptions struct {
 	// (head.Config.GraphRetention, ArchiveRetention); nil: the head's
 	// defaults.
 	GraphRetention, ArchiveRetention *time.Duration
+	// MaxQueueWait sets the head's (head.Config.MaxQueueWait: a task no
+	// worker can ever run fails after waiting this long); nil: the head's
+	// default, 0 (it waits for ever).
+	MaxQueueWait *time.Duration
 	// ACL turns API tokens on (head.Config.ACL): the first start
 	// bootstraps an admin token and makes a worker token for the local
 	// worker, kept in DataDir/acl-tokens.json (mode 0600) for later starts.
@@ -87,6 +91,8 @@ func (o *localOptions) validate() error {
 		return errs.New(errs.InvalidArgument, "--max-concurrent-starts %d: must be 0 (the worker's default) or more", o.MaxConcurrentStarts)
 	case o.GraphRetention != nil && *o.GraphRetention < 0:
 		return errs.New(errs.InvalidArgument, "--graph-retention %v: give how long a finished graph stays live, or 0 to keep it", *o.GraphRetention)
+	case o.MaxQueueWait != nil && *o.MaxQueueWait < 0:
+		return errs.New(errs.InvalidArgument, "--max-queue-wait %v: give how long a task no worker can run may wait before it fails, or 0 to wait for ever", *o.MaxQueueWait)
 	case o.ArchiveRetention != nil && *o.ArchiveRetention < 0:
 		return errs.New(errs.InvalidArgument, "--archive-retention %v: give how long an archived summary stays, or 0 to keep it", *o.ArchiveRetention)
 	}
@@ -240,6 +246,9 @@ func startLocal(ctx context.Context, o localOptions) (_ *localCluster, err error
 			}
 			if o.ArchiveRetention != nil {
 				hc.ArchiveRetention = *o.ArchiveRetention
+			}
+			if o.MaxQueueWait != nil {
+				hc.MaxQueueWait = *o.MaxQueueWait
 			}
 			hc.ACL = o.ACL
 		}})
@@ -488,6 +497,8 @@ keeps the task table.`,
 	o.GraphRetention, o.ArchiveRetention = &def.GraphRetention, &def.ArchiveRetention
 	cmd.Flags().DurationVar(o.GraphRetention, "graph-retention", def.GraphRetention, graphRetentionHelp)
 	cmd.Flags().DurationVar(o.ArchiveRetention, "archive-retention", def.ArchiveRetention, archiveRetentionHelp)
+	o.MaxQueueWait = &def.MaxQueueWait
+	cmd.Flags().DurationVar(o.MaxQueueWait, "max-queue-wait", def.MaxQueueWait, maxQueueWaitHelp)
 	cmd.Flags().BoolVar(&o.ACL, "acl", false, "turn API tokens on (docs/security.md): the first start bootstraps an admin token and prints it; it is kept, with the worker's, in --data-dir/acl-tokens.json")
 	cmd.Flags().StringVar(&o.GRPCAddr, "grpc-addr", o.GRPCAddr, "host:port of the head's gRPC API")
 	cmd.Flags().StringVar(&o.RaftAddr, "raft-addr", o.RaftAddr, "host:port of the head's Raft transport")
@@ -497,11 +508,12 @@ keeps the task table.`,
 	return cmd
 }
 
-// The help of the retention flags, shared with megaflow-head's.
+// The help of the retention and queue-wait flags, as megaflow-head's says.
 const (
 	graphRetentionHelp = "archive a finished graph this long after it ended: its tasks leave the head's memory, its summary stays " +
 		"(megaflow status, megaflow graphs --all) (0: keep it live until deleted; a graph's label megaflow.io/graph-retention overrides it)"
 	archiveRetentionHelp = "drop an archived graph's summary this long after it was archived (0: keep it until deleted)"
+	maxQueueWaitHelp     = "fail a task queued this long with an infeasible reason (no worker can ever run it, or over its tenant's quota) (0: never)"
 )
 
 // addLocalFlags adds the flags up and demo share.

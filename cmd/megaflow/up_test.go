@@ -95,6 +95,7 @@ func TestUpRefusesBadFlagsBeforeWriting(t *testing.T) {
 		{func(o *localOptions) { o.MemoryBytes = -1 }, "--memory-bytes -1"},
 		{func(o *localOptions) { o.PoolMax = -1 }, "--pool-max -1"},
 		{func(o *localOptions) { o.MaxConcurrentStarts = -2 }, "--max-concurrent-starts -2"},
+		{func(o *localOptions) { w := -time.Second; o.MaxQueueWait = &w }, "--max-queue-wait -1s"},
 		{func(o *localOptions) { o.LogLevel = "loud" }, `--log-level: log level "loud"`},
 		{func(o *localOptions) { o.HTTPAddr = "8080" }, `--http-addr "8080" is not host:port`},
 	} {
