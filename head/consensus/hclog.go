@@ -3,6 +3,7 @@ package consensus
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -69,7 +70,10 @@ var peerTrouble = []string{"failed to appendEntries to", "failed to heartbeat to
 	"failed to contact", "failed to pipeline appendEntries", "peer has newer term, stopping replication"}
 
 // demote returns the level to log Raft's msg at: WARN for peerTrouble,
-// DEBUG for a transport read cut by our own shutdown, else level.
+// DEBUG for a transport read or accept cut by our own shutdown (the node
+// closes the listener and connections while Raft shuts down, before Raft
+// closes its transport; an ERROR line on every clean stop of `megaflow
+// up` confused a new user), else level.
 func demote(level hclog.Level, msg string, args []any) hclog.Level {
 	if level != hclog.Error {
 		return level
@@ -79,9 +83,9 @@ func demote(level hclog.Level, msg string, args []any) hclog.Level {
 			return hclog.Warn
 		}
 	}
-	if msg == "failed to decode incoming command" {
+	if msg == "failed to decode incoming command" || msg == "failed to accept connection" {
 		for _, a := range args {
-			if err, ok := a.(error); ok && strings.Contains(err.Error(), "use of closed network connection") {
+			if err, ok := a.(error); ok && (strings.Contains(err.Error(), "use of closed network connection") || errors.Is(err, errStreamClosed)) {
 				return hclog.Debug
 			}
 		}

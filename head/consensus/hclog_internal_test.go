@@ -22,6 +22,9 @@ func TestDemote(t *testing.T) {
 		{hclog.Error, "peer has newer term, stopping replication", nil, hclog.Warn},
 		{hclog.Error, "failed to decode incoming command", []any{"error", closed}, hclog.Debug},
 		{hclog.Error, "failed to decode incoming command", []any{"error", errors.New("unexpected EOF")}, hclog.Error},
+		{hclog.Error, "failed to accept connection", []any{"error", errors.New("accept tcp 127.0.0.1:7000: use of closed network connection")}, hclog.Debug},
+		{hclog.Error, "failed to accept connection", []any{"error", errStreamClosed}, hclog.Debug},
+		{hclog.Error, "failed to accept connection", []any{"error", errors.New("accept tcp: too many open files")}, hclog.Error},
 		{hclog.Error, "failed to take snapshot", nil, hclog.Error},
 		{hclog.Info, "failed to appendEntries to", nil, hclog.Info},
 	} {
