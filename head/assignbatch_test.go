@@ -22,26 +22,10 @@ func TestAssignmentsAreBatchedOnlyForWorkersThatAcceptThem(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
-	// connect opens a raw worker stream and reads its Welcome.
 	connect := func(id string, batches bool) (wire.WorkerService_ConnectClient, error) {
-		stream, err := wire.NewWorkerServiceClient(dial(t, leader.GRPCAddr())).Connect(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: &wire.WorkerHello{
-			WireVersion: version.WireCurrent, AcceptsAssignmentBatches: batches,
+		return connectWorker(ctx, t, leader.GRPCAddr(), &wire.WorkerHello{WireVersion: version.WireCurrent, AcceptsAssignmentBatches: batches,
 			Info: &wire.WorkerInfo{Id: id, Runtime: "fake", Labels: map[string]string{"worker": id},
-				Capacity: &wire.Resources{CpuMillis: 8000, MemoryBytes: 8 << 30}}}}}); err != nil {
-			return nil, err
-		}
-		m, err := stream.Recv()
-		if err != nil {
-			return nil, err
-		}
-		if m.GetWelcome() == nil {
-			return nil, fmt.Errorf("first answer %v, want a Welcome", m)
-		}
-		return stream, nil
+				Capacity: &wire.Resources{CpuMillis: 8000, MemoryBytes: 8 << 30}}})
 	}
 	var old, batched wire.WorkerService_ConnectClient
 	testcluster.WaitFor(t, 10*time.Second, "the leader welcomes a worker", func() bool {
@@ -99,4 +83,24 @@ func TestAssignmentsAreBatchedOnlyForWorkersThatAcceptThem(t *testing.T) {
 			}
 		}
 	}
+}
+
+// connectWorker opens a raw worker stream to the head at addr, sends hello
+// and reads the head's first answer, which must be a Welcome.
+func connectWorker(ctx context.Context, t *testing.T, addr string, hello *wire.WorkerHello) (wire.WorkerService_ConnectClient, error) {
+	stream, err := wire.NewWorkerServiceClient(dial(t, addr)).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: hello}}); err != nil {
+		return nil, err
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if m.GetWelcome() == nil {
+		return nil, fmt.Errorf("first answer %v, want a Welcome", m)
+	}
+	return stream, nil
 }

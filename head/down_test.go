@@ -27,18 +27,9 @@ func TestWorkerDeclaredDownWithAnOpenStreamRejoins(t *testing.T) {
 	// its Welcome.
 	connect := func() (wire.WorkerService_ConnectClient, *head.Head, error) {
 		leader := c.Members[c.WaitLeader(10*time.Second)].Head()
-		stream, err := wire.NewWorkerServiceClient(dial(t, leader.GRPCAddr())).Connect(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: &wire.WorkerHello{WireVersion: version.WireCurrent,
-			Info: &wire.WorkerInfo{Id: "frozen", Runtime: "fake", Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}}}}); err != nil {
-			return nil, nil, err
-		}
-		if _, err := stream.Recv(); err != nil { // the Welcome
-			return nil, nil, err
-		}
-		return stream, leader, nil
+		stream, err := connectWorker(ctx, t, leader.GRPCAddr(), &wire.WorkerHello{WireVersion: version.WireCurrent,
+			Info: &wire.WorkerInfo{Id: "frozen", Runtime: "fake", Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}})
+		return stream, leader, err
 	}
 	// An election on a loaded machine ends the stream too (not leader):
 	// the scenario then runs again with the new leader, three times at

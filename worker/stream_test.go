@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/fake"
@@ -66,21 +67,33 @@ func TestHelloAnnouncesAttempts(t *testing.T) {
 	}
 }
 
+// startStandingWorker starts a worker against a new fake head on a fake
+// clock that moves only when the test moves it (BatchDelay 1 s, heartbeats
+// and reconciliation hourly): what it sends, it sends for an event or an
+// ack, never for a timer the test did not move. The fake runtime's
+// "ten-minutes" runs ten minutes on its own clock. autoAck false: the head
+// acks only what the test sends.
+func startStandingWorker(t *testing.T, autoAck bool) (*fakeHead, *running, *clock.Fake) {
+	t.Helper()
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.autoAck = autoAck })
+	rt := newFakeRT(t)
+	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
+	clk := newFakeClock()
+	cfg := testConfig(t, rt, t.TempDir(), head.addr)
+	cfg.Clock = clk
+	cfg.BatchDelay = time.Second
+	cfg.HeartbeatInterval = time.Hour
+	cfg.ReconcileInterval = time.Hour
+	return head, startWorker(t, cfg), clk
+}
+
 // An event goes to the head at once when no batch waits for its ack, and
 // the events held behind a batch in flight go when its ack comes, without
 // waiting for BatchDelay: the worker's clock never moves here, so a batch
 // that waited for BatchDelay would never be sent.
 func TestEventsGoAtOnceWhenNothingIsInFlight(t *testing.T) {
-	head := newFakeHead(t, "h1")
-	head.set(func(h *fakeHead) { h.autoAck = false })
-	rt := newFakeRT(t)
-	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
-	cfg := testConfig(t, rt, t.TempDir(), head.addr)
-	cfg.Clock = newFakeClock()
-	cfg.BatchDelay = time.Second
-	cfg.HeartbeatInterval = time.Hour
-	cfg.ReconcileInterval = time.Hour
-	w := startWorker(t, cfg)
+	head, w, _ := startStandingWorker(t, false)
 
 	head.send(assignMsg("g/a", 1, spec("busybox", "ten-minutes")))
 	head.waitEvent("g/a", 1, kindStarted) // nothing in flight: sent at once
@@ -110,16 +123,7 @@ func TestEventsGoAtOnceWhenNothingIsInFlight(t *testing.T) {
 // the others' events BatchDelay at most. The worker's clock moves only when
 // the test moves it: a batch sent before that was not sent for BatchDelay.
 func TestAssignmentBatchReportsTogether(t *testing.T) {
-	head := newFakeHead(t, "h1")
-	rt := newFakeRT(t)
-	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
-	clk := newFakeClock()
-	cfg := testConfig(t, rt, t.TempDir(), head.addr)
-	cfg.Clock = clk
-	cfg.BatchDelay = time.Second
-	cfg.HeartbeatInterval = time.Hour
-	cfg.ReconcileInterval = time.Hour
-	w := startWorker(t, cfg)
+	head, w, clk := startStandingWorker(t, true)
 	waitFor(t, 10*time.Second, "the hello", func() bool { return head.helloCount() > 0 })
 	if !head.hello(0).GetAcceptsAssignmentBatches() {
 		t.Fatal("the hello does not say the worker accepts assignment batches")
@@ -146,7 +150,7 @@ func TestAssignmentBatchReportsTogether(t *testing.T) {
 	if n := len(head.allBatches()); n != 1 {
 		t.Fatalf("%d batches before BatchDelay passed, want 1 (the first assignment batch's)", n)
 	}
-	clk.Advance(cfg.BatchDelay)
+	clk.Advance(time.Second) // BatchDelay
 	head.waitEvent("g/g", 1, kindExited)
 	if b := head.allBatches(); len(b) != 2 || len(b[1].GetEvents()) != 5 {
 		t.Fatalf("after BatchDelay: %d batches, want the 5 held events in a second one: %v", len(b), b)
@@ -160,16 +164,7 @@ func TestAssignmentBatchReportsTogether(t *testing.T) {
 // piled up.) The worker's clock stands: nothing here is sent for
 // BatchDelay.
 func TestAckAfterAnAssignmentBatchEndsTheHold(t *testing.T) {
-	head := newFakeHead(t, "h1")
-	head.set(func(h *fakeHead) { h.autoAck = false })
-	rt := newFakeRT(t)
-	rt.OnCommand("ten-minutes", fake.Behavior{Duration: 10 * time.Minute})
-	cfg := testConfig(t, rt, t.TempDir(), head.addr)
-	cfg.Clock = newFakeClock()
-	cfg.BatchDelay = time.Second
-	cfg.HeartbeatInterval = time.Hour
-	cfg.ReconcileInterval = time.Hour
-	w := startWorker(t, cfg)
+	head, w, _ := startStandingWorker(t, false)
 
 	head.send(assignMsg("g/long", 1, spec("busybox", "ten-minutes")))
 	head.waitEvent("g/long", 1, kindStarted) // nothing in flight: at once, unacked
