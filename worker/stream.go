@@ -478,6 +478,11 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 				return true, errs.FromStatus(r.err)
 			}
 			unanswered = 0
+			// Counted before the batch's attempts start: their first
+			// events may already be pending when handleHeadMessage
+			// returns, and counting them twice would set a hold that
+			// only linger's end releases.
+			pendingBefore := w.outbox.pendingLen()
 			w.handleHeadMessage(ctx, r.msg)
 			if n := len(r.msg.GetAssignments().GetAssignments()); n > 1 && w.cfg.BatchDelay > 0 {
 				// The attempts of a batch start together, and their
@@ -485,7 +490,7 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 				// reported its start and an end that came at once (two
 				// events each), BatchDelay at most, rather than the first
 				// start alone and the rest behind its commit.
-				hold = w.outbox.pendingLen() + 2*n
+				hold = pendingBefore + 2*n
 				if linger == nil {
 					linger = w.clock.NewTimer(w.cfg.BatchDelay)
 				}
