@@ -104,3 +104,64 @@ func connectWorker(ctx context.Context, t *testing.T, addr string, hello *wire.W
 	}
 	return stream, nil
 }
+
+// An attempt's end places the task that waited for its room in the end's
+// own entry (rules 9, eventsPlan), at the same time, through a real head
+// over a raw worker stream: the worker has room for one task at a time.
+func TestAnEndPlacesTheWaitingTaskWithIt(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.Members[c.WaitLeader(10*time.Second)].Head()
+	var stream wire.WorkerService_ConnectClient
+	testcluster.WaitFor(t, 10*time.Second, "the leader welcomes the worker", func() bool {
+		var err error
+		stream, err = connectWorker(ctx, t, leader.GRPCAddr(), &wire.WorkerHello{WireVersion: version.WireCurrent, AcceptsAssignmentBatches: true,
+			Info: &wire.WorkerInfo{Id: "w1", Runtime: "fake", Capacity: &wire.Resources{CpuMillis: 100, MemoryBytes: 8 << 30}}})
+		return err == nil
+	})
+	gs := &client.GraphSpec{Id: "g"}
+	for _, name := range []string{"a", "b"} {
+		gs.Tasks = append(gs.Tasks, &client.TaskSpec{Name: name, Image: "megaflow/noop:1", Command: []string{"true"},
+			Resources: &client.Resources{CpuMillis: 100, MemoryBytes: 64 << 20}})
+	}
+	if _, err := c.Client().Submit(ctx, gs); err != nil {
+		t.Fatal(err)
+	}
+	next := func() *wire.Assignment {
+		t.Helper()
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := m.GetAssign(); a != nil {
+				return a
+			}
+			if b := m.GetAssignments(); b != nil {
+				if len(b.GetAssignments()) != 1 {
+					t.Fatalf("assignments %v; want one at a time (room for one)", b.GetAssignments())
+				}
+				return b.GetAssignments()[0]
+			}
+		}
+	}
+	first := next()
+	ev := func(kind wire.AttemptEventKind) *wire.AttemptEvent {
+		return &wire.AttemptEvent{TaskId: first.GetTaskId(), Attempt: first.GetAttempt(), Kind: kind, UnixNanos: time.Now().UnixNano()}
+	}
+	if err := stream.Send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Events{Events: &wire.EventBatch{Seq: 1, Events: []*wire.AttemptEvent{
+		ev(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STARTED), ev(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	second := next()
+	if second.GetTaskId() == first.GetTaskId() {
+		t.Fatalf("%s assigned twice", second.GetTaskId())
+	}
+	ended := leader.FSM().View().Task(first.GetTaskId()).Attempts[0]
+	placed := leader.FSM().View().Task(second.GetTaskId()).Attempts[0]
+	if ended.FinishUnixNanos == 0 || placed.AssignUnixNanos != ended.FinishUnixNanos {
+		t.Errorf("%s ended at %d, %s assigned at %d; want it assigned in the end's entry, at the same time",
+			first.GetTaskId(), ended.FinishUnixNanos, second.GetTaskId(), placed.AssignUnixNanos)
+	}
+}

@@ -61,7 +61,7 @@ type Head struct {
 
 	submitLocks *graphLocks
 	leaderReady atomic.Bool   // set by the leader loop after its barrier
-	planning    atomic.Bool   // the scheduling loop's plan is being committed (submissionPlan waits it out)
+	planning    atomic.Bool   // the scheduling loop's plan is being committed (carried plans wait it out: submissionPlan, eventsPlan)
 	leaderKick  chan struct{} // gossip changed: the leader loop reconciles heads
 	leaderMu    sync.Mutex
 	leaderDone  chan struct{} // closed when the current leadership ends; nil when not leading

@@ -45,6 +45,13 @@ type roundInput struct {
 	// MaxQueueWait is how long an unplaceable task may stay QUEUED before
 	// it fails (head.Config.MaxQueueWait; 0: never).
 	MaxQueueWait time.Duration
+	// PerQueue, when positive, makes the round consider only the first
+	// PerQueue tasks of each queue in queue order (state.View.QueuedFirst),
+	// those in a retry backoff included, at a cost that does not grow with
+	// the queues' length: the rounds of carried plans. 0: every queued
+	// task is read (the loop's rounds: a backoff's end anywhere in a queue
+	// sets Wake), maxQueuedPerQueue of each considered.
+	PerQueue int
 }
 
 // round is what a scheduling round decided.
@@ -102,7 +109,11 @@ func planRound(in roundInput) round {
 	queued := map[string]*state.Task{}
 	waiting := map[string]string{} // tasks held back -> new reason
 	perQueue := map[string]int{}
-	for t := range view.Queued() {
+	queuedTasks := view.Queued()
+	if in.PerQueue > 0 {
+		queuedTasks = view.QueuedFirst(in.PerQueue)
+	}
+	for t := range queuedTasks {
 		if t.ActiveAttempt() != nil {
 			continue // its gang restarts: placed again once the attempt stopped
 		}
@@ -175,38 +186,92 @@ func planRound(in roundInput) round {
 	return out
 }
 
-// maxSubmitPlanQueued is how many tasks may wait in the queues for a
-// submission to carry a plan (submissionPlan): a round per submission on
-// a longer queue would cost the CPU the scheduling loop's pacing saves.
-const maxSubmitPlanQueued = 256
+// carriedPlanPerQueue is how many tasks of each queue the round of a
+// carried plan considers, in queue order (roundInput.PerQueue): a command
+// frees or fills a few slots, and the scheduling loop's rounds, which
+// read every queue whole, place and explain the rest.
+const carriedPlanPerQueue = 256
 
 // submissionPlan returns the plan of a scheduling round (planRound) run on
 // the table as submission cmd (a new graph in one chunk) will leave it
 // (fsm.Speculate), for the submission to carry (SubmitGraphCommand.plan):
 // the graph's ready tasks, and any task that waited before them, in queue
 // order, are then placed in the submission's own entry rather than one
-// commit later. Nil when the rules in force predate it
+// commit later. The round considers the first carriedPlanPerQueue tasks
+// of each queue. Nil when the rules in force predate it
 // (fsm.RulesSubmitPlan), while the scheduling loop's own plan is being
-// committed (loopPlanning: both would place the same queued tasks), when
-// more than maxSubmitPlanQueued tasks wait, or when the round places
-// nothing. The FSM checks each placement again when it applies the
-// submission, as it does a plan's.
+// committed (loopPlanning: both would place the same queued tasks), or
+// when the round places nothing. The FSM checks each placement again when
+// it applies the submission, as it does a plan's.
 func submissionPlan(in roundInput, cmd *wire.SubmitGraphCommand, loopPlanning bool) *wire.PlanCommand {
 	if in.View.Rules() < fsm.RulesSubmitPlan || cmd.GetChunks() != 1 || loopPlanning {
 		return nil
-	}
-	n := 0
-	for range in.View.Queued() {
-		if n++; n > maxSubmitPlanQueued {
-			return nil
-		}
 	}
 	after, err := fsm.Speculate(in.View, cmd)
 	if err != nil {
 		return nil // the submission's own apply says why
 	}
-	in.View = after
-	r := planRound(in)
+	in.View, in.PerQueue = after, carriedPlanPerQueue
+	return placements(planRound(in))
+}
+
+// eventsPlan returns the plan of a scheduling round run on the table as
+// the event batch cmd will leave it (fsm.SpeculateEvents), for the batch
+// to carry (TaskEventsCommand.plan): the slots its attempts' ends free and
+// the tasks those ends make ready (dependents, retries without a backoff)
+// are then placed in the batch's own entry, rather than after the loop's
+// spacing and one commit later. The round considers the first
+// carriedPlanPerQueue tasks of each queue. Nil when the rules in force
+// predate it (fsm.RulesEventPlan), while the scheduling loop's own plan
+// is being committed (loopPlanning), when no attempt ends in the batch or
+// nothing could be placed after it (no task waits, and no end makes one
+// ready), or when the round places nothing.
+func eventsPlan(in roundInput, cmd *wire.TaskEventsCommand, loopPlanning bool) *wire.PlanCommand {
+	if in.View.Rules() < fsm.RulesEventPlan || loopPlanning || !mayQueue(in.View, cmd.GetEvents()) {
+		return nil
+	}
+	after, err := fsm.SpeculateEvents(in.View, cmd)
+	if err != nil {
+		return nil // the batch's own apply says why
+	}
+	in.View, in.PerQueue = after, carriedPlanPerQueue
+	return placements(planRound(in))
+}
+
+// mayQueue reports whether a round after events could place anything: an
+// attempt ends among them (its slot is free) and a task waits in view, or
+// the end can make one ready (a task with dependents, or an attempt that
+// did not succeed, which may be retried).
+func mayQueue(view *state.View, events []*wire.AttemptEvent) bool {
+	checked := false
+	for _, ev := range events {
+		switch ev.GetKind() {
+		case wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED:
+			if ev.GetExitCode() != 0 {
+				return true
+			}
+		case wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, wire.AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT,
+			wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED:
+			return true
+		default:
+			continue // the attempt goes on
+		}
+		if t := view.Task(ev.GetTaskId()); t != nil && len(t.Dependents) > 0 {
+			return true
+		}
+		if !checked {
+			checked = true
+			for range view.QueuedFirst(1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// placements returns r's plan when it places a task, else nil: a carried
+// plan that only refreshes queueing reasons is left to the loop.
+func placements(r round) *wire.PlanCommand {
 	if r.Plan == nil || len(r.Plan.Attempts) == 0 {
 		return nil
 	}

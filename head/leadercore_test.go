@@ -220,12 +220,7 @@ func (s *leaderSim) do(line string) (string, error) {
 		// table the submission leaves (submissionPlan).
 		cmd.Plan = submissionPlan(roundInput{View: s.f.View(), Connected: func(id string) bool { return s.connected[id] },
 			Term: s.term, Now: now, Policy: s.cfg.Scheduler, MaxQueueWait: s.cfg.MaxQueueWait}, cmd, false)
-		for _, a := range cmd.Plan.GetAttempts() {
-			p("place %s#%d on %s (with the submission)", a.TaskId, a.Attempt, a.WorkerId)
-		}
-		for _, id := range slices.Sorted(maps.Keys(cmd.Plan.GetUnplaced())) {
-			p("reason %s: %s (with the submission)", id, cmd.Plan.GetUnplaced()[id])
-		}
+		printCarried(p, cmd.Plan, "with the submission")
 		if err := s.apply(fsm.OpSubmitGraph, cmd); err != nil {
 			return "", err
 		}
@@ -268,7 +263,7 @@ func (s *leaderSim) do(line string) (string, error) {
 		if !r.Wake.IsZero() {
 			p("wake at %s", s.rel(r.Wake))
 		}
-	case "event": // event WORKER TASK#N started|exited=CODE|failed|timedout [artifacts] [at=]: the worker reports (artifacts: with artifacts still uploading)
+	case "event": // event WORKER TASK#N started|exited=CODE|failed|timedout [artifacts] [at=]: the worker reports (artifacts: with artifacts still uploading), as the leader commits it (eventsPlan: what its end frees or readies is placed with it)
 		id, n, err := attemptArg(pos[1])
 		if err != nil {
 			return "", err
@@ -301,9 +296,20 @@ func (s *leaderSim) do(line string) (string, error) {
 		}
 		s.heard[pos[0]] = now
 		// The seed is the command's index: the jitter is fixed per scenario.
-		if err := s.apply(fsm.OpTaskEvents, taskEvents(s.f.View(), pos[0], []*wire.AttemptEvent{ev}, now,
-			s.cfg.RetryBackoff, s.cfg.RetryBackoffMax, s.index+1, func() float64 { return 0.5 })); err != nil {
+		cmd := taskEvents(s.f.View(), pos[0], []*wire.AttemptEvent{ev}, now,
+			s.cfg.RetryBackoff, s.cfg.RetryBackoffMax, s.index+1, func() float64 { return 0.5 })
+		// As the leader commits events: with the placements of a round on
+		// the table they leave, when an end frees or readies something.
+		cmd.Plan = eventsPlan(roundInput{View: s.f.View(), Connected: func(id string) bool { return s.connected[id] },
+			Term: s.term, Now: now, Policy: s.cfg.Scheduler, MaxQueueWait: s.cfg.MaxQueueWait}, cmd, false)
+		printCarried(p, cmd.Plan, "with the event")
+		if err := s.apply(fsm.OpTaskEvents, cmd); err != nil {
 			return "", err
+		}
+		if r, ok := s.lastResult.(*fsm.TaskEventsResult); ok && r.Plan != nil {
+			for _, id := range slices.Sorted(maps.Keys(r.Plan.Skipped)) {
+				p("skipped %s: %s", id, r.Plan.Skipped[id])
+			}
 		}
 		// What the FSM decided: a retry's wait, only for a task sent back.
 		if t := s.f.View().Task(id); t != nil && t.State == wire.TaskState_TASK_STATE_QUEUED && t.NotBeforeUnixNanos > now.UnixNano() {
@@ -487,42 +493,140 @@ func (s *leaderSim) do(line string) (string, error) {
 	return strings.Join(out, "\n"), nil
 }
 
+// printCarried prints, with p, the placements and reasons of the plan a
+// command carries (submissionPlan, eventsPlan), each marked (with).
+func printCarried(p func(string, ...any), plan *wire.PlanCommand, with string) {
+	for _, a := range plan.GetAttempts() {
+		p("place %s#%d on %s (%s)", a.TaskId, a.Attempt, a.WorkerId, with)
+	}
+	for _, id := range slices.Sorted(maps.Keys(plan.GetUnplaced())) {
+		p("reason %s: %s (%s)", id, plan.GetUnplaced()[id], with)
+	}
+}
+
 // args splits "a b k=v" into positional arguments and key=value pairs.
 func args(fields []string) (pos []string, kv map[string]string) { return scenario.Args(fields) }
 
-// submissionPlan carries no plan while the scheduling loop commits its own
-// (both would place the same queued tasks) or when more than
-// maxSubmitPlanQueued tasks wait (a round per submission would cost the
-// CPU the loop's pacing saves); otherwise a round on the submission's
-// outcome, queued tasks first.
-func TestSubmissionPlanBounds(t *testing.T) {
+// A carried plan (submissionPlan, eventsPlan) is none while the scheduling
+// loop commits its own (both would place the same queued tasks), and its
+// round considers the first carriedPlanPerQueue tasks of each queue: a
+// task behind more than that many in its queue is left to the loop's
+// round, which reads the queues whole. An event batch carries a plan only
+// when an attempt ends in it.
+func TestCarriedPlanBounds(t *testing.T) {
 	sim := newLeaderSim(t)
 	backlog := []string{"submit big"}
-	for i := range maxSubmitPlanQueued + 1 {
+	for i := range carriedPlanPerQueue {
 		backlog = append(backlog, fmt.Sprint("t", i))
 	}
-	// w1 has no GPU: the 257 tasks of big wait (and hold no room), and
-	// small/x would fit.
-	for _, line := range []string{"worker w1", strings.Join(backlog, " ") + " gpus=1"} {
+	// w1 has no GPU: the 256 tasks of big wait in the default queue (and
+	// hold no room).
+	for _, line := range []string{"worker w1 cpu=4000", strings.Join(backlog, " ") + " gpus=1"} {
 		if _, err := sim.do(line); err != nil {
 			t.Fatal(err)
 		}
 	}
-	in := roundInput{View: sim.f.View(), Connected: func(string) bool { return true }, Term: sim.term, Now: sim.epoch, Policy: sim.cfg.Scheduler}
-	small := &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: "small"}, Chunks: 1, SpecDigest: []byte("d"), TaskCount: 1,
-		Tasks: []*wire.TaskSpec{{Name: "x", Image: "img", Command: []string{"run"}, Resources: &wire.Resources{CpuMillis: 1}}}}
-	if p := submissionPlan(in, small, false); p != nil {
-		t.Fatalf("with %d tasks waiting: placements %v; want no plan", maxSubmitPlanQueued+1, p.GetAttempts())
+	input := func() roundInput {
+		return roundInput{View: sim.f.View(), Connected: func(string) bool { return true }, Term: sim.term, Now: sim.epoch, Policy: sim.cfg.Scheduler}
 	}
-	if _, err := sim.do("cancel big"); err != nil {
+	submission := func(graph, queue string) *wire.SubmitGraphCommand {
+		return &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: graph}, Chunks: 1, SpecDigest: []byte("d"), TaskCount: 1,
+			Tasks: []*wire.TaskSpec{{Name: "x", Type: queue, Image: "img", Command: []string{"run"}, Resources: &wire.Resources{CpuMillis: 1}}}}
+	}
+	placedOnly := func(p *wire.PlanCommand, task string) bool {
+		return len(p.GetAttempts()) == 1 && p.GetAttempts()[0].GetTaskId() == task
+	}
+	in := input()
+	if p := submissionPlan(in, submission("small", ""), false); p != nil {
+		t.Fatalf("behind %d tasks of its queue: placements %v; want no plan", carriedPlanPerQueue, p.GetAttempts())
+	}
+	after, err := fsm.Speculate(in.View, submission("small", ""))
+	if err != nil {
 		t.Fatal(err)
 	}
-	in.View = sim.f.View()
-	if p := submissionPlan(in, small, true); p != nil {
+	if loop := (roundInput{View: after, Connected: in.Connected, Term: in.Term, Now: in.Now, Policy: in.Policy}); !placedOnly(planRound(loop).Plan, "small/x") {
+		t.Fatal("the loop's round does not place small/x either: the bound is not what leaves it out")
+	}
+	if p := submissionPlan(in, submission("small", "other"), false); !placedOnly(p, "small/x") {
+		t.Fatalf("first in its own queue: placements %v; want small/x placed", p.GetAttempts())
+	}
+	if p := submissionPlan(in, submission("small", "other"), true); p != nil {
 		t.Fatalf("while the loop commits its plan: placements %v; want no plan", p.GetAttempts())
 	}
-	p := submissionPlan(in, small, false)
-	if len(p.GetAttempts()) != 1 || p.GetAttempts()[0].GetTaskId() != "small/x" {
-		t.Fatalf("on a quiet cluster: placements %v; want small/x placed", p.GetAttempts())
+
+	// run/r fills w1; small/x (first in its queue) and late/x (behind big
+	// in the default one) wait. r's end frees w1: small/x is placed with
+	// it, unless the loop is committing its plan; r's start frees nothing.
+	for _, line := range []string{"submit run r cpu=4000", "event w1 run/r#1 started"} {
+		if _, err := sim.do(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range []*wire.SubmitGraphCommand{submission("small", "other"), submission("late", "")} {
+		if err := sim.apply(fsm.OpSubmitGraph, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := func(kind wire.AttemptEventKind) *wire.TaskEventsCommand {
+		return &wire.TaskEventsCommand{WorkerId: "w1", UnixNanos: sim.epoch.UnixNano(), Events: []*wire.AttemptEvent{
+			{TaskId: "run/r", Attempt: 1, Kind: kind}}}
+	}
+	in = input()
+	if p := eventsPlan(in, events(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STARTED), false); p != nil {
+		t.Fatalf("a start: placements %v; want no plan", p.GetAttempts())
+	}
+	if p := eventsPlan(in, events(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED), true); p != nil {
+		t.Fatalf("an end while the loop commits its plan: placements %v; want no plan", p.GetAttempts())
+	}
+	if p := eventsPlan(in, events(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED), false); !placedOnly(p, "small/x") {
+		t.Fatalf("an end: placements %v; want small/x placed, late/x left to the loop", p.GetAttempts())
+	}
+}
+
+// mayQueue: only an end can free or ready anything; a success readies
+// something only with dependents, or frees a slot for a task that waits.
+func TestMayQueue(t *testing.T) {
+	sim := newLeaderSim(t)
+	for _, line := range []string{"worker w1 cpu=2000", "submit g a b:a", "submit h c", "event w1 g/a#1 started", "event w1 h/c#1 started"} {
+		if _, err := sim.do(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := func(task string, kind wire.AttemptEventKind, code int32) *wire.AttemptEvent {
+		return &wire.AttemptEvent{TaskId: task, Attempt: 1, Kind: kind, ExitCode: code}
+	}
+	const (
+		started  = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STARTED
+		exited   = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_EXITED
+		failed   = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED
+		timedOut = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_TIMED_OUT
+		stopped  = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED
+		ready    = wire.AttemptEventKind_ATTEMPT_EVENT_KIND_SERVICE_READY
+	)
+	quiet := sim.f.View() // nothing queued
+	if _, err := sim.do("submit wait w cpu=9000"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := sim.f.View() // wait/w queued
+	for _, c := range []struct {
+		name   string
+		view   *state.View
+		events []*wire.AttemptEvent
+		want   bool
+	}{
+		{"a start", waiting, []*wire.AttemptEvent{ev("h/c", started, 0)}, false},
+		{"a service ready", waiting, []*wire.AttemptEvent{ev("h/c", ready, 0)}, false},
+		{"a success, nothing waits, no dependents", quiet, []*wire.AttemptEvent{ev("h/c", exited, 0)}, false},
+		{"a success with dependents", quiet, []*wire.AttemptEvent{ev("g/a", exited, 0)}, true},
+		{"a success while a task waits", waiting, []*wire.AttemptEvent{ev("h/c", started, 0), ev("h/c", exited, 0)}, true},
+		{"a non-zero exit", quiet, []*wire.AttemptEvent{ev("h/c", exited, 1)}, true},
+		{"a failure", quiet, []*wire.AttemptEvent{ev("h/c", failed, 0)}, true},
+		{"a timeout", quiet, []*wire.AttemptEvent{ev("h/c", timedOut, 0)}, true},
+		{"a stop", quiet, []*wire.AttemptEvent{ev("h/c", stopped, 0)}, true},
+		{"nothing", waiting, nil, false},
+	} {
+		if got := mayQueue(c.view, c.events); got != c.want {
+			t.Errorf("%s: mayQueue = %v; want %v", c.name, got, c.want)
+		}
 	}
 }

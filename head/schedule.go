@@ -78,7 +78,7 @@ func (h *Head) scheduleOnce(ctx context.Context) (wake time.Time, planning time.
 		// Stamped when proposed, after placement: attempts' assign times
 		// (and the queue times measured from them) include the round.
 		r.Plan.UnixNanos = h.clock.Now().UnixNano()
-		h.planning.Store(true) // submissions carry no plan meanwhile: it would place the same tasks
+		h.planning.Store(true) // no command carries a plan meanwhile (submissionPlan, eventsPlan): it would place the same tasks
 		_, err := h.prop.propose(ctx, fsm.OpPlan, r.Plan)
 		h.planning.Store(false)
 		if err != nil {

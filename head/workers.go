@@ -281,7 +281,12 @@ func (s *workerService) recvLoop(ctx context.Context, sess *session, stream wire
 			}
 		}
 		if len(events) > 0 {
-			cmd := taskEvents(s.h.fsm.View(), sess.workerID, events, s.h.clock.Now(), s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, rand.Uint64(), uniform)
+			view, now := s.h.fsm.View(), s.h.clock.Now()
+			cmd := taskEvents(view, sess.workerID, events, now, s.h.cfg.RetryBackoff, s.h.cfg.RetryBackoffMax, rand.Uint64(), uniform)
+			// What the ends free and make ready is placed in the
+			// batch's own entry (rules 9).
+			cmd.Plan = eventsPlan(roundInput{View: view, Connected: s.h.sessions.connected, Term: s.h.prop.term(),
+				Now: now, Policy: s.h.cfg.Scheduler, MaxQueueWait: s.h.cfg.MaxQueueWait}, cmd, s.h.planning.Load())
 			if _, err := s.h.prop.propose(ctx, fsm.OpTaskEvents, cmd); err != nil {
 				return errs.ToStatus(err)
 			}

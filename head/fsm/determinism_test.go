@@ -34,8 +34,9 @@ type logGen struct {
 	term   uint64
 	ref    *testFSM
 	out    [][]byte
-	// plans, when set, draws the placements that some submissions carry
-	// (SubmitGraphCommand.plan, rules 8): a stream of its own, so that the
+	// plans, when set, draws the placements that some submissions and
+	// event batches carry (SubmitGraphCommand.plan, rules 8;
+	// TaskEventsCommand.plan, rules 9): a stream of its own, so that the
 	// rest of the log is what rng alone gives.
 	plans *rand.Rand
 	// rareEvery is 1 in how many entries is followed by a rare op; 0:
@@ -460,6 +461,22 @@ func (g *logGen) events() {
 		if g.rng.Intn(5) == 0 { // delivered twice
 			cmd.Events = append(cmd.Events, ev)
 		}
+	}
+	if g.plans != nil && g.plans.Intn(3) == 0 { // the batch carries placements (rules 9), some of them refused
+		var queuedTasks []*state.Task
+		for t := range v.Queued() {
+			queuedTasks = append(queuedTasks, t)
+		}
+		p := &wire.PlanCommand{LeaderTerm: 7, UnixNanos: g.nanos}
+		for range 1 + g.plans.Intn(4) {
+			pa := &wire.PlannedAttempt{TaskId: "g0/t0", Attempt: 1, WorkerId: fmt.Sprintf("w%d", g.plans.Intn(genWorkers+1))}
+			if len(queuedTasks) > 0 {
+				t := queuedTasks[g.plans.Intn(len(queuedTasks))]
+				pa.TaskId, pa.Attempt = t.ID, uint32(len(t.Attempts))+1+uint32(g.plans.Intn(5)/4)
+			}
+			p.Attempts = append(p.Attempts, pa)
+		}
+		cmd.Plan = p
 	}
 	g.cmd(OpTaskEvents, cmd)
 }

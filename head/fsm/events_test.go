@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/internal/within"
@@ -215,5 +217,57 @@ func TestEventsAfterOneGraphMatchesScan(t *testing.T) {
 	}
 	if _, ok := f.ring.last["c"]; ok {
 		t.Error("graph c's newest event left the ring but its entry stayed")
+	}
+}
+
+// An event batch's plan is applied after its events from rules 9, in its
+// entry (each placement checked: one on a worker without room is skipped),
+// and ignored below; SpeculateEvents shows the batch's outcome without
+// changing the table it forked.
+func TestEventsPlan(t *testing.T) {
+	for _, rules := range []uint64{RulesEventPlan - 1, RulesEventPlan} {
+		t.Run(fmt.Sprint("rules ", rules), func(t *testing.T) {
+			f := newTestFSM(t, 0)
+			f.ok(OpSetRules, wrapperspb.UInt64(rules))
+			f.ok(OpWorkerUpsert, &wire.WorkerUpsertCommand{UnixNanos: 1, Info: &wire.WorkerInfo{Id: "w1",
+				Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}})
+			g := graphSpec("g", spec("a"), spec("b"), spec("c"))
+			for _, s := range g.Tasks {
+				s.Resources = &wire.Resources{CpuMillis: 1000}
+			}
+			f.ok(OpSubmitGraph, submitCmd(g, 2))
+			f.ok(OpPlan, &wire.PlanCommand{LeaderTerm: 3, UnixNanos: 3, Attempts: []*wire.PlannedAttempt{{TaskId: "g/a", Attempt: 1, WorkerId: "w1"}}})
+			f.ok(OpTaskEvents, &wire.TaskEventsCommand{WorkerId: "w1", UnixNanos: 4, Events: []*wire.AttemptEvent{ev("g/a", 1, kStarted)}})
+			cmd := &wire.TaskEventsCommand{WorkerId: "w1", UnixNanos: 5, Events: []*wire.AttemptEvent{exited("g/a", 1, 0, "")}}
+			before := f.View()
+			after, err := SpeculateEvents(before, cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before.Task("g/a").State != wire.TaskState_TASK_STATE_RUNNING || f.View().Task("g/a").State != wire.TaskState_TASK_STATE_RUNNING ||
+				after.Task("g/a").State != wire.TaskState_TASK_STATE_SUCCEEDED {
+				t.Fatal("SpeculateEvents: want g/a's end in its view only, not in the view it forked or the FSM's")
+			}
+			cmd.Plan = &wire.PlanCommand{LeaderTerm: 3, UnixNanos: 5, Attempts: []*wire.PlannedAttempt{
+				{TaskId: "g/b", Attempt: 1, WorkerId: "w1"}, {TaskId: "g/c", Attempt: 1, WorkerId: "w1"}}}
+
+			res := f.ok(OpTaskEvents, cmd).(*TaskEventsResult)
+			a, b, c := f.task("g/a"), f.task("g/b"), f.task("g/c")
+			if a.State != wire.TaskState_TASK_STATE_SUCCEEDED || res.Applied != 1 {
+				t.Fatalf("g/a %s, %d events applied; want SUCCEEDED by the batch's one event", a.State, res.Applied)
+			}
+			if rules < RulesEventPlan {
+				if res.Plan != nil || b.State != wire.TaskState_TASK_STATE_QUEUED || c.State != wire.TaskState_TASK_STATE_QUEUED {
+					t.Fatalf("under rules %d: plan result %+v, g/b %s, g/c %s; want the plan ignored", rules, res.Plan, b.State, c.State)
+				}
+				return
+			}
+			if b.State != wire.TaskState_TASK_STATE_ASSIGNED || b.Attempts[0].AssignUnixNanos != 5 || b.Attempts[0].LeaderTerm != 3 {
+				t.Fatalf("g/b: %s %+v; want ASSIGNED by the batch's plan at 5, term 3, in the room g/a's end freed", b.State, b.Attempts)
+			}
+			if c.State != wire.TaskState_TASK_STATE_QUEUED || !strings.Contains(res.Plan.Skipped["g/c"], "lacks") {
+				t.Fatalf("g/c: %s, skipped %q; want QUEUED, skipped for want of room", c.State, res.Plan.Skipped["g/c"])
+			}
+		})
 	}
 }

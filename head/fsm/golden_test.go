@@ -81,6 +81,10 @@ type goldenLog struct {
 // plans: ignored), a graph submitted with a plan placing its task
 // (ignored), OpSetRules 8, another (placed in its entry), 200 more random
 // entries (plans applied): seed 78.
+// rules8-9: OpSetRules 2 to 8, 200 random entries (some event batches
+// carry plans: ignored), an exit whose batch carries a plan placing the
+// task it makes room for (ignored), OpSetRules 9, another (placed in its
+// entry), 200 more random entries (plans applied): seed 89.
 var goldenLogs = []goldenLog{
 	{name: "rules0-1", rules: 1, generate: func(t *testing.T) [][]byte {
 		gen := &logGen{rng: rand.New(rand.NewSource(7)), tb: t, rareEvery: 6}
@@ -172,6 +176,68 @@ var goldenLogs = []goldenLog{
 		}
 		return append(entries, withoutRules(gen.entries(200))...) // applied
 	}, check: checkRules78Coverage},
+	{name: "rules8-9", rules: 9, generate: func(t *testing.T) [][]byte {
+		gen := &logGen{rng: rand.New(rand.NewSource(89)), plans: rand.New(rand.NewSource(89)), tb: t, rareEvery: 6, sandboxEvery: 3, ref: newTestFSM(t, 0)}
+		var entries [][]byte
+		for _, r := range []uint64{2, 3, 4, 5, 6, 7, 8} {
+			entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(r)))
+			gen.cmd(OpSetRules, wrapperspb.UInt64(r))
+		}
+		entries = append(entries, withoutRules(gen.entries(200))...) // event batches' plans ignored
+		entries = append(entries, plannedEvents(t, gen, "r8-events")...)
+		entries = append(entries, entry(t, OpSetRules, wrapperspb.UInt64(9)))
+		gen.cmd(OpSetRules, wrapperspb.UInt64(9))
+		entries = append(entries, plannedEvents(t, gen, "r9-events")...)
+		if a := gen.ref.View().Task("r9-events/t1").CurrentAttempt(); a == nil || a.AssignUnixNanos != plannedNanos {
+			t.Fatal("rules8-9: r9-events/t1's placement was not applied with its event batch; choose another seed")
+		}
+		return append(entries, withoutRules(gen.entries(200))...) // applied
+	}, check: checkRules89Coverage},
+}
+
+// plannedEvents appends to gen, and returns, a graph id of two tasks that
+// each fill a worker announced just before (<id>-worker): t0 placed and
+// started there, then t0's exit in a batch carrying a plan that places
+// t1 on the room it frees, at plannedNanos.
+func plannedEvents(t *testing.T, gen *logGen, id string) [][]byte {
+	t.Helper()
+	gen.out = nil
+	gen.nanos++
+	worker := id + "-worker"
+	gen.cmd(OpWorkerUpsert, &wire.WorkerUpsertCommand{UnixNanos: gen.nanos, Info: &wire.WorkerInfo{
+		Id: worker, Capacity: &wire.Resources{CpuMillis: 1000, MemoryBytes: 1 << 30}}})
+	t0, t1 := spec("t0"), spec("t1")
+	t0.Resources = &wire.Resources{CpuMillis: 1000, MemoryBytes: 1}
+	t1.Resources = &wire.Resources{CpuMillis: 1000, MemoryBytes: 1}
+	gen.cmd(OpSubmitGraph, submitCmd(graphSpec(id, t0, t1), gen.nanos))
+	gen.cmd(OpPlan, &wire.PlanCommand{LeaderTerm: 7, UnixNanos: gen.nanos,
+		Attempts: []*wire.PlannedAttempt{{TaskId: id + "/t0", Attempt: 1, WorkerId: worker}}})
+	events := func(kind wire.AttemptEventKind, plan *wire.PlanCommand) *wire.TaskEventsCommand {
+		return &wire.TaskEventsCommand{WorkerId: worker, UnixNanos: gen.nanos, Plan: plan,
+			Events: []*wire.AttemptEvent{{TaskId: id + "/t0", Attempt: 1, Kind: kind, UnixNanos: gen.nanos}}}
+	}
+	gen.cmd(OpTaskEvents, events(kStarted, nil))
+	gen.cmd(OpTaskEvents, events(kExited, &wire.PlanCommand{LeaderTerm: 7, UnixNanos: plannedNanos,
+		Attempts: []*wire.PlannedAttempt{{TaskId: id + "/t1", Attempt: 1, WorkerId: worker}}}))
+	out := gen.out
+	gen.out = nil
+	return out
+}
+
+// checkRules89Coverage checks that the rules8-9 log's table holds what
+// rules 9 changed: the plan of an event batch under rules 8 was ignored
+// (no attempt of its task was assigned at the plan's time), the one under
+// rules 9 placed its task in the batch's entry.
+func checkRules89Coverage(t *testing.T, v *state.View) {
+	t.Helper()
+	for _, a := range v.Task("r8-events/t1").Attempts {
+		if a.AssignUnixNanos == plannedNanos {
+			t.Fatalf("the rules8-9 log replays to r8-events/t1 placed by its event batch's plan under rules 8: %+v", a)
+		}
+	}
+	if a := v.Task("r9-events/t1").Attempts; len(a) == 0 || a[0].AssignUnixNanos != plannedNanos {
+		t.Fatalf("the rules8-9 log replays to r9-events/t1's attempts %+v; want the first placed by its event batch's plan", a)
+	}
 }
 
 // plannedNanos is the time of the plan plannedSubmission's graph carries,

@@ -75,6 +75,10 @@ type TaskEventsResult struct {
 	// attempt on the reporting worker) or that changed nothing
 	// (duplicates).
 	Ignored uint32
+	// Plan is what became of the placements the batch carried (rules 9,
+	// TaskEventsCommand.plan); nil when it carried none or they were not
+	// applied.
+	Plan *PlanResult
 }
 
 // AttemptsLostResult is the result of OpAttemptsLost.

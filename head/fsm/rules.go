@@ -70,11 +70,21 @@ import (
 //     last chunk carries (SubmitGraphCommand.plan) once the graph is in
 //     the table, as OpPlan would (applyPlan), in the same entry; below 8
 //     the field is ignored (no leader writes it there).
-const RulesCurrent uint64 = 8
+//   - 9: an event batch's plan: OpTaskEvents applies the placements it
+//     carries (TaskEventsCommand.plan) after its events, as OpPlan would
+//     (applyPlan), in the same entry: a slot an exit freed, or a task an
+//     exit made ready, is placed in the exit's own entry. Below 9 the
+//     field is ignored (no leader writes it there).
+const RulesCurrent uint64 = 9
 
 // RulesSubmitPlan is the first rules version under which a submission
 // carries the placements of its ready tasks (SubmitGraphCommand.plan).
 const RulesSubmitPlan uint64 = 8
+
+// RulesEventPlan is the first rules version under which a batch of attempt
+// events carries the placements of a round run on the table as the batch
+// leaves it (TaskEventsCommand.plan).
+const RulesEventPlan uint64 = 9
 
 // MetaKeyRules is the gossip metadata key (gossip.Meta.Extra) under which a
 // head advertises the highest rules version its build applies, in decimal.

@@ -226,3 +226,39 @@ func TestQueuedTasks(t *testing.T) {
 		t.Errorf("ranged %d", n)
 	}
 }
+
+// QueuedFirst yields the first n tasks of each queue in Queued's order:
+// queues whose names share a prefix are told apart, a task that is not
+// QUEUED is never yielded, and n at least the longest queue yields what
+// Queued does.
+func TestQueuedFirst(t *testing.T) {
+	s := newTestStore(t)
+	s.insert("g", "t", "a1@a", "a2@a!5", "a3@a", "ab1@ab", "ab2@ab", "b1@b", "b2@b!1", "b3@b", "dep<a1@a", "x1")
+	all := slices.Collect(s.Snapshot().Queued())
+	for _, c := range []struct {
+		n    int
+		want []string
+	}{
+		{1, []string{"g/x1", "g/a2", "g/ab1", "g/b2"}},
+		{2, []string{"g/x1", "g/a2", "g/a1", "g/ab1", "g/ab2", "g/b2", "g/b1"}},
+		{3, ids(all)},
+		{100, ids(all)},
+	} {
+		got := ids(slices.Collect(s.Snapshot().QueuedFirst(c.n)))
+		if !slices.Equal(got, c.want) {
+			t.Errorf("QueuedFirst(%d) = %q; want %q", c.n, got, c.want)
+		}
+	}
+	if got := len(all); got != 9 {
+		t.Fatalf("Queued yields %d tasks; want the 9 without dependencies", got)
+	}
+	var first []string
+	for task := range s.Snapshot().QueuedFirst(2) { // an early stop
+		if first = append(first, task.ID); len(first) == 3 {
+			break
+		}
+	}
+	if !slices.Equal(first, []string{"g/x1", "g/a2", "g/a1"}) {
+		t.Errorf("QueuedFirst(2) stopped after 3 = %q", first)
+	}
+}

@@ -163,6 +163,44 @@ func (v *View) Queued() iter.Seq[*Task] {
 	}, v)
 }
 
+// QueuedFirst iterates the first n QUEUED tasks (n > 0) of each queue, in
+// Queued's order, skipping the rest of each queue without reading it: the
+// tasks a round would consider first, at a cost that does not grow with
+// the queues' length. The leader plans the placements a command carries
+// from them (head's carried plans).
+func (v *View) QueuedFirst(n int) iter.Seq[*Task] {
+	return func(yield func(*Task) bool) {
+		txn := v.txn()
+		key := []byte{byte(queued)}
+		for {
+			it := lowerBound(txn, tableTasks, indexState, key)
+			var q string
+			taken := 0
+			for raw := it.Next(); ; raw = it.Next() {
+				if raw == nil {
+					return
+				}
+				t := raw.(*Task)
+				if t.State != queued {
+					return
+				}
+				if taken == 0 || t.Queue() != q {
+					q, taken = t.Queue(), 0
+				}
+				if !yield(t) {
+					return
+				}
+				if taken++; taken >= n {
+					break
+				}
+			}
+			// The next queue: its keys follow every key of q, whose name
+			// ends with a 0 byte in the index (taskStateKey).
+			key = append(append([]byte{byte(queued)}, q...), 1)
+		}
+	}
+}
+
 // GraphsInState iterates the graphs in state s, in id order. The leader's
 // deadline loop reads the RUNNING ones.
 func (v *View) GraphsInState(s wire.GraphState) iter.Seq[*Graph] {

@@ -40,8 +40,9 @@ type SubmitGraphCommand struct {
 	// it (the graph's ready tasks, after any that waited before them),
 	// applied as an OpPlan would (each re-checked, those that no longer fit
 	// skipped) once the graph is in the table, in the same entry. The
-	// leader plans so for a graph in one chunk while at most 256 tasks wait
-	// and its scheduling loop commits no plan. Ignored below rules 8.
+	// leader plans so for a graph in one chunk while its scheduling loop
+	// commits no plan, from the first 256 tasks of each queue. Ignored
+	// below rules 8.
 	Plan          *PlanCommand `protobuf:"bytes,140,opt,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -561,8 +562,16 @@ type TaskEventsCommand struct {
 	RetrySeed             uint64 `protobuf:"varint,100,opt,name=retry_seed,json=retrySeed,proto3" json:"retry_seed,omitempty"`
 	RetryBackoffBaseNanos int64  `protobuf:"varint,101,opt,name=retry_backoff_base_nanos,json=retryBackoffBaseNanos,proto3" json:"retry_backoff_base_nanos,omitempty"`
 	RetryBackoffMaxNanos  int64  `protobuf:"varint,102,opt,name=retry_backoff_max_nanos,json=retryBackoffMaxNanos,proto3" json:"retry_backoff_max_nanos,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// From rules 9: the plan of a scheduling round the leader ran on the
+	// table as these events leave it (the slots their ends freed, the tasks
+	// their ends made ready), applied as an OpPlan would (each re-checked,
+	// those that no longer fit skipped) after the events, in the same
+	// entry. The leader plans so for a batch in which an attempt ends while
+	// its scheduling loop commits no plan, from the first 256 tasks of each
+	// queue. Ignored below rules 9.
+	Plan          *PlanCommand `protobuf:"bytes,140,opt,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskEventsCommand) Reset() {
@@ -642,6 +651,13 @@ func (x *TaskEventsCommand) GetRetryBackoffMaxNanos() int64 {
 		return x.RetryBackoffMaxNanos
 	}
 	return 0
+}
+
+func (x *TaskEventsCommand) GetPlan() *PlanCommand {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
 }
 
 // AttemptsLostCommand marks attempts lost (their worker no longer has them).
@@ -1312,7 +1328,7 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\bunplaced\x18\x04 \x03(\v2&.megaflow.v1.PlanCommand.UnplacedEntryR\bunplaced\x1a;\n" +
 	"\rUnplacedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf0\x02\n" +
 	"\x11TaskEventsCommand\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x121\n" +
 	"\x06events\x18\x02 \x03(\v2\x19.megaflow.v1.AttemptEventR\x06events\x12\x1d\n" +
@@ -1322,7 +1338,8 @@ const file_megaflow_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"retry_seed\x18d \x01(\x04R\tretrySeed\x127\n" +
 	"\x18retry_backoff_base_nanos\x18e \x01(\x03R\x15retryBackoffBaseNanos\x125\n" +
-	"\x17retry_backoff_max_nanos\x18f \x01(\x03R\x14retryBackoffMaxNanos\"\xc0\x01\n" +
+	"\x17retry_backoff_max_nanos\x18f \x01(\x03R\x14retryBackoffMaxNanos\x12-\n" +
+	"\x04plan\x18\x8c\x01 \x01(\v2\x18.megaflow.v1.PlanCommandR\x04plan\"\xc0\x01\n" +
 	"\x13AttemptsLostCommand\x127\n" +
 	"\battempts\x18\x01 \x03(\v2\x1b.megaflow.v1.PlannedAttemptR\battempts\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
@@ -1428,18 +1445,19 @@ var file_megaflow_v1_command_proto_depIdxs = []int32{
 	5,  // 6: megaflow.v1.PlanCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
 	18, // 7: megaflow.v1.PlanCommand.unplaced:type_name -> megaflow.v1.PlanCommand.UnplacedEntry
 	24, // 8: megaflow.v1.TaskEventsCommand.events:type_name -> megaflow.v1.AttemptEvent
-	5,  // 9: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
-	22, // 10: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
-	25, // 11: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
-	26, // 12: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
-	27, // 13: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
-	19, // 14: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
-	28, // 15: megaflow.v1.TokenCreateCommand.token:type_name -> megaflow.v1.Token
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	6,  // 9: megaflow.v1.TaskEventsCommand.plan:type_name -> megaflow.v1.PlanCommand
+	5,  // 10: megaflow.v1.AttemptsLostCommand.attempts:type_name -> megaflow.v1.PlannedAttempt
+	22, // 11: megaflow.v1.AttemptsLostCommand.reason_code:type_name -> megaflow.v1.ReasonCode
+	25, // 12: megaflow.v1.SetQuotaCommand.quota:type_name -> megaflow.v1.Quota
+	26, // 13: megaflow.v1.SetAdmissionPolicyCommand.policy:type_name -> megaflow.v1.AdmissionPolicy
+	27, // 14: megaflow.v1.PoolWarmCommand.target:type_name -> megaflow.v1.PoolTarget
+	19, // 15: megaflow.v1.GpuHealthCommand.unhealthy:type_name -> megaflow.v1.GpuHealthCommand.UnhealthyEntry
+	28, // 16: megaflow.v1.TokenCreateCommand.token:type_name -> megaflow.v1.Token
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_megaflow_v1_command_proto_init() }
