@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +320,31 @@ func TestDemoModeRefused(t *testing.T) {
 				t.Errorf("the refused demo made %s (stat: %v)", dir, err)
 			}
 		})
+	}
+}
+
+// The summary's success rate is of the tasks that ran to an end, and says
+// so when some were cancelled: a cancelled graph whose finished tasks all
+// succeeded does not read as a full success.
+func TestSummarySuccessRateLine(t *testing.T) {
+	for _, c := range []struct {
+		counts map[string]uint32
+		rate   float64
+		want   string
+	}{
+		{map[string]uint32{"succeeded": 3}, 1, "success rate 100.0%"},
+		{map[string]uint32{"succeeded": 2, "cancelled": 1}, 1, "success rate 100.0% (2 of 2 finished; 1 cancelled, not counted)"},
+		{map[string]uint32{"succeeded": 1, "failed": 1, "cancelled": 2}, 0.5, "success rate 50.0% (1 of 2 finished; 2 cancelled, not counted)"},
+		{map[string]uint32{"cancelled": 2}, 0, "success rate - (no task finished)"},
+	} {
+		var b bytes.Buffer
+		printSummary(&b, &Summary{GraphID: "g", State: "cancelled", Tasks: 3, Counts: c.counts, SuccessRate: c.rate})
+		var lines []string // each line's words, the table's padding aside
+		for _, l := range strings.Split(b.String(), "\n") {
+			lines = append(lines, strings.Join(strings.Fields(l), " "))
+		}
+		if !slices.Contains(lines, c.want) {
+			t.Errorf("counts %v: summary lacks the line %q:\n%s", c.counts, c.want, b.String())
+		}
 	}
 }

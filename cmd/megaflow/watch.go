@@ -402,7 +402,13 @@ func printSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(tw, "  total\t%d\t(%d tasks submitted)\n", sum, s.Tasks)
 	}
 	if finished := s.Counts["succeeded"] + s.Counts["failed"] + s.Counts["timed_out"]; finished > 0 {
-		fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
+		// The rate is of the tasks that ran to an end: say so when some
+		// were cancelled, or a cancelled graph reads as a full success.
+		if c := s.Counts["cancelled"]; c > 0 {
+			fmt.Fprintf(tw, "success rate\t%.1f%%\t(%d of %d finished; %d cancelled, not counted)\n", 100*s.SuccessRate, s.Counts["succeeded"], finished, c)
+		} else {
+			fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
+		}
 	} else {
 		fmt.Fprintf(tw, "success rate\t-\t(no task finished)\n")
 	}

@@ -146,7 +146,12 @@ def summary_lines(c: megaflow.Client, g: megaflow.GraphRow) -> List[str]:
         elif counts[k] > 0 or k in ("succeeded", "failed"):
             rows.append(f"  {k}\t{counts[k]}")
     rows.append(f"  total\t{sum(counts.values())}\t({g.task_count} tasks submitted)")
-    if counts["succeeded"] + counts["failed"] + counts["timed_out"] > 0:
+    finished = counts["succeeded"] + counts["failed"] + counts["timed_out"]
+    if finished > 0 and counts["cancelled"] > 0:
+        # The rate is of the tasks that ran to an end, as megaflow's own summary says.
+        rows.append(f"success rate\t{100 * m.success_rate:.1f}%\t({counts['succeeded']} of {finished} finished; "
+                    f"{counts['cancelled']} cancelled, not counted)")
+    elif finished > 0:
         rows.append(f"success rate\t{100 * m.success_rate:.1f}%")
     else:
         rows.append("success rate\t-\t(no task finished)")
