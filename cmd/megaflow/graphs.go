@@ -111,12 +111,17 @@ func tasksCmd(g *globals) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK\tSTATE\tATTEMPT\tWORKER\tREASON")
+			waits := unfinishedDependencies(tasks)
 			for _, t := range tasks {
 				var worker string
 				if n := len(t.Attempts); n > 0 {
 					worker = t.Attempts[n-1].WorkerId
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Id, taskState(t.State), len(t.Attempts), orDash(worker), taskReason(t))
+				reason := taskReason(t)
+				if reason == "" && t.State == client.TaskPending {
+					reason = pendingReason(t, waits[t.Id])
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Id, taskState(t.State), len(t.Attempts), orDash(worker), reason)
 			}
 			if next != "" {
 				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
@@ -286,6 +291,50 @@ func taskReason(t *client.Task) string {
 		return earlier
 	}
 	return t.Reason + "; " + earlier
+}
+
+// unfinishedDependencies maps the id of each task of tasks to the ids of
+// its dependencies among tasks that have not succeeded, in listing order:
+// a task's dependencies are the tasks that name it among their dependents
+// (the listing omits specs).
+func unfinishedDependencies(tasks []*client.Task) map[string][]string {
+	out := map[string][]string{}
+	for _, d := range tasks {
+		if d.State == client.TaskSucceeded {
+			continue
+		}
+		for _, name := range d.Dependents {
+			id := d.GraphId + "/" + name
+			out[id] = append(out[id], d.Id)
+		}
+	}
+	return out
+}
+
+// maxNamedDependencies is how many unfinished dependencies a PENDING
+// task's reason names.
+const maxNamedDependencies = 3
+
+// pendingReason says what PENDING task t waits for: its dependencies
+// that have not succeeded (deps: those of them the listing shows), named
+// when the listing shows them all, up to maxNamedDependencies.
+func pendingReason(t *client.Task, deps []string) string {
+	n := int(t.DepsRemaining)
+	if n == 0 {
+		return ""
+	}
+	what := fmt.Sprintf("%d dependencies", n)
+	if n == 1 {
+		what = "its dependency"
+	}
+	if len(deps) != n {
+		return fmt.Sprintf("waiting for %s to succeed", what)
+	}
+	named := strings.Join(deps[:min(n, maxNamedDependencies)], ", ")
+	if n > maxNamedDependencies {
+		named += fmt.Sprintf(" and %d more", n-maxNamedDependencies)
+	}
+	return fmt.Sprintf("waiting for %s to succeed: %s", what, named)
 }
 
 // taskEnded reports whether s is a task's final state.

@@ -57,3 +57,35 @@ func TestStuckNote(t *testing.T) {
 		}
 	}
 }
+
+// A PENDING task's reason names the dependencies it waits for when the
+// listing shows them all, and counts them when it does not.
+func TestPendingReason(t *testing.T) {
+	task := func(id string, state client.TaskState, deps uint32, dependents ...string) *client.Task {
+		return &client.Task{Id: "g/" + id, GraphId: "g", State: state, DepsRemaining: deps, Dependents: dependents}
+	}
+	listed := []*client.Task{
+		task("a", client.TaskRunning, 0, "c", "d"), task("b", client.TaskSucceeded, 0, "c"), task("x", client.TaskQueued, 0, "d"),
+		task("c", client.TaskPending, 1), task("d", client.TaskPending, 2, "e"), task("e", client.TaskPending, 1),
+		task("p", client.TaskPending, 5), task("z", client.TaskPending, 0),
+	}
+	waits := unfinishedDependencies(listed)
+	for _, c := range []struct {
+		task *client.Task
+		want string
+	}{
+		{listed[3], "waiting for its dependency to succeed: g/a"},
+		{listed[4], "waiting for 2 dependencies to succeed: g/a, g/x"},
+		{listed[5], "waiting for its dependency to succeed: g/d"},
+		{listed[6], "waiting for 5 dependencies to succeed"}, // not listed
+		{listed[7], ""},
+	} {
+		if got := pendingReason(c.task, waits[c.task.Id]); got != c.want {
+			t.Errorf("%s: pendingReason = %q, want %q", c.task.Id, got, c.want)
+		}
+	}
+	many := []string{"g/1", "g/2", "g/3", "g/4", "g/5"}
+	if got, want := pendingReason(task("m", client.TaskPending, 5), many), "waiting for 5 dependencies to succeed: g/1, g/2, g/3 and 2 more"; got != want {
+		t.Errorf("five listed: pendingReason = %q, want %q", got, want)
+	}
+}
