@@ -630,3 +630,69 @@ func TestMayQueue(t *testing.T) {
 		}
 	}
 }
+
+// roomFor: a round after a change is skipped only when every connected
+// worker lacks the CPU or the memory of the smallest waiting task and
+// every waiting task has its reason; a task in a backoff counts only for
+// the wake (nextBackoffEnd).
+func TestRoomFor(t *testing.T) {
+	sim := newLeaderSim(t)
+	connected := func(id string) bool { return sim.connected[id] }
+	check := func(name string, want bool) {
+		t.Helper()
+		if got := roomFor(sim.f.View(), connected, sim.epoch.Add(time.Hour)); got != want {
+			t.Errorf("%s: roomFor = %v; want %v", name, got, want)
+		}
+	}
+	for _, line := range []string{"worker w1 cpu=1000", "submit run r cpu=1000"} {
+		if _, err := sim.do(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("nothing waits", false)
+	if err := sim.apply(fsm.OpSubmitGraph, &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: "q"}, Chunks: 1, SpecDigest: []byte("d"), TaskCount: 1,
+		Tasks: []*wire.TaskSpec{{Name: "x", Image: "img", Command: []string{"run"}, Resources: &wire.Resources{CpuMillis: 500, MemoryBytes: 1 << 20}}}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a waiting task without a reason", true)
+	if _, err := sim.do("round"); err != nil {
+		t.Fatal(err)
+	}
+	check("w1 full, every reason given", false)
+	for _, line := range []string{"worker w2 cpu=400"} {
+		if _, err := sim.do(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("w2 lacks the task's CPU", false)
+	if _, err := sim.do("worker w3 cpu=600"); err != nil {
+		t.Fatal(err)
+	}
+	check("w3 has room", true)
+	if _, err := sim.do("disconnect w3"); err != nil {
+		t.Fatal(err)
+	}
+	check("w3 has room but no stream", false)
+	if got := nextBackoffEnd(sim.f.View(), sim.epoch); !got.IsZero() {
+		t.Errorf("nextBackoffEnd = %v; want none (no task in a backoff)", got)
+	}
+
+	// A failed task waits out its backoff: no round for it before then,
+	// and the loop wakes at its end.
+	sim = newLeaderSim(t)
+	for _, line := range []string{"worker w1 cpu=1000", "submit b y retries=1 cpu=100", "event w1 b/y#1 started", "event w1 b/y#1 failed"} {
+		if _, err := sim.do(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	y := sim.f.View().Task("b/y")
+	if y.State != wire.TaskState_TASK_STATE_QUEUED || y.NotBeforeUnixNanos <= sim.epoch.UnixNano() {
+		t.Fatalf("b/y %s, not before %d; want QUEUED in a backoff", y.State, y.NotBeforeUnixNanos)
+	}
+	if roomFor(sim.f.View(), connected, sim.epoch) {
+		t.Error("a task in its backoff: roomFor = true; want false")
+	}
+	if got := nextBackoffEnd(sim.f.View(), sim.epoch); got.UnixNano() != y.NotBeforeUnixNanos {
+		t.Errorf("nextBackoffEnd = %v; want b/y's backoff end %v", got, time.Unix(0, y.NotBeforeUnixNanos))
+	}
+}

@@ -28,9 +28,17 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 	defer wake.Stop()
 	pause := time.NewTimer(time.Hour)
 	defer pause.Stop()
+	full := true // the first round, and those of the tick and of a backoff's end
 	for {
 		changed := h.fsm.Changed()
-		next, planning := h.scheduleOnce(ctx)
+		var next time.Time
+		var planning time.Duration
+		if view := h.fsm.View(); full || roomFor(view, h.sessions.connected, h.clock.Now()) {
+			next, planning = h.scheduleOnce(ctx)
+		} else if wake := nextBackoffEnd(view, h.clock.Now()); !wake.IsZero() {
+			next = wake
+		}
+		full = false
 		earliest := time.Now().Add(max(h.cfg.ScheduleInterval, 2*planning))
 		wake.Reset(time.Hour)
 		if !next.IsZero() {
@@ -41,7 +49,9 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 			return
 		case <-changed:
 		case <-tick.C:
+			full = true
 		case <-wake.C:
+			full = true
 		}
 		// The spacing counts from the round's end: a change that comes
 		// after a quiet spell is planned at once, and changes that come
@@ -55,6 +65,61 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// roomFor reports whether a round on view could place a task, or must
+// give one its first queueing reason: some task waits past its backoff
+// without a reason, or some connected worker has the CPU and the memory
+// of the smallest waiting task free. False when every worker is full for
+// every waiting task: the commands that freed room carried their own
+// plans (eventsPlan), and a round now would place nothing and only read
+// the queues. The loop then skips the rounds a change asks for; its tick
+// (every second) and a backoff's end still run one, which refreshes the
+// reasons and fails what waited too long.
+func roomFor(view *state.View, connected func(string) bool, now time.Time) bool {
+	nowNanos := now.UnixNano()
+	minCPU, minMem := int64(-1), int64(-1)
+	for t := range view.Queued() {
+		if t.ActiveAttempt() != nil || t.NotBeforeUnixNanos > nowNanos {
+			continue
+		}
+		if t.Reason == "" {
+			return true
+		}
+		r := state.ResourcesOf(t.Spec.GetResources())
+		if minCPU < 0 || r.CPUMillis < minCPU {
+			minCPU = r.CPUMillis
+		}
+		if minMem < 0 || r.MemoryBytes < minMem {
+			minMem = r.MemoryBytes
+		}
+	}
+	if minCPU < 0 {
+		return false // nothing waits
+	}
+	for _, w := range view.AliveWorkers() {
+		if !connected(w.ID()) {
+			continue
+		}
+		c := w.Capacity()
+		if c.CPUMillis-w.Allocated.CPUMillis >= minCPU && c.MemoryBytes-w.Allocated.MemoryBytes >= minMem {
+			return true
+		}
+	}
+	return false
+}
+
+// nextBackoffEnd returns the earliest end of a retry backoff after now
+// among the tasks waiting in view; zero when none.
+func nextBackoffEnd(view *state.View, now time.Time) time.Time {
+	var wake time.Time
+	nowNanos := now.UnixNano()
+	for t := range view.Queued() {
+		if nb := t.NotBeforeUnixNanos; nb > nowNanos && (wake.IsZero() || nb < wake.UnixNano()) {
+			wake = time.Unix(0, nb)
+		}
+	}
+	return wake
 }
 
 // maxQueuedPerQueue bounds how many tasks of one queue a round considers,
