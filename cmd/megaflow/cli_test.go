@@ -163,4 +163,9 @@ func TestStatusWatchSaysWhyAGraphStuckBeforeIsQueued(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "queued 1  (queued: no worker") || !strings.Contains(out, "has 4 cores (the largest has 2 cores)") {
 		t.Fatalf("status --watch: %d %q %q; want the queueing reason on the progress line", code, out, errOut)
 	}
+	// A wait without the progress line says it when it gives up.
+	code, _, errOut = cli(t, heads, "--timeout=1s", "status", "big", "--wait")
+	if code != 1 || !strings.Contains(errOut, "graph big keeps running  (queued: no worker") || !strings.Contains(errOut, "has 4 cores") {
+		t.Fatalf("status --wait --timeout 1s: %d %q; want the queueing reason in the message", code, errOut)
+	}
 }

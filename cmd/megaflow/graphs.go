@@ -177,6 +177,9 @@ submit --wait was interrupted, or one another client submitted.`,
 				cn.GetCancelled(), cn.GetTimedOut())
 			if m := gr.GetMetrics(); m.GetFinished() > 0 || m.GetFirstStartUnixNanos() != 0 {
 				fmt.Fprintf(g.stdout, "success %s of %d finished", successRate(m), m.GetFinished())
+				if n := cn.GetCancelled(); n > 0 {
+					fmt.Fprintf(g.stdout, " (%d cancelled, not counted)", n)
+				}
 				if m.GetCount() > 0 {
 					fmt.Fprintf(g.stdout, "  %s mean %.4g  min %.4g  max %.4g  (%d values)", m.GetField(), m.GetMean(), m.GetMin(),
 						m.GetMax(), m.GetCount())
@@ -271,6 +274,9 @@ func histogram(h []uint32) string {
 // (its worker died, its lease lapsed, it failed and had retries) says so
 // instead of showing an empty reason or only the queue's.
 func taskReason(t *client.Task) string {
+	if t.Reason == upstreamFailed && len(t.Attempts) == 0 {
+		return upstreamFailedReason
+	}
 	n := len(t.Attempts)
 	var prev *client.Attempt
 	switch t.State {
@@ -294,13 +300,16 @@ func taskReason(t *client.Task) string {
 }
 
 // unfinishedDependencies maps the id of each task of tasks to the ids of
-// its dependencies among tasks that have not succeeded, in listing order:
-// a task's dependencies are the tasks that name it among their dependents
-// (the listing omits specs).
+// its dependencies among tasks that have not ended, in listing order: a
+// task's dependencies are the tasks that name it among their dependents
+// (the listing omits specs). A dependency that ended no longer holds a
+// PENDING task: it succeeded, or the task runs on its failure
+// (run_on_upstream_failure; without it the task would have been
+// cancelled).
 func unfinishedDependencies(tasks []*client.Task) map[string][]string {
 	out := map[string][]string{}
 	for _, d := range tasks {
-		if d.State == client.TaskSucceeded {
+		if taskEnded(d.State) {
 			continue
 		}
 		for _, name := range d.Dependents {
@@ -316,8 +325,8 @@ func unfinishedDependencies(tasks []*client.Task) map[string][]string {
 const maxNamedDependencies = 3
 
 // pendingReason says what PENDING task t waits for: its dependencies
-// that have not succeeded (deps: those of them the listing shows), named
-// when the listing shows them all, up to maxNamedDependencies.
+// that have not ended (deps: those of them the listing shows), named when
+// the listing shows them all, up to maxNamedDependencies.
 func pendingReason(t *client.Task, deps []string) string {
 	n := int(t.DepsRemaining)
 	if n == 0 {
@@ -328,14 +337,22 @@ func pendingReason(t *client.Task, deps []string) string {
 		what = "its dependency"
 	}
 	if len(deps) != n {
-		return fmt.Sprintf("waiting for %s to succeed", what)
+		return "waiting for " + what
 	}
 	named := strings.Join(deps[:min(n, maxNamedDependencies)], ", ")
 	if n > maxNamedDependencies {
 		named += fmt.Sprintf(" and %d more", n-maxNamedDependencies)
 	}
-	return fmt.Sprintf("waiting for %s to succeed: %s", what, named)
+	return fmt.Sprintf("waiting for %s: %s", what, named)
 }
+
+// upstreamFailed is the table's reason for a task cancelled because a
+// dependency did not succeed (head/state.ReasonUpstreamFailed), which
+// scripts may match; upstreamFailedReason is how the listing says it.
+const (
+	upstreamFailed       = "upstream_failed"
+	upstreamFailedReason = "a dependency did not succeed (upstream_failed)"
+)
 
 // taskEnded reports whether s is a task's final state.
 func taskEnded(s client.TaskState) bool {

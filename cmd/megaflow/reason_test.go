@@ -30,6 +30,8 @@ func TestTaskReasonSaysWhyAnEarlierAttemptEnded(t *testing.T) {
 			Attempts: []*client.Attempt{failed, {Number: 2, State: client.TaskFailed, Reason: "exit code 2"}}}, "exit code 2"},
 		{"never run", &client.Task{State: client.TaskQueued, Reason: "no worker has 64 cores"}, "no worker has 64 cores"},
 		{"an earlier attempt without a reason", &client.Task{State: client.TaskRunning, Attempts: []*client.Attempt{{Number: 1}, cur}}, ""},
+		{"cancelled because a dependency did not succeed", &client.Task{State: client.TaskCancelled, Reason: "upstream_failed"},
+			"a dependency did not succeed (upstream_failed)"},
 	} {
 		if got := taskReason(c.task); got != c.want {
 			t.Errorf("%s: taskReason = %q, want %q", c.name, got, c.want)
@@ -59,13 +61,16 @@ func TestStuckNote(t *testing.T) {
 }
 
 // A PENDING task's reason names the dependencies it waits for when the
-// listing shows them all, and counts them when it does not.
+// listing shows them all, and counts them when it does not; a dependency
+// that ended (a failed one, which a task that runs on upstream failure no
+// longer waits for) is not among them.
 func TestPendingReason(t *testing.T) {
 	task := func(id string, state client.TaskState, deps uint32, dependents ...string) *client.Task {
 		return &client.Task{Id: "g/" + id, GraphId: "g", State: state, DepsRemaining: deps, Dependents: dependents}
 	}
 	listed := []*client.Task{
 		task("a", client.TaskRunning, 0, "c", "d"), task("b", client.TaskSucceeded, 0, "c"), task("x", client.TaskQueued, 0, "d"),
+		task("f", client.TaskFailed, 0, "c"),
 		task("c", client.TaskPending, 1), task("d", client.TaskPending, 2, "e"), task("e", client.TaskPending, 1),
 		task("p", client.TaskPending, 5), task("z", client.TaskPending, 0),
 	}
@@ -74,18 +79,18 @@ func TestPendingReason(t *testing.T) {
 		task *client.Task
 		want string
 	}{
-		{listed[3], "waiting for its dependency to succeed: g/a"},
-		{listed[4], "waiting for 2 dependencies to succeed: g/a, g/x"},
-		{listed[5], "waiting for its dependency to succeed: g/d"},
-		{listed[6], "waiting for 5 dependencies to succeed"}, // not listed
-		{listed[7], ""},
+		{listed[4], "waiting for its dependency: g/a"},
+		{listed[5], "waiting for 2 dependencies: g/a, g/x"},
+		{listed[6], "waiting for its dependency: g/d"},
+		{listed[7], "waiting for 5 dependencies"}, // not listed
+		{listed[8], ""},
 	} {
 		if got := pendingReason(c.task, waits[c.task.Id]); got != c.want {
 			t.Errorf("%s: pendingReason = %q, want %q", c.task.Id, got, c.want)
 		}
 	}
 	many := []string{"g/1", "g/2", "g/3", "g/4", "g/5"}
-	if got, want := pendingReason(task("m", client.TaskPending, 5), many), "waiting for 5 dependencies to succeed: g/1, g/2, g/3 and 2 more"; got != want {
+	if got, want := pendingReason(task("m", client.TaskPending, 5), many), "waiting for 5 dependencies: g/1, g/2, g/3 and 2 more"; got != want {
 		t.Errorf("five listed: pendingReason = %q, want %q", got, want)
 	}
 }

@@ -92,6 +92,25 @@ func stuckNote(c interface {
 	return "  (queued: " + queued + ")"
 }
 
+// stuckAfter is what the message of a wait that gave up adds when nothing
+// of graph id runs and some of it waits in the queue: the first queued
+// task's reason (stuckNote), read from the leader within a few seconds of
+// its own; "" otherwise, or when it cannot be read.
+func stuckAfter(ctx context.Context, c *client.Client, id string) string {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	lead := client.ReadOptions{RequireLeader: true}
+	g, _, err := c.GetGraph(rctx, id, lead)
+	if err != nil || g.Counts.GetQueued() == 0 || g.Counts.GetAssigned()+g.Counts.GetRunning() > 0 {
+		return ""
+	}
+	ts, _, err := c.ListTasks(rctx, client.TaskFilter{GraphID: id, State: client.TaskQueued, PageSize: 1, OmitSpec: true, Read: lead})
+	if err != nil || len(ts) == 0 {
+		return ""
+	}
+	return stuckNote(g.Counts, ts[0].Reason)
+}
+
 func terminalCount(g *client.Graph) int64 {
 	c := g.Counts
 	return int64(c.GetSucceeded() + c.GetFailed() + c.GetCancelled() + c.GetTimedOut())
@@ -470,7 +489,8 @@ func (g *globals) follow(ctx context.Context, c *client.Client, id string, quiet
 			return &codeError{code: exitInterrupted, msg: fmt.Sprintf("stopped waiting; graph %s keeps running (megaflow status %s --wait waits again)", id, id)}
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return &codeError{code: 1, msg: fmt.Sprintf("stopped waiting after --timeout; graph %s keeps running (megaflow status %s --wait waits again)", id, id)}
+			return &codeError{code: 1, msg: fmt.Sprintf("stopped waiting after --timeout; graph %s keeps running%s (megaflow status %s --wait waits again)",
+				id, stuckAfter(ctx, c, id), id)}
 		}
 		return err
 	}
