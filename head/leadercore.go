@@ -124,6 +124,11 @@ func planRound(in roundInput) round {
 			continue
 		}
 		if perQueue[t.Queue()]++; perQueue[t.Queue()] > maxQueuedPerQueue {
+			if t.Reason == "" {
+				// Never considered while the tasks ahead of it wait: say
+				// so, once, rather than nothing.
+				waiting[t.ID] = behindReason
+			}
 			continue
 		}
 		if r := serviceWait(view, t); r != "" {

@@ -696,3 +696,48 @@ func TestRoomFor(t *testing.T) {
 		t.Errorf("nextBackoffEnd = %v; want b/y's backoff end %v", got, time.Unix(0, y.NotBeforeUnixNanos))
 	}
 }
+
+// A queue longer than a round considers (maxQueuedPerQueue): the tasks
+// past it get a reason once (they had none, and roomFor then asked for a
+// round after every change, for ever), and roomFor looks only at the
+// tasks a round considers. Found by a fault trial.
+func TestRoomForALongQueue(t *testing.T) {
+	sim := newLeaderSim(t)
+	connected := func(id string) bool { return sim.connected[id] }
+	if _, err := sim.do("worker w1 cpu=1100"); err != nil {
+		t.Fatal(err)
+	}
+	// Two tasks of 500m fill w1 but for 100m, which only the last task
+	// (100m, past what a round considers) would fit.
+	n := maxQueuedPerQueue + 100
+	cmd := &wire.SubmitGraphCommand{Header: &wire.GraphSpec{Id: "q"}, Chunks: 1, SpecDigest: []byte("d"), TaskCount: uint32(n)}
+	for i := range n {
+		cpu := int64(500)
+		if i == n-1 {
+			cpu = 100
+		}
+		cmd.Tasks = append(cmd.Tasks, &wire.TaskSpec{Name: fmt.Sprintf("x%d", i), Image: "img", Command: []string{"run"},
+			Resources: &wire.Resources{CpuMillis: cpu, MemoryBytes: 1 << 20}})
+	}
+	if err := sim.apply(fsm.OpSubmitGraph, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.do("round"); err != nil {
+		t.Fatal(err)
+	}
+	behind := 0
+	for task := range sim.f.View().Queued() {
+		switch task.Reason {
+		case "":
+			t.Fatalf("%s waits without a reason after a round", task.ID)
+		case behindReason:
+			behind++
+		}
+	}
+	if want := n - maxQueuedPerQueue; behind != want {
+		t.Errorf("%d tasks say %q; want the %d past the first %d", behind, behindReason, want, maxQueuedPerQueue)
+	}
+	if roomFor(sim.f.View(), connected, sim.epoch.Add(time.Hour)) {
+		t.Errorf("w1 full for every task a round considers (2 of %d placed), every task has its reason: roomFor = true", n)
+	}
+}

@@ -79,8 +79,14 @@ func (h *Head) scheduleLoop(ctx context.Context) {
 func roomFor(view *state.View, connected func(string) bool, now time.Time) bool {
 	nowNanos := now.UnixNano()
 	minCPU, minMem := int64(-1), int64(-1)
+	perQueue := map[string]int{}
 	for t := range view.Queued() {
 		if t.ActiveAttempt() != nil || t.NotBeforeUnixNanos > nowNanos {
+			continue
+		}
+		// The tasks a round considers (planRound): those further down a
+		// queue are placed only after these.
+		if perQueue[t.Queue()]++; perQueue[t.Queue()] > maxQueuedPerQueue {
 			continue
 		}
 		if t.Reason == "" {
@@ -121,6 +127,10 @@ func nextBackoffEnd(view *state.View, now time.Time) time.Time {
 	}
 	return wake
 }
+
+// behindReason is the queueing reason of a task a round does not consider
+// because maxQueuedPerQueue tasks of its queue come before it.
+var behindReason = fmt.Sprintf("waiting behind the first %d tasks of its queue", maxQueuedPerQueue)
 
 // maxQueuedPerQueue bounds how many tasks of one queue a round considers,
 // in queue order: a round can place at most what the workers have room
