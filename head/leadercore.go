@@ -213,11 +213,7 @@ func submissionPlan(in roundInput, cmd *wire.SubmitGraphCommand, loopPlanning bo
 		return nil
 	}
 	after, err := fsm.Speculate(in.View, cmd)
-	if err != nil {
-		return nil // the submission's own apply says why
-	}
-	in.View, in.PerQueue = after, carriedPlanPerQueue
-	return placements(planRound(in))
+	return carriedRound(in, after, err)
 }
 
 // eventsPlan returns the plan of a scheduling round run on the table as
@@ -236,8 +232,16 @@ func eventsPlan(in roundInput, cmd *wire.TaskEventsCommand, loopPlanning bool) *
 		return nil
 	}
 	after, err := fsm.SpeculateEvents(in.View, cmd)
+	return carriedRound(in, after, err)
+}
+
+// carriedRound returns the placements of a round on after, the table as a
+// command will leave it (the first carriedPlanPerQueue tasks of each
+// queue); nil when the speculative apply failed (err: the command's own
+// apply says why) or the round places nothing (placements).
+func carriedRound(in roundInput, after *state.View, err error) *wire.PlanCommand {
 	if err != nil {
-		return nil // the batch's own apply says why
+		return nil
 	}
 	in.View, in.PerQueue = after, carriedPlanPerQueue
 	return placements(planRound(in))

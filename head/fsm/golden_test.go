@@ -225,18 +225,27 @@ func plannedEvents(t *testing.T, gen *logGen, id string) [][]byte {
 }
 
 // checkRules89Coverage checks that the rules8-9 log's table holds what
-// rules 9 changed: the plan of an event batch under rules 8 was ignored
-// (no attempt of its task was assigned at the plan's time), the one under
-// rules 9 placed its task in the batch's entry.
+// rules 9 changed: the plan of an event batch under rules 8 was ignored,
+// the one under rules 9 placed its task in the batch's entry.
 func checkRules89Coverage(t *testing.T, v *state.View) {
 	t.Helper()
-	for _, a := range v.Task("r8-events/t1").Attempts {
+	checkPlanCoverage(t, v, "rules8-9", "an event batch's", "r8-events/t1", "r9-events/t1")
+}
+
+// checkPlanCoverage checks that in v (the table a golden log replays to)
+// task ignored was never assigned at plannedNanos (its command's plan
+// came under the rules before) and task applied was, by its first attempt
+// (its command's plan came under the new rules); carrier names the
+// command that carried the plan.
+func checkPlanCoverage(t *testing.T, v *state.View, log, carrier, ignored, applied string) {
+	t.Helper()
+	for _, a := range v.Task(ignored).Attempts {
 		if a.AssignUnixNanos == plannedNanos {
-			t.Fatalf("the rules8-9 log replays to r8-events/t1 placed by its event batch's plan under rules 8: %+v", a)
+			t.Fatalf("the %s log replays to %s placed by %s plan under the rules before: %+v", log, ignored, carrier, a)
 		}
 	}
-	if a := v.Task("r9-events/t1").Attempts; len(a) == 0 || a[0].AssignUnixNanos != plannedNanos {
-		t.Fatalf("the rules8-9 log replays to r9-events/t1's attempts %+v; want the first placed by its event batch's plan", a)
+	if a := v.Task(applied).Attempts; len(a) == 0 || a[0].AssignUnixNanos != plannedNanos {
+		t.Fatalf("the %s log replays to %s's attempts %+v; want the first placed by %s plan", log, applied, a, carrier)
 	}
 }
 
@@ -266,19 +275,11 @@ func plannedSubmission(t *testing.T, gen *logGen, id string) [][]byte {
 }
 
 // checkRules78Coverage checks that the rules7-8 log's table holds what
-// rules 8 changed: the plan of a submission under rules 7 was ignored
-// (no attempt of its task was assigned at the plan's time), the one under
-// rules 8 placed its task in the submission's entry.
+// rules 8 changed: the plan of a submission under rules 7 was ignored,
+// the one under rules 8 placed its task in the submission's entry.
 func checkRules78Coverage(t *testing.T, v *state.View) {
 	t.Helper()
-	for _, a := range v.Task("r7-plan/t0").Attempts {
-		if a.AssignUnixNanos == plannedNanos {
-			t.Fatalf("the rules7-8 log replays to r7-plan placed by its submission's plan under rules 7: %+v", a)
-		}
-	}
-	if a := v.Task("r8-plan/t0").Attempts; len(a) == 0 || a[0].AssignUnixNanos != plannedNanos {
-		t.Fatalf("the rules7-8 log replays to r8-plan's attempts %+v; want the first placed by its submission's plan", a)
-	}
+	checkPlanCoverage(t, v, "rules7-8", "its submission's", "r7-plan/t0", "r8-plan/t0")
 }
 
 // aclDefaultEntries appends to gen, and returns, two admission policies of
