@@ -21,6 +21,8 @@ type outbox struct {
 	pending []queued
 	unacked []*batch
 	ready   chan struct{} // signalled when pending becomes non-empty
+	// waiters are closed once nothing is pending or unacked (emptied).
+	waiters []chan struct{}
 }
 
 type queued struct {
@@ -115,7 +117,28 @@ func (o *outbox) ack(seq uint64) []func() {
 		}
 	}
 	o.unacked = o.unacked[i:]
+	if len(o.pending) == 0 && len(o.unacked) == 0 {
+		for _, ch := range o.waiters {
+			close(ch)
+		}
+		o.waiters = nil
+	}
 	return cbs
+}
+
+// emptied returns a channel closed once an ack leaves nothing pending or
+// unacked (at once when nothing is now): every event added before was
+// committed by the head.
+func (o *outbox) emptied() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ch := make(chan struct{})
+	if len(o.pending) == 0 && len(o.unacked) == 0 {
+		close(ch)
+		return ch
+	}
+	o.waiters = append(o.waiters, ch)
+	return ch
 }
 
 // unackedLen returns how many batches wait for an ack.

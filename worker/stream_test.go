@@ -11,6 +11,7 @@ import (
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/wire"
+	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/runtime/fake"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -391,4 +392,32 @@ func TestUnansweringHeadSkippedWithinTheDialTimeout(t *testing.T) {
 	cfg.DialTimeout = 200 * time.Millisecond
 	w := startWorker(t, cfg)
 	waitFor(t, 10*time.Second, "the worker at h2", func() bool { return w.Leader() == next.addr })
+}
+
+// Shutdown first waits for the leader to ack the events the worker holds:
+// an end seen just before the stop, held behind a batch in flight, reaches
+// the head before the stream closes (it once went with the worker, and a
+// process task's attempt was lost and run again; found by a fault trial).
+func TestShutdownDeliversTheEventsItHolds(t *testing.T) {
+	head, w, _ := startStandingWorker(t, false)
+	head.send(assignMsg("g/long", 1, spec("busybox", "ten-minutes")))
+	head.waitEvent("g/long", 1, kindStarted) // batch 1, not acked
+	head.send(assignMsg("g/b", 1, spec("busybox", "true")))
+	waitFor(t, 10*time.Second, "g/b's start and end held behind batch 1", func() bool { return w.outbox.pendingLen() == 2 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Shutdown(ctx) }()
+	waitFor(t, 10*time.Second, "Shutdown to begin", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.closing
+	})
+	head.send(ackMsg(head.allBatches()[0].GetSeq()))
+	head.waitEvent("g/b", 1, kindExited) // sent on batch 1's ack, before the stream closed
+	head.send(ackMsg(head.allBatches()[1].GetSeq()))
+	if err := within.Recv(t, 10*time.Second, done, "Shutdown to return once every event was acked"); err != nil {
+		t.Fatal(err)
+	}
 }

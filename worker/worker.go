@@ -432,7 +432,8 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Shutdown stops the worker gracefully: it refuses further assignments,
-// leaves the gossip pool (so the heads see "left", not "dead"), closes the
+// waits (2 s at most) for the leader to ack the attempt events it holds
+// (drainEvents), leaves the gossip pool (so the heads see "left", not "dead"), closes the
 // stream and stops its goroutines, waiting for Run to return until ctx ends.
 // Running containers are left running, and their final events not yet
 // acked stay with the exited containers: a worker restarted with the same
@@ -450,6 +451,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		w.mu.Lock()
 		w.closing = true
 		w.mu.Unlock()
+		w.drainEvents(ctx)
 		leave := 2 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
 			leave = max(min(leave, time.Until(dl)/2), time.Millisecond)
@@ -486,6 +488,37 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		w.log.Info("worker stopped")
 	})
 	return err
+}
+
+// maxShutdownDrain bounds how long Shutdown waits for the leader to ack
+// the events the worker holds (drainEvents).
+const maxShutdownDrain = 2 * time.Second
+
+// drainEvents waits, while a stream to the leader is up, until the leader
+// has acked every attempt event the worker holds, at most
+// maxShutdownDrain or half of what is left of ctx: an end seen just before
+// a stop reaches the table, rather than going with the worker (a process
+// task's attempt is then lost and its task run again). Assignments are
+// already refused (closing).
+func (w *Worker) drainEvents(ctx context.Context) {
+	w.mu.Lock()
+	up := w.connected
+	w.mu.Unlock()
+	if !up {
+		return
+	}
+	d := maxShutdownDrain
+	if dl, ok := ctx.Deadline(); ok {
+		d = max(min(d, time.Until(dl)/2), time.Millisecond)
+	}
+	dctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	select {
+	case <-w.outbox.emptied():
+	case <-dctx.Done():
+		w.log.Info("stopping before the leader acknowledged every attempt event: attempts whose end it has not committed may run again",
+			"pending_events", w.outbox.pendingLen(), "unacked_batches", w.outbox.unackedLen())
+	}
 }
 
 // Kill stops the worker the way a crash would, for tests: no gossip leave,
