@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/internal/within"
 	"github.com/megaflow/megaflow/runtime/fake"
+	"github.com/megaflow/megaflow/runtime/process"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -419,5 +423,36 @@ func TestShutdownDeliversTheEventsItHolds(t *testing.T) {
 	head.send(ackMsg(head.allBatches()[1].GetSeq()))
 	if err := within.Recv(t, 10*time.Second, done, "Shutdown to return once every event was acked"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A worker whose tasks cannot outlive it (the process runtime) stops them
+// at Shutdown while its stream is up: the head gets each attempt's own
+// end, STOPPED (which it re-queues) for one that still ran, and no attempt
+// is left for the runtime's StopAll to end unreported after the stream
+// closed (where an attempt that had just completed was lost and its task
+// run again; found by a fault trial).
+func TestShutdownStopsProcessTasksWhileItsStreamIsUp(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	rt, err := process.New(process.Config{StateDir: filepath.Join(t.TempDir(), "process")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := newFakeHead(t, "h1")
+	w := startWorker(t, testConfig(t, rt, t.TempDir(), head.addr))
+	head.send(assignMsg("g/long", 1, &wire.TaskSpec{Name: "long", Command: []string{sh, "-c", "sleep 60"}}))
+	head.waitEvent("g/long", 1, kindStarted)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := head.waitEvent("g/long", 1, kindStopped)
+	if !strings.Contains(ev.GetReason(), "shutting down") {
+		t.Errorf("g/long stopped with reason %q; want it to say the worker is shutting down", ev.GetReason())
 	}
 }

@@ -432,8 +432,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Shutdown stops the worker gracefully: it refuses further assignments,
-// waits (2 s at most) for the leader to ack the attempt events it holds
-// (drainEvents), leaves the gossip pool (so the heads see "left", not "dead"), closes the
+// stops the attempts of a runtime whose tasks cannot outlive it
+// (stopHeld), waits (2 s at most) for the leader to ack the attempt
+// events it holds (drainEvents), leaves the gossip pool (so the heads see "left", not "dead"), closes the
 // stream and stops its goroutines, waiting for Run to return until ctx ends.
 // Running containers are left running, and their final events not yet
 // acked stay with the exited containers: a worker restarted with the same
@@ -451,6 +452,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		w.mu.Lock()
 		w.closing = true
 		w.mu.Unlock()
+		if _, ok := w.rt.(contract.StopAller); ok {
+			// Its tasks cannot outlive it: they end now, while the stream
+			// is up, so that each end reaches the table as it is.
+			w.stopHeld(ctx)
+		}
 		w.drainEvents(ctx)
 		leave := 2 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
@@ -488,6 +494,46 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		w.log.Info("worker stopped")
 	})
 	return err
+}
+
+// stopHeld stops every attempt the worker holds (STOPPED, which the head
+// re-queues without counting a failure, as for a worker that left; one
+// that ended first keeps its own end) and waits until each one's final
+// event is queued, at most StopGrace plus maxShutdownDrain or half of what
+// is left of ctx. Shutdown calls it for a runtime whose tasks cannot
+// outlive the worker, before drainEvents: an attempt that ended between
+// the drain and the runtime's StopAll was lost with the worker, and its
+// task ran again although it had completed (a fault trial: 8 of 900 short
+// tasks over two SIGTERMs).
+func (w *Worker) stopHeld(ctx context.Context) {
+	w.mu.Lock()
+	hs := make([]*handle, 0, len(w.attempts))
+	for _, h := range w.attempts {
+		hs = append(hs, h)
+	}
+	w.mu.Unlock()
+	if len(hs) == 0 {
+		return
+	}
+	reason := "worker " + w.cfg.NodeID + " is shutting down"
+	for _, h := range hs {
+		h.mbox.put(attempt.StopRequest{Reason: reason})
+		h.requestStop()
+	}
+	d := w.cfg.StopGrace + maxShutdownDrain
+	if dl, ok := ctx.Deadline(); ok {
+		d = max(min(d, time.Until(dl)/2), time.Millisecond)
+	}
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for _, h := range hs {
+		select {
+		case <-h.stopped:
+		case <-sctx.Done():
+			w.log.Info("shutting down with attempts that have not ended yet: the runtime stops them next", "attempts", len(hs))
+			return
+		}
+	}
 }
 
 // maxShutdownDrain bounds how long Shutdown waits for the leader to ack

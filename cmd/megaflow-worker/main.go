@@ -240,12 +240,33 @@ func run(ctx context.Context, out io.Writer, cfg worker.Config, f flags) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// A signal stops the worker through Shutdown while Run still runs:
+	// the attempts it ends and the events it holds reach the leader over
+	// the stream still up (cancelling Run's context first closed the
+	// stream, and an attempt that had just completed ran again). ctx ending
+	// stops Run itself, as before.
+	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runErr := w.Run(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- w.Run(ctx) }() // owned here: received below on every path
+	var runErr error
+	ran := false
+	select {
+	case runErr = <-runDone:
+		ran = true
+	case <-sig.Done():
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
 	defer cancel()
-	if err := w.Shutdown(sctx); err != nil && runErr == nil {
+	err = w.Shutdown(sctx) // ends Run, waiting for it until sctx ends
+	if !ran {
+		select {
+		case runErr = <-runDone:
+		case <-sctx.Done():
+			runErr = fmt.Errorf("megaflow-worker: Run did not return within --shutdown-timeout %s", f.shutdownGrace)
+		}
+	}
+	if err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr
