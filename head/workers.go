@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/megaflow/megaflow/head/fsm"
+	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/errs"
 	"github.com/megaflow/megaflow/internal/tlsconfig"
 	"github.com/megaflow/megaflow/internal/version"
@@ -62,10 +63,10 @@ func (s *workerService) Connect(stream wire.WorkerService_ConnectServer) error {
 	var snaps *wire.WorkerSnapshots // the snapshot ids last sent
 	for {
 		changed := h.fsm.Changed()
-		if err := h.pushAssignments(stream, sess.workerID, sent, hello.GetAcceptsAssignmentBatches()); err != nil {
+		view := h.fsm.View()
+		if err := pushAssignments(stream, view, sess.workerID, sent, hello.GetAcceptsAssignmentBatches()); err != nil {
 			return err
 		}
-		view := h.fsm.View()
 		if w := view.Worker(sess.workerID); w != nil && w.Status == wire.WorkerStatus_WORKER_STATUS_DOWN {
 			// Declared down while this stream was open (its hello made it
 			// ALIVE): a worker that froze past its lease and resumed keeps
@@ -330,11 +331,11 @@ func stopMsg(taskID string, attempt uint32, reason string) *wire.HeadMessage {
 	return &wire.HeadMessage{Msg: &wire.HeadMessage_Stop{Stop: &wire.StopAttempt{TaskId: taskID, Attempt: attempt, Reason: reason}}}
 }
 
-// pushAssignments sends the worker what deliveries decides, in order;
-// batches: the worker accepts assignment batches (its hello said so), and
-// consecutive assignments go in them (batchAssignments).
-func (h *Head) pushAssignments(stream wire.WorkerService_ConnectServer, workerID string, sent map[attemptKey]bool, batches bool) error {
-	msgs := deliveries(h.fsm.View(), workerID, sent)
+// pushAssignments sends the worker what deliveries decides from view, in
+// order; batches: the worker accepts assignment batches (its hello said
+// so), and consecutive assignments go in them (batchAssignments).
+func pushAssignments(stream wire.WorkerService_ConnectServer, view *state.View, workerID string, sent map[attemptKey]bool, batches bool) error {
+	msgs := deliveries(view, workerID, sent)
 	if batches {
 		msgs = batchAssignments(msgs, maxAssignmentBatchBytes)
 	}

@@ -66,8 +66,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	var started *handle
 	defer func() {
 		if started != nil && w.leaseLapsed() {
-			started.mbox.put(attempt.StopRequest{Reason: "worker lease lapsed as the attempt was assigned"})
-			started.requestStop()
+			started.stop("worker lease lapsed as the attempt was assigned")
 		}
 	}()
 	w.mu.Lock()
@@ -93,8 +92,7 @@ func (w *Worker) assign(ctx context.Context, a *wire.Assignment) {
 	}
 	for _, p := range preds {
 		log.Info("stopping an older attempt of the task first", "older", p.key.Attempt)
-		p.mbox.put(attempt.StopRequest{Reason: fmt.Sprintf("superseded by attempt %d", key.Attempt)})
-		p.requestStop()
+		p.stop(fmt.Sprintf("superseded by attempt %d", key.Attempt))
 	}
 	cfg := attempt.Config{Key: key, StopGrace: w.cfg.StopGrace}
 	if s := a.GetSpec(); s != nil {
@@ -129,8 +127,7 @@ func (w *Worker) stopAttempt(s *wire.StopAttempt) {
 	w.mu.Unlock()
 	if ok {
 		w.log.Debug("stopping attempt", "task", key.TaskID, "attempt", key.Attempt, "reason", reason)
-		h.mbox.put(attempt.StopRequest{Reason: reason})
-		h.requestStop() // after the put: the driver sees the stop before the cancelled start
+		h.stop(reason)
 		return
 	}
 	w.log.Debug("stop for an attempt not held here; reporting it stopped", "task", key.TaskID, "attempt", key.Attempt)
@@ -162,6 +159,17 @@ func (w *Worker) startDriverLocked(ctx context.Context, cfg attempt.Config, firs
 		defer w.wg.Done()
 		d.run()
 	}()
+}
+
+// held returns the handles of the attempts the worker holds, in no order.
+func (w *Worker) held() []*handle {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	hs := make([]*handle, 0, len(w.attempts))
+	for _, h := range w.attempts {
+		hs = append(hs, h)
+	}
+	return hs
 }
 
 // forget drops h once its driver finished the attempt.

@@ -50,6 +50,14 @@ type handle struct {
 	cancelStart context.CancelFunc // the start's context, while it is being started
 }
 
+// stop asks the attempt's driver to stop it for reason (it ends STOPPED
+// unless it ended first) and cancels its start: the request first, so the
+// driver sees the stop before the cancelled start.
+func (h *handle) stop(reason string) {
+	h.mbox.put(attempt.StopRequest{Reason: reason})
+	h.requestStop()
+}
+
 // requestStop marks the attempt stopped by the head (or superseded) and
 // cancels its start, synchronously: once it returns, no runtime Start (nor
 // a persistent attempt's exec) of the attempt begins, whatever the driver

@@ -94,12 +94,7 @@ func (w *Worker) lapsedLocked(now time.Time) {
 		return
 	}
 	w.leaseStopped = true
-	w.mu.Lock()
-	hs := make([]*handle, 0, len(w.attempts))
-	for _, h := range w.attempts {
-		hs = append(hs, h)
-	}
-	w.mu.Unlock()
+	hs := w.held()
 	cfg := w.lease.Config()
 	w.log.Warn("worker lease lapsed: no heartbeat acked by the leader in time; stopping every attempt held (the leader re-queues them)",
 		"lease", cfg.Duration, "renewed_at", w.lease.Renewed(), "now", now, "attempts", len(hs))

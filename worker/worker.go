@@ -434,7 +434,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // Shutdown stops the worker gracefully: it refuses further assignments,
 // stops the attempts of a runtime whose tasks cannot outlive it
 // (stopHeld), waits (2 s at most) for the leader to ack the attempt
-// events it holds (drainEvents), leaves the gossip pool (so the heads see "left", not "dead"), closes the
+// events it holds (drainEvents), leaves the gossip pool (so the heads see
+// "left", not "dead"), closes the
 // stream and stops its goroutines, waiting for Run to return until ctx ends.
 // Running containers are left running, and their final events not yet
 // acked stay with the exited containers: a worker restarted with the same
@@ -443,9 +444,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // removal under way, or due once its stop returns, finishes before Run
 // returns (CallTimeout at most each). The other exception is
 // a runtime whose containers cannot outlive the worker (contract.StopAller,
-// the process runtime): Shutdown stops them (SIGTERM, SIGKILL after
-// StopGrace) once Run returned, and the head re-queues their attempts as
-// for any worker that left. Safe to call more than once.
+// the process runtime): Shutdown stops its attempts first, while the
+// stream is up (stopHeld: STOPPED, which the head re-queues), and stops
+// what is left of them (SIGTERM, SIGKILL after StopGrace) once Run
+// returned. Safe to call more than once.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	var err error
 	w.stopOnce.Do(func() {
@@ -458,11 +460,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 			w.stopHeld(ctx)
 		}
 		w.drainEvents(ctx)
-		leave := 2 * time.Second
-		if dl, ok := ctx.Deadline(); ok {
-			leave = max(min(leave, time.Until(dl)/2), time.Millisecond)
-		}
-		if lerr := w.gossip.Leave(leave); lerr != nil {
+		if lerr := w.gossip.Leave(shutdownStep(ctx, 2*time.Second)); lerr != nil {
 			w.log.Debug("gossip leave", "err", lerr)
 		}
 		close(w.stopped)
@@ -506,25 +504,15 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 // task ran again although it had completed (a fault trial: 8 of 900 short
 // tasks over two SIGTERMs).
 func (w *Worker) stopHeld(ctx context.Context) {
-	w.mu.Lock()
-	hs := make([]*handle, 0, len(w.attempts))
-	for _, h := range w.attempts {
-		hs = append(hs, h)
-	}
-	w.mu.Unlock()
+	hs := w.held()
 	if len(hs) == 0 {
 		return
 	}
 	reason := "worker " + w.cfg.NodeID + " is shutting down"
 	for _, h := range hs {
-		h.mbox.put(attempt.StopRequest{Reason: reason})
-		h.requestStop()
+		h.stop(reason)
 	}
-	d := w.cfg.StopGrace + maxShutdownDrain
-	if dl, ok := ctx.Deadline(); ok {
-		d = max(min(d, time.Until(dl)/2), time.Millisecond)
-	}
-	sctx, cancel := context.WithTimeout(ctx, d)
+	sctx, cancel := context.WithTimeout(ctx, shutdownStep(ctx, w.cfg.StopGrace+maxShutdownDrain))
 	defer cancel()
 	for _, h := range hs {
 		select {
@@ -534,6 +522,16 @@ func (w *Worker) stopHeld(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// shutdownStep bounds a step of Shutdown to d or half of what is left of
+// ctx, whichever is shorter (1 ms at least), so that the steps after it
+// keep time.
+func shutdownStep(ctx context.Context, d time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		d = max(min(d, time.Until(dl)/2), time.Millisecond)
+	}
+	return d
 }
 
 // maxShutdownDrain bounds how long Shutdown waits for the leader to ack
@@ -553,11 +551,7 @@ func (w *Worker) drainEvents(ctx context.Context) {
 	if !up {
 		return
 	}
-	d := maxShutdownDrain
-	if dl, ok := ctx.Deadline(); ok {
-		d = max(min(d, time.Until(dl)/2), time.Millisecond)
-	}
-	dctx, cancel := context.WithTimeout(ctx, d)
+	dctx, cancel := context.WithTimeout(ctx, shutdownStep(ctx, maxShutdownDrain))
 	defer cancel()
 	select {
 	case <-w.outbox.emptied():
