@@ -61,7 +61,7 @@ func TestCLIArchivedGraph(t *testing.T) {
 	if code != 4 || !strings.Contains(out, "graph g1 cancelled") || !strings.Contains(out, "no longer kept") || strings.Contains(errOut, "was archived at") {
 		t.Fatalf("submit --wait of an archived graph: %d %q %q; want its summary and exit 4 (cancelled)", code, out, errOut)
 	}
-	if code, out, errOut := cli(t, heads, "delete", "g1"); code != 0 || !strings.Contains(out, "deleted graph g1: 0 task(s)") {
+	if code, out, errOut := cli(t, heads, "delete", "g1"); code != 0 || !strings.Contains(out, "deleted graph g1: 0 tasks") {
 		t.Fatalf("delete of an archived graph: %d %q %q", code, out, errOut)
 	}
 	if code, out, errOut := cli(t, heads, "status", "g1"); code == 0 || !strings.Contains(errOut, "not found") {

@@ -218,7 +218,8 @@ free again afterwards.`,
 			if g.output == "json" {
 				return g.printJSON(res)
 			}
-			fmt.Fprintf(g.stdout, "deleted graph %s: %d task(s), %d stored object(s), at index %d\n", args[0], res.Tasks, res.Artifacts, res.Index)
+			fmt.Fprintf(g.stdout, "deleted graph %s: %s, %s, at index %d\n", args[0], plural(int(res.Tasks), "task"),
+				plural(int(res.Artifacts), "stored object"), res.Index)
 			return nil
 		},
 	}

@@ -147,7 +147,7 @@ func TestArtifactsEndToEndDockerS3(t *testing.T) {
 		t.Fatalf("get of a missing file: %d %q", code, errOut)
 	}
 	code, out, errOut = cli(t, heads, "delete", "art")
-	if code != 0 || !strings.Contains(out, "deleted graph art: 2 task(s)") {
+	if code != 0 || !strings.Contains(out, "deleted graph art: 2 tasks") {
 		t.Fatalf("delete art: %d %q %q", code, out, errOut)
 	}
 	if left, err := store.List(ctx, "default/art/"); err != nil || len(left) != 0 {

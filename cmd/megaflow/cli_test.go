@@ -61,12 +61,18 @@ func TestCLIAgainstACluster(t *testing.T) {
 		t.Fatalf("status --wait --timeout 1s: %d %q", code, errOut)
 	}
 	code, out, _ = cli(t, heads, "cancel", "g1")
-	if code != 0 || !strings.Contains(out, "cancelled 2 task(s) of g1") {
+	if code != 0 || !strings.Contains(out, "cancelled 2 tasks of g1") {
 		t.Fatalf("cancel: %d %q", code, out)
 	}
 	code, out, errOut = cli(t, heads, "status", "g1", "--wait")
 	if code != exitGraphCancelled || !strings.Contains(out, "cancelled") || !strings.Contains(errOut, "graph g1 cancelled") {
 		t.Fatalf("status --wait of the cancelled graph: %d %q %q; want exit %d with the summary", code, out, errOut, exitGraphCancelled)
+	}
+	// The listing shows the cancelled tasks: a cancelled graph does not
+	// read as a success.
+	code, out, _ = cli(t, heads, "graphs")
+	if code != 0 || !strings.Contains(out, "CANCELLED") || !regexp.MustCompile(`(?m)^g1 +\S+ +cancelled +2 +0 +0 +2 +- `).MatchString(out) {
+		t.Fatalf("graphs: %d %q; want g1 with its 2 cancelled tasks", code, out)
 	}
 	svc := filepath.Join(dir, "svc.yaml")
 	if err := os.WriteFile(svc, []byte("id: g2\ntasks:\n  - {name: srv, kind: service, service: {name: model/qwen-7b}, image: img, command: [serve]}\n"), 0o644); err != nil {

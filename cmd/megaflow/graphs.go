@@ -44,15 +44,17 @@ one.`,
 				return g.printJSON(map[string]any{"graphs": protoList(graphs), "next_page_token": next})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			header := "GRAPH\tTENANT\tSTATE\tTASKS\tSUCCEEDED\tFAILED\tSUCCESS\tREWARD\tAGE"
+			header := "GRAPH\tTENANT\tSTATE\tTASKS\tSUCCEEDED\tFAILED\tCANCELLED\tSUCCESS\tREWARD\tAGE"
 			if f.IncludeArchived {
 				header += "\tARCHIVED"
 			}
 			fmt.Fprintln(tw, header)
 			for _, gr := range graphs {
 				cn, m := gr.Counts, gr.GetMetrics()
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,
-					cn.GetSucceeded(), cn.GetFailed()+cn.GetTimedOut(), successRate(m), meanMetric(m), age(gr.CreateUnixNanos))
+				// SUCCESS is of the tasks that ran to an end: CANCELLED beside
+				// it keeps a cancelled graph from reading as a full success.
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s", gr.Id, gr.Tenant, graphState(gr.State), gr.TaskCount,
+					cn.GetSucceeded(), cn.GetFailed()+cn.GetTimedOut(), cn.GetCancelled(), successRate(m), meanMetric(m), age(gr.CreateUnixNanos))
 				if f.IncludeArchived {
 					fmt.Fprintf(tw, "\t%s", age(gr.GetArchivedUnixNanos()))
 				}
@@ -181,8 +183,8 @@ submit --wait was interrupted, or one another client submitted.`,
 					fmt.Fprintf(g.stdout, " (%d cancelled, not counted)", n)
 				}
 				if m.GetCount() > 0 {
-					fmt.Fprintf(g.stdout, "  %s mean %.4g  min %.4g  max %.4g  (%d values)", m.GetField(), m.GetMean(), m.GetMin(),
-						m.GetMax(), m.GetCount())
+					fmt.Fprintf(g.stdout, "  %s mean %.4g  min %.4g  max %.4g  (%s)", m.GetField(), m.GetMean(), m.GetMin(),
+						m.GetMax(), plural(int(m.GetCount()), "value"))
 				}
 				if m.GetWallMillis() > 0 {
 					fmt.Fprintf(g.stdout, "  wall %s", (time.Duration(m.GetWallMillis()) * time.Millisecond).String())
@@ -205,6 +207,25 @@ submit --wait was interrupted, or one another client submitted.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the graph finishes and print its summary; exit 3 if it failed, 4 if cancelled")
 	cmd.Flags().BoolVar(&watch, "watch", false, "like --wait, with a live progress bar by task state")
 	return cmd
+}
+
+// cancelled says what a cancel of id (a graph, or GRAPH/TASK) did, n being
+// the tasks it cancelled: a task's count includes its dependents that can
+// then never run and the rest of its gang, and 0 means everything had
+// ended already.
+func cancelled(id string, n int) string {
+	task := strings.Contains(id, "/")
+	switch {
+	case n == 0 && task:
+		return fmt.Sprintf("%s had already ended: nothing cancelled", id)
+	case n == 0:
+		return fmt.Sprintf("every task of %s had already ended: nothing cancelled", id)
+	case task && n == 1:
+		return fmt.Sprintf("cancelled %s", id)
+	case task:
+		return fmt.Sprintf("cancelled %s and %s (dependents that could then never run, or the rest of its gang)", id, plural(n-1, "other task"))
+	}
+	return fmt.Sprintf("cancelled %s of %s", plural(n, "task"), id)
 }
 
 func cancelCmd(g *globals) *cobra.Command {
@@ -231,7 +252,7 @@ func cancelCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.printJSON(map[string]any{"id": args[0], "cancelled": n})
 			}
-			fmt.Fprintf(g.stdout, "cancelled %d task(s) of %s\n", n, args[0])
+			fmt.Fprintln(g.stdout, cancelled(args[0], int(n)))
 			return nil
 		},
 	}

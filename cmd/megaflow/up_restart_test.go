@@ -57,7 +57,7 @@ func TestUpRestartAfterDelete(t *testing.T) {
 			t.Fatalf("submit %s --watch: exit %d\n%s\n%s", id, code, out, errOut)
 		}
 	}
-	if code, out, errOut := cli(t, heads, "delete", "gone"); code != exitOK || !strings.Contains(out, "deleted graph gone: 2 task(s)") {
+	if code, out, errOut := cli(t, heads, "delete", "gone"); code != exitOK || !strings.Contains(out, "deleted graph gone: 2 tasks") {
 		stop(lc)
 		t.Fatalf("delete gone: exit %d %q %q", code, out, errOut)
 	}

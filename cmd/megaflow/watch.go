@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -248,10 +249,12 @@ type Summary struct {
 	// ServiceRestarts adds up the restarts of the graph's service tasks
 	// (new attempts under their restart policy).
 	ServiceRestarts int `json:"service_restarts"`
-	// SuccessRate is succeeded / finished (SUCCEEDED, FAILED, TIMED_OUT).
+	// SuccessRate is succeeded / finished (SUCCEEDED, FAILED, TIMED_OUT);
+	// JSON null while no task finished.
 	SuccessRate float64 `json:"success_rate"`
 	// RewardMean is the mean of the graph's metric (Metric, "reward") over
-	// the RewardCount results that carry it.
+	// the RewardCount results that carry it; JSON null when none does (a
+	// mean of 0 would read as a measured one).
 	Metric      string  `json:"metric"`
 	RewardMean  float64 `json:"reward_mean"`
 	RewardCount uint32  `json:"reward_count"`
@@ -279,6 +282,25 @@ type Summary struct {
 	// --graph-retention): its tasks are no longer kept, so the task times,
 	// attempts and retries are unknown (zero).
 	ArchivedUnixNanos int64 `json:"archived_unix_nanos,omitempty"`
+}
+
+// MarshalJSON writes s with success_rate null while no task finished and
+// reward_mean null while no result carries the metric: both are 0 in s
+// then, which a reader of the JSON would take for a measured rate or mean.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type plain Summary // without this method
+	out := struct {
+		plain
+		SuccessRate *float64 `json:"success_rate"`
+		RewardMean  *float64 `json:"reward_mean"`
+	}{plain: plain(s)}
+	if s.Counts["succeeded"]+s.Counts["failed"]+s.Counts["timed_out"] > 0 {
+		out.SuccessRate = &s.SuccessRate
+	}
+	if s.RewardCount > 0 {
+		out.RewardMean = &s.RewardMean
+	}
+	return json.Marshal(out)
 }
 
 // SandboxStats is what `megaflow demo --mode sandbox` adds to its Summary.
@@ -432,7 +454,7 @@ func printSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(tw, "success rate\t-\t(no task finished)\n")
 	}
 	if s.RewardCount > 0 {
-		fmt.Fprintf(tw, "mean %s\t%.3f\t(%d results)\n", s.Metric, s.RewardMean, s.RewardCount)
+		fmt.Fprintf(tw, "mean %s\t%.3f\t(%s)\n", s.Metric, s.RewardMean, plural(int(s.RewardCount), "result"))
 	} else {
 		fmt.Fprintf(tw, "mean %s\t-\t(no result carries it)\n", orDash(s.Metric))
 	}
