@@ -152,7 +152,10 @@ async def run(args: argparse.Namespace) -> int:
     pct = lambda f: q[min(len(q) - 1, max(0, int(f * len(q) + 0.999999) - 1))] * 1000 if q else 0.0  # noqa: E731
     print(f"\n{len(profiles)} rollouts, {len(episodes)} episodes ({len(episodes) - len(last)} broke off and were retried), "
           f"{len(errors)} failed")
-    print(f"mean reward {mean:.3f} ({len(last)} results)")
+    if last:
+        print(f"mean reward {mean:.3f} ({len(last)} result{'' if len(last) == 1 else 's'})")
+    else:
+        print("mean reward - (no result)")
     print(f"execs {len(q)} in {wall:.1f}s: {len(q) / wall if wall else 0:.1f}/s, "
           f"p50 {pct(0.5):.1f} ms, p99 {pct(0.99):.1f} ms")
     return 1 if errors else 0

@@ -156,7 +156,7 @@ def summary_lines(c: megaflow.Client, g: megaflow.GraphRow) -> List[str]:
     else:
         rows.append("success rate\t-\t(no task finished)")
     if m.count > 0:
-        rows.append(f"mean {m.field}\t{m.mean:.3f}\t({m.count} results)")
+        rows.append(f"mean {m.field}\t{m.mean:.3f}\t({m.count} result{'' if m.count == 1 else 's'})")
     else:
         rows.append(f"mean {m.field or '-'}\t-\t(no result carries it)")
     p50, p99 = demo_data.go_duration(percentile(secs, 0.5)), demo_data.go_duration(percentile(secs, 0.99))
