@@ -73,8 +73,20 @@ var peerTrouble = []string{"failed to appendEntries to", "failed to heartbeat to
 // DEBUG for a transport read or accept cut by our own shutdown (the node
 // closes the listener and connections while Raft shuts down, before Raft
 // closes its transport; an ERROR line on every clean stop of `megaflow
-// up` confused a new user), else level.
+// up` confused a new user), INFO for a node's first election after it
+// starts (Raft's WARN "heartbeat timeout reached, starting election" with
+// no leader known yet: every start of a single-head `megaflow up` has it,
+// and it alarmed a new user; with a last leader it is a lost leader and
+// stays WARN), else level.
 func demote(level hclog.Level, msg string, args []any) hclog.Level {
+	if level == hclog.Warn && msg == "heartbeat timeout reached, starting election" {
+		for i := 0; i+1 < len(args); i += 2 {
+			if args[i] == "last-leader-addr" && fmt.Sprint(args[i+1]) == "" {
+				return hclog.Info
+			}
+		}
+		return level
+	}
 	if level != hclog.Error {
 		return level
 	}

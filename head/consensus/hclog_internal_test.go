@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // Raft's complaints about one peer are WARN; a read cut by our own
@@ -27,6 +28,11 @@ func TestDemote(t *testing.T) {
 		{hclog.Error, "failed to accept connection", []any{"error", errors.New("accept tcp: too many open files")}, hclog.Error},
 		{hclog.Error, "failed to take snapshot", nil, hclog.Error},
 		{hclog.Info, "failed to appendEntries to", nil, hclog.Info},
+		// A node's first election after its start: no leader known yet.
+		{hclog.Warn, "heartbeat timeout reached, starting election", []any{"last-leader-addr", raft.ServerAddress(""), "last-leader-id", raft.ServerID("")}, hclog.Info},
+		// A lost leader stays a warning.
+		{hclog.Warn, "heartbeat timeout reached, starting election", []any{"last-leader-addr", raft.ServerAddress("127.0.0.1:7001"), "last-leader-id", raft.ServerID("h2")}, hclog.Warn},
+		{hclog.Warn, "heartbeat timeout reached, starting election", nil, hclog.Warn},
 	} {
 		if got := demote(tc.level, tc.msg, tc.args); got != tc.want {
 			t.Errorf("demote(%v, %q) = %v, want %v", tc.level, tc.msg, got, tc.want)
