@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/megaflow/megaflow/client"
+	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/internal/errs"
 )
 
@@ -314,10 +315,30 @@ func taskReason(t *client.Task) string {
 		return t.Reason
 	}
 	earlier := fmt.Sprintf("attempt %d ended (%s): %s", prev.Number, taskState(prev.State), prev.Reason)
+	if lostAttempt(prev.ReasonCode) {
+		// Recorded FAILED, but the head ran the task again without
+		// counting it against its retries (a worker stopping or lost).
+		earlier = fmt.Sprintf("attempt %d was lost (run again, not counted as a failure): %s", prev.Number, prev.Reason)
+	}
 	if t.Reason == "" {
 		return earlier
 	}
 	return t.Reason + "; " + earlier
+}
+
+// lostAttempt reports whether an attempt that ended with code was lost
+// rather than failed: its worker stopped it, left, was declared down or no
+// longer ran it, or a GPU it held went bad. The head re-queues such a task
+// and counts the attempt apart from failures (lost_count; a task lost 3
+// times fails: docs/reasons.md).
+func lostAttempt(code client.ReasonCode) bool {
+	switch code {
+	case wire.ReasonCode_REASON_CODE_STOPPED_BY_WORKER, wire.ReasonCode_REASON_CODE_WORKER_LOST,
+		wire.ReasonCode_REASON_CODE_LEASE_LAPSED, wire.ReasonCode_REASON_CODE_NOT_ON_WORKER,
+		wire.ReasonCode_REASON_CODE_GPU_UNHEALTHY:
+		return true
+	}
+	return false
 }
 
 // unfinishedDependencies maps the id of each task of tasks to the ids of

@@ -8,7 +8,10 @@ import (
 )
 
 func TestTaskReasonSaysWhyAnEarlierAttemptEnded(t *testing.T) {
-	lost := &client.Attempt{Number: 1, State: client.TaskFailed, Reason: "stopped by worker w1: its megaflow-init exited"}
+	lost := &client.Attempt{Number: 1, State: client.TaskFailed, Reason: "stopped by worker w1: its megaflow-init exited",
+		ReasonCode: wire.ReasonCode_REASON_CODE_STOPPED_BY_WORKER}
+	lapsed := &client.Attempt{Number: 1, State: client.TaskFailed, Reason: "worker w2 lease lapsed", ReasonCode: wire.ReasonCode_REASON_CODE_LEASE_LAPSED}
+	startFailed := &client.Attempt{Number: 1, State: client.TaskFailed, Reason: "no such image", ReasonCode: wire.ReasonCode_REASON_CODE_START_FAILED}
 	failed := &client.Attempt{Number: 1, State: client.TaskFailed, Reason: "exit code 1"}
 	cur := &client.Attempt{Number: 2, State: client.TaskRunning}
 	for _, c := range []struct {
@@ -18,9 +21,13 @@ func TestTaskReasonSaysWhyAnEarlierAttemptEnded(t *testing.T) {
 	}{
 		{"first attempt running", &client.Task{State: client.TaskRunning, Attempts: []*client.Attempt{cur}}, ""},
 		{"running again after a lost attempt", &client.Task{State: client.TaskRunning, Attempts: []*client.Attempt{lost, cur}},
-			"attempt 1 ended (failed): stopped by worker w1: its megaflow-init exited"},
+			"attempt 1 was lost (run again, not counted as a failure): stopped by worker w1: its megaflow-init exited"},
 		{"succeeded on its second attempt", &client.Task{State: client.TaskSucceeded, Attempts: []*client.Attempt{lost, cur}},
-			"attempt 1 ended (failed): stopped by worker w1: its megaflow-init exited"},
+			"attempt 1 was lost (run again, not counted as a failure): stopped by worker w1: its megaflow-init exited"},
+		{"queued again after a lapsed lease", &client.Task{State: client.TaskQueued, Attempts: []*client.Attempt{lapsed}},
+			"attempt 1 was lost (run again, not counted as a failure): worker w2 lease lapsed"},
+		{"running again after a failed start: a failure", &client.Task{State: client.TaskRunning, Attempts: []*client.Attempt{startFailed, cur}},
+			"attempt 1 ended (failed): no such image"},
 		{"queued again: the queue's reason and the attempt's", &client.Task{State: client.TaskQueued, Reason: "waiting for the retry backoff",
 			Attempts: []*client.Attempt{failed}}, "waiting for the retry backoff; attempt 1 ended (failed): exit code 1"},
 		{"queued again, no reason of its own", &client.Task{State: client.TaskQueued, Attempts: []*client.Attempt{failed}},
