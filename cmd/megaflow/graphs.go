@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/megaflow/megaflow/client"
-	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
 func graphsCmd(g *globals) *cobra.Command {
