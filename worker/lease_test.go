@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/fake"
@@ -101,4 +103,37 @@ func TestLostAttemptEndsStopped(t *testing.T) {
 	}
 	head.send(assignMsg("g/fail", 1, spec("img", "fail")))
 	head.waitEvent("g/fail", 1, kindExited)
+}
+
+// An attempt that exits after its worker's lease lapsed ends STOPPED, even
+// when the runtime says it exited before any stop reached it
+// (contract.Exit.ExitedFirst: the process runtime's lease init kills a task
+// at the expiry from inside, with no Stop): the leader may have run it
+// again elsewhere since, so its end is not the task's. Here the worker's
+// own stop waits out a long grace, and the task exits by itself during it
+// (a runtime on the real clock, which the lapse is judged by).
+func TestAnExitAfterTheLeaseLapsedEndsStopped(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis, h.silent = 1000, 200, true })
+	rt := fake.New(clock.Real())
+	rt.OnCommand("late", fake.Behavior{Duration: 2500 * time.Millisecond, IgnoreTerm: true})
+	t.Cleanup(func() {
+		cs, _ := rt.List(context.Background(), nil)
+		for _, c := range cs {
+			_ = rt.Remove(context.Background(), c.ID)
+		}
+	})
+	cfg := silentHeadConfig(t, rt, head.addr)
+	cfg.StopGrace = time.Minute
+	w := startWorker(t, cfg)
+	waitFor(t, 10*time.Second, "a stream", func() bool { return head.helloCount() >= 1 })
+	head.send(assignMsg("g/t", 1, spec("img", "late")))
+	waitFor(t, 10*time.Second, "its container", func() bool { cs, _ := rt.List(context.Background(), nil); return len(cs) == 1 })
+	if w.leaseLapsed() {
+		t.Skip("the lease lapsed before the attempt started (a slow machine): nothing to check")
+	}
+	ev := head.waitEvent("g/t", 1, wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED)
+	if !strings.Contains(ev.GetReason(), "lease lapsed") {
+		t.Errorf("reason %q, want the lapse", ev.GetReason())
+	}
 }

@@ -149,6 +149,13 @@ type Exit struct {
 	// head runs again as it does the attempts of a worker that died,
 	// without counting a failure.
 	Lost bool
+	// ExitedFirst is true when the runtime knows no Stop reached the task
+	// before it ended: none was asked for, or Stop found it exited
+	// already and signalled nothing. Its end is then its own (a task that
+	// completes in the instant a worker shutting down stops it keeps its
+	// success). A runtime that cannot tell leaves it false, and the worker
+	// takes the end of a task it asked to stop for the stop's.
+	ExitedFirst bool
 	// StartedAt and FinishedAt bound the run (zero when unknown).
 	StartedAt  time.Time
 	FinishedAt time.Time

@@ -378,6 +378,8 @@ func (r *Runtime) run(c *ctr, timer <-chan time.Time) {
 		if c.b.Lost {
 			exit.Code, exit.Lost, exit.Reason = -1, true, "lost by the runtime (fake)"
 		}
+		// Its own end, not a Stop's or a kill's (which come through kill).
+		exit.ExitedFirst = !c.b.Lost
 	case code := <-c.kill:
 		exit.Code = code
 	}

@@ -33,6 +33,7 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -46,6 +47,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,6 +133,9 @@ type proc struct {
 
 	done chan struct{} // closed once reaped; exit is set before
 	exit contract.Exit
+	// signalled is set by Stop before it signals a leader it found alive:
+	// from then on the end counts as the stop's (exit.ExitedFirst false).
+	signalled atomic.Bool
 }
 
 // New returns a Runtime. With a StateDir it first kills the process groups
@@ -429,6 +434,7 @@ func (r *Runtime) end(p *proc, exit contract.Exit, sweep bool, out *output) {
 	if out != nil {
 		out.drain()
 	}
+	exit.ExitedFirst = !p.signalled.Load() && !exit.Lost
 	p.exit = exit
 	close(p.done)
 }
@@ -507,8 +513,10 @@ func (r *Runtime) Wait(ctx context.Context, id string) (contract.Exit, error) {
 
 // Stop sends SIGTERM to process id's whole group, then SIGKILL to the group
 // after grace if the leader has not exited, and returns once it has. A
-// process already exited is no error. Errors: contract.ErrNotFound, ctx's
-// error (the SIGKILL is sent anyway when ctx ends first).
+// process already exited is no error: a leader that exited on its own
+// (a zombie not yet reaped, or reaped) gets no signal, and its Exit says
+// ExitedFirst. Errors: contract.ErrNotFound, ctx's error (the SIGKILL is
+// sent anyway when ctx ends first).
 func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
 	p, err := r.get(id)
 	if err != nil {
@@ -519,6 +527,17 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 		return nil
 	default:
 	}
+	if p.pid > 0 && exited(p.pid) {
+		// Its end is on its way from the reaper; the rest of its group
+		// is killed there.
+		select {
+		case <-p.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("process stop %s: %w", id, ctx.Err())
+		}
+	}
+	p.signalled.Store(true)
 	r.signal(p, syscall.SIGTERM)
 	t := r.clock.NewTimer(max(grace, 0))
 	defer t.Stop()
@@ -535,6 +554,23 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	case <-ctx.Done():
 		return fmt.Errorf("process stop %s: %w", id, ctx.Err())
 	}
+}
+
+// exited reports whether process pid has exited: it is a zombie (or
+// dying), or gone. A leader's pid is not reused while it is unreaped or
+// its group lives (the group id stays reserved), which is when Stop asks.
+func exited(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	// pid (comm) S ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	st := b[i+2]
+	return st == 'Z' || st == 'X' || st == 'x'
 }
 
 func (r *Runtime) signal(p *proc, sig syscall.Signal) {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,8 +120,8 @@ func TestExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exit := wait(t, r, id); exit.Code != 7 || exit.OOMKilled {
-		t.Errorf("exit %+v, want 7", exit)
+	if exit := wait(t, r, id); exit.Code != 7 || exit.OOMKilled || !exit.ExitedFirst {
+		t.Errorf("exit %+v, want 7, its own (ExitedFirst)", exit)
 	}
 	id, err = r.Start(ctx, contract.Spec{Command: []string{"sh", "-c", "kill -USR1 $$"}})
 	if err != nil {
@@ -156,8 +158,8 @@ func TestStop(t *testing.T) {
 	if d := time.Since(t0); d > 2*time.Second {
 		t.Errorf("polite stop took %v", d)
 	}
-	if exit := wait(t, r, polite); exit.Code != 143 {
-		t.Errorf("polite exit %+v, want 143", exit)
+	if exit := wait(t, r, polite); exit.Code != 143 || exit.ExitedFirst {
+		t.Errorf("polite exit %+v, want 143, the stop's (not ExitedFirst)", exit)
 	}
 	eventually(t, "the group is gone", func() bool { return !alive("sleep", "3011") && !alive("sleep", "3012") })
 
@@ -175,8 +177,8 @@ func TestStop(t *testing.T) {
 	if d := time.Since(t0); d < grace || d > grace+2*time.Second {
 		t.Errorf("stop with grace %v took %v", grace, d)
 	}
-	if exit := wait(t, r, stubborn); exit.Code != 137 {
-		t.Errorf("stubborn exit %+v, want 137", exit)
+	if exit := wait(t, r, stubborn); exit.Code != 137 || exit.ExitedFirst {
+		t.Errorf("stubborn exit %+v, want 137, the stop's", exit)
 	}
 	eventually(t, "the stubborn group is gone", func() bool { return !alive("sleep", "3013") })
 	if err := r.Stop(ctx, stubborn, grace); err != nil {
@@ -191,6 +193,89 @@ func TestStop(t *testing.T) {
 	}
 	wait(t, r, leaver)
 	eventually(t, "the leader's leftovers are gone", func() bool { return !alive("sleep", "3014") })
+	if err := r.Stop(ctx, leaver, grace); err != nil || !wait(t, r, leaver).ExitedFirst {
+		t.Errorf("Stop after its own end: %v, exit %+v; want nil and ExitedFirst", err, wait(t, r, leaver))
+	}
+}
+
+// A Stop that finds the leader exited but its end not yet recorded (a
+// zombie, or reaped while its end is on its way) signals nothing and
+// leaves the end the task's own: a task that completed in the instant a
+// shutting-down worker stopped it kept STOPPED and ran again.
+func TestStopOfAnExitedLeaderSignalsNothing(t *testing.T) {
+	r := newRuntime(t)
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	live := exec.Command("sleep", "3016")
+	live.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as the runtime's leaders
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Process.Kill() })
+	eventually(t, "true is a zombie", func() bool { return exited(zombie.Process.Pid) })
+	if exited(live.Process.Pid) {
+		t.Fatal("a running sleep reads as exited")
+	}
+	add := func(id string, pid int) *proc {
+		p := &proc{id: id, pid: pid, done: make(chan struct{})}
+		r.mu.Lock()
+		r.procs[id] = p
+		r.mu.Unlock()
+		return p
+	}
+	z, l := add("proc-zombie", zombie.Process.Pid), add("proc-live", live.Process.Pid)
+	// Its end not yet recorded, Stop waits for it (here until its context
+	// ends) without a signal.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err := r.Stop(ctx, "proc-zombie", time.Minute)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || z.signalled.Load() {
+		t.Errorf("Stop of a zombie leader: %v, signalled %v; want it to wait for the end, unsignalled", err, z.signalled.Load())
+	}
+	zombie.Wait() // reaped: its pid is gone now, which reads as exited too
+	if !exited(zombie.Process.Pid) {
+		t.Error("a reaped pid reads as running")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err = r.Stop(ctx, "proc-zombie", time.Minute)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || z.signalled.Load() {
+		t.Errorf("Stop of a reaped leader: %v, signalled %v; want it to wait for the end, unsignalled", err, z.signalled.Load())
+	}
+	r.end(z, contract.Exit{Code: 0}, false, nil) // its end arrives
+	if err := r.Stop(context.Background(), "proc-zombie", time.Minute); err != nil || z.signalled.Load() || !z.exit.ExitedFirst {
+		t.Errorf("the exited leader: Stop %v, signalled %v, exit %+v; want no signal and ExitedFirst", err, z.signalled.Load(), z.exit)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(context.Background(), "proc-live", time.Minute) }()
+	waited := make(chan error, 1)
+	go func() { waited <- live.Wait() }()
+	select {
+	case err := <-waited:
+		if err == nil || !strings.Contains(err.Error(), "terminated") {
+			t.Errorf("the live leader ended %v, want terminated by the stop", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not signal the live leader")
+	}
+	r.end(l, contract.Exit{Code: 143}, false, nil)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop of the live leader did not return once its end arrived")
+	}
+	if !l.signalled.Load() || l.exit.ExitedFirst {
+		t.Errorf("the live leader: signalled %v, exit %+v; want the stop's end", l.signalled.Load(), l.exit)
+	}
+	r.mu.Lock()
+	delete(r.procs, "proc-zombie")
+	delete(r.procs, "proc-live")
+	r.mu.Unlock()
 }
 
 func TestListRemoveConflict(t *testing.T) {

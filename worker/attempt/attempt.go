@@ -395,12 +395,15 @@ func (m *Machine) waitDone(ev WaitDone, now time.Time) []Effect {
 	if ev.Failed != "" && m.state == Running {
 		return m.finish(m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, ev.Failed, now))
 	}
-	if m.state == Stopping {
+	if m.state == Stopping && !ev.Exit.ExitedFirst {
 		e := m.causeEvent(now)
 		e.ExitCode = int32(ev.Exit.Code)
 		e.OomKilled = ev.Exit.OOMKilled
 		return m.finish(e)
 	}
+	// It ended on its own, though perhaps after a stop was asked for
+	// (the runtime found it exited and signalled nothing): its end, and
+	// its result, are its own.
 	return m.finish(m.exitEvent(ev.Exit, ev.Result, ev.ResultNote, now))
 }
 

@@ -187,6 +187,21 @@ func TestStep(t *testing.T) {
 			{3 * time.Second, Acked{}, "remove c1"},
 			{3 * time.Second, RemoveDone{}, "forget"},
 		}, Done},
+		{"an exit the stop found already there is the attempt's own, with its result", base, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1"},
+			{time.Second, StopRequest{Reason: "worker w1 is shutting down"}, "stop c1 grace 10s"},
+			{time.Second, StopDone{}, ""},
+			{time.Second, WaitDone{Exit: contract.Exit{Code: 0, ExitedFirst: true}, Result: []byte(`{"r":1}`)},
+				`final EXITED c1 code=0 result={"r":1} at +1s`},
+		}, Reported},
+		{"a failure the stop found already there is the attempt's own", base, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1"},
+			{time.Second, StopRequest{Reason: "cancel"}, "stop c1 grace 10s"},
+			{time.Second, WaitDone{Exit: contract.Exit{Code: 2, Reason: "exited with code 2", ExitedFirst: true}},
+				`final EXITED c1 code=2 reason="exited with code 2" at +1s`},
+		}, Reported},
 		{"exit before the stop returns: remove waits for the stop", base, []step{
 			{0, Begin{}, "start(deadline none)"},
 			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1"},
