@@ -252,7 +252,7 @@ func (s *sandboxStep) summary() *Summary {
 		if t.attempts > 1 {
 			sum.RetriedTasks++
 		}
-		if !t.start.IsZero() && !t.finish.Before(t.start) {
+		if ranToAnEnd(t.state) && !t.start.IsZero() && !t.finish.Before(t.start) {
 			secs = append(secs, t.finish.Sub(t.start).Seconds())
 		}
 		if t.reward != nil {
@@ -263,7 +263,7 @@ func (s *sandboxStep) summary() *Summary {
 	if sum.RewardCount > 0 {
 		sum.RewardMean = rewards / float64(sum.RewardCount)
 	}
-	sum.TaskSecondsP50, sum.TaskSecondsP99 = percentile(secs, 0.50), percentile(secs, 0.99)
+	sum.TaskTimes, sum.TaskSecondsP50, sum.TaskSecondsP99 = len(secs), percentile(secs, 0.50), percentile(secs, 0.99)
 	if !s.firstStart.IsZero() && s.lastFinish.After(s.firstStart) {
 		sum.WallSeconds = s.lastFinish.Sub(s.firstStart).Seconds()
 	}

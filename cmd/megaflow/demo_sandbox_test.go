@@ -92,12 +92,13 @@ func TestSandboxStepSummary(t *testing.T) {
 		t.Errorf("failures %q", f)
 	}
 
-	// Interrupted with a task running and others waiting: all cancelled.
+	// Interrupted with a task running and others waiting: all cancelled,
+	// and no task time (as in graph mode, cancelled tasks are left out).
 	st = newSandboxStep("step-2", plansFor([]string{"a"}, []int64{100}))
 	st.begin(0, at(0))
 	st.finish(at(2), true, 1, 0, "")
 	s = st.summary()
-	if s.State != "cancelled" || s.ExitCode != exitInterrupted || s.Counts["cancelled"] != 3 || s.TaskSecondsP99 != 2 || s.WallSeconds != 2 {
+	if s.State != "cancelled" || s.ExitCode != exitInterrupted || s.Counts["cancelled"] != 3 || s.TaskTimes != 0 || s.TaskSecondsP99 != 0 || s.WallSeconds != 2 {
 		t.Fatalf("interrupted: %+v", s)
 	}
 }

@@ -35,20 +35,21 @@ func TestJSONHasNumbers(t *testing.T) {
 // measured: 0 would read as every task failing or a reward of 0.
 func TestSummaryJSONNullsWhatNothingMeasured(t *testing.T) {
 	for _, c := range []struct {
-		s          Summary
-		rate, mean string
+		s                Summary
+		rate, mean, time string
 	}{
-		{Summary{Counts: map[string]uint32{"cancelled": 2}}, `"success_rate":null`, `"reward_mean":null`},
-		{Summary{Counts: map[string]uint32{"failed": 2}}, `"success_rate":0`, `"reward_mean":null`},
-		{Summary{Counts: map[string]uint32{"succeeded": 2}, SuccessRate: 1, RewardMean: 0, RewardCount: 2}, `"success_rate":1`, `"reward_mean":0`},
+		{Summary{Counts: map[string]uint32{"cancelled": 2}}, `"success_rate":null`, `"reward_mean":null`, `"task_seconds_p50":null`},
+		{Summary{Counts: map[string]uint32{"failed": 2}, TaskTimes: 2, TaskSecondsP50: 0}, `"success_rate":0`, `"reward_mean":null`, `"task_seconds_p50":0`},
+		{Summary{Counts: map[string]uint32{"succeeded": 2}, SuccessRate: 1, RewardMean: 0, RewardCount: 2, TaskTimes: 2, TaskSecondsP50: 1.5},
+			`"success_rate":1`, `"reward_mean":0`, `"task_seconds_p50":1.5`},
 		{Summary{Counts: map[string]uint32{"timed_out": 1, "succeeded": 1}, SuccessRate: 0.5, RewardMean: 0.25, RewardCount: 1},
-			`"success_rate":0.5`, `"reward_mean":0.25`},
+			`"success_rate":0.5`, `"reward_mean":0.25`, `"task_seconds_p50":null`},
 	} {
 		b, err := json.Marshal(c.s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{c.rate, c.mean} {
+		for _, want := range []string{c.rate, c.mean, c.time} {
 			if !strings.Contains(string(b), want) || strings.Count(string(b), strings.Split(want, ":")[0]) != 1 {
 				t.Errorf("%v: %s\n wants %s once", c.s.Counts, b, want)
 			}

@@ -259,7 +259,11 @@ type Summary struct {
 	RewardMean  float64 `json:"reward_mean"`
 	RewardCount uint32  `json:"reward_count"`
 	// TaskSecondsP50 and TaskSecondsP99 are nearest-rank percentiles of the
-	// run time of each task's last attempt (start to finish), in seconds.
+	// run time of each task's last attempt (start to finish), in seconds,
+	// over the TaskTimes tasks that ran to an end (SUCCEEDED, FAILED,
+	// TIMED_OUT: cancelled ones are left out, as from the success rate);
+	// JSON null when TaskTimes is 0.
+	TaskTimes      int     `json:"task_times"`
 	TaskSecondsP50 float64 `json:"task_seconds_p50"`
 	TaskSecondsP99 float64 `json:"task_seconds_p99"`
 	// Attempts is the number of attempts of all tasks but the services
@@ -284,16 +288,22 @@ type Summary struct {
 	ArchivedUnixNanos int64 `json:"archived_unix_nanos,omitempty"`
 }
 
-// MarshalJSON writes s with success_rate null while no task finished and
-// reward_mean null while no result carries the metric: both are 0 in s
-// then, which a reader of the JSON would take for a measured rate or mean.
+// MarshalJSON writes s with success_rate null while no task finished,
+// reward_mean null while no result carries the metric and the task time
+// percentiles null while no task ran to an end: each is 0 in s then,
+// which a reader of the JSON would take for a measured figure.
 func (s Summary) MarshalJSON() ([]byte, error) {
 	type plain Summary // without this method
 	out := struct {
 		plain
-		SuccessRate *float64 `json:"success_rate"`
-		RewardMean  *float64 `json:"reward_mean"`
+		SuccessRate    *float64 `json:"success_rate"`
+		RewardMean     *float64 `json:"reward_mean"`
+		TaskSecondsP50 *float64 `json:"task_seconds_p50"`
+		TaskSecondsP99 *float64 `json:"task_seconds_p99"`
 	}{plain: plain(s)}
+	if s.TaskTimes > 0 {
+		out.TaskSecondsP50, out.TaskSecondsP99 = &s.TaskSecondsP50, &s.TaskSecondsP99
+	}
 	if s.Counts["succeeded"]+s.Counts["failed"]+s.Counts["timed_out"] > 0 {
 		out.SuccessRate = &s.SuccessRate
 	}
@@ -389,7 +399,7 @@ func summarize(ctx context.Context, c *client.Client, g *client.Graph) (*Summary
 			if len(t.Attempts) > 1 {
 				s.RetriedTasks++
 			}
-			if n := len(t.Attempts); n > 0 {
+			if n := len(t.Attempts); n > 0 && ranToAnEnd(t.State) {
 				a := t.Attempts[n-1]
 				if a.StartUnixNanos > 0 && a.FinishUnixNanos >= a.StartUnixNanos {
 					secs = append(secs, float64(a.FinishUnixNanos-a.StartUnixNanos)/1e9)
@@ -401,11 +411,17 @@ func summarize(ctx context.Context, c *client.Client, g *client.Graph) (*Summary
 		}
 		token = next
 	}
-	s.TaskSecondsP50, s.TaskSecondsP99 = percentile(secs, 0.50), percentile(secs, 0.99)
+	s.TaskTimes, s.TaskSecondsP50, s.TaskSecondsP99 = len(secs), percentile(secs, 0.50), percentile(secs, 0.99)
 	if e := graphExit(g); e != nil {
 		s.ExitCode = e.code
 	}
 	return s, nil
+}
+
+// ranToAnEnd reports whether a task in state st ran to an end of its own:
+// SUCCEEDED, FAILED or TIMED_OUT (not CANCELLED, nor still going).
+func ranToAnEnd(st client.TaskState) bool {
+	return st == client.TaskSucceeded || st == client.TaskFailed || st == client.TaskTimedOut
 }
 
 // percentile returns the nearest-rank q-quantile of v (0 for none).
@@ -462,7 +478,12 @@ func printSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(tw, "archived\t%s\t(its tasks are no longer kept: no task times or attempts)\n",
 			time.Unix(0, s.ArchivedUnixNanos).UTC().Format(time.RFC3339))
 	} else {
-		fmt.Fprintf(tw, "task time p50 / p99\t%s / %s\t(last attempt of each task)\n", secs(s.TaskSecondsP50), secs(s.TaskSecondsP99))
+		if s.TaskTimes > 0 {
+			fmt.Fprintf(tw, "task time p50 / p99\t%s / %s\t(last attempt of each of %s that ran to an end)\n", secs(s.TaskSecondsP50),
+				secs(s.TaskSecondsP99), plural(s.TaskTimes, "task"))
+		} else {
+			fmt.Fprintf(tw, "task time p50 / p99\t-\t(no task ran to an end)\n")
+		}
 		fmt.Fprintf(tw, "attempts\t%d\t(%s retried)\n", s.Attempts, plural(s.RetriedTasks, "task"))
 	}
 	if s.ServiceRestarts > 0 {

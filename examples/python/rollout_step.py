@@ -125,6 +125,7 @@ def summary_lines(c: megaflow.Client, g: megaflow.GraphRow) -> List[str]:
     stopped = restarts = attempts = retried = 0
     secs: List[float] = []
     stopped_reason = megaflow.ReasonCode.Value("REASON_CODE_STOPPED_WITH_GRAPH")
+    ran_to_an_end = (megaflow.TASK_STATE_SUCCEEDED, megaflow.TASK_STATE_FAILED, megaflow.TASK_STATE_TIMED_OUT)
     for t in c.tasks(g.id):
         restarts += t.restarts
         if t.state == megaflow.TASK_STATE_CANCELLED and t.reason_code == stopped_reason:
@@ -133,7 +134,7 @@ def summary_lines(c: megaflow.Client, g: megaflow.GraphRow) -> List[str]:
         attempts += len(t.attempts)
         if len(t.attempts) > 1:
             retried += 1
-        if t.attempts:
+        if t.attempts and t.state in ran_to_an_end:  # cancelled tasks are left out, as from the success rate
             a = t.attempts[-1]
             if a.start_unix_nanos > 0 and a.finish_unix_nanos >= a.start_unix_nanos:
                 secs.append((a.finish_unix_nanos - a.start_unix_nanos) / 1e9)
@@ -159,8 +160,11 @@ def summary_lines(c: megaflow.Client, g: megaflow.GraphRow) -> List[str]:
         rows.append(f"mean {m.field}\t{m.mean:.3f}\t({m.count} result{'' if m.count == 1 else 's'})")
     else:
         rows.append(f"mean {m.field or '-'}\t-\t(no result carries it)")
-    p50, p99 = demo_data.go_duration(percentile(secs, 0.5)), demo_data.go_duration(percentile(secs, 0.99))
-    rows.append(f"task time p50 / p99\t{p50} / {p99}\t(last attempt of each task)")
+    if secs:
+        p50, p99 = demo_data.go_duration(percentile(secs, 0.5)), demo_data.go_duration(percentile(secs, 0.99))
+        rows.append(f"task time p50 / p99\t{p50} / {p99}\t(last attempt of each of {plural(len(secs), 'task')} that ran to an end)")
+    else:
+        rows.append("task time p50 / p99\t-\t(no task ran to an end)")
     rows.append(f"attempts\t{attempts}\t({plural(retried, 'task')} retried)")
     if restarts > 0:
         rows.append(f"service restarts\t{restarts}\t(megaflow tasks {g.id} shows why)")
