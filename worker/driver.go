@@ -216,19 +216,21 @@ func (d *driver) run() {
 }
 
 func (d *driver) apply(ev attempt.Event) {
-	if wd, ok := ev.(attempt.WaitDone); ok && d.w.endedByLapse(d.began, wd.Exit.FinishedAt) {
-		// The lease lapsed while it ran: its init killed it, or the
-		// worker is stopping it. It ends STOPPED (the head retries it),
-		// whatever the runtime says of a stop.
-		d.apply(attempt.StopRequest{Reason: "worker lease lapsed"})
-		wd.Exit.ExitedFirst = false
-		ev = wd
-	} else if ok && wd.Exit.Lost {
-		// The runtime lost it (the process runtime's spawner died): not
-		// the task's failure, as a dead worker's attempts are not.
-		d.apply(attempt.StopRequest{Reason: wd.Exit.Reason})
-		wd.Exit.ExitedFirst = false
-		ev = wd
+	if wd, ok := ev.(attempt.WaitDone); ok {
+		if why := d.w.lapseEnd(d.began, wd.Exit.FinishedAt); why != "" {
+			// The lease lapsed while it ran: its init killed it, or the
+			// worker is stopping it. It ends STOPPED (the head retries
+			// it), whatever the runtime says of a stop.
+			d.apply(attempt.StopRequest{Reason: why})
+			wd.Exit.ExitedFirst = false
+			ev = wd
+		} else if wd.Exit.Lost {
+			// The runtime lost it (the process runtime's spawner died):
+			// not the task's failure, as a dead worker's attempts are not.
+			d.apply(attempt.StopRequest{Reason: wd.Exit.Reason})
+			wd.Exit.ExitedFirst = false
+			ev = wd
+		}
 	}
 	now := d.w.clock.Now()
 	effects := d.m.Step(ev, now)

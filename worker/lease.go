@@ -104,17 +104,29 @@ func (w *Worker) lapsedLocked(now time.Time) {
 	}
 }
 
-// endedByLapse reports whether an attempt begun at began whose container
-// exited at finished (zero: unknown) ended because the lease lapsed: the
-// lease lapsed after began, and the exit came at or after that lapse's
-// expiry. Such an attempt ends STOPPED (the head retries it), never as the
-// task's own success or failure; one that exited before the expiry keeps
-// its own end.
-func (w *Worker) endedByLapse(began, finished time.Time) bool {
+// lapseEnd says why an attempt begun at began whose container exited at
+// finished (zero: unknown) ended because the lease lapsed, or "" when it
+// did not: the lease lapsed after began, and the exit came at or after
+// that lapse's expiry; or, for an attempt adopted from an earlier run of
+// this worker, the exit came while the worker was down, at or after the
+// expiry that run last wrote for the inits (priorExpiry), so that its
+// init stopped it (a `megaflow up` restarted after more than a lease: the
+// head was down too, so no leader had re-queued the attempt, and its exit
+// 143 was taken for the task's failure). Such an attempt ends STOPPED (the
+// head retries it, or ends a started sandbox lost), never as the task's
+// own success or failure; one that exited before the expiry keeps its own
+// end.
+func (w *Worker) lapseEnd(began, finished time.Time) string {
+	if !w.priorExpiry.IsZero() && !finished.IsZero() && finished.Before(began) && !finished.Before(w.priorExpiry) {
+		return fmt.Sprintf("worker lease lapsed while the worker was down (expired %s): its init stopped the task",
+			w.priorExpiry.UTC().Format(time.RFC3339))
+	}
 	w.leaseMu.Lock()
 	defer w.leaseMu.Unlock()
-	lapsed, expiry := w.lease.LapsedSince(began, w.clock.Now())
-	return lapsed && (finished.IsZero() || !finished.Before(expiry))
+	if lapsed, expiry := w.lease.LapsedSince(began, w.clock.Now()); lapsed && (finished.IsZero() || !finished.Before(expiry)) {
+		return "worker lease lapsed"
+	}
+	return ""
 }
 
 // writeLeaseLocked writes the inits' expiry when it changed. The clock's

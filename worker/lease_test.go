@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/megaflow/megaflow/internal/clock"
+	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
 	"github.com/megaflow/megaflow/runtime/fake"
@@ -135,5 +137,50 @@ func TestAnExitAfterTheLeaseLapsedEndsStopped(t *testing.T) {
 	ev := head.waitEvent("g/t", 1, wire.AttemptEventKind_ATTEMPT_EVENT_KIND_STOPPED)
 	if !strings.Contains(ev.GetReason(), "lease lapsed") {
 		t.Errorf("reason %q, want the lapse", ev.GetReason())
+	}
+}
+
+// A task adopted from an earlier run of the worker that ended while the
+// worker was down, at or after the expiry that run last wrote to the lease
+// file, was stopped by its init: it ends STOPPED with that reason (the
+// head retries it, or ends a started sandbox lost), not as the task's
+// exit 143. A new user restarting `megaflow up` 16 s after Ctrl-C saw
+// tasks and sandboxes fail with "exit code 143" and a retry used up (the
+// head was down too, so no leader had re-queued them). One that ended
+// before the expiry keeps its own end.
+func TestAnAdoptedTaskStoppedByItsInitEndsStopped(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	rt := newFakeRT(t)
+	rt.OnCommand("early", fake.Behavior{Duration: 10 * time.Minute, Output: "MEGAFLOW_RESULT 7\n"})
+	rt.OnCommand("late", fake.Behavior{Duration: time.Hour, ExitCode: 143})
+	dir := t.TempDir()
+	w1 := startWorker(t, testConfig(t, rt, dir, head.addr))
+	head.send(assignMsg("g/early", 1, spec("busybox", "early")))
+	head.send(assignMsg("g/late", 1, spec("busybox", "late")))
+	head.waitEvent("g/early", 1, kindStarted)
+	head.waitEvent("g/late", 1, kindStarted)
+	w1.kill()
+	// What the first run last wrote for its inits (the fake runtime's
+	// clock is the tasks' time): its lease expired 30 minutes in; the
+	// early task ended before, the late one after (its init's SIGTERM).
+	if err := leaseinit.WriteExpiry(filepath.Join(dir, "lease"), t0.Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	early, late := rt.containerOf("g/early", 1), rt.containerOf("g/late", 1)
+	rt.clock.Advance(10 * time.Minute)
+	waitFor(t, 5*time.Second, "the early task's end", func() bool { return !rt.running(early) })
+	rt.clock.Advance(50 * time.Minute)
+	waitFor(t, 5*time.Second, "the late task's end", func() bool { return !rt.running(late) })
+	startWorker(t, testConfig(t, rt, dir, head.addr))
+	e := head.waitEvent("g/early", 1, kindExited)
+	if string(e.GetResult()) != "7" {
+		t.Errorf("the early task's end: %v, want its own exit and result", e)
+	}
+	e = head.waitEvent("g/late", 1, kindStopped)
+	if !strings.Contains(e.GetReason(), "lease lapsed while the worker was down") {
+		t.Errorf("the late task's reason %q, want the lapse while down", e.GetReason())
+	}
+	if evs := head.eventsOf("g/late", 1); kinds(evs) != "STARTED,STOPPED" {
+		t.Errorf("events of the late attempt: %s", kinds(evs))
 	}
 }

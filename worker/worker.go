@@ -20,6 +20,7 @@ import (
 	"github.com/megaflow/megaflow/internal/clock"
 	"github.com/megaflow/megaflow/internal/gossip"
 	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/leaseinit"
 	"github.com/megaflow/megaflow/internal/obs"
 	"github.com/megaflow/megaflow/internal/wire"
 	"github.com/megaflow/megaflow/runtime/contract"
@@ -89,10 +90,15 @@ type Worker struct {
 	// The lease (lease.go); leaseMu is taken before mu, never after.
 	leaseMu      sync.Mutex
 	lease        lease.Holder
-	leaseLastID  int64       // the last renewal id given out
-	leaseStopped bool        // the current lapse stopped the attempts
-	leaseWritten time.Time   // the expiry last written to the lease file
-	leaseMsgs    chan []byte // lease acks received through gossip
+	leaseLastID  int64     // the last renewal id given out
+	leaseStopped bool      // the current lapse stopped the attempts
+	leaseWritten time.Time // the expiry last written to the lease file
+	// priorExpiry is the expiry an earlier run of this worker last wrote to
+	// the lease file (zero: none), read before this run writes its own:
+	// a task adopted from that run that ended at or after it during the
+	// downtime was stopped by its init (lapseEnd).
+	priorExpiry time.Time
+	leaseMsgs   chan []byte // lease acks received through gossip
 
 	// Assignments refused because the lease had lapsed, until the head
 	// acked their STOPPED: the head sends an ASSIGNED attempt again to a
@@ -182,6 +188,9 @@ func New(cfg Config) (*Worker, error) {
 		imagePoke: make(chan struct{}, 1),
 		gpuPoke:   make(chan struct{}, 1),
 		leaseMsgs: make(chan []byte, 16),
+	}
+	if e, err := leaseinit.ReadExpiry(filepath.Join(w.leaseDir(), leaseinit.FileName)); err == nil {
+		w.priorExpiry = e
 	}
 	if w.cfg.ImageRefreshInterval <= 0 {
 		w.cfg.ImageRefreshInterval = DefaultImageRefreshInterval
