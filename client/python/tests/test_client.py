@@ -418,3 +418,4 @@ def test_token_refusal_says_what_to_do(heads, api):
     assert h.count("SubmitGraph") == 2  # refusals are not retried
     with pytest.raises(megaflow.InvalidArgument, match="token"):
         api.Client([h.addr], token="mft_abc\n")
+

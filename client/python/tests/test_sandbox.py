@@ -4,6 +4,9 @@ sent, reasons mapped to exception classes, the context manager, local
 checks before any RPC, and a deadline on every call."""
 
 import datetime
+import os
+import subprocess
+import sys
 import threading
 
 import grpc
@@ -397,3 +400,22 @@ def test_get_sandbox_syncs_with_the_leader_first(heads, api):
         c.get_sandbox("sbx-abc")
     assert h.count("GetLimits") == 1 and h.calls["GetLimits"][0].read.require_leader
     assert h.calls["GetSandbox"][0].min_index == 42
+
+
+def test_a_script_that_never_closes_its_client_exits(heads):
+    """A script that ran an exec (which waits for the connection first) and
+    ends without closing its Client exits: grpc's channel finalizer hung at
+    interpreter exit (a new user's script, every time), so the SDK closes
+    every client still open at exit."""
+    (h,) = heads(1)
+    Box().install(h)
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    script = (f"import sys; sys.path.insert(0, {src!r}); import megaflow\n"
+              f"c = megaflow.Client([{h.addr!r}], timeout=5)\n"
+              "sb = c.sandbox(image='busybox', wait_ready=5)\n"
+              "print(sb.exec('true').text, end='', flush=True)\n")
+    try:
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the script did not exit within 30 s of its last line: {e.stdout!r}")
+    assert (p.returncode, p.stdout) == (0, "hello\nworld\n"), p.stderr

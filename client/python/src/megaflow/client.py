@@ -10,11 +10,13 @@ exponential backoff, always within the call's deadline. The policy lives in
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple, TypeVar, Union
 
@@ -84,6 +86,7 @@ class Client:
         self._channels: Dict[str, grpc.Channel] = {}
         self._stubs: Dict[str, svc_grpc.MegaflowServiceStub] = {}
         self._sbx_stubs: Dict[str, sbx_grpc.SandboxServiceStub] = {}
+        _open_clients.add(self)
 
     @property
     def tenant(self) -> str:
@@ -780,6 +783,23 @@ class Client:
             DeadlineExceeded: no head answered in time.
         """
         _sbx.delete_snapshot(self, snapshot, timeout)
+
+
+# The clients not garbage-collected, closed at interpreter exit: a channel
+# whose connectivity was watched (an exec or a file write waits for the
+# connection first) and that is left to grpc's finalizer during interpreter
+# shutdown hangs the exit for ever (grpc 1.51, Debian's python3-grpcio). A
+# script that never closes its Client is common (notebooks, short scripts).
+_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_clients() -> None:
+    for c in list(_open_clients):
+        try:
+            c.close()
+        except Exception:  # nothing to report to at exit
+            pass
 
 
 def _wait_connected(ch: grpc.Channel, timeout: float) -> Optional[grpc.ChannelConnectivity]:
