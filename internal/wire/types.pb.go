@@ -671,7 +671,9 @@ type TaskSpec struct {
 	Resources *Resources        `protobuf:"bytes,5,opt,name=resources,proto3" json:"resources,omitempty"`
 	// Names of tasks of the same graph this one waits for.
 	DependsOn []string `protobuf:"bytes,6,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
-	// Queue: "train", "eval", "synth" or "" (the default queue).
+	// Queue: "train", "eval", "synth", "" (the default queue) or a custom
+	// queue name (a lowercase letter, then up to 31 lowercase letters, digits
+	// or -): each name is a queue of its own.
 	Type string `protobuf:"bytes,7,opt,name=type,proto3" json:"type,omitempty"`
 	// Higher runs first within a queue; 0 inherits the graph's priority.
 	Priority int32 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
