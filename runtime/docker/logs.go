@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -81,9 +82,15 @@ func (r *Runtime) openLogs(ctx context.Context, id string, follow bool) (io.Read
 // and skips what it already has; once the container stopped it reads the
 // whole log again without follow (that read sees the finished log file),
 // compares it with the file, and from the first byte where they differ (or
-// where the file ends) makes the file what the engine holds. A log whose
-// first bytes the engine no longer holds (it rotated them away: its
-// max-size and max-file) is left as copied and said to be incomplete.
+// where the file ends) makes the file what the engine holds. When the
+// engine no longer holds the output's first bytes (it rotated them away:
+// its max-size and max-file), the final read is aligned first: where its
+// first bytes are in the copied output, the file keeps what the copy has
+// before them and takes the engine's from there (a follow stream across a
+// rotation can lose bytes, and a task's result line is at the end); where
+// the copy holds none of them, the engine's retained log is appended after
+// a note that output is missing there, and the log is said to be
+// incomplete.
 const (
 	// followRetryMin and followRetryMax bound the wait before another
 	// follow stream, when one ended while its container ran.
@@ -91,6 +98,13 @@ const (
 	followRetryMax = time.Second
 	// finalReadTries bounds the tries of the final read.
 	finalReadTries = 3
+	// alignBytes is how much of the final read's start aligns it with the
+	// copied output (its first line, when shorter, decides whether the
+	// engine still holds the output's start).
+	alignBytes = 4 << 10
+	// alignMinLine is the shortest line of the final read's start that
+	// may place it in the copy (shorter ones, "}" or blank, are too common).
+	alignMinLine = 8
 )
 
 // logCopy is the goroutine copying one container's output to its log file.
@@ -187,6 +201,10 @@ func (r *Runtime) copyAll(ctx context.Context, id string, f *contract.LazyLog, h
 			if err := w.finish(); err != nil {
 				return err.Error()
 			}
+			if w.shift > 0 {
+				r.log.Info("the engine had rotated the output's first bytes away; the log keeps the copied ones and the engine's from there",
+					"container", id, "engine_log_starts_at_byte", w.shift)
+			}
 			if w.repaired {
 				r.log.Warn("the engine's follow stream differed from the container's log; the log file was repaired from the engine's",
 					"container", id, "from_byte", w.repairedAt)
@@ -229,13 +247,15 @@ func (r *Runtime) running(ctx context.Context, id string) (bool, error) {
 }
 
 // logWriter writes a container's output into its log file, where it
-// starts at byte base. Each stream from the engine starts at the output's
-// first byte (rewind). A follow stream's bytes that the file holds (the
-// first n) are skipped and the rest appended. The final stream (verify)
-// is compared with the file instead: from the first byte that differs,
-// the file is cut there and the stream's bytes written; finish cuts what
-// the file holds beyond the stream's end. The file is opened (created if
-// missing) on first use, so output that never comes creates nothing.
+// starts at byte base. Each follow stream from the engine starts at the
+// output's first byte (rewind). A follow stream's bytes that the file
+// holds (the first n) are skipped and the rest appended. The final stream
+// (verify) is aligned with the file first (align: its first alignBytes
+// are held back until they are in, or the stream ends), then compared
+// with the file from there: from the first byte that differs, the file is
+// cut there and the stream's bytes written; finish cuts what the file
+// holds beyond the stream's end. The file is opened (created if missing)
+// on first use, so output that never comes creates nothing.
 type logWriter struct {
 	log  *contract.LazyLog
 	f    *os.File // once opened (file)
@@ -244,13 +264,166 @@ type logWriter struct {
 	seen int64    // bytes of the current stream
 
 	verify     bool
-	repaired   bool  // the file was cut and rewritten from repairedAt
-	repairedAt int64 // in bytes of output
-	mismatch   string
+	aligned    bool   // the final stream's place in the output is known
+	head       []byte // the final stream's first bytes, until aligned
+	shift      int64  // where the final stream's first byte is in the output
+	gap        string // why output is missing before shift ("": none)
+	repaired   bool   // the file was cut and rewritten from repairedAt
+	repairedAt int64  // in bytes of output
 	scratch    []byte
 }
 
-func (c *logWriter) rewind() { c.seen = 0 }
+// rewind readies c for another stream, from the output's first byte (a
+// final read tried again aligns again only if it had not yet).
+func (c *logWriter) rewind() {
+	c.seen = 0
+	c.head = c.head[:0]
+}
+
+// align places the final stream, whose first alignBytes are head (all of
+// it when shorter), in the output: at 0 when the file's output starts with
+// head's first line, or is a start of it (the engine holds the output's
+// start); else where head occurs at a line start of the file's output
+// (the engine rotated the bytes before it away, and the copy holds them);
+// else, the copy lacking head's first lines, at the copy's first line
+// that is one of head's later ones (join: the copy's bytes from there are
+// repaired, and the log is said to maybe lack output there); else after
+// the file's output and a note that output is missing there.
+func (c *logWriter) align(head []byte) error {
+	c.aligned = true
+	if len(head) == 0 || c.n == 0 {
+		return nil // nothing to place, or nothing copied to place it in
+	}
+	line := head
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		line = head[:i+1]
+	}
+	// The copy starts as the engine's first line (or is a start of it).
+	if d, err := c.differs(line[:min(int64(len(line)), c.n)], 0); err != nil || d < 0 {
+		return err
+	}
+	// Where head is in the copy; or, when the copy lacks head's first
+	// lines (a follow stream loses bytes where the engine rotates, which
+	// is where its retained log starts), where one of its later lines is.
+	var off int64
+	j, err := c.index(head)
+	if err != nil || j >= 0 {
+		c.shift = max(j, 0)
+		return err
+	}
+	j, off, err = c.join(head)
+	if err != nil || j >= 0 {
+		// The engine's log goes where the copy has its line at off (the
+		// copy's bytes from there are repaired); when that is not its
+		// first, what was between the copy's bytes before it and the
+		// engine's start is unknown.
+		c.shift = max(j, 0)
+		if off == 0 {
+			return err
+		}
+		c.gap = "the copied output lacks where the engine's retained log starts (the engine rotated its log, and the follow stream lost bytes there; raise the engine's log max-size): the log has the copied output up to there, then the engine's retained log, and output between them may be missing"
+		return err
+	}
+	f, err := c.file()
+	if err != nil {
+		return err
+	}
+	note := "\nmegaflow: output is missing here: the engine rotated it away before it was copied (raise the engine's log max-size); what follows is the engine's retained log\n"
+	m, err := f.WriteString(note)
+	c.n += int64(m)
+	if err != nil {
+		return fmt.Errorf("the log file: %w", err)
+	}
+	c.shift = c.n
+	c.gap = "the engine rotated away output that the copy lacks (raise the engine's log max-size): the log has the copied output, a note where output is missing, then the engine's retained log"
+	return nil
+}
+
+// join returns pos, where in the file's output the first line is that is
+// one of head's whole lines (of alignMinLine bytes at least) at or after
+// its offset in head, and off, that offset; pos is -1 when none is. The
+// copy lacks head's lines before off, and head goes at pos. One pass over
+// the file.
+func (c *logWriter) join(head []byte) (pos, off int64, err error) {
+	at := map[string]int64{} // head's lines: their first offset in head
+	for off := 0; off < len(head); {
+		i := bytes.IndexByte(head[off:], '\n')
+		if i < 0 {
+			break // a line cut by head's end is no anchor
+		}
+		if l := string(head[off : off+i+1]); len(l) >= alignMinLine {
+			if _, dup := at[l]; !dup {
+				at[l] = int64(off)
+			}
+		}
+		off += i + 1
+	}
+	if len(at) == 0 {
+		return -1, 0, nil
+	}
+	f, err := c.file()
+	if err != nil {
+		return 0, 0, err
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(f, c.base, c.n), 64<<10)
+	long := false // in a line longer than the reader's buffer: no anchor
+	for {
+		line, rerr := r.ReadSlice('\n')
+		if rerr == nil && !long {
+			if o, ok := at[string(line)]; ok && pos >= o {
+				return pos, o, nil
+			}
+		}
+		pos += int64(len(line))
+		long = errors.Is(rerr, bufio.ErrBufferFull)
+		if rerr != nil && !long {
+			if errors.Is(rerr, io.EOF) {
+				return -1, 0, nil
+			}
+			return 0, 0, fmt.Errorf("reading the log file back: %w", rerr)
+		}
+	}
+}
+
+// index returns where pat first occurs at the start of a line of the
+// file's output (the engine rotates whole log entries, lines), or -1. It
+// reads the file in blocks, each with the byte before it and overlapping
+// the last by len(pat)-1.
+func (c *logWriter) index(pat []byte) (int64, error) {
+	if len(pat) == 0 || int64(len(pat)) > c.n {
+		return -1, nil
+	}
+	f, err := c.file()
+	if err != nil {
+		return 0, err
+	}
+	const block = 1 << 20
+	buf := make([]byte, 1+block+len(pat)-1)
+	for off := int64(0); off+int64(len(pat)) <= c.n; off += block {
+		// buf[0] is the byte before off ('\n' at 0: a line starts there),
+		// buf[1:] the block.
+		buf[0] = '\n'
+		size := min(int64(len(buf)-1), c.n-off)
+		from, dst := off, buf[1:1+size]
+		if off > 0 {
+			from, dst = off-1, buf[:1+size]
+		}
+		if _, err := f.ReadAt(dst, c.base+from); err != nil && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("reading the log file back: %w", err)
+		}
+		for k := 0; ; {
+			i := bytes.Index(buf[1+k:1+size], pat)
+			if i < 0 {
+				break
+			}
+			if at := k + i; buf[at] == '\n' {
+				return off + int64(at), nil
+			}
+			k += i + 1
+		}
+	}
+	return -1, nil
+}
 
 // file returns the log file, opening it on the first call: the output's
 // first n bytes are taken to be its last n (what an earlier copy wrote).
@@ -271,12 +444,29 @@ func (c *logWriter) file() (*os.File, error) {
 }
 
 func (c *logWriter) Write(p []byte) (int, error) {
-	total := len(p)
-	start := c.seen
-	c.seen += int64(total)
-	if c.mismatch != "" {
-		return total, nil
+	if c.verify && !c.aligned {
+		c.head = append(c.head, p...)
+		if len(c.head) < alignBytes {
+			return len(p), nil
+		}
+		if err := c.align(c.head); err != nil {
+			return 0, err
+		}
+		head := c.head
+		c.head = nil
+		if _, err := c.put(head); err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	}
+	return c.put(p)
+}
+
+// put writes p, the stream's next bytes, as Write describes.
+func (c *logWriter) put(p []byte) (int, error) {
+	total := len(p)
+	start := c.seen + c.shift // where p starts in the output
+	c.seen += int64(total)
 	if start < c.n {
 		held := min(int64(total), c.n-start) // bytes of p the file holds
 		if c.verify && !c.repaired {
@@ -286,10 +476,6 @@ func (c *logWriter) Write(p []byte) (int, error) {
 			}
 			if d >= 0 {
 				at := start + int64(d)
-				if at == 0 {
-					c.mismatch = "the engine's log does not start as the copied output (it rotated the beginning away: raise the engine's log max-size); the log is left as copied"
-					return total, nil
-				}
 				f, err := c.file()
 				if err != nil {
 					return 0, err
@@ -343,14 +529,22 @@ func (c *logWriter) differs(p []byte, off int64) (int, error) {
 	return -1, nil
 }
 
-// finish ends the final stream: the file's output beyond what the engine
-// holds (a follow stream's repeats) is cut, unless the stream refused the
-// file (mismatch), which is returned.
+// finish ends the final stream: a stream shorter than alignBytes without
+// a newline is aligned now, the file's output beyond what the engine holds
+// (a follow stream's repeats) is cut, and why output is missing, if it is,
+// is returned.
 func (c *logWriter) finish() error {
-	if c.mismatch != "" {
-		return errors.New(c.mismatch)
+	if c.verify && !c.aligned {
+		head := c.head
+		c.head = nil
+		if err := c.align(head); err != nil {
+			return err
+		}
+		if _, err := c.put(head); err != nil {
+			return err
+		}
 	}
-	if c.seen < c.n {
+	if end := c.seen + c.shift; end < c.n {
 		if c.seen == 0 {
 			return fmt.Errorf("the engine holds none of the %d bytes copied (it keeps no log: use the json-file or local log driver); the log is left as copied", c.n)
 		}
@@ -358,13 +552,16 @@ func (c *logWriter) finish() error {
 		if err != nil {
 			return err
 		}
-		if err := f.Truncate(c.base + c.seen); err != nil {
+		if err := f.Truncate(c.base + end); err != nil {
 			return fmt.Errorf("repairing the log file: %w", err)
 		}
 		if !c.repaired {
-			c.repaired, c.repairedAt = true, c.seen
+			c.repaired, c.repairedAt = true, end
 		}
-		c.n = c.seen
+		c.n = end
+	}
+	if c.gap != "" {
+		return errors.New(c.gap)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -211,7 +212,7 @@ func TestLogWriter(t *testing.T) {
 		name, follow, final, want string
 	}{
 		{"follow stopped early", "hello wo", "hello world\n", "hello world\n"},
-		{"follow repeated bytes", "hello hello world\n", "hello world\n", "hello world\n"},
+		{"follow repeated a line", "hello\nhello\nworld\n", "hello\nworld\n", "hello\nworld\n"},
 		{"follow had it all", "hello world\n", "hello world\n", "hello world\n"},
 		{"follow longer at the end", "hello world\nworld\n", "hello world\n", "hello world\n"},
 	} {
@@ -243,21 +244,60 @@ func TestLogWriter(t *testing.T) {
 			t.Errorf("%s: file %q, n %d; want %q", tc.name, got, w.n, "before\n"+tc.want)
 		}
 	}
-	// A final stream that does not start as the file: left as copied, with
-	// the reason.
-	path := filepath.Join(t.TempDir(), "log")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// The final read of an engine that rotated the output's first bytes away
+// starts mid-output: it is placed where its first bytes are in the copy,
+// and the copy's bytes before them kept; a follow stream that lost bytes
+// across the rotation gets the engine's tail (the result line) all the
+// same. Found by a fault trial: a result printed after 40 MB was dropped
+// (the copy was left as it was), and a log whose first line began as the
+// engine's did lost its first 44% (taken for a follow stream's glitch).
+func TestLogWriterAfterARotation(t *testing.T) {
+	var numbers strings.Builder
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&numbers, "%d xxxxxxxx\n", i)
 	}
-	defer f.Close()
-	w := &logWriter{f: f}
-	w.Write([]byte("first part\n"))
-	w.rewind()
-	w.verify = true
-	w.Write([]byte("later part\n"))
-	if err := w.finish(); err == nil || readFile(t, path) != "first part\n" {
-		t.Fatalf("finish: %v, file %q; want an error and the file as copied", err, readFile(t, path))
+	all := numbers.String()
+	from1500 := all[strings.Index(all, "\n1500 ")+1:]
+	long := func(c string) string { return strings.Repeat(c, alignBytes+900) + "\n" }
+	const note = "\nmegaflow: output is missing here: the engine rotated it away before it was copied (raise the engine's log max-size); what follows is the engine's retained log\n"
+	for _, tc := range []struct {
+		name, follow, final, want string
+		gap                       bool
+	}{
+		{"the copy holds it all", "line one\nline two\nline three\n", "line three\n", "line one\nline two\nline three\n", false},
+		{"the follow stream lost the tail", "START\nline one\nline two\n", "line one\nline two\nEND\nMEGAFLOW_RESULT {}\n",
+			"START\nline one\nline two\nEND\nMEGAFLOW_RESULT {}\n", false},
+		{"the engine's first line begins as the copy's", all, from1500 + "MEGAFLOW_RESULT 1\n", all + "MEGAFLOW_RESULT 1\n", false},
+		{"lines longer than alignBytes", "h\n" + long("b") + long("c"), long("b") + long("c") + "R\n", "h\n" + long("b") + long("c") + "R\n", false},
+		{"the copy lacks the engine's first lines", all[:strings.Index(all, "\n1490 ")+1] + all[strings.Index(all, "\n1510 ")+1:],
+			from1500 + "MEGAFLOW_RESULT 1\n", all[:strings.Index(all, "\n1490 ")+1] + from1500 + "MEGAFLOW_RESULT 1\n", true},
+		{"the copy holds none of the engine's", "a\nb\n", "y\nz\nMEGAFLOW_RESULT {}\n", "a\nb\n" + note + "y\nz\nMEGAFLOW_RESULT {}\n", true},
+		{"nothing copied: the engine's as it is", "", "y\nz\n", "y\nz\n", false},
+	} {
+		path := filepath.Join(t.TempDir(), "log")
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &logWriter{f: f}
+		for i := 0; i < len(tc.follow); i += 1000 {
+			w.Write([]byte(tc.follow[i:min(i+1000, len(tc.follow))]))
+		}
+		w.rewind()
+		w.verify = true
+		for i := 0; i < len(tc.final); i += 7 {
+			w.Write([]byte(tc.final[i:min(i+7, len(tc.final))]))
+		}
+		err = w.finish()
+		f.Close()
+		if got := readFile(t, path); got != tc.want || w.n != int64(len(tc.want)) {
+			t.Errorf("%s: file of %d bytes, n %d; want %d bytes (%s)", tc.name, len(got), w.n, len(tc.want), firstDiff([]byte(got), []byte(tc.want)))
+		}
+		if (err != nil) != tc.gap {
+			t.Errorf("%s: finish: %v; want an error: %v", tc.name, err, tc.gap)
+		}
 	}
 }
 
