@@ -115,7 +115,9 @@ func (w *Worker) lapsedLocked(now time.Time) {
 // 143 was taken for the task's failure). Such an attempt ends STOPPED (the
 // head retries it, or ends a started sandbox lost), never as the task's
 // own success or failure; one that exited before the expiry keeps its own
-// end.
+// end. So does an exit at or after the expiry the lease file last held
+// while the worker cannot renew that file (its data directory is full:
+// the inits stop the tasks then, though the lease itself holds).
 func (w *Worker) lapseEnd(began, finished time.Time) string {
 	if !w.priorExpiry.IsZero() && !finished.IsZero() && finished.Before(began) && !finished.Before(w.priorExpiry) {
 		return fmt.Sprintf("worker lease lapsed while the worker was down (expired %s): its init stopped the task",
@@ -125,6 +127,11 @@ func (w *Worker) lapseEnd(began, finished time.Time) string {
 	defer w.leaseMu.Unlock()
 	if lapsed, expiry := w.lease.LapsedSince(began, w.clock.Now()); lapsed && (finished.IsZero() || !finished.Before(expiry)) {
 		return "worker lease lapsed"
+	}
+	// The lease held, but the file the inits read was not renewed (a full
+	// disk): an exit at or after the expiry it held was its init's kill.
+	if w.leaseWriteErr != nil && !w.leaseWritten.IsZero() && !finished.IsZero() && !finished.Before(w.leaseWritten) {
+		return fmt.Sprintf("worker could not renew its lease file (%v): its init stopped the task at the expiry the file held", w.leaseWriteErr)
 	}
 	return ""
 }
@@ -139,9 +146,10 @@ func (w *Worker) writeLeaseLocked() {
 	}
 	if err := leaseinit.WriteExpiry(w.leaseDir(), e); err != nil {
 		w.log.Warn("cannot renew the lease file; the tasks' inits will stop them when the lease in it runs out", "err", err)
+		w.leaseWriteErr = err
 		return
 	}
-	w.leaseWritten = e
+	w.leaseWritten, w.leaseWriteErr = e, nil
 }
 
 // LeaseExpiresAt returns when the worker's view of its lease expires (zero

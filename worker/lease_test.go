@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,5 +183,42 @@ func TestAnAdoptedTaskStoppedByItsInitEndsStopped(t *testing.T) {
 	}
 	if evs := head.eventsOf("g/late", 1); kinds(evs) != "STARTED,STOPPED" {
 		t.Errorf("events of the late attempt: %s", kinds(evs))
+	}
+}
+
+// A task that ends at or after the expiry its lease file last held, while
+// the worker cannot renew that file (its data directory is full), was
+// stopped by its init although the lease held: it ends STOPPED with that
+// reason (re-queued without a failure), not with its exit 143 as the
+// task's failure (a fault trial filled a worker's data directory: two
+// healthy tasks failed with "exit code 143").
+func TestAnExitAfterTheLeaseFileWentStaleEndsStopped(t *testing.T) {
+	head := newFakeHead(t, "h1")
+	head.set(func(h *fakeHead) { h.leaseMillis, h.marginMillis = 1000, 200 })
+	rt := fake.New(clock.Real())
+	rt.OnCommand("late", fake.Behavior{Duration: 4 * time.Second, ExitCode: 143})
+	t.Cleanup(func() {
+		cs, _ := rt.List(context.Background(), nil)
+		for _, c := range cs {
+			_ = rt.Remove(context.Background(), c.ID)
+		}
+	})
+	dir := t.TempDir()
+	startWorker(t, testConfig(t, rt, dir, head.addr))
+	file := filepath.Join(dir, "lease", leaseinit.FileName)
+	waitFor(t, 10*time.Second, "the lease file", func() bool { _, err := leaseinit.ReadExpiry(file); return err == nil })
+	head.send(assignMsg("g/t", 1, spec("img", "late")))
+	head.waitEvent("g/t", 1, kindStarted)
+	// The lease directory can no longer be written (a file in its place):
+	// the file the inits read stops being renewed.
+	if err := os.RemoveAll(filepath.Join(dir, "lease")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lease"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := head.waitEvent("g/t", 1, kindStopped)
+	if !strings.Contains(ev.GetReason(), "could not renew its lease file") {
+		t.Errorf("reason %q, want the lease file's", ev.GetReason())
 	}
 }

@@ -93,6 +93,9 @@ type Worker struct {
 	leaseLastID  int64     // the last renewal id given out
 	leaseStopped bool      // the current lapse stopped the attempts
 	leaseWritten time.Time // the expiry last written to the lease file
+	// leaseWriteErr is why the lease file could not be renewed last time
+	// (nil once it was).
+	leaseWriteErr error
 	// priorExpiry is the expiry an earlier run of this worker last wrote to
 	// the lease file (zero: none), read before this run writes its own:
 	// a task adopted from that run that ended at or after it during the
