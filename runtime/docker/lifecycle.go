@@ -53,15 +53,17 @@ func (r *Runtime) Wait(ctx context.Context, id string) (contract.Exit, error) {
 	// containerd reports a task's OOM and its exit as two events, and an
 	// engine that handles the exit first never sets OOMKilled (seen with
 	// Docker 20.10 on cgroup v1 under load). A memory-limited container
-	// that died of SIGKILL which this runtime did not send was killed by
-	// the kernel's OOM killer.
+	// that died of SIGKILL which this runtime did not send was most likely
+	// killed by the kernel's OOM killer: it counts as OOM killed, and its
+	// reason says the kill was inferred (a docker kill from outside reads
+	// the same).
 	r.mu.Lock()
 	why, killedByUs := r.killed[id]
 	r.mu.Unlock()
 	switch {
 	case exit.Code == 137 && !exit.OOMKilled && limited && !killedByUs:
 		exit.OOMKilled = true
-		exit.Reason = "OOM-killed: SIGKILL of a container with a memory limit that nobody stopped (the engine did not flag it)"
+		exit.Reason = "probably OOM killed: a SIGKILL (exit 137) the worker did not send, in a container with a memory limit; the engine did not flag an OOM kill, so it may also have come from outside the worker (docker kill, docker rm -f)"
 	case exit.Code == 137 && !exit.OOMKilled && why != "" && exit.Reason == "":
 		exit.Reason = why
 	}
@@ -107,7 +109,7 @@ func exitFromState(st *container.State) contract.Exit {
 		FinishedAt: parseTime(st.FinishedAt),
 	}
 	if e.Reason == "" && e.OOMKilled {
-		e.Reason = "OOM-killed: the container exceeded its memory limit"
+		e.Reason = "OOM killed"
 	}
 	return e
 }

@@ -373,7 +373,7 @@ func (r *Runtime) run(c *ctr, timer <-chan time.Time) {
 	case <-timer:
 		exit.Code = c.b.ExitCode
 		if c.b.OOM {
-			exit.Code, exit.OOMKilled, exit.Reason = 137, true, "OOM-killed (fake)"
+			exit.Code, exit.OOMKilled, exit.Reason = 137, true, "OOM killed"
 		}
 		if c.b.Lost {
 			exit.Code, exit.Lost, exit.Reason = -1, true, "lost by the runtime (fake)"

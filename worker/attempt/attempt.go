@@ -411,7 +411,7 @@ func (m *Machine) waitDone(ev WaitDone, now time.Time) []Effect {
 // EXITED with its code (and result on 0), or FAILED when OOM-killed.
 func (m *Machine) exitEvent(exit contract.Exit, result []byte, note string, now time.Time) *wire.AttemptEvent {
 	if exit.OOMKilled {
-		e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, oomReason(m.cfg.MemoryLimit), now)
+		e := m.event(wire.AttemptEventKind_ATTEMPT_EVENT_KIND_FAILED, oomReason(m.cfg.MemoryLimit, exit.Reason), now)
 		e.ExitCode = int32(exit.Code)
 		e.OomKilled = true
 		return e
@@ -588,12 +588,17 @@ func nextBackoff(d time.Duration) time.Duration {
 }
 
 // oomReason says that the kernel killed the attempt for its memory, and the
-// limit it had: "OOM killed (memory limit 32 MiB)".
-func oomReason(limit int64) string {
-	if limit <= 0 {
-		return "OOM killed"
+// limit it had (bytes; 0: none): "OOM killed (memory limit 32 MiB)", in
+// the runtime's words when it gives some (why: "probably OOM killed: ..."
+// when it inferred the kill, the engine not having flagged it).
+func oomReason(limit int64, why string) string {
+	if why == "" {
+		why = "OOM killed"
 	}
-	return fmt.Sprintf("OOM killed (memory limit %s)", FormatBytes(limit))
+	if limit <= 0 {
+		return why
+	}
+	return fmt.Sprintf("%s (memory limit %s)", why, FormatBytes(limit))
 }
 
 // FormatBytes writes n bytes in binary units: "512 B", "32 MiB",

@@ -151,6 +151,12 @@ func TestStep(t *testing.T) {
 			{time.Second, Acked{}, "remove c1"},
 			{time.Second, RemoveDone{Err: errDown}, "forget"},
 		}, Done},
+		{"an OOM kill the runtime inferred says so", withMem, []step{
+			{0, Begin{}, "start(deadline none)"},
+			{0, StartDone{ContainerID: "c1"}, "report STARTED c1 at +0s; wait c1"},
+			{time.Second, WaitDone{Exit: contract.Exit{Code: 137, OOMKilled: true, Reason: "probably OOM killed: a SIGKILL nobody sent"}},
+				`final FAILED c1 code=137 oom reason="probably OOM killed: a SIGKILL nobody sent (memory limit 32 MiB)" at +1s`},
+		}, Reported},
 		{"missing image fails with a clear reason and nothing to remove", withImage, []step{
 			{0, Begin{}, "start(deadline none)"},
 			{time.Second, StartDone{Err: errImage},
