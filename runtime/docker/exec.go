@@ -187,6 +187,35 @@ func (r *Runtime) execExitCode(ctx context.Context, execID string) (int, error) 
 // Killing a sandbox's container for a cancelled exec ends the sandbox, so
 // the container is killed only when the exec may still run and nothing
 // else can stop it.
+// thawForKill lets a kill sent to exec execID's processes land when
+// container id is paused (a frozen process dies only once thawed; a
+// persistent task's timeout in a warm container someone paused came a
+// minute late, when its container was removed): it unpauses the container,
+// waits until the exec ended (execKillWait at most), and pauses it again.
+func (r *Runtime) thawForKill(ctx context.Context, id, execID string) {
+	ins, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil || ins.Container.State == nil || !ins.Container.State.Paused {
+		return
+	}
+	r.log.Warn("unpausing a paused container so that a killed exec ends; it is paused again after", "container", id, "exec", execID)
+	if err := r.Unpause(ctx, id); err != nil {
+		r.log.Warn("cannot unpause a container to end a killed exec", "container", id, "exec", execID, "err", err)
+		return
+	}
+	until := r.clock.Now().Add(execKillWait)
+	for r.clock.Now().Before(until) {
+		if x, err := r.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{}); err != nil || !x.Running {
+			break
+		}
+		if !clock.Sleep(r.clock, 50*time.Millisecond, ctx.Done()) {
+			break
+		}
+	}
+	if err := r.Pause(ctx, id); err != nil {
+		r.log.Warn("cannot pause a container again after ending a killed exec", "container", id, "exec", execID, "err", err)
+	}
+}
+
 func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 	cctx, cancel := r.cleanupCtx(ctx)
 	defer cancel()
@@ -210,6 +239,7 @@ func (r *Runtime) killExec(ctx context.Context, id, execID string) string {
 			}
 			kerr := r.killGroup(ins.PID, ins.ContainerID)
 			if kerr == nil {
+				r.thawForKill(cctx, id, execID)
 				return ""
 			}
 			if errors.Is(kerr, fs.ErrNotExist) && r.seesContainer(cctx, id) {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +81,56 @@ func TestPauseUnpause(t *testing.T) {
 	if err := e.rt.Pause(ctx, "mf-no-such-container"); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("Pause of a missing container: %v; want ErrNotFound", err)
 	}
+}
+
+// A cancelled exec in a container someone paused ends: the kill, which a
+// frozen process takes only once thawed, lands (the container is
+// unpaused for it), and the container is paused again after. Before, the
+// exec's process stayed frozen and a persistent task's timeout came a
+// minute late, when its warm container was removed (a fault trial).
+func TestAKilledExecInAPausedContainerEnds(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	warm := e.start(e.spec("warm", "sleep", "600"))
+	if why := e.hostSees(warm); why != "" {
+		t.Skipf("the host cannot signal the container's processes here (%s): its container is killed instead", why)
+	}
+	spec := contract.Spec{Command: []string{"sh", "-c", "echo exec-started; sleep 504"}, LogPath: filepath.Join(e.dir, "paused.log")}
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { // owned: ends when Exec does, at the latest by ctx
+		_, err := e.rt.Exec(cctx, warm, spec)
+		done <- err
+	}()
+	running := func() bool { b, _ := os.ReadFile(spec.LogPath); return strings.Contains(string(b), "exec-started") }
+	waitFor(t, 30*time.Second, "the exec to start", running)
+	if err := e.rt.Pause(ctx, warm); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled exec: %v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the cancelled exec did not return")
+	}
+	gone := func() bool {
+		dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, d := range dirs {
+			if b, err := os.ReadFile(d); err == nil && bytes.Equal(b, []byte("sleep\x00504\x00")) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 10*time.Second, "the killed exec's process to end (it stays frozen in a paused container)", gone)
+	ins, err := e.rt.cli.ContainerInspect(ctx, warm, client.ContainerInspectOptions{})
+	if err != nil || !ins.Container.State.Paused {
+		t.Errorf("after the kill the container is not paused again: %v", err)
+	}
+	_ = e.rt.Unpause(ctx, warm)
 }
