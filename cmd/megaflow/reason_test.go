@@ -101,3 +101,21 @@ func TestPendingReason(t *testing.T) {
 		t.Errorf("five listed: pendingReason = %q, want %q", got, want)
 	}
 }
+
+// A failed graph's message names the listing that shows its failures:
+// --state takes one state, and "--state failed" lists no timed-out task.
+func TestGraphExitNamesTheListing(t *testing.T) {
+	for _, c := range []struct {
+		failed, timedOut uint32
+		want             string
+	}{
+		{2, 0, "graph g failed: 2 failed, 0 timed out (megaflow tasks g --state failed)"},
+		{0, 6, "graph g failed: 0 failed, 6 timed out (megaflow tasks g --state timed_out)"},
+		{1, 2, "graph g failed: 1 failed, 2 timed out (megaflow tasks g --state failed; --state timed_out for the others)"},
+	} {
+		g := &client.Graph{Id: "g", State: client.GraphFailed, Counts: &wire.StateCounts{Failed: c.failed, TimedOut: c.timedOut}}
+		if e := graphExit(g); e == nil || e.msg != c.want || e.code != exitGraphFailed {
+			t.Errorf("graphExit(%d failed, %d timed out) = %+v, want %q", c.failed, c.timedOut, e, c.want)
+		}
+	}
+}

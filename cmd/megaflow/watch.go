@@ -42,8 +42,16 @@ func graphExit(g *client.Graph) *codeError {
 	case client.GraphCancelled:
 		return &codeError{code: exitGraphCancelled, msg: fmt.Sprintf("graph %s cancelled: %s", g.Id, orDash(g.Reason))}
 	}
-	return &codeError{code: exitGraphFailed, msg: fmt.Sprintf("graph %s %s: %d failed, %d timed out (megaflow tasks %s --state failed)",
-		g.Id, graphState(g.State), g.Counts.GetFailed(), g.Counts.GetTimedOut(), g.Id)}
+	// Point at the listing that shows them: --state takes one state.
+	see := fmt.Sprintf("megaflow tasks %s --state failed", g.Id)
+	switch f, to := g.Counts.GetFailed(), g.Counts.GetTimedOut(); {
+	case f == 0 && to > 0:
+		see = fmt.Sprintf("megaflow tasks %s --state timed_out", g.Id)
+	case f > 0 && to > 0:
+		see += "; --state timed_out for the others"
+	}
+	return &codeError{code: exitGraphFailed, msg: fmt.Sprintf("graph %s %s: %d failed, %d timed out (%s)",
+		g.Id, graphState(g.State), g.Counts.GetFailed(), g.Counts.GetTimedOut(), see)}
 }
 
 // isTerminal reports whether w is a terminal (a live progress bar makes
