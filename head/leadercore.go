@@ -1,9 +1,11 @@
 package head
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -13,6 +15,7 @@ import (
 	"github.com/megaflow/megaflow/head/state"
 	"github.com/megaflow/megaflow/internal/artifact"
 	"github.com/megaflow/megaflow/internal/lease"
+	"github.com/megaflow/megaflow/internal/resources"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
@@ -424,6 +427,7 @@ func reconcile(view *state.View, workerID string, running []*wire.RunningAttempt
 		}
 		r.Held[attemptKey{task: ra.TaskId, attempt: ra.Attempt}] = true
 	}
+	r.Stops = append(r.Stops, overCapacity(view, workerID, r.Held)...)
 	var lost []*wire.PlannedAttempt
 	for _, t := range view.AssignedTo(workerID) {
 		cur := t.CurrentAttempt()
@@ -440,6 +444,67 @@ func reconcile(view *state.View, workerID string, running []*wire.RunningAttempt
 			ReasonCode: wire.ReasonCode_REASON_CODE_NOT_ON_WORKER, UnixNanos: now.UnixNano()}
 	}
 	return r
+}
+
+// overCapacity returns stops for attempts held by a worker back with less
+// capacity than they take (restarted with a smaller --cpu-millis, say), so
+// that it runs within what it offers: the newest first, a sandbox's (whose
+// state a stop loses) after every other, until the rest fit in CPU, memory
+// and GPUs. They stay held (delivered) until the worker reports them
+// STOPPED, which re-queues their tasks as a lost attempt's. None when they
+// fit.
+func overCapacity(view *state.View, workerID string, held map[attemptKey]bool) []*wire.HeadMessage {
+	w := view.Worker(workerID)
+	if w == nil || len(held) == 0 {
+		return nil
+	}
+	capacity := w.Info.GetCapacity()
+	type use struct {
+		key     attemptKey
+		sandbox bool
+		start   int64
+		res     *wire.Resources
+	}
+	var uses []use
+	var cpu, mem int64
+	var gpus int32
+	for k := range held {
+		t := view.Task(k.task)
+		r := t.Spec.GetResources()
+		uses = append(uses, use{key: k, sandbox: t.Spec.GetSandbox() != nil, start: t.CurrentAttempt().StartUnixNanos, res: r})
+		cpu, mem, gpus = cpu+r.GetCpuMillis(), mem+r.GetMemoryBytes(), gpus+r.GetGpus()
+	}
+	over := func() bool {
+		return cpu > capacity.GetCpuMillis() || mem > capacity.GetMemoryBytes() || gpus > capacity.GetGpus()
+	}
+	if !over() {
+		return nil
+	}
+	// Stopped first: not a sandbox, then the newest, then by task id.
+	slices.SortFunc(uses, func(a, b use) int {
+		if a.sandbox != b.sandbox {
+			if a.sandbox {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(b.start, a.start); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.task, b.key.task)
+	})
+	why := fmt.Sprintf("worker %s now offers %s, %s and %d GPUs, less than its attempts take (%s, %s, %d GPUs): "+
+		"the newest are stopped so that it runs within what it offers", workerID, resources.FormatCPU(capacity.GetCpuMillis()),
+		resources.FormatBytes(capacity.GetMemoryBytes()), capacity.GetGpus(), resources.FormatCPU(cpu), resources.FormatBytes(mem), gpus)
+	var stops []*wire.HeadMessage
+	for _, u := range uses {
+		if !over() {
+			break
+		}
+		stops = append(stops, stopMsg(u.key.task, u.key.attempt, why))
+		cpu, mem, gpus = cpu-u.res.GetCpuMillis(), mem-u.res.GetMemoryBytes(), gpus-u.res.GetGpus()
+	}
+	return stops
 }
 
 // taskEvents is the command that commits a batch of a worker's attempt
