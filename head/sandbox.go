@@ -506,12 +506,26 @@ func relayChunks[M interface{ GetData() []byte }](s *sandboxService, id, worker 
 func relayErr(id, worker string, err error) error {
 	st, ok := status.FromError(err)
 	if ok && st.Code() == codes.Unavailable && len(st.Details()) == 0 {
-		e := errs.New(errs.Unavailable, "sandbox %s: worker %s did not answer (%s); the call may or may not have run there: get the sandbox to see whether it is still READY",
-			id, worker, st.Message())
+		what := "the call may or may not have run there"
+		if notSent(st.Message()) {
+			what = "the call did not reach it (no connection: nothing was sent)"
+		}
+		e := errs.New(errs.Unavailable, "sandbox %s: worker %s did not answer (%s); %s: get the sandbox to see whether it is still READY",
+			id, worker, st.Message(), what)
 		e.Reason = ReasonWorkerUnreachable
 		return errs.ToStatus(e)
 	}
 	return err
+}
+
+// notSent reports whether a gRPC Unavailable with message msg failed a
+// call before it was sent: grpc-go fails a call it had no connection for
+// with the dial's error ("Error while dialing"), and gRPC core with
+// "failed to connect to all addresses"; a call that broke after it left
+// says something else ("connection reset", "EOF", "error reading from
+// server").
+func notSent(msg string) bool {
+	return strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "failed to connect to all addresses")
 }
 
 func sandboxStateName(s wire.SandboxState) string {

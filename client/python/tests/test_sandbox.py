@@ -419,3 +419,38 @@ def test_a_script_that_never_closes_its_client_exits(heads):
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the script did not exit within 30 s of its last line: {e.stdout!r}")
     assert (p.returncode, p.stdout) == (0, "hello\nworld\n"), p.stderr
+
+
+def test_sandbox_state_name_takes_a_value_or_a_name():
+    assert megaflow.sandbox_state_name(READY) == "READY"
+    assert megaflow.sandbox_state_name("READY") == "READY"  # Sandbox.state's
+    assert megaflow.sandbox_state_name("SANDBOX_STATE_PAUSED") == "PAUSED"
+
+
+class _Unavailable(grpc.RpcError):
+    def __init__(self, details):
+        self._details = details
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return self._details
+
+    def trailing_metadata(self):
+        return ()
+
+
+def test_a_call_gRPC_had_no_connection_for_did_not_run(heads):
+    """A refused connection fails a call before it is sent: the error says
+    it did not run, not that it may have (a new user's exec after the
+    cluster stopped)."""
+    (h,) = heads(1)
+    Box().install(h)
+    with megaflow.Client([h.addr], **FAST) as c:
+        sb = c.sandbox(image="busybox", wait_ready=5)
+        refused = sb._sent_error(h.addr, "exec", _Unavailable(
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7070: Connection refused"))
+        assert "it did not run (no connection to the head: nothing was sent)" in str(refused)
+        broken = sb._sent_error(h.addr, "exec", _Unavailable("Socket closed"))
+        assert "it may or may not have run" in str(broken)

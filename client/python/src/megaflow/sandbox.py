@@ -109,8 +109,11 @@ def new_sandbox_id() -> str:
     return "sbx-" + "".join(_CROCKFORD[b % 32] for b in os.urandom(16))
 
 
-def sandbox_state_name(state: int) -> str:
-    """Short name of a SandboxState value: ``SANDBOX_STATE_READY`` -> "READY"."""
+def sandbox_state_name(state: Union[int, str]) -> str:
+    """Short name of a SandboxState value: ``SANDBOX_STATE_READY`` -> "READY";
+    a name (as :attr:`Sandbox.state` gives) is returned short too."""
+    if isinstance(state, str):
+        return state.replace("SANDBOX_STATE_", "")
     return sbx.SandboxState.Name(state).replace("SANDBOX_STATE_", "")
 
 
@@ -371,6 +374,9 @@ class SandboxBase:
         if isinstance(err, Unavailable) or type(err) is MegaflowError:
             self._client._rotate(addr)
             if type(err) in (Unavailable, MegaflowError):
+                if type(err) is Unavailable and "failed to connect to all addresses" in err.message:
+                    # gRPC had no connection for it: it was never sent.
+                    hint = "it did not run (no connection to the head: nothing was sent)"
                 return Unavailable(f"megaflow: sandbox {self.id}: {what}: head {addr}: {err.message}; {hint}",
                                    err.code, err.reason)
         return err
