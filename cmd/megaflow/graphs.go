@@ -12,11 +12,13 @@ import (
 
 	"github.com/megaflow/megaflow/client"
 	"github.com/megaflow/megaflow/internal/errs"
+	"github.com/megaflow/megaflow/internal/spec"
 	"github.com/megaflow/megaflow/internal/wire"
 )
 
 func graphsCmd(g *globals) *cobra.Command {
 	var f client.GraphFilter
+	var sandboxes bool
 	cmd := &cobra.Command{
 		Use:   "graphs",
 		Short: "List graphs, sorted by id",
@@ -28,7 +30,9 @@ no longer kept, nor can its logs and artifacts be read; its summary
 --archive-retention (default 30 days).
 --all lists the archived graphs too, after the live ones, with the time
 since they were archived in the ARCHIVED column; megaflow status GRAPH shows
-one.`,
+one. Each sandbox is a graph of its own (its id, sbx-..., one task): they
+are left out, and counted below the table, unless --sandboxes is given
+(megaflow sandbox list lists them as sandboxes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, c, done, err := g.dial(cmd)
@@ -50,7 +54,12 @@ one.`,
 				header += "\tARCHIVED"
 			}
 			fmt.Fprintln(tw, header)
+			hidden := 0
 			for _, gr := range graphs {
+				if !sandboxes && sandboxGraph(gr) {
+					hidden++
+					continue
+				}
 				cn, m := gr.Counts, gr.GetMetrics()
 				// SUCCESS is of the tasks that ran to an end: CANCELLED beside
 				// it keeps a cancelled graph from reading as a full success.
@@ -61,17 +70,31 @@ one.`,
 				}
 				fmt.Fprintln(tw)
 			}
+			if hidden > 0 {
+				what := fmt.Sprintf("%d sandboxes' graphs", hidden)
+				if hidden == 1 {
+					what = "1 sandbox's graph"
+				}
+				fmt.Fprintf(tw, "(%s not shown: --sandboxes shows them; megaflow sandbox list lists them)\n", what)
+			}
 			if next != "" {
 				fmt.Fprintf(tw, "(more: --page-token %s)\n", next)
 			}
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&sandboxes, "sandboxes", false, "include the sandboxes' graphs (one per sandbox, id sbx-...)")
 	cmd.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant's graphs")
 	cmd.Flags().BoolVar(&f.IncludeArchived, "all", false, "include the archived graphs (finished graphs past the head's --graph-retention), after the live ones")
 	cmd.Flags().Int32Var(&f.PageSize, "limit", 100, "at most this many")
 	cmd.Flags().StringVar(&f.PageToken, "page-token", "", "continue a previous listing")
 	return cmd
+}
+
+// sandboxGraph reports whether gr is a sandbox's graph: a sandbox id
+// (spec.SandboxIDPrefix, then [a-z0-9]) with one task.
+func sandboxGraph(gr *client.Graph) bool {
+	return gr.TaskCount == 1 && spec.CheckSandboxID("", gr.Id) == nil
 }
 
 func tasksCmd(g *globals) *cobra.Command {

@@ -119,3 +119,23 @@ func TestGraphExitNamesTheListing(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox's graph (its id a sandbox id, one task) is told from others,
+// which megaflow graphs lists; a graph merely named like one is not
+// hidden when it has more tasks.
+func TestSandboxGraph(t *testing.T) {
+	for _, c := range []struct {
+		id    string
+		tasks uint32
+		want  bool
+	}{
+		{"sbx-47ke8fyf95fdeppj", 1, true},
+		{"sbx-47ke8fyf95fdeppj", 3, false},
+		{"rollouts-1", 1, false},
+		{"sbx-Not-An-Id", 1, false},
+	} {
+		if got := sandboxGraph(&client.Graph{Id: c.id, TaskCount: c.tasks}); got != c.want {
+			t.Errorf("sandboxGraph(%s, %d tasks) = %v, want %v", c.id, c.tasks, got, c.want)
+		}
+	}
+}
