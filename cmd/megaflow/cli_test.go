@@ -174,4 +174,9 @@ func TestStatusWatchSaysWhyAGraphStuckBeforeIsQueued(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "graph big keeps running  (queued: no worker") || !strings.Contains(errOut, "has 4 cores") {
 		t.Fatalf("status --wait --timeout 1s: %d %q; want the queueing reason in the message", code, errOut)
 	}
+	// Nor does a plain status leave it out.
+	code, out, errOut = cli(t, heads, "status", "big")
+	if code != 0 || !strings.Contains(out, "\nqueued: no worker") || !strings.Contains(out, "has 4 cores") {
+		t.Fatalf("status: %d %q %q; want the queueing reason", code, out, errOut)
+	}
 }

@@ -201,6 +201,11 @@ submit --wait was interrupted, or one another client submitted.`,
 			fmt.Fprintf(g.stdout, "pending %d  queued %d  assigned %d  running %d  succeeded %d  failed %d  cancelled %d  timed_out %d\n",
 				cn.GetPending(), cn.GetQueued(), cn.GetAssigned(), cn.GetRunning(), cn.GetSucceeded(), cn.GetFailed(),
 				cn.GetCancelled(), cn.GetTimedOut())
+			if note := stuckAfter(ctx, c, gr.Id); note != "" {
+				// Nothing of it runs and some waits: why (megaflow tasks
+				// gives each task's reason).
+				fmt.Fprintf(g.stdout, "%s\n", strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(note), "("), ")"))
+			}
 			if m := gr.GetMetrics(); m.GetFinished() > 0 || m.GetFirstStartUnixNanos() != 0 {
 				fmt.Fprintf(g.stdout, "success %s of %d finished", successRate(m), m.GetFinished())
 				if n := cn.GetCancelled(); n > 0 {
