@@ -468,7 +468,11 @@ Raft cluster, data under --data-dir/head) and one worker (attempt logs under
 and the process runtime otherwise (--runtime forces one); the choice is
 printed. Other megaflow commands reach it at --grpc-addr (the CLI's default
 head). Ctrl-C shuts both down cleanly; a restart on the same --data-dir
-keeps the task table.`,
+keeps the task table. Containers still running are taken over by a restart
+within the worker's lease (some 11 s after the stop); after it, their inits
+have stopped them, and their tasks run again (not counted as failures; a
+sandbox is lost). Process tasks never outlive the worker: a clean stop stops
+them, and they run again after a restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.tls.Enabled() {
