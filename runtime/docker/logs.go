@@ -89,8 +89,11 @@ func (r *Runtime) openLogs(ctx context.Context, id string, follow bool) (io.Read
 // before them and takes the engine's from there (a follow stream across a
 // rotation can lose bytes, and a task's result line is at the end); where
 // the copy holds none of them, the engine's retained log is appended after
-// a note that output is missing there, and the log is said to be
-// incomplete.
+// a note that output is missing there. Either way the log is said to be
+// possibly incomplete (unchecked): what the engine no longer holds is only
+// the follow streams' copy, and a follow stream can lose or repeat bytes
+// where it crosses a rotation. A copy far longer than the engine's whole
+// log that starts as it (repeated lines, rotated) is kept, not cut to it.
 const (
 	// followRetryMin and followRetryMax bound the wait before another
 	// follow stream, when one ended while its container ran.
@@ -105,7 +108,17 @@ const (
 	// alignMinLine is the shortest line of the final read's start that
 	// may place it in the copy (shorter ones, "}" or blank, are too common).
 	alignMinLine = 8
+	// rotatedSlack is how much longer than the engine's whole log a copy
+	// may be and still be cut to it (a follow stream's repeats are a few
+	// reads' worth; a log the engine rotated is far longer).
+	rotatedSlack = 1 << 20
 )
+
+// unchecked is why a log whose start the engine had rotated away may be
+// incomplete: that part is only the follow streams' copy, which the engine
+// can no longer confirm, and a follow stream can lose or repeat bytes
+// where it crosses a rotation.
+const unchecked = "the engine rotated its log during the run (raise its log max-size): the output before what it retained is the follow streams' copy, unchecked, which may lack or repeat output where a stream crossed a rotation"
 
 // logCopy is the goroutine copying one container's output to its log file.
 type logCopy struct {
@@ -309,6 +322,7 @@ func (c *logWriter) align(head []byte) error {
 	j, err := c.index(head)
 	if err != nil || j >= 0 {
 		c.shift = max(j, 0)
+		c.gap = unchecked
 		return err
 	}
 	j, off, err = c.join(head)
@@ -319,6 +333,7 @@ func (c *logWriter) align(head []byte) error {
 		// engine's start is unknown.
 		c.shift = max(j, 0)
 		if off == 0 {
+			c.gap = unchecked
 			return err
 		}
 		c.gap = "the copied output lacks where the engine's retained log starts (the engine rotated its log, and the follow stream lost bytes there; raise the engine's log max-size): the log has the copied output up to there, then the engine's retained log, and output between them may be missing"
@@ -547,6 +562,12 @@ func (c *logWriter) finish() error {
 	if end := c.seen + c.shift; end < c.n {
 		if c.seen == 0 {
 			return fmt.Errorf("the engine holds none of the %d bytes copied (it keeps no log: use the json-file or local log driver); the log is left as copied", c.n)
+		}
+		if c.shift == 0 && !c.repaired && c.n-end > rotatedSlack {
+			// The engine holds far less than was copied, and all of it as
+			// the copy's start: output of repeated lines it rotated, not
+			// a follow stream's repeats. The copy stays as it is.
+			return fmt.Errorf("the engine's log holds %d bytes of the %d copied, all of them the copy's start: it rotated its log during the run (raise its log max-size), so the copy is kept unchecked, and may lack or repeat output where a follow stream crossed a rotation", end, c.n)
 		}
 		f, err := c.file()
 		if err != nil {

@@ -264,17 +264,22 @@ func TestLogWriterAfterARotation(t *testing.T) {
 	const note = "\nmegaflow: output is missing here: the engine rotated it away before it was copied (raise the engine's log max-size); what follows is the engine's retained log\n"
 	for _, tc := range []struct {
 		name, follow, final, want string
-		gap                       bool
+		gap                       bool // the log is said to be incomplete
 	}{
-		{"the copy holds it all", "line one\nline two\nline three\n", "line three\n", "line one\nline two\nline three\n", false},
+		{"the copy holds it all", "line one\nline two\nline three\n", "line three\n", "line one\nline two\nline three\n", true},
 		{"the follow stream lost the tail", "START\nline one\nline two\n", "line one\nline two\nEND\nMEGAFLOW_RESULT {}\n",
-			"START\nline one\nline two\nEND\nMEGAFLOW_RESULT {}\n", false},
-		{"the engine's first line begins as the copy's", all, from1500 + "MEGAFLOW_RESULT 1\n", all + "MEGAFLOW_RESULT 1\n", false},
-		{"lines longer than alignBytes", "h\n" + long("b") + long("c"), long("b") + long("c") + "R\n", "h\n" + long("b") + long("c") + "R\n", false},
+			"START\nline one\nline two\nEND\nMEGAFLOW_RESULT {}\n", true},
+		{"the engine's first line begins as the copy's", all, from1500 + "MEGAFLOW_RESULT 1\n", all + "MEGAFLOW_RESULT 1\n", true},
+		{"lines longer than alignBytes", "h\n" + long("b") + long("c"), long("b") + long("c") + "R\n", "h\n" + long("b") + long("c") + "R\n", true},
 		{"the copy lacks the engine's first lines", all[:strings.Index(all, "\n1490 ")+1] + all[strings.Index(all, "\n1510 ")+1:],
 			from1500 + "MEGAFLOW_RESULT 1\n", all[:strings.Index(all, "\n1490 ")+1] + from1500 + "MEGAFLOW_RESULT 1\n", true},
 		{"the copy holds none of the engine's", "a\nb\n", "y\nz\nMEGAFLOW_RESULT {}\n", "a\nb\n" + note + "y\nz\nMEGAFLOW_RESULT {}\n", true},
 		{"nothing copied: the engine's as it is", "", "y\nz\n", "y\nz\n", false},
+		// Repeated lines the engine rotated: its log is the copy's start,
+		// far shorter; the copy is not cut to it.
+		{"repeated lines, rotated", strings.Repeat("a\n", 1<<20), strings.Repeat("a\n", 1000), strings.Repeat("a\n", 1<<20), true},
+		// A follow stream's repeats at the end are still cut.
+		{"a few repeats at the end", "line one\nline two\nline two\n", "line one\nline two\n", "line one\nline two\n", false},
 	} {
 		path := filepath.Join(t.TempDir(), "log")
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
