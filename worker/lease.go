@@ -131,6 +131,9 @@ func (w *Worker) lapseEnd(began, finished time.Time) string {
 	// The lease held, but the file the inits read was not renewed (a full
 	// disk): an exit at or after the expiry it held was its init's kill.
 	if w.leaseWriteErr != nil && !w.leaseWritten.IsZero() && !finished.IsZero() && !finished.Before(w.leaseWritten) {
+		if !began.Before(w.leaseWritten) {
+			return fmt.Sprintf("worker could not renew its lease file (%v), whose expiry had passed when the task was to start: its init refused to run it", w.leaseWriteErr)
+		}
 		return fmt.Sprintf("worker could not renew its lease file (%v): its init stopped the task at the expiry the file held", w.leaseWriteErr)
 	}
 	return ""
@@ -150,6 +153,40 @@ func (w *Worker) writeLeaseLocked() {
 		return
 	}
 	w.leaseWritten, w.leaseWriteErr = e, nil
+}
+
+// leaseFileStale says why the worker cannot run tasks, or "": it cannot
+// renew the lease file (its data directory is full, say) and the expiry
+// the file holds has passed, so that its tasks' inits stop or refuse every
+// task. The stream goroutine then leaves the leader, and does not come back
+// until leaseFileBlocked says the file can be written again.
+func (w *Worker) leaseFileStale() string {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	if w.leaseWriteErr == nil || w.leaseWritten.IsZero() || w.clock.Now().Before(w.leaseWritten) {
+		return ""
+	}
+	return fmt.Sprintf("worker %s cannot renew its lease file (%v), whose expiry has passed: its tasks' inits would stop or refuse every task",
+		w.cfg.NodeID, w.leaseWriteErr)
+}
+
+// leaseFileBlocked says why the worker must not connect, or "": the lease
+// file could not be written last time, and writing it again (the expiry it
+// last held, which grants nothing new) still fails. A write that succeeds
+// clears the error.
+func (w *Worker) leaseFileBlocked() string {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	if w.leaseWriteErr == nil || w.leaseWritten.IsZero() {
+		return ""
+	}
+	if err := leaseinit.WriteExpiry(w.leaseDir(), w.leaseWritten); err != nil {
+		w.leaseWriteErr = err
+		return fmt.Sprintf("cannot write the lease file: %v", err)
+	}
+	w.leaseWriteErr = nil
+	w.log.Info("the lease file can be written again; connecting to the leader")
+	return ""
 }
 
 // LeaseExpiresAt returns when the worker's view of its lease expires (zero

@@ -204,7 +204,7 @@ func TestAnExitAfterTheLeaseFileWentStaleEndsStopped(t *testing.T) {
 		}
 	})
 	dir := t.TempDir()
-	startWorker(t, testConfig(t, rt, dir, head.addr))
+	w := startWorker(t, testConfig(t, rt, dir, head.addr))
 	file := filepath.Join(dir, "lease", leaseinit.FileName)
 	waitFor(t, 10*time.Second, "the lease file", func() bool { _, err := leaseinit.ReadExpiry(file); return err == nil })
 	head.send(assignMsg("g/t", 1, spec("img", "late")))
@@ -217,8 +217,27 @@ func TestAnExitAfterTheLeaseFileWentStaleEndsStopped(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "lease"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// It cannot run tasks once the file's expiry passed: it leaves the
+	// leader (which then places nothing here, and runs what was here
+	// elsewhere once the lease lapses) until the file can be written again.
+	connected := func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.connected }
+	waitFor(t, 10*time.Second, "the worker to leave the leader", func() bool { return !connected() })
+	hellos := head.helloCount()
+	waitFor(t, 10*time.Second, "the task's end", func() bool { cs, _ := rt.List(context.Background(), nil); return len(cs) == 0 || !cs[0].Running })
+	if head.helloCount() != hellos || connected() {
+		t.Fatal("the worker came back while its lease file could not be written")
+	}
+	if err := os.Remove(filepath.Join(dir, "lease")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the worker back once its lease file can be written", func() bool { return head.helloCount() > hellos && connected() })
+	// Its end is the lease's (the file's, or the lapse's while it was
+	// away), STOPPED: not the task's exit 143.
 	ev := head.waitEvent("g/t", 1, kindStopped)
-	if !strings.Contains(ev.GetReason(), "could not renew its lease file") {
-		t.Errorf("reason %q, want the lease file's", ev.GetReason())
+	if !strings.Contains(ev.GetReason(), "lease") {
+		t.Errorf("reason %q, want the lease's", ev.GetReason())
+	}
+	if evs := head.eventsOf("g/t", 1); strings.Contains(kinds(evs), "EXITED") {
+		t.Errorf("events %s: the init's kill taken for the task's exit", kinds(evs))
 	}
 }

@@ -63,6 +63,18 @@ func (w *Worker) runStream(ctx context.Context) {
 	redirects := 0
 	quiet := false // a failed round was already logged at warn level
 	for ctx.Err() == nil {
+		if why := w.leaseFileBlocked(); why != "" {
+			// No stream while the lease file cannot be written: see
+			// leaseFileStale.
+			if !quiet {
+				w.log.Warn("not connecting to the leader until the lease file can be written again", "why", why, "retry_in", w.cfg.ReconnectMax)
+				quiet = true
+			}
+			if !clock.Sleep(w.clock, w.cfg.ReconnectMax, ctx.Done()) {
+				return
+			}
+			continue
+		}
 		addrs := w.headAddrs(hint, lost)
 		next := ""
 		welcomed := false
@@ -546,6 +558,12 @@ func (w *Worker) session(ctx context.Context, conns *headConns, conn *grpc.Clien
 		case <-hb.C():
 			if w.headGone(addr) {
 				return true, fmt.Errorf("gossip reports the leader at %s gone", addr)
+			}
+			if why := w.leaseFileStale(); why != "" {
+				// Its tasks' inits would stop or refuse every task: leave,
+				// so that the leader places nothing here and, once the
+				// lease lapses, runs what was here elsewhere.
+				return true, errors.New(why)
 			}
 			if unanswered >= stallHeartbeats && probe == nil {
 				if others := slices.DeleteFunc(w.headAddrs("", ""), func(a string) bool { return a == addr }); len(others) > 0 {
