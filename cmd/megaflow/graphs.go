@@ -328,6 +328,12 @@ func taskReason(t *client.Task) string {
 		return upstreamFailedReason
 	}
 	n := len(t.Attempts)
+	if t.State == client.TaskFailed && strings.HasPrefix(t.Reason, "lost ") && strings.HasSuffix(t.Reason, " times") &&
+		n > 0 && t.Attempts[n-1].Reason != "" {
+		// The head's reason for a task it gave up on after its attempts
+		// were lost names no cause: the last one's.
+		return fmt.Sprintf("%s (the last: %s)", t.Reason, t.Attempts[n-1].Reason)
+	}
 	var prev *client.Attempt
 	switch t.State {
 	case client.TaskPending, client.TaskQueued:

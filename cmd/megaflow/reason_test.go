@@ -39,6 +39,9 @@ func TestTaskReasonSaysWhyAnEarlierAttemptEnded(t *testing.T) {
 		{"an earlier attempt without a reason", &client.Task{State: client.TaskRunning, Attempts: []*client.Attempt{{Number: 1}, cur}}, ""},
 		{"cancelled because a dependency did not succeed", &client.Task{State: client.TaskCancelled, Reason: "upstream_failed"},
 			"a dependency did not succeed (upstream_failed)"},
+		{"failed after its attempts were lost: the last cause", &client.Task{State: client.TaskFailed, Reason: "lost 3 times",
+			Attempts: []*client.Attempt{lost, lapsed, {Number: 3, State: client.TaskFailed, Reason: "worker w3 lost: lease expired"}}},
+			"lost 3 times (the last: worker w3 lost: lease expired)"},
 	} {
 		if got := taskReason(c.task); got != c.want {
 			t.Errorf("%s: taskReason = %q, want %q", c.name, got, c.want)
