@@ -275,7 +275,7 @@ const (
 	ReasonCode_REASON_CODE_UNPLACEABLE        ReasonCode = 14 // no worker could run it for longer than --max-queue-wait
 	ReasonCode_REASON_CODE_QUEUED             ReasonCode = 15 // a queueing reason: why it waits (not a failure)
 	ReasonCode_REASON_CODE_GPU_UNHEALTHY      ReasonCode = 16 // a GPU it held became unhealthy
-	ReasonCode_REASON_CODE_STOPPED_BY_WORKER  ReasonCode = 17 // the worker stopped it without the head asking
+	ReasonCode_REASON_CODE_STOPPED_BY_WORKER  ReasonCode = 17 // the worker stopped a current attempt: on its own (shutting down, lease lapsed), or as the leader asked when it offers less than its attempts take
 	ReasonCode_REASON_CODE_GANG               ReasonCode = 18 // another task of its gang failed or restarted
 	ReasonCode_REASON_CODE_SERVICE_RESTART    ReasonCode = 19 // a service attempt exited 0 and is restarted (a failed one keeps its failure's code)
 	ReasonCode_REASON_CODE_SERVING            ReasonCode = 20 // a service attempt publishes its endpoint (not a failure)
