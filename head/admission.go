@@ -55,12 +55,14 @@ func (s *service) SetAdmissionPolicy(ctx context.Context, req *wire.SetAdmission
 	if err != nil {
 		return nil, errs.ToStatus(err)
 	}
-	if err := s.h.needAdmissionRules(); err != nil {
-		return nil, errs.ToStatus(err)
-	}
 	if !s.h.IsLeader() {
+		// The leader checks the rules: a follower may not have applied
+		// the entry that moved them yet (a new cluster's, for a while).
 		resp, err := forward(ctx, s.h.fwd, req, wire.MegaflowServiceClient.SetAdmissionPolicy)
 		return resp, errs.ToStatus(err)
+	}
+	if err := s.h.needAdmissionRules(); err != nil {
+		return nil, errs.ToStatus(err)
 	}
 	norm.ModifyIndex, norm.UpdateUnixNanos = 0, 0
 	old, oldSrc := s.h.fsm.View().EffectiveAdmission(p.GetTenant())
