@@ -458,26 +458,22 @@ func overCapacity(view *state.View, workerID string, held map[attemptKey]bool) [
 	if w == nil || len(held) == 0 {
 		return nil
 	}
-	capacity := w.Info.GetCapacity()
 	type use struct {
 		key     attemptKey
 		sandbox bool
 		start   int64
-		res     *wire.Resources
+		need    resources.Resources
 	}
 	var uses []use
-	var cpu, mem int64
-	var gpus int32
+	var used resources.Resources
 	for k := range held {
 		t := view.Task(k.task)
-		r := t.Spec.GetResources()
-		uses = append(uses, use{key: k, sandbox: t.Spec.GetSandbox() != nil, start: t.CurrentAttempt().StartUnixNanos, res: r})
-		cpu, mem, gpus = cpu+r.GetCpuMillis(), mem+r.GetMemoryBytes(), gpus+r.GetGpus()
+		u := use{key: k, sandbox: t.Spec.GetSandbox() != nil, start: t.CurrentAttempt().StartUnixNanos, need: state.ResourcesOf(t.Spec.GetResources())}
+		uses = append(uses, u)
+		used = used.Add(u.need)
 	}
-	over := func() bool {
-		return cpu > capacity.GetCpuMillis() || mem > capacity.GetMemoryBytes() || gpus > capacity.GetGpus()
-	}
-	if !over() {
+	capacity := w.Capacity()
+	if used.Fits(capacity) {
 		return nil
 	}
 	// Stopped first: not a sandbox, then the newest, then by task id.
@@ -494,15 +490,15 @@ func overCapacity(view *state.View, workerID string, held map[attemptKey]bool) [
 		return strings.Compare(a.key.task, b.key.task)
 	})
 	why := fmt.Sprintf("worker %s now offers %s, %s and %d GPUs, less than its attempts take (%s, %s, %d GPUs): "+
-		"the newest are stopped so that it runs within what it offers", workerID, resources.FormatCPU(capacity.GetCpuMillis()),
-		resources.FormatBytes(capacity.GetMemoryBytes()), capacity.GetGpus(), resources.FormatCPU(cpu), resources.FormatBytes(mem), gpus)
+		"the newest are stopped so that it runs within what it offers", workerID, resources.FormatCPU(capacity.CPUMillis),
+		resources.FormatBytes(capacity.MemoryBytes), capacity.GPUs, resources.FormatCPU(used.CPUMillis), resources.FormatBytes(used.MemoryBytes), used.GPUs)
 	var stops []*wire.HeadMessage
 	for _, u := range uses {
-		if !over() {
+		if used.Fits(capacity) {
 			break
 		}
 		stops = append(stops, stopMsg(u.key.task, u.key.attempt, why))
-		cpu, mem, gpus = cpu-u.res.GetCpuMillis(), mem-u.res.GetMemoryBytes(), gpus-u.res.GetGpus()
+		used = used.Sub(u.need)
 	}
 	return stops
 }

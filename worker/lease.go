@@ -130,7 +130,7 @@ func (w *Worker) lapseEnd(began, finished time.Time) string {
 	}
 	// The lease held, but the file the inits read was not renewed (a full
 	// disk): an exit at or after the expiry it held was its init's kill.
-	if w.leaseWriteErr != nil && !w.leaseWritten.IsZero() && !finished.IsZero() && !finished.Before(w.leaseWritten) {
+	if !finished.IsZero() && w.fileExpiredLocked(finished) {
 		if !began.Before(w.leaseWritten) {
 			return fmt.Sprintf("worker could not renew its lease file (%v), whose expiry had passed when the task was to start: its init refused to run it", w.leaseWriteErr)
 		}
@@ -163,11 +163,18 @@ func (w *Worker) writeLeaseLocked() {
 func (w *Worker) leaseFileStale() string {
 	w.leaseMu.Lock()
 	defer w.leaseMu.Unlock()
-	if w.leaseWriteErr == nil || w.leaseWritten.IsZero() || w.clock.Now().Before(w.leaseWritten) {
+	if !w.fileExpiredLocked(w.clock.Now()) {
 		return ""
 	}
 	return fmt.Sprintf("worker %s cannot renew its lease file (%v), whose expiry has passed: its tasks' inits would stop or refuse every task",
 		w.cfg.NodeID, w.leaseWriteErr)
+}
+
+// fileExpiredLocked reports whether, at t, the lease file cannot be
+// renewed and the expiry it holds has passed: its tasks' inits stop or
+// refuse every task then. leaseMu is held.
+func (w *Worker) fileExpiredLocked(t time.Time) bool {
+	return w.leaseWriteErr != nil && !w.leaseWritten.IsZero() && !t.Before(w.leaseWritten)
 }
 
 // leaseFileBlocked says why the worker must not connect, or "": the lease

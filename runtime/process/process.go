@@ -33,7 +33,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,7 +46,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -560,17 +558,11 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 // dying), or gone. A leader's pid is not reused while it is unreaped or
 // its group lives (the group id stays reserved), which is when Stop asks.
 func exited(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := leaseinit.StatFields(pid)
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
-	// pid (comm) S ...: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	st := b[i+2]
-	return st == 'Z' || st == 'X' || st == 'x'
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X" || f[0] == "x")
 }
 
 func (r *Runtime) signal(p *proc, sig syscall.Signal) {
