@@ -14,6 +14,7 @@ import (
 	"github.com/megaflow/megaflow/internal/chaos/check"
 	"github.com/megaflow/megaflow/internal/chaos/fault"
 	"github.com/megaflow/megaflow/internal/chaos/history"
+	"github.com/megaflow/megaflow/internal/wire"
 )
 
 // finish heals the cluster, waits until every graph is finished, stops the
@@ -40,6 +41,24 @@ func (c *cluster) finish(ctx context.Context) check.Input {
 			problem(fmt.Errorf("worker %s did not stop within 45 s of SIGTERM (its goroutines are in %s)", p.name, p.log))
 		}
 	}
+	// A stopped worker the leader did not see leave (its gossip leave lost
+	// in a fault's wake) is declared down at its lease's end: a commit
+	// after the heads seemed to agree. Wait until the leader's table has
+	// no worker ALIVE.
+	problem(waitFor(ctx, 90*time.Second, "every worker left or down in the leader's table", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		ws, err := c.admin.ListWorkers(cctx, client.ReadOptions{RequireLeader: true})
+		if err != nil {
+			return false
+		}
+		for _, w := range ws {
+			if w.Status == wire.WorkerStatus_WORKER_STATUS_ALIVE {
+				return false
+			}
+		}
+		return true
+	}))
 	// The heads agree once each applied the leader's commit index and it
 	// stays put for a second.
 	var applied []uint64
