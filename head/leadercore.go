@@ -81,10 +81,15 @@ func planRound(in roundInput) round {
 	view := in.View
 	nowNanos := in.Now.UnixNano()
 	sin := scheduler.Input{Seed: in.Term, Policy: in.Policy, Running: map[string]int{}}
+	// Connectivity is read once: a worker that connects mid-round must not
+	// count as away when the workers are listed and as back when pinned
+	// tasks are held for it (its session's task was then placed elsewhere).
+	connected := map[string]bool{}
 	for _, w := range view.AliveWorkers() {
 		if !in.Connected(w.ID()) {
 			continue
 		}
+		connected[w.ID()] = true
 		starting := 0
 		for _, t := range view.AssignedTo(w.ID()) {
 			if a := t.ActiveAttempt(); a != nil && a.State == wire.TaskState_TASK_STATE_ASSIGNED {
@@ -164,7 +169,7 @@ func planRound(in roundInput) round {
 	var plan scheduler.Plan
 	if len(sin.Tasks) > 0 {
 		scheduler.PinSessions(sin.Tasks, sessionAttempts(view, queued))
-		sin.Tasks = holdForReconnect(view, in.Connected, sin.Tasks, queued, waiting)
+		sin.Tasks = holdForReconnect(view, func(id string) bool { return connected[id] }, sin.Tasks, queued, waiting)
 		sin.Quotas, sin.Cluster = schedulerQuotas(view)
 		if len(sin.Tasks) > 0 {
 			plan = scheduler.Place(sin)
